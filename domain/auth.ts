@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import type { Db } from './db.ts';
+import { DomainError, forbidden } from './errors.ts';
+import { newApiKey, newId } from './ids.ts';
+import type { ApiKeyScope } from '../generated/prisma/enums.ts';
+
+export type Scope = ApiKeyScope;
+
+/** Who is calling: resolved from a bearer key once per request, then passed to every domain call. */
+export interface Principal {
+  accountId: string;
+  keyId: string;
+  scopes: ReadonlySet<Scope>;
+  /** Empty: every endpoint of the account. */
+  endpointIds: readonly string[];
+  isAdmin: boolean;
+}
+
+export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+const KEY_SHAPE = /^[A-Za-z0-9_\-.]{16,200}$/;
+
+/** Resolves a presented key; throws `unauthenticated` for malformed, unknown, revoked or expired keys. */
+export async function authenticate(db: Db, presented: string | undefined): Promise<Principal> {
+  if (!presented) throw new DomainError('unauthenticated', 'missing bearer token');
+  if (!KEY_SHAPE.test(presented)) throw new DomainError('unauthenticated', 'malformed bearer token');
+  const key = await db.apiKey.findUnique({ where: { hash: hashKey(presented) }, include: { account: { select: { isAdmin: true } } } });
+  if (!key || key.revokedAt) throw new DomainError('unauthenticated', 'invalid bearer token');
+  if (key.expiresAt && key.expiresAt.getTime() <= Date.now()) throw new DomainError('unauthenticated', 'expired bearer token');
+  return {
+    accountId: key.accountId,
+    keyId: key.id,
+    scopes: new Set(key.scopes),
+    endpointIds: key.endpointIds,
+    isAdmin: key.account.isAdmin && key.scopes.includes('ADMIN'),
+  };
+}
+
+export function requireScope(principal: Principal, scope: Scope): void {
+  if (!principal.scopes.has(scope) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scope.toLowerCase()} scope`);
+}
+
+export function requireEndpointAccess(principal: Principal, endpointId: string): void {
+  if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(endpointId)) throw forbidden('this key does not reach that endpoint');
+}
+
+export interface IssuedKey {
+  id: string;
+  key: string;
+}
+
+export async function issueApiKey(db: Db, accountId: string, name: string, scopes: Scope[], key = newApiKey(), endpointIds: string[] = []): Promise<IssuedKey> {
+  const id = newId();
+  await db.apiKey.create({ data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds } });
+  return { id, key };
+}
+
+const ADMIN_EMAIL = 'admin@gantry.local';
+
+/**
+ * Makes sure the admin account exists and has a key. Returns the key only when it was created now
+ * (it is stored hashed and cannot be shown again), or undefined when one already existed.
+ * GANTRY_ADMIN_API_KEY pins the key: it is added if no key with that hash exists yet.
+ */
+export async function ensureAdmin(db: Db, configuredKey: string | undefined): Promise<{ accountId: string; newKey: string | undefined }> {
+  const account = await db.account.upsert({
+    where: { email: ADMIN_EMAIL },
+    update: {},
+    create: { id: newId(), email: ADMIN_EMAIL, name: 'admin', isAdmin: true },
+  });
+  const all: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
+  if (configuredKey) {
+    if (!KEY_SHAPE.test(configuredKey)) throw new Error('GANTRY_ADMIN_API_KEY must be 16-200 characters of letters, digits, "_", "-" or "."');
+    const existing = await db.apiKey.findUnique({ where: { hash: hashKey(configuredKey) } });
+    if (existing) return { accountId: account.id, newKey: undefined };
+    await issueApiKey(db, account.id, 'admin (GANTRY_ADMIN_API_KEY)', all, configuredKey);
+    return { accountId: account.id, newKey: configuredKey };
+  }
+  const count = await db.apiKey.count({ where: { accountId: account.id, revokedAt: null } });
+  if (count > 0) return { accountId: account.id, newKey: undefined };
+  const issued = await issueApiKey(db, account.id, 'first admin key', all);
+  return { accountId: account.id, newKey: issued.key };
+}

@@ -1,0 +1,13 @@
+import type { Client } from '@temporalio/client';
+import type { Db } from './db.ts';
+import type { SecretBox } from './secrets.ts';
+
+/** What every domain operation may use; built once per process and shared by REST and GraphQL. */
+export interface DomainContext {
+  db: Db;
+  temporal: Client;
+  taskQueue: string;
+  /** Base address clients and worker containers use to reach this API. */
+  publicUrl: string;
+  secrets: SecretBox;
+}

@@ -1,0 +1,20 @@
+/**
+ * Domain errors: what went wrong in terms REST (problem+json) and GraphQL (extensions.code) both map.
+ */
+export type DomainErrorKind = 'bad_request' | 'unauthenticated' | 'forbidden' | 'not_found' | 'conflict' | 'validation' | 'rate_limited' | 'unavailable';
+
+export class DomainError extends Error {
+  constructor(
+    readonly kind: DomainErrorKind,
+    message: string,
+    /** Individual validation failures, as `<json path>: <message>`. */
+    readonly errors?: string[],
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+}
+
+export const notFound = (what = 'resource'): DomainError => new DomainError('not_found', `${what} not found`);
+export const forbidden = (detail = 'access denied'): DomainError => new DomainError('forbidden', detail);
+export const validationFailed = (errors: string[]): DomainError => new DomainError('validation', 'Request validation failed.', errors);

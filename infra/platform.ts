@@ -1,0 +1,118 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../api/app.ts';
+import { ensureAdmin } from '../domain/auth.ts';
+import type { DomainContext } from '../domain/context.ts';
+import { createDb, type Db } from '../domain/db.ts';
+import { reconcileEndpointWorkflows } from '../domain/endpoints.ts';
+import { SecretBox } from '../domain/secrets.ts';
+import { createTemporalWorker, installTemporalRuntime } from '../workers/temporal-worker.ts';
+import type { GantryConfig } from './config.ts';
+import { applyMigrations } from './migrations.ts';
+import { startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
+import { ensureTemporal, type RunningTemporal } from './temporal.ts';
+
+export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'prisma', 'migrations');
+
+export interface Platform {
+  apiUrl: string | undefined;
+  graphqlUrl: string | undefined;
+  temporalAddress: string;
+  temporalUiUrl: string | undefined;
+  databaseUrl: string;
+  /** The first admin key, only when it was created by this start (it is stored hashed). */
+  newAdminKey: string | undefined;
+  ctx: DomainContext;
+  app: FastifyInstance | undefined;
+  stop(): Promise<void>;
+}
+
+type Log = (msg: string) => void;
+
+/**
+ * Brings up what this process runs (GANTRY_ROLE): the embedded PostgreSQL and Temporal when no
+ * external ones are configured, migrations, the Temporal worker and the API. Several processes may
+ * run against one Temporal and PostgreSQL: nothing here keeps state another process needs.
+ */
+export async function startPlatform(config: GantryConfig, log: Log = (m) => console.error(m)): Promise<Platform> {
+  mkdirSync(config.dataDir, { recursive: true });
+  installTemporalRuntime(config.logLevel);
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async (): Promise<void> => {
+    for (const stop of stops.reverse()) await stop().catch((err: unknown) => log(`shutdown step failed: ${String(err)}`));
+  };
+  try {
+    let postgres: RunningPostgres;
+    if (config.databaseUrl) {
+      postgres = { url: config.databaseUrl, stop: async () => {} };
+    } else {
+      postgres = await startEmbeddedPostgres(path.join(config.dataDir, 'pg'), config.embeddedPostgresPort, log);
+      stops.push(postgres.stop);
+    }
+    const { applied } = await applyMigrations(postgres.url, migrationsDir);
+    if (applied.length > 0) log(`Applied migrations: ${applied.join(', ')}`);
+
+    const temporal: RunningTemporal = await ensureTemporal(config, log);
+    stops.push(temporal.stop);
+
+    const db: Db = createDb(postgres.url);
+    stops.push(() => db.$disconnect());
+    const connection = await Connection.connect({ address: temporal.address });
+    stops.push(() => connection.close());
+    const ctx: DomainContext = {
+      db,
+      temporal: new Client({ connection, namespace: config.temporalNamespace }),
+      taskQueue: config.taskQueue,
+      publicUrl: config.publicUrl,
+      secrets: SecretBox.load(config.secretKey, config.dataDir),
+    };
+
+    let worker: Worker | undefined;
+    if (config.role !== 'api') {
+      const created = await createTemporalWorker({ address: temporal.address, namespace: config.temporalNamespace, taskQueue: config.taskQueue, db });
+      worker = created.worker;
+      const running = worker.run();
+      stops.push(async () => {
+        worker?.shutdown();
+        await running;
+        await created.connection.close();
+      });
+    }
+
+    let app: FastifyInstance | undefined;
+    let newAdminKey: string | undefined;
+    let ready = false;
+    if (config.role !== 'worker') {
+      newAdminKey = (await ensureAdmin(db, config.adminApiKey)).newKey;
+      // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
+      await reconcileEndpointWorkflows(ctx);
+      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
+      app = built;
+      await built.listen({ host: config.host, port: config.port });
+      ready = true;
+      // The API stops first: in-flight requests finish before the database goes away.
+      stops.push(async () => {
+        ready = false;
+        await built.close();
+      });
+    }
+    return {
+      apiUrl: app ? config.publicUrl : undefined,
+      graphqlUrl: app ? `${config.publicUrl}/graphql` : undefined,
+      temporalAddress: temporal.address,
+      temporalUiUrl: temporal.uiUrl,
+      databaseUrl: postgres.url,
+      newAdminKey,
+      ctx,
+      app,
+      stop: stopAll,
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}

@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/support/global-setup.ts'],
+    // Integration tests share one Temporal and one PostgreSQL server; files run in parallel, each
+    // with databases and task queues of its own.
+    pool: 'forks',
+    poolOptions: { forks: { maxForks: 2 } },
+    testTimeout: 60_000,
+    hookTimeout: 180_000,
+    reporters: ['default'],
+  },
+});

@@ -1,0 +1,49 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { createActivities } from '../activities/index.ts';
+import type { Db } from '../domain/db.ts';
+
+export const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workflows', 'index.ts');
+
+let runtimeInstalled = false;
+
+/** Routes the SDK's own logs at the configured level (once per process; the runtime is global). */
+export function installTemporalRuntime(logLevel: string): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  const levels: Record<string, LogLevel> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR', fatal: 'ERROR' };
+  try {
+    Runtime.install({ logger: new DefaultLogger(levels[logLevel] ?? 'INFO') });
+  } catch {
+    // Already instantiated by an earlier worker in this process: keep it.
+  }
+}
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** Bundles the workflow code once per process; every worker created after reuses the bundle. */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: Runtime.instance().logger });
+  return bundle;
+}
+
+export interface TemporalWorkerOptions {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  db: Db;
+}
+
+/** A Temporal worker polling Gantry's task queue with every workflow and activity registered. */
+export async function createTemporalWorker(opts: TemporalWorkerOptions): Promise<{ worker: Worker; connection: NativeConnection }> {
+  const connection = await NativeConnection.connect({ address: opts.address });
+  const worker = await Worker.create({
+    connection,
+    namespace: opts.namespace,
+    taskQueue: opts.taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({ db: opts.db }),
+  });
+  return { worker, connection };
+}
