@@ -19,12 +19,17 @@ function run(cmd, args, opts = {}) {
   }
 }
 
-/** npm ci when node_modules is missing or older than the lock file. */
+/**
+ * Installs when node_modules is missing or older than the lock file. `npm install` rather than
+ * `npm ci`: the lock file is written without registry addresses (omit-lockfile-registry-resolved),
+ * and npm 11 then leaves other platforms' optional packages out of it, which `npm ci` refuses.
+ * With exact versions in package.json and the lock file present, `npm install` installs the same tree.
+ */
 function ensureDependencies() {
   const installed = path.join(root, 'node_modules', '.package-lock.json');
   if (mtime(installed) >= mtime(path.join(root, 'package-lock.json'))) return;
-  say('installing dependencies (npm ci)...');
-  run('npm', ['ci', '--no-audit', '--no-fund']);
+  say('installing dependencies (npm install)...');
+  run('npm', ['install', '--no-audit', '--no-fund']);
 }
 
 /** The Prisma client is generated code (not committed); regenerate when the schema is newer. */
