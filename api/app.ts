@@ -2,7 +2,9 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { DomainContext } from '../domain/context.ts';
 import { registerMetrics } from './metrics.ts';
 import { errorHandler, problem, sendProblem } from './problem.ts';
-import { serverlessRoutes } from './routes/serverless.ts';
+import { registerRoutes } from './routes/index.ts';
+import { ajv, formatErrors } from '../domain/validation.ts';
+import { validationFailed } from '../domain/errors.ts';
 
 export interface AppOptions {
   logLevel: string;
@@ -23,6 +25,11 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     return503OnClosing: true,
   });
   app.setErrorHandler(errorHandler);
+  // Route schemas (params, query, body) validate with the domain's validator: one set of messages.
+  app.setValidatorCompiler(({ schema }) => {
+    const validateFn = ajv.compile(schema);
+    return (data: unknown) => (validateFn(data) ? { value: data } : { error: validationFailed(formatErrors(validateFn.errors)) });
+  });
   app.setNotFoundHandler((request, reply) => sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)));
 
   registerMetrics(app);
@@ -33,6 +40,6 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     return { status: 'ready' };
   });
 
-  serverlessRoutes(app, ctx);
+  registerRoutes(app, ctx);
   return app;
 }
