@@ -1,0 +1,298 @@
+/**
+ * What a host has to offer, read over SSH in one round trip: CPUs, memory, disk where container
+ * images live, the container runtime, GPU passthrough support and the GPUs themselves.
+ */
+import { describeGpu, type GpuPoolId } from '../domain/gpu-pools.ts';
+import { execOk, type SshConnection } from './ssh.ts';
+
+export interface NvidiaGpu {
+  name: string;
+  memoryMb: number;
+  uuid: string;
+  driverVersion: string;
+}
+
+export class NvidiaSmiParseError extends Error {
+  override readonly name = 'NvidiaSmiParseError';
+}
+
+/**
+ * Parses `nvidia-smi --query-gpu=name,memory.total,uuid,driver_version --format=csv,noheader,nounits`.
+ * Strict: a line that is not a GPU (a driver error message, "[N/A]" memory) throws, because
+ * silently dropping a card would under-report the host.
+ */
+export function parseNvidiaSmi(csv: string): NvidiaGpu[] {
+  const gpus: NvidiaGpu[] = [];
+  for (const raw of csv.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (!line) continue;
+    const fields = line.split(',').map((f) => f.trim());
+    if (fields.length < 4) throw new NvidiaSmiParseError(`not an nvidia-smi GPU line: ${line}`);
+    // Names have no commas today; if one ever does, the last three fields are still fixed.
+    const [memory, uuid, driverVersion] = fields.slice(-3) as [string, string, string];
+    const name = fields.slice(0, -3).join(', ');
+    const memoryMb = Number(memory);
+    if (!name || !/^\d+$/.test(memory) || !Number.isSafeInteger(memoryMb)) throw new NvidiaSmiParseError(`bad memory.total in: ${line}`);
+    if (!/^(GPU|MIG)-[0-9a-fA-F-]+$/.test(uuid)) throw new NvidiaSmiParseError(`bad uuid in: ${line}`);
+    if (!/^\d+(\.\d+)*$/.test(driverVersion)) throw new NvidiaSmiParseError(`bad driver_version in: ${line}`);
+    gpus.push({ name, memoryMb, uuid, driverVersion });
+  }
+  return gpus;
+}
+
+export type ContainerRuntimeName = 'docker' | 'podman';
+
+export interface ContainerRuntimeInfo {
+  name: ContainerRuntimeName;
+  path: string;
+  /** First line of `<runtime> --version`. */
+  versionText: string;
+  /** Dotted version number from versionText. */
+  version: string | undefined;
+  /** `docker` on PATH that is Podman's docker-compatible wrapper. */
+  podmanWrapper: boolean;
+  /** The engine answered (`docker version` reached the daemon, `podman info` worked). */
+  usable: boolean;
+  /** Where images and containers are stored. */
+  rootDir: string | undefined;
+  /** Docker only: the OCI runtimes the daemon knows (`nvidia` means `--gpus` works). */
+  dockerRuntimes: string[];
+}
+
+export interface GpuPassthrough {
+  /** How workers get GPUs: CDI device names (`--device nvidia.com/gpu=<uuid>`), or Docker's `--gpus`. */
+  method: 'cdi' | 'docker-gpus' | 'none';
+  nvidiaCtkVersion: string | undefined;
+  nvidiaContainerCliVersion: string | undefined;
+  /** CDI spec files found in /etc/cdi and /var/run/cdi. */
+  cdiSpecs: string[];
+  /** `nvidia-ctk cdi list` output: `nvidia.com/gpu=0`, `nvidia.com/gpu=GPU-...`, `nvidia.com/gpu=all`. */
+  cdiDevices: string[];
+  /** What is missing when method is 'none' but GPUs are present. */
+  hint: string | undefined;
+}
+
+export interface ProbedGpu extends NvidiaGpu {
+  gpuTypeId: string;
+  pool: GpuPoolId | undefined;
+}
+
+export interface HostProbe {
+  hostname: string;
+  kernel: string;
+  arch: string;
+  os: string | undefined;
+  /** uid of the SSH user (rootless Podman and the docker group change what can be done). */
+  uid: number | undefined;
+  cpuCount: number;
+  memoryMb: number;
+  memoryAvailableMb: number | undefined;
+  /** Free and total space of the file system holding the runtime's storage (or / without one). */
+  diskPath: string;
+  diskFreeGb: number;
+  diskTotalGb: number;
+  /** The runtime to use: a Docker engine that answers, else Podman. */
+  containerRuntime: ContainerRuntimeInfo | undefined;
+  runtimes: ContainerRuntimeInfo[];
+  gpuPassthrough: GpuPassthrough;
+  gpus: ProbedGpu[];
+  /** Highest CUDA version the driver supports (nvidia-smi's header). */
+  cudaVersion: string | undefined;
+  /** nvidia-smi is there but failed (driver not loaded, version mismatch). */
+  gpuError: string | undefined;
+}
+
+const MARK = '@@gantry-probe:';
+
+/**
+ * POSIX sh, read by `sh -s` from stdin so that no quoting passes through the login shell. Every
+ * part is best effort: a missing tool leaves its section empty. `timeout` keeps a hung Docker
+ * daemon or driver from hanging the probe.
+ */
+export const PROBE_SCRIPT = String.raw`
+s() { printf '\n${MARK}%s\n' "$1"; }
+t() { if command -v timeout >/dev/null 2>&1; then timeout "$@"; else shift; "$@"; fi; }
+s nproc; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN
+s meminfo; grep -E '^(MemTotal|MemAvailable):' /proc/meminfo
+s uname; uname -n; uname -r; uname -m
+s os; ( . /etc/os-release 2>/dev/null && echo "$PRETTY_NAME" )
+s uid; id -u
+s disk:/; df -Pk / 2>/dev/null | tail -n 1
+for rt in docker podman; do
+  p=$(command -v "$rt" 2>/dev/null) || continue
+  s "runtime:$rt"
+  echo "path=$p"
+  echo "version=$("$rt" --version 2>/dev/null | head -n 1)"
+  if [ "$rt" = docker ]; then
+    if sv=$(t 15 docker version --format '{{.Server.Version}}' 2>/dev/null) && [ -n "$sv" ]; then
+      echo "usable=1"
+      root=$(t 15 docker info --format '{{.DockerRootDir}}' 2>/dev/null)
+      echo "root=$root"
+      echo "runtimes=$(t 15 docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>/dev/null)"
+    fi
+  else
+    if root=$(t 30 podman info --format '{{.Store.GraphRoot}}' 2>/dev/null) && [ -n "$root" ]; then
+      echo "usable=1"
+      echo "root=$root"
+    fi
+  fi
+  if [ -n "$root" ]; then
+    d=$root; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname "$d"); done
+    echo "disk=$(df -Pk "$d" 2>/dev/null | tail -n 1)"
+  fi
+  root=
+done
+s nvidia-ctk; command -v nvidia-ctk >/dev/null 2>&1 && nvidia-ctk --version 2>/dev/null | head -n 1
+s nvidia-container-cli; command -v nvidia-container-cli >/dev/null 2>&1 && nvidia-container-cli --version 2>/dev/null | head -n 1
+s cdi-specs; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do [ -f "$f" ] && echo "$f"; done
+s cdi-devices; command -v nvidia-ctk >/dev/null 2>&1 && t 30 nvidia-ctk cdi list 2>/dev/null | grep -E '^[a-z0-9.-]+/[a-z0-9-]+=' 
+if command -v nvidia-smi >/dev/null 2>&1; then
+  s nvidia-smi; t 60 nvidia-smi --query-gpu=name,memory.total,uuid,driver_version --format=csv,noheader,nounits 2>&1
+  rc=$?
+  s nvidia-smi-exit; echo "$rc"
+  s cuda; t 60 nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n 1
+fi
+s end
+exit 0
+`;
+
+function sections(output: string): Map<string, string> {
+  const map = new Map<string, string>();
+  let current: string | undefined;
+  let lines: string[] = [];
+  const flush = (): void => {
+    if (current !== undefined) map.set(current, lines.join('\n').trim());
+  };
+  for (const line of output.split('\n')) {
+    if (line.startsWith(MARK)) {
+      flush();
+      current = line.slice(MARK.length).trim();
+      lines = [];
+    } else lines.push(line);
+  }
+  flush();
+  return map;
+}
+
+function keyValues(text: string): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const i = line.indexOf('=');
+    if (i > 0) map.set(line.slice(0, i), line.slice(i + 1).trim());
+  }
+  return map;
+}
+
+/** `df -Pk` data line → [available KiB, total KiB]. */
+function dfLine(line: string | undefined): { freeKb: number; totalKb: number; mount: string } | undefined {
+  const f = line?.trim().split(/\s+/);
+  if (!f || f.length < 6) return undefined;
+  const totalKb = Number(f[1]);
+  const freeKb = Number(f[3]);
+  if (!Number.isFinite(totalKb) || !Number.isFinite(freeKb)) return undefined;
+  return { totalKb, freeKb, mount: f.slice(5).join(' ') };
+}
+
+const gb = (kb: number): number => Math.round((kb / 1024 / 1024) * 10) / 10;
+
+function firstVersion(text: string): string | undefined {
+  return /(\d+\.\d+(?:\.\d+)?)/.exec(text)?.[1];
+}
+
+/** Turns the probe script's output into a HostProbe. Pure, so recorded outputs can be tested. */
+export function parseProbeOutput(output: string): HostProbe {
+  const sec = sections(output);
+  if (!sec.has('end')) throw new Error('host probe output is incomplete (the probe script did not finish)');
+  const get = (name: string): string => sec.get(name) ?? '';
+
+  const cpuCount = Number.parseInt(get('nproc'), 10);
+  const mem = new Map([...get('meminfo').matchAll(/^(\w+):\s+(\d+)\s*kB/gm)].map((m) => [m[1]!, Number(m[2])]));
+  const [hostname = '', kernel = '', arch = ''] = get('uname').split('\n').map((l) => l.trim());
+  const uid = Number.parseInt(get('uid'), 10);
+
+  const runtimes: ContainerRuntimeInfo[] = [];
+  const disks = new Map<string, ReturnType<typeof dfLine>>();
+  for (const name of ['docker', 'podman'] as const) {
+    if (!sec.has(`runtime:${name}`)) continue;
+    const kv = keyValues(get(`runtime:${name}`));
+    const versionText = kv.get('version') ?? '';
+    const rootDir = kv.get('root') || undefined;
+    if (rootDir) disks.set(rootDir, dfLine(kv.get('disk')));
+    runtimes.push({
+      name,
+      path: kv.get('path') ?? name,
+      versionText,
+      version: firstVersion(versionText),
+      podmanWrapper: name === 'docker' && /podman/i.test(versionText),
+      usable: kv.get('usable') === '1',
+      rootDir,
+      dockerRuntimes: (kv.get('runtimes') ?? '').split(/\s+/).filter(Boolean),
+    });
+  }
+  const realDocker = runtimes.find((r) => r.name === 'docker' && r.usable && !r.podmanWrapper);
+  const podman = runtimes.find((r) => r.name === 'podman' && r.usable);
+  const containerRuntime = realDocker ?? podman;
+
+  const rootDisk = dfLine(get('disk:/'));
+  const runtimeDisk = containerRuntime?.rootDir ? disks.get(containerRuntime.rootDir) : undefined;
+  const disk = runtimeDisk ?? rootDisk;
+
+  let gpus: ProbedGpu[] = [];
+  let gpuError: string | undefined;
+  if (sec.has('nvidia-smi')) {
+    const exitCode = Number.parseInt(get('nvidia-smi-exit'), 10);
+    if (exitCode !== 0) gpuError = `nvidia-smi exited with ${exitCode}: ${get('nvidia-smi').slice(0, 500)}`;
+    else {
+      try {
+        gpus = parseNvidiaSmi(get('nvidia-smi')).map((g) => {
+          const d = describeGpu(g.name, g.memoryMb);
+          return { ...g, gpuTypeId: d.gpuTypeId, pool: d.pool };
+        });
+      } catch (err) {
+        gpuError = err instanceof Error ? err.message : String(err);
+      }
+    }
+  }
+
+  const cdiSpecs = get('cdi-specs').split('\n').map((l) => l.trim()).filter(Boolean);
+  const cdiDevices = get('cdi-devices').split('\n').map((l) => l.trim()).filter(Boolean);
+  const nvidiaCtkVersion = firstVersion(get('nvidia-ctk'));
+  const nvidiaContainerCliVersion = firstVersion(get('nvidia-container-cli'));
+  const hasNvidiaCdi = cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f));
+  let method: GpuPassthrough['method'] = 'none';
+  let hint: string | undefined;
+  if (containerRuntime?.name === 'docker' && (containerRuntime.dockerRuntimes.includes('nvidia') || nvidiaContainerCliVersion)) method = 'docker-gpus';
+  else if (containerRuntime?.name === 'podman' && hasNvidiaCdi) method = 'cdi';
+  else if (containerRuntime?.name === 'docker' && hasNvidiaCdi) method = 'cdi';
+  if (method === 'none' && gpus.length > 0) {
+    hint = nvidiaCtkVersion
+      ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
+      : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
+  }
+
+  return {
+    hostname,
+    kernel,
+    arch,
+    os: get('os') || undefined,
+    uid: Number.isFinite(uid) ? uid : undefined,
+    cpuCount: Number.isFinite(cpuCount) ? cpuCount : 0,
+    memoryMb: Math.floor((mem.get('MemTotal') ?? 0) / 1024),
+    memoryAvailableMb: mem.has('MemAvailable') ? Math.floor(mem.get('MemAvailable')! / 1024) : undefined,
+    diskPath: runtimeDisk ? containerRuntime!.rootDir! : '/',
+    diskFreeGb: disk ? gb(disk.freeKb) : 0,
+    diskTotalGb: disk ? gb(disk.totalKb) : 0,
+    containerRuntime,
+    runtimes,
+    gpuPassthrough: { method, nvidiaCtkVersion, nvidiaContainerCliVersion, cdiSpecs, cdiDevices, hint },
+    gpus,
+    cudaVersion: get('cuda') || undefined,
+    gpuError,
+  };
+}
+
+/** Probes a host over an open connection. */
+export async function probeHost(conn: SshConnection, options: { timeoutMs?: number } = {}): Promise<HostProbe> {
+  const result = await execOk(conn, 'sh -s', { stdin: PROBE_SCRIPT, timeoutMs: options.timeoutMs ?? 120_000 });
+  return parseProbeOutput(result.stdout);
+}
