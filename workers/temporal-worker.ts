@@ -14,7 +14,8 @@ export function installTemporalRuntime(logLevel: string): void {
   runtimeInstalled = true;
   const levels: Record<string, LogLevel> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR', fatal: 'ERROR' };
   try {
-    Runtime.install({ logger: new DefaultLogger(levels[logLevel] ?? 'INFO') });
+    // No signal handlers of its own: the platform's shutdown stops the API first, then the worker.
+    Runtime.install({ logger: new DefaultLogger(levels[logLevel] ?? 'INFO'), shutdownSignals: [] });
   } catch {
     // Already instantiated by an earlier worker in this process: keep it.
   }
