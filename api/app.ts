@@ -5,11 +5,17 @@ import { errorHandler, problem, sendProblem } from './problem.ts';
 import { registerRoutes } from './routes/index.ts';
 import { ajv, formatErrors } from '../domain/validation.ts';
 import { validationFailed } from '../domain/errors.ts';
+import { parseRateLimits, type RateLimitQuotas } from '../domain/rate-limit.ts';
+import { registerAuthentication } from './auth.ts';
+import { registerOpenApi } from './openapi.ts';
+import { registerRateLimit } from './rate-limit.ts';
 
 export interface AppOptions {
   logLevel: string;
   /** Answers /readyz: false while starting or shutting down. */
   isReady?: () => boolean;
+  /** Default per-account quotas of the management API; default: GANTRY_RATE_LIMITS, else built in. */
+  rateLimits?: RateLimitQuotas;
 }
 
 /** The Fastify app: REST /v2 (and later the job API, worker protocol, proxy and GraphQL). */
@@ -23,6 +29,13 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     // Client disconnects must not leave handlers running forever.
     requestTimeout: 330_000,
     return503OnClosing: true,
+    // Errors the router raises before any route runs (bad URL encoding, over-long parameters) are
+    // problem+json like every other error.
+    frameworkErrors: (err, _request, reply) => {
+      const status = typeof err.statusCode === 'number' && err.statusCode >= 400 ? err.statusCode : 400;
+      const detail = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : err.code === 'FST_ERR_BAD_URL' ? 'the URL is not validly encoded' : 'request could not be processed';
+      return sendProblem(reply, problem(status, detail));
+    },
   });
   app.setErrorHandler(errorHandler);
   // Route schemas (params, query, body) validate with the domain's validator: one set of messages.
@@ -40,6 +53,12 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     return { status: 'ready' };
   });
 
-  registerRoutes(app, ctx);
+  // Every management route: authentication, then the account's rate limit, before the body is read.
+  registerAuthentication(app, ctx.db);
+  registerRateLimit(app, ctx, opts.rateLimits ?? parseRateLimits(process.env.GANTRY_RATE_LIMITS));
+
+  // The OpenAPI generator collects routes as they are added, so it loads before the route modules.
+  registerOpenApi(app);
+  app.register(async (routes) => registerRoutes(routes, ctx));
   return app;
 }

@@ -86,3 +86,152 @@ export const EndpointSchema = Type.Object({
 export type EndpointView = Static<typeof EndpointSchema>;
 
 export const EndpointListSchema = Type.Object({ endpoints: Type.Array(EndpointSchema) });
+
+/**
+ * PATCH body (spec "PATCH /v2/serverless/{id}"): every property optional, unknown ones rejected.
+ * `workers` and `scaling` may carry only the members that change; no defaults are filled in, so
+ * an omitted member stays as it is (`gpu.count` included).
+ */
+export const UpdateEndpointSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
+    gpu: Type.Optional(
+      Type.Object(
+        {
+          pools: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'GPU pool ids from GET /v2/catalog/gpus' }),
+          count: Type.Optional(Type.Integer({ minimum: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    // Read-only: accepted by the schema so that the refusal is a clear rule, not an "unknown property".
+    cpu: Type.Optional(Type.Unknown({ description: 'read-only; updating CPU endpoints is unsupported' })),
+    workers: Type.Optional(
+      Type.Object({ min: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 0 })) }, { additionalProperties: false }),
+    ),
+    scaling: Type.Optional(
+      Type.Object(
+        {
+          type: Type.Optional(ScalerTypeSchema),
+          value: Type.Optional(Type.Number({ minimum: 0.5 })),
+          idleTimeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before an idle worker is removed' })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    dataCenterIds: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'empty: the scheduler chooses' })),
+    networkVolumes: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
+    flashboot: Type.Optional(FlashBootSchema),
+    image: Type.Optional(Type.String({ minLength: 1 })),
+    args: containerFields.args,
+    disk: containerFields.disk,
+    ports: containerFields.ports,
+    env: containerFields.env,
+    registry: containerFields.registry,
+  },
+  { additionalProperties: false },
+);
+export type UpdateEndpointInput = Static<typeof UpdateEndpointSchema>;
+
+export const EndpointIdParamsSchema = Type.Object({ id: Type.String({ minLength: 1, description: 'endpoint id' }) });
+
+/** What changed between two releases: one entry per container field, values as JSON. */
+export const ReleaseDiffEntrySchema = Type.Object({
+  field: Type.String(),
+  old: Type.Unknown(),
+  new: Type.Unknown(),
+});
+export type ReleaseDiffEntry = Static<typeof ReleaseDiffEntrySchema>;
+
+/** The public worker states; the stored lifecycle states map onto these. */
+export const WorkerStatusSchema = Type.Union([
+  Type.Literal('RUNNING'),
+  Type.Literal('IDLE'),
+  Type.Literal('INITIALIZING'),
+  Type.Literal('THROTTLED'),
+  Type.Literal('UNHEALTHY'),
+]);
+
+/** Counts of workers by public state; `total` is their sum. */
+export const WorkerSummarySchema = Type.Object({
+  running: Type.Integer({ minimum: 0 }),
+  idle: Type.Integer({ minimum: 0 }),
+  initializing: Type.Integer({ minimum: 0 }),
+  throttled: Type.Integer({ minimum: 0 }),
+  unhealthy: Type.Integer({ minimum: 0 }),
+  total: Type.Integer({ minimum: 0 }),
+});
+export type WorkerSummary = Static<typeof WorkerSummarySchema>;
+
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableInteger = Type.Union([Type.Integer(), Type.Null()]);
+
+export const WorkerViewSchema = Type.Object({
+  id: Type.String(),
+  status: WorkerStatusSchema,
+  /** True when the worker runs an older release than the endpoint's current one. */
+  isStale: Type.Boolean(),
+  version: NullableInteger,
+  gpuCount: Type.Integer({ minimum: 0 }),
+  image: NullableString,
+  uptimeSeconds: NullableInteger,
+  gpuTypeId: NullableString,
+  dataCenterId: NullableString,
+  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+export type WorkerView = Static<typeof WorkerViewSchema>;
+
+export const ListEndpointWorkersResponseSchema = Type.Object({
+  endpointVersion: NullableInteger,
+  summary: WorkerSummarySchema,
+  workers: Type.Array(WorkerViewSchema),
+});
+export type ListEndpointWorkersResponse = Static<typeof ListEndpointWorkersResponseSchema>;
+
+export const ReleaseStatusSchema = Type.Union([
+  Type.Literal('ROLLING_OUT'),
+  Type.Literal('COMPLETED'),
+  Type.Literal('HALTED'),
+  Type.Literal('ROLLED_BACK'),
+  Type.Literal('SUPERSEDED'),
+]);
+
+export const ReleaseViewSchema = Type.Object({
+  id: Type.String(),
+  version: Type.Integer(),
+  source: Type.Literal('MANUAL'),
+  buildId: Type.Null(),
+  createdByUserId: Type.Null(),
+  status: ReleaseStatusSchema,
+  statusReason: NullableString,
+  createdAt: Type.String({ format: 'date-time' }),
+  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  /** Workers on this release, all states together. */
+  workerCount: Type.Integer({ minimum: 0 }),
+  /** Workers on this release by state. */
+  workers: WorkerSummarySchema,
+  /** Container fields that changed from the previous release: `[{field, old, new}]`. */
+  diff: Type.Array(ReleaseDiffEntrySchema),
+});
+export type ReleaseView = Static<typeof ReleaseViewSchema>;
+
+export const RolloutSummarySchema = Type.Object({
+  /** True while any worker still runs an older release. */
+  inProgress: Type.Boolean(),
+  currentVersion: Type.Integer(),
+  workersOnLatest: Type.Integer({ minimum: 0 }),
+  workersOnOlder: Type.Integer({ minimum: 0 }),
+  workersTotal: Type.Integer({ minimum: 0 }),
+  /** Share of workers on the current release, 0 when there are none. */
+  percentOnLatest: Type.Integer({ minimum: 0, maximum: 100 }),
+});
+export type RolloutSummary = Static<typeof RolloutSummarySchema>;
+
+export const ListEndpointReleasesResponseSchema = Type.Object({
+  endpointVersion: Type.Integer(),
+  rollout: RolloutSummarySchema,
+  /** Newest first. */
+  releases: Type.Array(ReleaseViewSchema),
+});
+export type ListEndpointReleasesResponse = Static<typeof ListEndpointReleasesResponseSchema>;

@@ -1,14 +1,34 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { Endpoint } from '../generated/prisma/client.ts';
+import { WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/common';
+import type { Endpoint, WorkerStatus } from '../generated/prisma/client.ts';
 import { Prisma } from '../generated/prisma/client.ts';
-import type { endpointWorkflow } from '../workflows/endpoint.ts';
-import { endpointWorkflowId, specProblems, type EndpointSpec } from '../workflows/types.ts';
+import { deleteEndpoint as deleteEndpointSignal, getSpec, updateSpec, type endpointWorkflow } from '../workflows/endpoint.ts';
+import { endpointWorkflowId, specProblems, type EndpointSpec, type EndpointSpecPatch } from '../workflows/types.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
-import { CreateEndpointSchema, type EndpointView } from './endpoint-schemas.ts';
+import {
+  CreateEndpointSchema,
+  UpdateEndpointSchema,
+  type EndpointView,
+  type ListEndpointReleasesResponse,
+  type ListEndpointWorkersResponse,
+  type ReleaseDiffEntry,
+  type WorkerSummary,
+  type WorkerView,
+} from './endpoint-schemas.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
+import { isGpuPoolId } from './gpu-pools.ts';
 import { newId } from './ids.ts';
 import { validate } from './validation.ts';
+
+/**
+ * Base URL of a load-balancing endpoint: `https://<id>.<GANTRY_LB_DOMAIN>` when a wildcard domain
+ * routes to the API, else the path-based proxy under the public URL.
+ */
+export function loadBalancerBaseUrl(endpointId: string, publicUrl: string, lbDomain = process.env.GANTRY_LB_DOMAIN): string {
+  const domain = lbDomain?.trim().replace(/^\.+|\.+$/g, '');
+  return domain ? `https://${endpointId}.${domain}` : `${publicUrl}/lb/${endpointId}`;
+}
 
 export function endpointView(e: Endpoint, publicUrl: string): EndpointView {
   return {
@@ -18,7 +38,7 @@ export function endpointView(e: Endpoint, publicUrl: string): EndpointView {
     requestUrls:
       e.type === 'QUEUE_BASED'
         ? { run: `${publicUrl}/v2/${e.id}/run`, runSync: `${publicUrl}/v2/${e.id}/runsync` }
-        : { base: `${publicUrl}/lb/${e.id}` },
+        : { base: loadBalancerBaseUrl(e.id, publicUrl) },
     image: e.image,
     args: e.args,
     disk: e.disk,
@@ -69,11 +89,168 @@ export async function ensureEndpointWorkflow(ctx: DomainContext, endpointId: str
   }
 }
 
-/** Starts the workflow of every live endpoint that lacks one (run at process start). */
+/**
+ * Run at process start. Starts the workflow of every live endpoint that lacks one, hands every
+ * workflow whose desired state differs from its row the row's state (a change committed while
+ * Temporal could not be reached), and resends the deletion of endpoints being deleted. The row is
+ * the truth; each step is idempotent, so several processes may run it at once.
+ */
 export async function reconcileEndpointWorkflows(ctx: DomainContext): Promise<number> {
-  const live = await ctx.db.endpoint.findMany({ where: { deletingAt: null }, select: { id: true } });
+  const live = await ctx.db.endpoint.findMany({ where: { deletingAt: null } });
   for (const { id } of live) await ensureEndpointWorkflow(ctx, id);
+  // Comparing needs a Temporal worker to answer queries; a process whose workers are down must
+  // still start, so the comparisons share one time budget and the rest wait for the next start.
+  const deadline = Date.now() + RECONCILE_BUDGET_MS;
+  await inBatches(live, 8, async (e) => {
+    if (Date.now() >= deadline) return;
+    try {
+      await syncEndpointSpec(ctx, e, deadline);
+    } catch {
+      // Best effort: the next change of the endpoint, or the next start, sends the row again.
+    }
+  });
+  const deleting = await ctx.db.endpoint.findMany({ where: { deletingAt: { not: null } }, select: { id: true } });
+  await inBatches(deleting, 8, async ({ id }) => {
+    if (Date.now() >= deadline) return;
+    try {
+      await signalDeletion(ctx, id, deadline);
+    } catch {
+      // Best effort, as above.
+    }
+  });
   return live.length;
+}
+
+const RECONCILE_BUDGET_MS = 10_000;
+
+async function inBatches<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}
+
+/** Sends the row's desired state to the endpoint's workflow when the workflow holds another. */
+async function syncEndpointSpec(ctx: DomainContext, e: Endpoint, deadline: number): Promise<void> {
+  const handle = ctx.temporal.workflow.getHandle(endpointWorkflowId(e.id));
+  const held = await ctx.temporal.withDeadline(deadline, () => handle.query(getSpec));
+  // null: the workflow has not loaded its spec yet, and will load it from this very row.
+  if (held === null || sameSpec(held, endpointSpec(e))) return;
+  await pushSpec(ctx, e, deadline);
+}
+
+const SPEC_KEYS = ['workersMin', 'workersMax', 'scalerType', 'scalerValue', 'idleTimeout', 'timeoutMs', 'releaseVersion'] as const;
+
+function sameSpec(a: EndpointSpec, b: EndpointSpec): boolean {
+  return SPEC_KEYS.every((k) => a[k] === b[k]);
+}
+
+/** How long a request waits for Temporal before it answers 503 (the row stays the truth). */
+const WORKFLOW_CALL_BUDGET_MS = 8_000;
+const WORKFLOW_ATTEMPT_TIMEOUT_MS = 4_000;
+
+const unavailable = (detail: string): DomainError => new DomainError('unavailable', detail);
+
+/**
+ * Calls the endpoint's workflow, retrying transient failures (Temporal unreachable, the workflow
+ * between runs) until `deadline`. Starts the workflow when it does not exist yet.
+ */
+async function callWorkflow<T>(ctx: DomainContext, endpointId: string, deadline: number, call: () => Promise<T>): Promise<T> {
+  let delay = 100;
+  for (;;) {
+    try {
+      const attemptDeadline = Math.min(deadline, Date.now() + WORKFLOW_ATTEMPT_TIMEOUT_MS);
+      return await ctx.temporal.withDeadline(attemptDeadline, call);
+    } catch (err) {
+      // Answers, not outages: the workflow refused the values, or its id belongs to a finished run.
+      if (err instanceof WorkflowUpdateFailedError || err instanceof WorkflowExecutionAlreadyStartedError) throw err;
+      if (err instanceof WorkflowNotFoundError) await ensureEndpointWorkflow(ctx, endpointId).catch(() => undefined);
+      if (Date.now() + delay >= deadline) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 1_000);
+    }
+  }
+}
+
+/** A rejection by the workflow's Update validator (or handler): the workflow refused the values. */
+export function refusedByWorkflow(err: WorkflowUpdateFailedError): DomainError {
+  const message = err.cause?.message ?? err.message;
+  return validationFailed(message.split('; ').map((m) => `$: ${m}`));
+}
+
+/**
+ * Hands the endpoint's row to its workflow through the `updateSpec` Update, the whole desired state
+ * each time (not only what one request changed): a retried or later send then mends any earlier
+ * one that failed. After the Update the row is read again, and sent again if it changed meanwhile,
+ * so that concurrent changes (from several API processes too) cannot leave an older state last.
+ */
+async function pushSpec(ctx: DomainContext, committed: Endpoint, deadline: number): Promise<void> {
+  const handle = ctx.temporal.workflow.getHandle<typeof endpointWorkflow>(endpointWorkflowId(committed.id));
+  let row: Endpoint | null = committed;
+  for (let round = 0; row && !row.deletingAt && round < 5; round++) {
+    const { endpointId: _id, ...patch }: EndpointSpec = endpointSpec(row);
+    const sent: EndpointSpecPatch = patch;
+    await callWorkflow(ctx, row.id, deadline, () => handle.executeUpdate(updateSpec, { args: [sent] }));
+    const now: Endpoint | null = await ctx.db.endpoint.findUnique({ where: { id: committed.id } });
+    if (!now || sameSpec(endpointSpec(now), endpointSpec(row))) return;
+    row = now;
+  }
+}
+
+/**
+ * One endpoint's sends in this process: a change waits for a send that begins after its commit, and
+ * the changes committed while a send runs share the one after it, which reads the row then. Under
+ * a burst of changes the workflow gets two Updates, not one per change.
+ */
+class SpecSender {
+  private running: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+
+  constructor(
+    private readonly send: () => Promise<void>,
+    private readonly onIdle: () => void,
+  ) {}
+
+  /** Resolves once a send that began after this call has finished. */
+  request(): Promise<void> {
+    if (!this.running) return this.begin();
+    this.queued ??= this.running
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        return this.begin();
+      });
+    return this.queued;
+  }
+
+  private begin(): Promise<void> {
+    const sending = this.send();
+    this.running = sending;
+    const settle = (): void => {
+      if (this.running === sending) this.running = undefined;
+      if (!this.running && !this.queued) this.onIdle();
+    };
+    sending.then(settle, settle);
+    return sending;
+  }
+}
+
+const specSenders = new WeakMap<object, Map<string, SpecSender>>();
+
+/** Hands the endpoint's current row to its workflow (see pushSpec), sharing sends as SpecSender says. */
+function sendLatestSpec(ctx: DomainContext, endpointId: string): Promise<void> {
+  let senders = specSenders.get(ctx.temporal);
+  if (!senders) specSenders.set(ctx.temporal, (senders = new Map()));
+  let sender = senders.get(endpointId);
+  if (!sender) {
+    const map = senders;
+    sender = new SpecSender(
+      async () => {
+        const row = await ctx.db.endpoint.findUnique({ where: { id: endpointId } });
+        if (row && !row.deletingAt) await pushSpec(ctx, row, Date.now() + WORKFLOW_CALL_BUDGET_MS);
+      },
+      () => map.delete(endpointId),
+    );
+    senders.set(endpointId, sender);
+  }
+  return sender.request();
 }
 
 export async function createEndpoint(ctx: DomainContext, principal: Principal, body: unknown): Promise<EndpointView> {
@@ -111,10 +288,8 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
 
   const problems = specProblems({ endpointId: id, ...data, releaseVersion: 1 });
   if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
-  if (data.registryId) {
-    const registry = await ctx.db.registryCredential.findFirst({ where: { id: data.registryId, accountId: principal.accountId } });
-    if (!registry) throw validationFailed([`$.registry: no registry credential '${data.registryId}'`]);
-  }
+  const refProblems = await referenceProblems(ctx, principal, { registry: data.registryId, networkVolumes: data.networkVolumeIds, gpuPools: data.gpuPools });
+  if (refProblems.length > 0) throw validationFailed(refProblems);
 
   let endpoint: Endpoint;
   try {
@@ -170,4 +345,307 @@ export async function listEndpoints(ctx: DomainContext, principal: Principal): P
     orderBy: { createdAt: 'asc' },
   });
   return rows.map((e) => endpointView(e, ctx.publicUrl));
+}
+
+/** Ids the body names that must exist in the caller's account (or in the pool list). */
+async function referenceProblems(
+  ctx: DomainContext,
+  principal: Principal,
+  refs: { registry?: string | null; networkVolumes?: readonly string[]; gpuPools?: readonly string[] },
+): Promise<string[]> {
+  const problems: string[] = [];
+  refs.gpuPools?.forEach((pool, i) => {
+    if (!isGpuPoolId(pool)) problems.push(`$.gpu.pools[${i}]: unknown GPU pool '${pool}'`);
+  });
+  if (refs.registry) {
+    const registry = await ctx.db.registryCredential.findFirst({ where: { id: refs.registry, accountId: principal.accountId }, select: { id: true } });
+    if (!registry) problems.push(`$.registry: no registry credential '${refs.registry}'`);
+  }
+  if (refs.networkVolumes && refs.networkVolumes.length > 0) {
+    const found = await ctx.db.networkVolume.findMany({ where: { id: { in: [...refs.networkVolumes] }, accountId: principal.accountId }, select: { id: true } });
+    const known = new Set(found.map((v) => v.id));
+    refs.networkVolumes.forEach((id, i) => {
+      if (!known.has(id)) problems.push(`$.networkVolumes[${i}]: no network volume '${id}'`);
+    });
+  }
+  return problems;
+}
+
+/** The shared container configuration: a change of any of these makes a new release. */
+const CONTAINER_FIELDS = ['image', 'args', 'disk', 'ports', 'env', 'registry'] as const;
+type ContainerField = (typeof CONTAINER_FIELDS)[number];
+
+function containerValue(e: Pick<Endpoint, 'image' | 'args' | 'disk' | 'ports' | 'env' | 'registryId'>, field: ContainerField): unknown {
+  return field === 'registry' ? e.registryId : e[field];
+}
+
+/** JSON with object keys sorted: equal configurations compare equal whatever their key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
+/**
+ * PATCH /v2/serverless/{id}: only what the body names changes. The row (and, for container
+ * changes, release N+1) is committed first, in one transaction; then the workflow gets the new
+ * desired state through the `updateSpec` Update.
+ *
+ * If the Update cannot be delivered in time, the answer is 503 and the row keeps the change: it is
+ * the truth. The workflow catches up when the request is repeated (each send carries the whole
+ * state), on the next change of the endpoint, or when an API process starts
+ * (reconcileEndpointWorkflows compares the workflow's state with the row). If the workflow's
+ * validator refuses the values (its rules are the domain's, so only a rule the domain lacks can),
+ * the scaling fields of the row are put back and the answer is 422.
+ */
+export async function updateEndpoint(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<EndpointView> {
+  requireScope(principal, 'WRITE');
+  const current = await findOwned(ctx, principal, id);
+  const input = validate(UpdateEndpointSchema, body);
+  if (current.cpuFlavorId) throw new DomainError('bad_request', 'updating CPU endpoints is unsupported through the REST API');
+  if (input.cpu !== undefined) throw new DomainError('bad_request', '`cpu` is read-only: creating or updating CPU endpoints is unsupported through the REST API');
+  const refProblems = await referenceProblems(ctx, principal, { registry: input.registry, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
+  if (refProblems.length > 0) throw validationFailed(refProblems);
+
+  let before: Endpoint;
+  let after: Endpoint;
+  try {
+    [before, after] = await ctx.db.$transaction(async (tx) => {
+      // Changes of one endpoint apply one after another: release numbers and diffs stay exact.
+      const locked = await tx.$queryRaw<Array<{ id: string }>>`SELECT id FROM "Endpoint" WHERE id = ${id} AND "deletingAt" IS NULL FOR UPDATE`;
+      if (locked.length === 0) throw notFound('endpoint');
+      const row = await tx.endpoint.findUniqueOrThrow({ where: { id } });
+      const data = {
+        name: input.name ?? row.name,
+        image: input.image ?? row.image,
+        args: input.args ?? row.args,
+        disk: input.disk ?? row.disk,
+        ports: input.ports ?? row.ports,
+        env: (input.env ?? row.env) as Prisma.InputJsonValue,
+        registryId: input.registry !== undefined ? input.registry : row.registryId,
+        gpuPools: input.gpu?.pools ?? row.gpuPools,
+        gpuCount: input.gpu ? (input.gpu.count ?? row.gpuCount ?? 1) : row.gpuCount,
+        workersMin: input.workers?.min ?? row.workersMin,
+        workersMax: input.workers?.max ?? row.workersMax,
+        scalerType: input.scaling?.type ?? row.scalerType,
+        scalerValue: input.scaling?.value ?? row.scalerValue,
+        idleTimeout: input.scaling?.idleTimeout ?? row.idleTimeout,
+        dataCenterIds: input.dataCenterIds ?? row.dataCenterIds,
+        networkVolumeIds: input.networkVolumes ?? row.networkVolumeIds,
+        timeoutMs: input.timeout ?? row.timeoutMs,
+        flashboot: input.flashboot ?? row.flashboot,
+        currentReleaseVersion: row.currentReleaseVersion,
+      } satisfies Prisma.EndpointUncheckedUpdateInput;
+      const problems = specProblems({ endpointId: id, ...data, releaseVersion: data.currentReleaseVersion });
+      if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
+
+      // GPU changes are placement, like data centers: the autoscaler places new workers on the new
+      // pools, and the Release keeps the container configuration only (spec "Versioning" 4).
+      const next = { image: data.image, args: data.args, disk: data.disk, ports: data.ports, env: data.env, registryId: data.registryId };
+      const changes: ReleaseDiffEntry[] = [];
+      for (const field of CONTAINER_FIELDS) {
+        const old = containerValue(row, field);
+        const now = containerValue(next as Endpoint, field);
+        if (canonical(old) !== canonical(now)) changes.push({ field, old, new: now });
+      }
+      if (changes.length > 0) {
+        const newest = await tx.release.aggregate({ where: { endpointId: id }, _max: { version: true } });
+        const version = Math.max(newest._max.version ?? 0, row.currentReleaseVersion) + 1;
+        const finishedAt = new Date();
+        await tx.release.updateMany({ where: { endpointId: id, status: 'ROLLING_OUT' }, data: { status: 'SUPERSEDED', finishedAt } });
+        await tx.release.updateMany({ where: { endpointId: id, status: 'COMPLETED' }, data: { status: 'SUPERSEDED' } });
+        await tx.release.create({
+          data: { id: newId(), endpointId: id, version, ...next, changes: changes as Prisma.InputJsonValue, status: 'ROLLING_OUT' },
+        });
+        data.currentReleaseVersion = version;
+      }
+      return [row, await tx.endpoint.update({ where: { id }, data })];
+    });
+  } catch (err) {
+    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
+      throw new DomainError('conflict', `an endpoint named '${input.name ?? ''}' already exists`);
+    }
+    throw err;
+  }
+
+  const reachesWorkflow = input.workers !== undefined || input.scaling !== undefined || input.timeout !== undefined || CONTAINER_FIELDS.some((f) => input[f] !== undefined);
+  if (reachesWorkflow) {
+    try {
+      await sendLatestSpec(ctx, id);
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError) {
+        await revertScaling(ctx, before, after);
+        throw refusedByWorkflow(err);
+      }
+      throw unavailable('the change is saved but has not reached the running endpoint yet (Temporal did not answer in time); repeat the request to apply it');
+    }
+  }
+  return endpointView(after, ctx.publicUrl);
+}
+
+/** Puts back the scaling fields a refused change wrote, unless the row changed again since. */
+async function revertScaling(ctx: DomainContext, before: Endpoint, after: Endpoint): Promise<void> {
+  const restored = await ctx.db.endpoint.updateMany({
+    where: { id: after.id, updatedAt: after.updatedAt },
+    data: {
+      workersMin: before.workersMin,
+      workersMax: before.workersMax,
+      scalerType: before.scalerType,
+      scalerValue: before.scalerValue,
+      idleTimeout: before.idleTimeout,
+      timeoutMs: before.timeoutMs,
+    },
+  });
+  // A release the same request made still has to reach the workflow.
+  if (restored.count > 0 && after.currentReleaseVersion !== before.currentReleaseVersion) await sendLatestSpec(ctx, after.id).catch(() => undefined);
+}
+
+/**
+ * Asks the endpoint's workflow to drain and remove the endpoint, starting the workflow if it is not
+ * running (its first act is then the deletion). A workflow that has already finished cannot do it:
+ * its endpoint has nothing left to drain, so the row is removed here.
+ */
+async function signalDeletion(ctx: DomainContext, endpointId: string, deadline: number): Promise<void> {
+  try {
+    await callWorkflow(ctx, endpointId, deadline, () =>
+      ctx.temporal.workflow.signalWithStart<typeof endpointWorkflow, []>('endpointWorkflow', {
+        workflowId: endpointWorkflowId(endpointId),
+        taskQueue: ctx.taskQueue,
+        args: [{ endpointId }],
+        signal: deleteEndpointSignal,
+        signalArgs: [],
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      }),
+    );
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    await ctx.db.endpoint.deleteMany({ where: { id: endpointId, deletingAt: { not: null } } });
+  }
+}
+
+/**
+ * DELETE /v2/serverless/{id}: marks the endpoint as being deleted (reads answer 404 from then on),
+ * cancels its queued jobs, and signals its workflow, which drains the workers and removes the row.
+ * Repeating it while the deletion runs sends the signal again (and answers 204).
+ */
+export async function deleteEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
+  requireScope(principal, 'WRITE');
+  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true } });
+  if (!e) throw notFound('endpoint');
+  requireEndpointAccess(principal, id);
+  const now = new Date();
+  await ctx.db.$transaction([
+    ctx.db.endpoint.updateMany({ where: { id, deletingAt: null }, data: { deletingAt: now } }),
+    ctx.db.job.updateMany({ where: { endpointId: id, status: 'IN_QUEUE' }, data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } } }),
+  ]);
+  try {
+    await signalDeletion(ctx, id, Date.now() + WORKFLOW_CALL_BUDGET_MS);
+  } catch {
+    throw unavailable('the deletion is recorded but the endpoint workflow did not answer in time; repeat the request, or it completes when the API next starts');
+  }
+}
+
+type PublicWorkerStatus = WorkerView['status'];
+
+/** Stored lifecycle state → public state; stopped and failed workers are not listed. */
+const PUBLIC_WORKER_STATUS: Record<WorkerStatus, PublicWorkerStatus | null> = {
+  PENDING: 'THROTTLED', // waiting for capacity
+  INITIALIZING: 'INITIALIZING',
+  IDLE: 'IDLE',
+  RUNNING: 'RUNNING',
+  UNHEALTHY: 'UNHEALTHY',
+  DRAINING: 'RUNNING', // finishing its jobs before it stops
+  STOPPED: null,
+  FAILED: null,
+};
+const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatus[]).filter((s) => PUBLIC_WORKER_STATUS[s] !== null);
+
+const emptySummary = (): WorkerSummary => ({ running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, total: 0 });
+
+function countInto(summary: WorkerSummary, status: PublicWorkerStatus, n = 1): void {
+  summary[status.toLowerCase() as Exclude<keyof WorkerSummary, 'total'>] += n;
+  summary.total += n;
+}
+
+/** GET /v2/serverless/{id}/workers: the endpoint's allocated workers (not stopped or failed). */
+export async function listEndpointWorkers(ctx: DomainContext, principal: Principal, id: string): Promise<ListEndpointWorkersResponse> {
+  requireScope(principal, 'READ');
+  const endpoint = await findOwned(ctx, principal, id);
+  const [workers, releases] = await Promise.all([
+    ctx.db.worker.findMany({
+      where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } },
+      include: { host: { select: { dataCenterId: true } } },
+      orderBy: { createdAt: 'asc' },
+    }),
+    ctx.db.release.findMany({ where: { endpointId: id }, select: { version: true, image: true } }),
+  ]);
+  const imageOf = new Map(releases.map((r) => [r.version, r.image]));
+  const summary = emptySummary();
+  const now = Date.now();
+  const views = workers.map((w): WorkerView => {
+    const status = PUBLIC_WORKER_STATUS[w.status] as PublicWorkerStatus;
+    countInto(summary, status);
+    const placedGpus = w.gpuUuids.length > 0 ? w.gpuUuids.length : endpoint.gpuPools.length > 0 ? (endpoint.gpuCount ?? 1) : 0;
+    return {
+      id: w.id,
+      status,
+      isStale: w.releaseVersion !== endpoint.currentReleaseVersion,
+      version: w.releaseVersion,
+      gpuCount: placedGpus,
+      image: imageOf.get(w.releaseVersion) ?? null,
+      uptimeSeconds: w.startedAt ? Math.max(0, Math.floor((now - w.startedAt.getTime()) / 1000)) : null,
+      gpuTypeId: w.gpuTypeId,
+      dataCenterId: w.host?.dataCenterId ?? null,
+      startedAt: w.startedAt?.toISOString() ?? null,
+    };
+  });
+  return { endpointVersion: endpoint.currentReleaseVersion, summary, workers: views };
+}
+
+/** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */
+export async function listEndpointReleases(ctx: DomainContext, principal: Principal, id: string): Promise<ListEndpointReleasesResponse> {
+  requireScope(principal, 'READ');
+  const endpoint = await findOwned(ctx, principal, id);
+  const [releases, counts] = await Promise.all([
+    ctx.db.release.findMany({ where: { endpointId: id }, orderBy: { version: 'desc' } }),
+    ctx.db.worker.groupBy({ by: ['releaseVersion', 'status'], where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } }, _count: { _all: true } }),
+  ]);
+  const byVersion = new Map<number, WorkerSummary>();
+  const total = emptySummary();
+  for (const c of counts) {
+    const status = PUBLIC_WORKER_STATUS[c.status] as PublicWorkerStatus;
+    let summary = byVersion.get(c.releaseVersion);
+    if (!summary) byVersion.set(c.releaseVersion, (summary = emptySummary()));
+    countInto(summary, status, c._count._all);
+    countInto(total, status, c._count._all);
+  }
+  const onLatest = byVersion.get(endpoint.currentReleaseVersion)?.total ?? 0;
+  return {
+    endpointVersion: endpoint.currentReleaseVersion,
+    rollout: {
+      inProgress: total.total > onLatest,
+      currentVersion: endpoint.currentReleaseVersion,
+      workersOnLatest: onLatest,
+      workersOnOlder: total.total - onLatest,
+      workersTotal: total.total,
+      percentOnLatest: total.total === 0 ? 0 : Math.round((onLatest * 100) / total.total),
+    },
+    releases: releases.map((r) => {
+      const workers = byVersion.get(r.version) ?? emptySummary();
+      return {
+        id: r.id,
+        version: r.version,
+        source: 'MANUAL' as const,
+        buildId: null,
+        createdByUserId: null,
+        status: r.status,
+        statusReason: r.statusReason,
+        createdAt: r.createdAt.toISOString(),
+        finishedAt: r.finishedAt?.toISOString() ?? null,
+        workerCount: workers.total,
+        workers,
+        diff: Array.isArray(r.changes) ? (r.changes as ReleaseDiffEntry[]) : [],
+      };
+    }),
+  };
 }

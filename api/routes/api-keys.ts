@@ -1,0 +1,112 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import {
+  AccountListSchema,
+  AccountSchema,
+  ApiKeyListQuerySchema,
+  ApiKeyListSchema,
+  createAccount,
+  CreateAccountSchema,
+  createApiKey,
+  CreateApiKeySchema,
+  CreatedApiKeySchema,
+  listAccounts,
+  listApiKeys,
+  revokeApiKey,
+} from '../../domain/api-keys.ts';
+import type { DomainContext } from '../../domain/context.ts';
+import { principalOf, scopeGuard } from '../auth.ts';
+
+const RULES =
+  'A key never makes or revokes a key stronger than itself: listing needs READ, creating and revoking need WRITE, within the caller\'s account; a new key gets only scopes the calling key has (ADMIN counts as all) and cannot outlive it; revoking needs every scope of the revoked key; keys limited to endpoints cannot manage keys (403). The platform admin (an admin account\'s key with ADMIN) may act on any account without these limits. Another account\'s key is 404.';
+
+/** REST /v2/keys and /v2/accounts: API keys, and accounts for the platform admin. */
+export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  app.post(
+    '/v2/keys',
+    {
+      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      schema: {
+        'x-required-scope': 'WRITE',
+        operationId: 'createApiKey',
+        summary: 'Create an API key',
+        description: `Makes a key with the given scopes, optionally limited to endpoints and with an expiry. The key is in the answer this once; only its hash is stored. ${RULES}`,
+        tags: ['API Keys'],
+        body: CreateApiKeySchema,
+        response: { 201: CreatedApiKeySchema },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await createApiKey(ctx, await principalOf(ctx.db, request), request.body)),
+  );
+
+  app.get(
+    '/v2/keys',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'listApiKeys',
+        summary: 'List API keys',
+        description: `The account's keys, revoked ones included (revokedAt set): never the key or its hash, only its first characters. ${RULES}`,
+        tags: ['API Keys'],
+        querystring: ApiKeyListQuerySchema,
+        response: { 200: ApiKeyListSchema },
+      },
+    },
+    async (request) => ({ keys: await listApiKeys(ctx, await principalOf(ctx.db, request), request.query) }),
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/v2/keys/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      schema: {
+        'x-required-scope': 'WRITE',
+        operationId: 'revokeApiKey',
+        summary: 'Revoke an API key',
+        description: `Revokes a key at once (it answers 401 from then on); revoking a revoked key is a no-op. ${RULES}`,
+        tags: ['API Keys'],
+        params: Type.Object({ id: Type.String({ minLength: 1, description: 'API key id' }) }),
+        response: { 204: Type.Null({ description: 'revoked; no body' }) },
+      },
+    },
+    async (request, reply) => {
+      await revokeApiKey(ctx, await principalOf(ctx.db, request), request.params.id);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post(
+    '/v2/accounts',
+    {
+      onRequest: scopeGuard(ctx.db, 'ADMIN'),
+      schema: {
+        'x-required-scope': 'ADMIN',
+        operationId: 'createAccount',
+        summary: 'Create an account',
+        description:
+          'Platform admin only (an admin account\'s key with ADMIN; 403 otherwise). Creates an account with an optional serverless discount; e-mails are unique (409). Give it a first key with POST /v2/keys and its accountId.',
+        tags: ['Accounts'],
+        body: CreateAccountSchema,
+        response: { 201: AccountSchema },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await createAccount(ctx, await principalOf(ctx.db, request), request.body)),
+  );
+
+  app.get(
+    '/v2/accounts',
+    {
+      onRequest: scopeGuard(ctx.db, 'ADMIN'),
+      schema: {
+        'x-required-scope': 'ADMIN',
+        operationId: 'listAccounts',
+        summary: 'List accounts',
+        description: "Platform admin only (an admin account's key with ADMIN; 403 otherwise). Every account, oldest first.",
+        tags: ['Accounts'],
+        response: { 200: AccountListSchema },
+      },
+    },
+    async (request) => ({ accounts: await listAccounts(ctx, await principalOf(ctx.db, request)) }),
+  );
+}

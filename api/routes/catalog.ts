@@ -1,0 +1,130 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import {
+  CpuTypeListSchema,
+  CpuTypeSchema,
+  DataCenterListSchema,
+  DataCenterQuerySchema,
+  DataCenterSchema,
+  getCpuType,
+  getDataCenter,
+  getGpuType,
+  GpuCatalogQuerySchema,
+  GpuTypeListSchema,
+  GpuTypeSchema,
+  listCpuTypes,
+  listDataCenters,
+  listGpuTypes,
+} from '../../domain/catalog.ts';
+import type { DomainContext } from '../../domain/context.ts';
+import { principalOf, scopeGuard } from '../auth.ts';
+
+const tags = ['Catalog'];
+const FROM_HOSTS =
+  'Derived from the registered hosts: only hosts with status READY count, and a GPU is available when its host can pass GPUs to containers and no live worker holds it. Scope: READ.';
+
+/** REST /v2/catalog: GPU types, CPU flavors and data centers the hosts offer. */
+export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  app.get(
+    '/v2/catalog/gpus',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'listGpuTypes',
+        summary: 'List GPU types',
+        description: `Every GPU type on the hosts, with its serverless pool (the ids endpoints name in gpu.pools), memory, count and list prices. include=AVAILABILITY (with product) adds availability overall and per data center for \`count\` GPUs on one host. ${FROM_HOSTS}`,
+        tags,
+        querystring: GpuCatalogQuerySchema,
+        response: { 200: GpuTypeListSchema },
+      },
+    },
+    async (request) => ({ gpus: await listGpuTypes(ctx, await principalOf(ctx.db, request), request.query) }),
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v2/catalog/gpus/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'getGpuType',
+        summary: 'Get a GPU type',
+        description: `One GPU type by id (the name nvidia-smi prints, URL-encoded); 404 when no READY host has it. ${FROM_HOSTS}`,
+        tags,
+        params: Type.Object({ id: Type.String({ minLength: 1, description: 'GPU type id, e.g. "NVIDIA GeForce RTX 4090"' }) }),
+        querystring: GpuCatalogQuerySchema,
+        response: { 200: GpuTypeSchema },
+      },
+    },
+    async (request) => getGpuType(ctx, await principalOf(ctx.db, request), request.params.id, request.query),
+  );
+
+  app.get(
+    '/v2/catalog/cpus',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'listCpuTypes',
+        summary: 'List CPU flavors',
+        description: `CPU flavors (by memory per vCPU: cpu3c 2 GB, cpu3g 4 GB, cpu3m 8 GB) that fit at least one host with 2 vCPUs; vcpu.max is the largest power of two a host can give. ${FROM_HOSTS}`,
+        tags,
+        response: { 200: CpuTypeListSchema },
+      },
+    },
+    async (request) => ({ cpus: await listCpuTypes(ctx, await principalOf(ctx.db, request)) }),
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v2/catalog/cpus/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'getCpuType',
+        summary: 'Get a CPU flavor',
+        description: `One CPU flavor; 404 when unknown or no host fits it. ${FROM_HOSTS}`,
+        tags,
+        params: Type.Object({ id: Type.String({ minLength: 1, description: 'CPU flavor id, e.g. cpu3c' }) }),
+        response: { 200: CpuTypeSchema },
+      },
+    },
+    async (request) => getCpuType(ctx, await principalOf(ctx.db, request), request.params.id),
+  );
+
+  app.get(
+    '/v2/catalog/datacenters',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'listDataCenters',
+        summary: 'List data centers',
+        description: `Every dataCenterId a registered host carries (whatever its status), with host and GPU counts; the region comes from the id's first segment (US-, EU-, AP-, ...). include=GPU_AVAILABILITY adds per-GPU-type availability. ${FROM_HOSTS}`,
+        tags,
+        querystring: DataCenterQuerySchema,
+        response: { 200: DataCenterListSchema },
+      },
+    },
+    async (request) => ({ dataCenters: await listDataCenters(ctx, await principalOf(ctx.db, request), request.query) }),
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v2/catalog/datacenters/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'getDataCenter',
+        summary: 'Get a data center',
+        description: `One data center; 404 when no host carries that id. ${FROM_HOSTS}`,
+        tags,
+        params: Type.Object({ id: Type.String({ minLength: 1, description: 'data center id' }) }),
+        querystring: DataCenterQuerySchema,
+        response: { 200: DataCenterSchema },
+      },
+    },
+    async (request) => getDataCenter(ctx, await principalOf(ctx.db, request), request.params.id, request.query),
+  );
+}

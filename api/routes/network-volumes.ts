@@ -1,0 +1,110 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { DomainContext } from '../../domain/context.ts';
+import {
+  createNetworkVolume,
+  CreateNetworkVolumeSchema,
+  deleteNetworkVolume,
+  getNetworkVolume,
+  listNetworkVolumes,
+  NetworkVolumeListSchema,
+  NetworkVolumeSchema,
+  updateNetworkVolume,
+  UpdateNetworkVolumeSchema,
+} from '../../domain/network-volumes.ts';
+import { principalOf, scopeGuard } from '../auth.ts';
+
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'network volume id' }) });
+const tags = ['Network Volumes'];
+const ACCESS = "Needs a key for the whole account (not one limited to endpoints); another account's volume is 404.";
+
+/** REST /v2/network-volumes: named storage in a data center. */
+export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  app.get(
+    '/v2/network-volumes',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'listNetworkVolumes',
+        summary: 'List network volumes',
+        description: `The account's network volumes, oldest first. ${ACCESS} Scope: READ.`,
+        tags,
+        response: { 200: NetworkVolumeListSchema },
+      },
+    },
+    async (request) => ({ networkVolumes: await listNetworkVolumes(ctx, await principalOf(ctx.db, request)) }),
+  );
+
+  app.post(
+    '/v2/network-volumes',
+    {
+      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      schema: {
+        'x-required-scope': 'WRITE',
+        operationId: 'createNetworkVolume',
+        summary: 'Create a network volume',
+        description: `Creates a volume of \`size\` GB in \`dataCenter\`, which must be the data center of a registered host (GET /v2/catalog/datacenters; 422 otherwise). Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
+        tags,
+        body: CreateNetworkVolumeSchema,
+        response: { 201: NetworkVolumeSchema },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await createNetworkVolume(ctx, await principalOf(ctx.db, request), request.body)),
+  );
+
+  app.get<{ Params: { id: string } }>(
+    '/v2/network-volumes/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'READ'),
+      schema: {
+        'x-required-scope': 'READ',
+        operationId: 'getNetworkVolume',
+        summary: 'Get a network volume',
+        description: `One network volume. ${ACCESS} Scope: READ.`,
+        tags,
+        params: IdParams,
+        response: { 200: NetworkVolumeSchema },
+      },
+    },
+    async (request) => getNetworkVolume(ctx, await principalOf(ctx.db, request), request.params.id),
+  );
+
+  app.patch<{ Params: { id: string } }>(
+    '/v2/network-volumes/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      schema: {
+        'x-required-scope': 'WRITE',
+        operationId: 'updateNetworkVolume',
+        summary: 'Update a network volume',
+        description: `Renames and/or grows a volume; at least one field. A smaller size is refused with 400. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: IdParams,
+        body: UpdateNetworkVolumeSchema,
+        response: { 200: NetworkVolumeSchema },
+      },
+    },
+    async (request) => updateNetworkVolume(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/v2/network-volumes/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      schema: {
+        'x-required-scope': 'WRITE',
+        operationId: 'deleteNetworkVolume',
+        summary: 'Delete a network volume',
+        description: `Deletes a volume. Refused with 400 while an endpoint mounts it. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: IdParams,
+        response: { 204: Type.Null({ description: 'deleted; no body' }) },
+      },
+    },
+    async (request, reply) => {
+      await deleteNetworkVolume(ctx, await principalOf(ctx.db, request), request.params.id);
+      return reply.code(204).send();
+    },
+  );
+}

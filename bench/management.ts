@@ -1,0 +1,115 @@
+/**
+ * Requests per second of the management API with rate limiting on (quotas set high, so every
+ * request still runs the counter upsert): GET /v2/serverless/{id}, and PATCH of its scaling (a
+ * database transaction plus the `updateSpec` Temporal Update on the endpoint's workflow).
+ *
+ *   node --import tsx bench/management.ts [seconds=10] [connections=10]
+ *
+ * Starts its own PostgreSQL (Debian's package) and Temporal dev server, like the test suite, and
+ * the whole platform (API and Temporal worker) in this process.
+ */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { authenticate } from '../domain/auth.ts';
+import { consumeRateLimit, parseRateLimits } from '../domain/rate-limit.ts';
+import { loadConfig } from '../infra/config.ts';
+import { startPlatform } from '../infra/platform.ts';
+import { startPostgresServer } from '../infra/postgres.ts';
+import { resolveTemporalBinary, startTemporalDevServer } from '../infra/temporal.ts';
+
+const seconds = Number(process.argv[2] ?? 10);
+const connections = Number(process.argv[3] ?? 10);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+    });
+  });
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), 'gantry-bench-mgmt-'));
+chmodSync(dir, 0o755);
+const postgres = await startPostgresServer(path.join(dir, 'pg'), await freePort());
+const binary = resolveTemporalBinary(loadConfig());
+if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
+const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: undefined, namespace: 'default' });
+
+// High quotas: the limiter runs on every request but never refuses one.
+process.env.GANTRY_RATE_LIMITS = 'minute=1000000000,hour=1000000000,day=1000000000';
+const port = await freePort();
+const adminKey = `gntr_bench_${'k'.repeat(32)}`;
+const platform = await startPlatform(
+  loadConfig({
+    PORT: String(port),
+    DATABASE_URL: postgres.url,
+    TEMPORAL_ADDRESS: temporal.address,
+    GANTRY_ADMIN_API_KEY: adminKey,
+    GANTRY_DATA_DIR: path.join(dir, 'data'),
+    LOG_LEVEL: 'warn',
+  }),
+  () => {},
+);
+const base = `http://127.0.0.1:${port}`;
+const headers = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
+
+const created = await fetch(`${base}/v2/serverless`, {
+  method: 'POST',
+  headers,
+  body: JSON.stringify({ name: 'bench', image: 'img:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 3 } }),
+});
+const endpoint = (await created.json()) as { id: string };
+if (created.status !== 201) throw new Error(`create failed: ${created.status} ${JSON.stringify(endpoint)}`);
+// Let the workflow load its spec before Updates arrive.
+await new Promise((r) => setTimeout(r, 1000));
+
+interface Row {
+  name: string;
+  reqPerSec: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
+
+async function run(name: string, opts: autocannon.Options): Promise<Row> {
+  // The load generator runs in a worker thread: it must not share the server's event loop.
+  const result = await autocannon({ connections, duration: seconds, workers: 1, ...opts });
+  return { name, reqPerSec: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+}
+
+const url = `${base}/v2/serverless/${endpoint.id}`;
+const rows: Row[] = [];
+rows.push(await run('GET /healthz (no key, no database: the floor)', { url: `${base}/healthz` }));
+rows.push(await run('GET /v2/serverless/{id}', { url, headers }));
+rows.push(
+  await run('PATCH /v2/serverless/{id} (scaling)', {
+    url,
+    // Each connection cycles through these, so consecutive requests change the value.
+    requests: Array.from({ length: 20 }, (_, i) => ({ method: 'PATCH' as const, headers, body: JSON.stringify({ scaling: { value: 1 + i / 10 } }) })),
+  }),
+);
+
+// The limiter's own cost: its one SQL statement, sequentially, on an otherwise idle server.
+const principal = await authenticate(platform.ctx.db, adminKey);
+const quotas = parseRateLimits(process.env.GANTRY_RATE_LIMITS);
+const calls = 1000;
+const started = performance.now();
+for (let i = 0; i < calls; i++) await consumeRateLimit(platform.ctx, principal, quotas);
+const limiterMs = (performance.now() - started) / calls;
+
+const spec = await fetch(url, { headers }).then((r) => r.json());
+console.log(`connections ${connections}, ${seconds} s each, rate limiting on; final scaling ${JSON.stringify((spec as { scaling: unknown }).scaling)}`);
+console.log('| request | req/s | p50 ms | p99 ms | non-2xx | errors |');
+console.log('|---|---|---|---|---|---|');
+for (const r of rows) console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
+console.log(`rate-limit statement alone: ${limiterMs.toFixed(2)} ms per call (${calls} sequential calls)`);
+
+await platform.stop();
+await temporal.stop();
+await postgres.stop();
+rmSync(dir, { recursive: true, force: true });
