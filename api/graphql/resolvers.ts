@@ -1,0 +1,89 @@
+import type { Principal } from '../../domain/auth.ts';
+import { gpuTypes } from '../../domain/catalog.ts';
+import type { DomainContext } from '../../domain/context.ts';
+import { deleteEndpointScaledToZero, listEndpointRecords, saveEndpoint, type EndpointRecord } from '../../domain/endpoint-records.ts';
+import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries.ts';
+import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates.ts';
+import { requireScope } from '../../domain/auth.ts';
+
+export interface GraphqlContext {
+  ctx: DomainContext;
+  principal: Principal;
+}
+
+type Args<T> = Record<string, T>;
+
+/** Thin: every resolver calls a domain service with the caller's principal. */
+export const resolvers = {
+  Query: {
+    myself: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
+      requireScope(principal, 'READ');
+      const account = await ctx.db.account.findUniqueOrThrow({ where: { id: principal.accountId } });
+      const discountLive = account.serverlessDiscountFactor !== null && (!account.serverlessDiscountExpires || account.serverlessDiscountExpires > new Date());
+      return {
+        id: account.id,
+        email: account.email,
+        serverlessDiscount: discountLive
+          ? { discountFactor: account.serverlessDiscountFactor, type: account.serverlessDiscountType ?? 'DISCOUNT', expirationDate: account.serverlessDiscountExpires?.toISOString() ?? null }
+          : null,
+      };
+    },
+    gpuTypes: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
+      requireScope(principal, 'READ');
+      return (await gpuTypes(ctx)).map((g) => ({
+        id: g.id,
+        displayName: g.name,
+        memoryInGb: g.memory,
+        pool: g.pool,
+        secureCloud: g.secure,
+        communityCloud: g.community,
+        securePrice: g.price.secure,
+        serverlessPrice: g.price.serverless ?? null,
+        maxGpuCount: g.maxCount.secure,
+        totalCount: g.count.total,
+        availableCount: g.count.available,
+      }));
+    },
+  },
+  User: {
+    endpoints: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listEndpointRecords(ctx, principal),
+    podTemplates: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
+      requireScope(principal, 'READ');
+      return listTemplateRecords(ctx, principal);
+    },
+    containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listRegistries(ctx, principal),
+  },
+  Endpoint: {
+    pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
+      const workers = await ctx.db.worker.findMany({ where: { endpointId: endpoint.id, status: { notIn: ['STOPPED', 'FAILED'] } }, orderBy: { createdAt: 'asc' } });
+      return workers.map((w) => ({ id: w.id, desiredStatus: w.desiredStatus, lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(), imageName: null, machineId: w.hostId }));
+    },
+  },
+  Mutation: {
+    saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => saveEndpoint(ctx, principal, stripNulls(args.input)),
+    deleteEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
+      return null;
+    },
+    saveTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => saveTemplate(ctx, principal, stripNulls(args.input)),
+    deleteTemplate: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      await deleteTemplateByName(ctx, principal, args.templateName ?? '');
+      return null;
+    },
+    saveRegistryAuth: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => createRegistry(ctx, principal, args.input),
+    updateRegistryAuth: (_: unknown, args: Args<{ id: string; username: string; password: string }>, { ctx, principal }: GraphqlContext) => {
+      const { id, ...login } = args.input ?? { id: '', username: '', password: '' };
+      return updateRegistry(ctx, principal, id, { ...login });
+    },
+    deleteRegistryAuth: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      await deleteRegistry(ctx, principal, args.registryAuthId ?? '');
+      return null;
+    },
+  },
+};
+
+/** GraphQL inputs arrive with nulls for some omitted optionals in some clients; the domain treats absent and null alike where the schema allows. */
+function stripNulls(input: unknown): unknown {
+  if (!input || typeof input !== 'object') return input;
+  return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([k, v]) => v !== null || k === 'locations' || k === 'networkVolumeId' || k === 'containerRegistryAuthId'));
+}
