@@ -1,0 +1,64 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Db } from '../domain/db.ts';
+import { createJobPool, databaseUrlOf, GONE, JobStore, snapshotOf } from '../domain/job-queue.ts';
+import { jobSettings, jobView } from '../domain/jobs.ts';
+import { randomString } from '../domain/ids.ts';
+import type { JobSnapshot } from '../workflows/job.ts';
+
+/** How long one webhook POST may take before it counts as failed. */
+const WEBHOOK_TIMEOUT_MS = 10_000;
+
+/** Side effects of the job workflow: conditional SQL on the job row, and the webhook POST. */
+export function createJobActivities(db: Db) {
+  let store: JobStore | undefined;
+  // Created on first use: a worker process that never runs a job activity opens no connections.
+  const jobs = (): JobStore => (store ??= new JobStore(createJobPool(databaseUrlOf(db), 4), `a${randomString(7)}`, jobSettings().retention));
+  const snapshot = (row: Awaited<ReturnType<JobStore['snapshotRow']>>, lostAfterMs: number): JobSnapshot =>
+    row ? snapshotOf(row, lostAfterMs) : GONE(Number.MAX_SAFE_INTEGER);
+
+  return {
+    async readJob(jobId: string, lostAfterMs: number): Promise<JobSnapshot> {
+      return snapshot(await jobs().snapshotRow(jobId), lostAfterMs);
+    },
+
+    /** The TTL passed while the job was queued (or running): remove or stop it. */
+    async expireJob(jobId: string, lostAfterMs: number): Promise<JobSnapshot> {
+      return snapshot(await jobs().expire(jobId), lostAfterMs);
+    },
+
+    /** A running job's execution deadline, liveness deadline or TTL passed: enforce whichever did. */
+    async superviseJob(jobId: string, lostAfterMs: number): Promise<JobSnapshot> {
+      const store = jobs();
+      // Each statement re-checks its own limit against the database clock; those not reached change nothing.
+      await store.expire(jobId);
+      return snapshot(await store.supervise(jobId, lostAfterMs), lostAfterMs);
+    },
+
+    /** POSTs the final job to its webhook; a non-2xx answer or a network error fails the attempt. */
+    async deliverWebhook(jobId: string, seq: number): Promise<void> {
+      const store = jobs();
+      const target = await store.webhookPayload(jobId, seq);
+      if (!target) return; // delivered already, or the job moved on (retried, removed)
+      let status = 0;
+      let failure = '';
+      try {
+        const res = await fetch(target.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'user-agent': 'gantry-webhook' },
+          body: JSON.stringify(jobView(target.row)),
+          signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+          redirect: 'manual',
+        });
+        status = res.status;
+        await res.body?.cancel();
+      } catch (err) {
+        failure = err instanceof Error ? err.message : String(err);
+      }
+      const delivered = status >= 200 && status < 300;
+      await store.webhookAttempted(jobId, seq, delivered);
+      if (!delivered) throw ApplicationFailure.retryable(failure || `webhook answered ${status}`, 'WebhookNotDelivered');
+    },
+  };
+}
+
+export type JobActivities = ReturnType<typeof createJobActivities>;

@@ -1,0 +1,99 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { DomainContext } from '../../domain/context.ts';
+import { finishJob, PingQuerySchema, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs.ts';
+import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers-auth.ts';
+import { hangupSignal } from './jobs.ts';
+
+const WorkerParams = Type.Object({ endpointId: Type.String(), workerId: Type.String() });
+const WorkerJobParams = Type.Object({ endpointId: Type.String(), workerId: Type.String(), jobId: Type.String() });
+const TakeQuery = Type.Object(
+  {
+    job_in_progress: Type.Optional(Type.String({ description: '1 when the worker already runs a job and asks for another' })),
+    batch_size: Type.Optional(Type.String({ pattern: '^[0-9]+$', description: 'job-take-batch: most jobs to hand over' })),
+    gpu: Type.Optional(Type.String()),
+  },
+  { additionalProperties: true },
+);
+const TakenJobSchema = Type.Object({ id: Type.String(), input: Type.Unknown() });
+
+/** Most jobs one job-take-batch call hands over. */
+const MAX_BATCH = 64;
+const DONE_BODY_LIMIT = 20 * 1024 * 1024;
+
+type WorkerRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string } }>;
+
+function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdentity> {
+  return authenticateWorker(ctx.db, workerKeyOf(request.headers.authorization), request.params.workerId, request.params.endpointId);
+}
+
+/**
+ * The worker protocol (compat.md) that worker containers speak with their own credential
+ * (`Authorization: <key>`): job-take and job-take-batch long-polls, job-done, job-stream, the job-stop
+ * long-poll and ping. Registered in its own scope: the worker SDK sends JSON bodies labelled
+ * `application/x-www-form-urlencoded`, so bodies here are read raw and parsed as JSON by the domain.
+ */
+export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  void app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: DONE_BODY_LIMIT }, (_request, body, done) => done(null, body));
+
+    type TakeRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>;
+    const take = (batch: boolean) => async (request: TakeRequest, reply: FastifyReply) => {
+      const identity = await worker(ctx, request);
+      const max = batch ? Math.min(MAX_BATCH, Math.max(1, Number(request.query.batch_size ?? 1) || 1)) : 1;
+      const abort = hangupSignal(reply);
+      const jobs = await takeJobs(ctx, identity, { max, abort });
+      if (jobs.length === 0) return reply.code(204).send();
+      if (abort.aborted || reply.raw.destroyed) {
+        // The worker is gone: the jobs go back to the queue rather than wait for worker-loss detection.
+        await untakeJobs(ctx, identity, jobs.map((j) => j.id));
+        return reply.code(204).send();
+      }
+      const out = jobs.map((j) => ({ id: j.id, input: j.input }));
+      return reply.send(batch ? out : out[0]);
+    };
+    const takeOpts = (response: object) => ({ attachValidation: true, schema: { params: WorkerParams, querystring: TakeQuery, response: { 200: response } } });
+    scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>('/v2/:endpointId/job-take/:workerId', takeOpts(TakenJobSchema), take(false));
+    scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>(
+      '/v2/:endpointId/job-take-batch/:workerId',
+      takeOpts(Type.Array(TakenJobSchema)),
+      take(true),
+    );
+
+    scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
+      '/v2/:endpointId/job-done/:workerId/:jobId',
+      { schema: { params: WorkerJobParams } },
+      async (request) => finishJob(ctx, await worker(ctx, request), request.params.jobId, request.body),
+    );
+
+    scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
+      '/v2/:endpointId/job-stream/:workerId/:jobId',
+      { schema: { params: WorkerJobParams } },
+      async (request) => {
+        await postStreamChunk(ctx, await worker(ctx, request), request.params.jobId, request.body);
+        return {};
+      },
+    );
+
+    scope.get<{ Params: { endpointId: string; workerId: string } }>(
+      '/v2/:endpointId/job-stop/:workerId',
+      { schema: { params: WorkerParams, response: { 200: Type.Object({ jobsToStop: Type.Array(Type.String()) }) } } },
+      async (request, reply) => {
+        const identity = await worker(ctx, request);
+        const ids = await waitForStops(ctx, identity, hangupSignal(reply));
+        if (ids.length === 0) return reply.code(204).send();
+        return { jobsToStop: ids };
+      },
+    );
+
+    scope.get<{ Params: { endpointId: string; workerId: string } }>(
+      '/v2/:endpointId/ping/:workerId',
+      { attachValidation: true, schema: { params: WorkerParams, querystring: PingQuerySchema } },
+      async (request) => {
+        await workerPing(ctx, await worker(ctx, request), request.query);
+        return {};
+      },
+    );
+  });
+}

@@ -1,0 +1,472 @@
+/**
+ * The job path under load: runsync overhead, sustained throughput with one Temporal workflow per job,
+ * the same handler called directly over HTTP, and take latency and memory against a 10,000-job queue.
+ *
+ *   node --import tsx bench/jobs.ts [--seconds 30] [--workers 8] [--concurrency 64] [--only a,b]
+ *
+ * One process runs the platform (API + Temporal worker, as `npm start` does) on an embedded
+ * PostgreSQL and a Temporal dev server with its SQLite file, all started here; a second process
+ * (this file with --load) plays the workers (a handler that returns at once) and the clients, so the
+ * platform's process is measured alone. CPU seconds per process are read from /proc.
+ * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const self = fileURLToPath(import.meta.url);
+const { values: args } = parseArgs({
+  options: {
+    load: { type: 'boolean', default: false },
+    seconds: { type: 'string', default: '30' },
+    workers: { type: 'string', default: '8' },
+    concurrency: { type: 'string', default: '64' },
+    latency: { type: 'string', default: '1000' },
+    depth: { type: 'string', default: '10000' },
+    only: { type: 'string', default: 'direct,latency,throughput-run,throughput-runsync,deep-queue' },
+  },
+});
+
+// ------------------------------------------------------------------ shared helpers
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+function summary(xs: number[]): { n: number; p50: number; p90: number; p99: number; max: number; mean: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  const mean = s.reduce((a, b) => a + b, 0) / Math.max(1, s.length);
+  return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN, mean };
+}
+const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '-');
+
+interface Msg {
+  id: number;
+  cmd: string;
+  [k: string]: unknown;
+}
+
+// ------------------------------------------------------------------ the load process
+
+if (args.load) {
+  const cfg = JSON.parse(process.env.BENCH_LOAD ?? '{}') as { url: string; key: string; endpointId: string; workers: Array<{ id: string; key: string }> };
+  const v2 = `${cfg.url}/v2/${cfg.endpointId}`;
+  let workersOn = false;
+  let workerJobs = 0;
+
+  async function workerLoop(w: { id: string; key: string }): Promise<void> {
+    while (workersOn) {
+      const res = await fetch(`${v2}/job-take/${w.id}?gpu=BENCH&job_in_progress=0`, { headers: { authorization: w.key } });
+      if (res.status !== 200) {
+        await res.text();
+        continue;
+      }
+      const job = (await res.json()) as { id: string; input: unknown };
+      // The handler: returns at once.
+      const d = await fetch(`${v2}/job-done/${w.id}/${job.id}?gpu=BENCH&isStream=false`, {
+        method: 'POST',
+        headers: { authorization: w.key, 'content-type': 'application/x-www-form-urlencoded' },
+        body: JSON.stringify({ output: job.input }),
+      });
+      await d.text();
+      workerJobs++;
+    }
+  }
+
+  const client = (method: string, p: string, body?: unknown): Promise<Response> =>
+    fetch(v2 + p, { method, headers: { authorization: `Bearer ${cfg.key}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+
+  const handlers: Record<string, (m: Msg) => Promise<unknown>> = {
+    async workers(m) {
+      const on = Boolean(m.on);
+      if (on && !workersOn) {
+        workersOn = true;
+        for (const w of cfg.workers.slice(0, Number(m.count ?? cfg.workers.length))) void workerLoop(w);
+      } else if (!on && workersOn) {
+        // The loops end when their long-polls return (within the platform's hold time).
+        workersOn = false;
+      }
+      return { on: workersOn };
+    },
+    async direct(m) {
+      // The same handler behind a plain HTTP server: the floor any job path is compared with.
+      const server = createServer((req, res) => {
+        let body = '';
+        req.on('data', (c: Buffer) => (body += c.toString()));
+        req.on('end', () => {
+          const parsed = JSON.parse(body) as { input: unknown };
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ output: parsed.input }));
+        });
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      const port = (server.address() as { port: number }).port;
+      const n = Number(m.n);
+      const lat: number[] = [];
+      for (let i = 0; i < n + 50; i++) {
+        const t = performance.now();
+        const r = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { i } }) });
+        await r.json();
+        if (i >= 50) lat.push(performance.now() - t);
+      }
+      // Throughput with the same concurrency as the job runs.
+      const conc = Number(m.concurrency);
+      let done = 0;
+      const until = performance.now() + 5_000;
+      await Promise.all(
+        Array.from({ length: conc }, async () => {
+          while (performance.now() < until) {
+            const r = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input":{}}' });
+            await r.text();
+            done++;
+          }
+        }),
+      );
+      server.close();
+      return { latency: summary(lat), perSecond: done / 5 };
+    },
+    async latency(m) {
+      const n = Number(m.n);
+      const lat: number[] = [];
+      for (let i = 0; i < n + 50; i++) {
+        const t = performance.now();
+        const r = await client('POST', '/runsync', { input: { i } });
+        const body = (await r.json()) as { status: string };
+        if (body.status !== 'COMPLETED') throw new Error(`runsync answered ${JSON.stringify(body)}`);
+        if (i >= 50) lat.push(performance.now() - t);
+      }
+      return { latency: summary(lat) };
+    },
+    async throughput(m) {
+      const seconds = Number(m.seconds);
+      const conc = Number(m.concurrency);
+      const mode = String(m.mode);
+      let completed = 0;
+      let submitted = 0;
+      const perSecond: number[] = [];
+      const lat: number[] = [];
+      const until = performance.now() + seconds * 1000;
+      const startJobs = workerJobs;
+      const ticker = setInterval(() => perSecond.push(workerJobs), 1000);
+      await Promise.all(
+        Array.from({ length: conc }, async () => {
+          while (performance.now() < until) {
+            const t = performance.now();
+            if (mode === 'runsync') {
+              const r = await client('POST', '/runsync', { input: { t } });
+              const body = (await r.json()) as { status: string };
+              if (body.status === 'COMPLETED') completed++;
+              lat.push(performance.now() - t);
+            } else {
+              const r = await client('POST', '/run', { input: { t } });
+              await r.text();
+              lat.push(performance.now() - t);
+            }
+            submitted++;
+          }
+        }),
+      );
+      clearInterval(ticker);
+      const ticks = perSecond.map((v, i) => v - (i === 0 ? startJobs : (perSecond[i - 1] as number)));
+      return { submitted, completed, workerJobs: workerJobs - startJobs, perSecondByWorkers: ticks, latency: summary(lat) };
+    },
+    async fill(m) {
+      const n = Number(m.n);
+      let i = 0;
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (i < n) {
+            i++;
+            const r = await client('POST', '/run', { input: { fill: i } });
+            await r.text();
+          }
+        }),
+      );
+      return { queued: n };
+    },
+    async takeLatency(m) {
+      // One worker takes and finishes jobs one by one: how long does a take answer take?
+      const w = cfg.workers[0] as { id: string; key: string };
+      const n = Number(m.n);
+      const lat: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const t = performance.now();
+        const res = await fetch(`${v2}/job-take/${w.id}?gpu=BENCH&job_in_progress=0`, { headers: { authorization: w.key } });
+        if (res.status !== 200) throw new Error(`take answered ${res.status}`);
+        const job = (await res.json()) as { id: string };
+        lat.push(performance.now() - t);
+        const d = await fetch(`${v2}/job-done/${w.id}/${job.id}?isStream=false`, { method: 'POST', headers: { authorization: w.key }, body: '{"output":1}' });
+        await d.text();
+      }
+      return { latency: summary(lat) };
+    },
+    async purge() {
+      const r = await client('POST', '/purge-queue');
+      return r.json();
+    },
+  };
+
+  process.on('message', (m: Msg) => {
+    const h = handlers[m.cmd];
+    if (!h) return process.send?.({ id: m.id, error: `unknown command ${m.cmd}` });
+    h(m).then(
+      (result) => process.send?.({ id: m.id, result }),
+      (err: unknown) => process.send?.({ id: m.id, error: String(err instanceof Error ? err.stack : err) }),
+    );
+  });
+  process.send?.({ id: 0, result: 'ready' });
+} else {
+  await main();
+}
+
+// ------------------------------------------------------------------ the platform process
+
+/** utime+stime of a process and all its descendants, in seconds. */
+function cpuSeconds(rootPid: number): number {
+  const tick = 100; // USER_HZ on Linux
+  const stats = new Map<number, { ppid: number; cpu: number }>();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const s = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
+      stats.set(Number(d), { ppid: Number(rest[1]), cpu: (Number(rest[11]) + Number(rest[12])) / tick });
+    } catch {
+      // gone
+    }
+  }
+  let total = 0;
+  const walk = (pid: number): void => {
+    const st = stats.get(pid);
+    if (st) total += st.cpu;
+    for (const [child, s] of stats) if (s.ppid === pid) walk(child);
+  };
+  walk(rootPid);
+  return total;
+}
+
+function ownCpuSeconds(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+}
+
+function rssMb(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+async function main(): Promise<void> {
+  const { loadConfig } = await import('../infra/config.ts');
+  const { startPlatform } = await import('../infra/platform.ts');
+  const { startEmbeddedPostgres } = await import('../infra/postgres.ts');
+  const { resolveTemporalBinary, startTemporalDevServer } = await import('../infra/temporal.ts');
+  const { registerWorkerCredential } = await import('../domain/workers-auth.ts');
+  const { randomString } = await import('../domain/ids.ts');
+  const { freePort } = await import('../test/support/ports.ts');
+
+  const workers = Number(args.workers);
+  const concurrency = Number(args.concurrency);
+  const seconds = Number(args.seconds);
+  const only = new Set(String(args.only).split(','));
+  const dir = mkdtempSync(path.join(tmpdir(), 'gantry-bench-jobs-'));
+  chmodSync(dir, 0o755);
+  const log = (m: string): void => console.error(m);
+
+  const pg = await startEmbeddedPostgres(path.join(dir, 'pg'), await freePort(), log);
+  const binary = resolveTemporalBinary(loadConfig());
+  if (!binary) throw new Error('no Temporal CLI; run npm start or npm test once');
+  const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: path.join(dir, 'temporal.db'), namespace: 'default' });
+  const port = await freePort();
+  const adminKey = `gntr_bench_${randomString(32)}`;
+  const platform = await startPlatform(
+    loadConfig({
+      PORT: String(port),
+      DATABASE_URL: pg.url,
+      TEMPORAL_ADDRESS: temporal.address,
+      GANTRY_ADMIN_API_KEY: adminKey,
+      GANTRY_DATA_DIR: path.join(dir, 'data'),
+      GANTRY_TASK_QUEUE: 'bench',
+      LOG_LEVEL: 'warn',
+    }),
+    log,
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const created = await fetch(`${url}/v2/serverless`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'bench', image: 'localhost/bench:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 0 } }),
+  });
+  const endpointId = ((await created.json()) as { id: string }).id;
+  const ws: Array<{ id: string; key: string }> = [];
+  for (let i = 0; i < workers; i++) {
+    const id = `bench-worker-${i}`;
+    await platform.ctx.db.worker.create({ data: { id, endpointId, status: 'IDLE' } });
+    ws.push({ id, key: await registerWorkerCredential(platform.ctx.db, { workerId: id, endpointId }) });
+  }
+
+  const temporalPid = Number(readFileSync(`${path.join(dir, 'temporal.db')}.pid`, 'utf8'));
+  const pgPid = Number(readFileSync(path.join(dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const load: ChildProcess = fork(self, ['--load'], {
+    // The load process imports node built-ins only: plain tsx runs it whatever runs this one.
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, BENCH_LOAD: JSON.stringify({ url, key: adminKey, endpointId, workers: ws }) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  const ready = new Promise<void>((resolve, reject) => pending.set(0, { resolve: () => resolve(), reject }));
+  load.on('message', (m: { id: number; result?: unknown; error?: string }) => {
+    const p = pending.get(m.id);
+    pending.delete(m.id);
+    if (m.error) p?.reject(new Error(m.error));
+    else p?.resolve(m.result);
+  });
+  load.once('exit', (code) => {
+    for (const p of pending.values()) p.reject(new Error(`load process exited (${code})`));
+    pending.clear();
+  });
+  await ready;
+  const ask = <T>(cmd: string, extra: Record<string, unknown> = {}): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++;
+      pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      load.send({ id, cmd, ...extra });
+    });
+
+  // Where the CPU goes, per process, over one scenario.
+  const procs = { platform: () => ownCpuSeconds(), postgres: () => cpuSeconds(pgPid), temporal: () => cpuSeconds(temporalPid), load: () => cpuSeconds(load.pid as number) };
+  const cpuNow = (): Record<string, number> => Object.fromEntries(Object.entries(procs).map(([k, f]) => [k, f()]));
+  const cpuSince = (before: Record<string, number>, secs: number): string =>
+    Object.entries(cpuNow())
+      .map(([k, v]) => `${k} ${(((v - (before[k] ?? 0)) / secs) * 100).toFixed(0)}%`)
+      .join(', ');
+
+  const { pendingWorkflowSignals, WorkflowSignals } = await import('../domain/jobs.ts');
+  const { JobStore } = await import('../domain/job-queue.ts');
+  // Where the time goes inside the platform: each queue statement and each workflow signal, timed.
+  const timings = new Map<string, number[]>();
+  const timed = (proto: object, names: string[], prefix: string): void => {
+    for (const name of names) {
+      const original = (proto as Record<string, (...a: unknown[]) => Promise<unknown>>)[name] as (...a: unknown[]) => Promise<unknown>;
+      (proto as Record<string, unknown>)[name] = async function (this: unknown, ...a: unknown[]) {
+        const t = performance.now();
+        try {
+          return await original.apply(this, a);
+        } finally {
+          const list = timings.get(prefix + name) ?? [];
+          list.push(performance.now() - t);
+          timings.set(prefix + name, list);
+        }
+      };
+    }
+  };
+  timed(JobStore.prototype, ['insert', 'take', 'finish', 'get', 'clearSignalDue'], 'sql.');
+  timed(WorkflowSignals.prototype, ['send'], 'temporal.signalWithStart');
+  const timingReport = (): string =>
+    [...timings.entries()]
+      .map(([k, xs]) => {
+        const s = summary(xs);
+        return `${k} n=${s.n} p50 ${f1(s.p50)} p99 ${f1(s.p99)} ms`;
+      })
+      .join('; ');
+  const countWorkflows = async (status: string): Promise<number> =>
+    (await platform.ctx.temporal.workflow.count(`WorkflowType="jobWorkflow" AND ExecutionStatus="${status}"`)).count;
+  let maxBacklog = 0;
+  const backlogSampler = setInterval(() => (maxBacklog = Math.max(maxBacklog, pendingWorkflowSignals(platform.ctx))), 200);
+  backlogSampler.unref();
+
+  const results: string[] = [];
+  const out = (line: string): void => {
+    results.push(line);
+    console.log(line);
+  };
+  out(`# bench/jobs.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+
+  try {
+    if (only.has('direct')) {
+      const r = await ask<{ latency: ReturnType<typeof summary>; perSecond: number }>('direct', { n: Number(args.latency), concurrency });
+      out(`direct HTTP handler: p50 ${f1(r.latency.p50)} ms, p99 ${f1(r.latency.p99)} ms, ${r.perSecond.toFixed(0)} req/s at concurrency ${concurrency}`);
+    }
+    await ask('workers', { on: true });
+    await sleep(500);
+    if (only.has('latency')) {
+      const before = cpuNow();
+      const t = performance.now();
+      timings.clear();
+      const r = await ask<{ latency: ReturnType<typeof summary> }>('latency', { n: Number(args.latency) });
+      const secs = (performance.now() - t) / 1000;
+      out(
+        `runsync overhead, 1 client, ${workers} warm workers, handler returns at once: p50 ${f1(r.latency.p50)} ms, p90 ${f1(r.latency.p90)} ms, p99 ${f1(r.latency.p99)} ms, max ${f1(r.latency.max)} ms (n=${r.latency.n}); CPU ${cpuSince(before, secs)}`,
+      );
+      out(`  inside: ${timingReport()}`);
+    }
+    for (const mode of ['run', 'runsync'] as const) {
+      if (!only.has(`throughput-${mode}`)) continue;
+      const wfBefore = await countWorkflows('Completed');
+      maxBacklog = 0;
+      timings.clear();
+      const before = cpuNow();
+      const t = performance.now();
+      const r = await ask<{ submitted: number; completed: number; workerJobs: number; perSecondByWorkers: number[]; latency: ReturnType<typeof summary> }>('throughput', {
+        mode,
+        seconds,
+        concurrency,
+      });
+      const secs = (performance.now() - t) / 1000;
+      const cpu = cpuSince(before, secs);
+      const wfAtEnd = (await countWorkflows('Completed')) - wfBefore;
+      // Drain: how long until every job's workflow has caught up?
+      const drainStart = performance.now();
+      let wfDone = wfAtEnd;
+      for (;;) {
+        const running = await countWorkflows('Running');
+        wfDone = (await countWorkflows('Completed')) - wfBefore;
+        if (running === 0 && wfDone >= r.workerJobs) break;
+        if (performance.now() - drainStart > 300_000) break;
+        await sleep(500);
+      }
+      const drain = (performance.now() - drainStart) / 1000;
+      out(
+        `throughput via /${mode}, ${concurrency} clients, ${workers} workers, ${seconds} s: jobs done by workers ${(r.workerJobs / secs).toFixed(0)}/s ` +
+          `(per second: ${r.perSecondByWorkers.join(' ')}); client latency p50 ${f1(r.latency.p50)} ms p99 ${f1(r.latency.p99)} ms; ` +
+          `job workflows completed during the run ${(wfAtEnd / secs).toFixed(0)}/s, all ${wfDone} done ${drain.toFixed(1)} s after the load stopped ` +
+          `(sustained with one workflow per job: ${(wfDone / (secs + drain)).toFixed(0)} jobs/s; most signals waiting ${maxBacklog}); CPU ${cpu}`,
+      );
+      out(`  inside: ${timingReport()}`);
+    }
+    if (only.has('deep-queue')) {
+      const depth = Number(args.depth);
+      await ask('workers', { on: false });
+      await sleep(35_000); // let the workers' long-polls run out
+      const shallow = await ask<{ latency: ReturnType<typeof summary> }>('fill', { n: 300 }).then(() => ask<{ latency: ReturnType<typeof summary> }>('takeLatency', { n: 200 }));
+      const rssShallow = rssMb(process.pid);
+      await ask('purge');
+      const tFill = performance.now();
+      await ask('fill', { n: depth });
+      const fillSecs = (performance.now() - tFill) / 1000;
+      const rssDeep = rssMb(process.pid);
+      const deep = await ask<{ latency: ReturnType<typeof summary> }>('takeLatency', { n: 200 });
+      out(
+        `queue of ${depth}: filled at ${(depth / fillSecs).toFixed(0)}/s; take latency p50 ${f1(deep.latency.p50)} ms p99 ${f1(deep.latency.p99)} ms ` +
+          `(queue of ~100: p50 ${f1(shallow.latency.p50)} ms p99 ${f1(shallow.latency.p99)} ms); platform RSS ${rssDeep.toFixed(0)} MiB (${rssShallow.toFixed(0)} MiB with ~100 queued)`,
+      );
+      await ask('purge');
+    }
+  } finally {
+    load.kill('SIGKILL');
+    await platform.stop();
+    await temporal.stop();
+    await pg.stop();
+    if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+  }
+  process.exit(0);
+}

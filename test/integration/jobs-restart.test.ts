@@ -1,0 +1,279 @@
+/**
+ * Restarts mid-job, each a real kill: the API process (kill -9), the Temporal worker process
+ * (kill -9), the worker container's process (kill -9) and PostgreSQL (stopped and started). After
+ * each, every job ends in the state it should, no job is handed out twice unless its worker was lost
+ * (then it counts as retried), no result is recorded twice, and every job's workflow finishes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createDb, type Db } from '../../domain/db.ts';
+import { randomString } from '../../domain/ids.ts';
+import { registerWorkerCredential } from '../../domain/workers-auth.ts';
+import { startPostgresServer, type RunningPostgres } from '../../infra/postgres.ts';
+import { freshDatabase } from '../support/databases.ts';
+import { call } from '../support/platform.ts';
+import { freePort } from '../support/ports.ts';
+import { eventually, startCompatWorker, workerEnv, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
+
+const PING_MS = 400;
+
+interface GantryProcess {
+  child: ChildProcess;
+  output: () => string;
+}
+
+const children: ChildProcess[] = [];
+const workers: WorkerProcess[] = [];
+
+/** `npm start`'s own entry point as a child process (so that it can really be killed). */
+async function startGantry(env: Record<string, string>): Promise<GantryProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const deadline = Date.now() + 120_000;
+  while (!out.includes('Gantry is up')) {
+    if (child.exitCode !== null) throw new Error(`gantry exited ${child.exitCode}:\n${out}`);
+    if (Date.now() > deadline) throw new Error(`gantry did not come up:\n${out}`);
+    await sleep(100);
+  }
+  return { child, output: () => out };
+}
+
+async function kill9(p: GantryProcess | ChildProcess): Promise<void> {
+  const child = 'child' in p ? p.child : p;
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+interface Setup {
+  env: Record<string, string>;
+  url: string;
+  port: number;
+  db: Db;
+  temporal: Client;
+  connection: Connection;
+  adminKey: string;
+  endpointId: string;
+  worker: TestWorker;
+  dataDir: string;
+}
+
+async function setup(databaseUrl: string): Promise<Setup> {
+  const port = await freePort();
+  const adminKey = `gntr_test_${randomString(32)}`;
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'gantry-restart-'));
+  const env = {
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    GANTRY_TASK_QUEUE: `test-${randomString(8)}`,
+    GANTRY_ADMIN_API_KEY: adminKey,
+    GANTRY_DATA_DIR: dataDir,
+    PORT: String(port),
+    LOG_LEVEL: 'warn',
+    GANTRY_WORKER_PING_INTERVAL_MS: String(PING_MS),
+    GANTRY_JOB_TAKE_HOLD_MS: '2000',
+    GANTRY_JOB_UNSIGNALLED_GRACE_MS: '2000',
+  };
+  const db = createDb(databaseUrl);
+  const connection = await Connection.connect({ address: inject('temporalAddress') });
+  return { env, url: `http://127.0.0.1:${port}`, port, db, temporal: new Client({ connection }), connection, adminKey, endpointId: '', worker: { id: '', key: '' }, dataDir };
+}
+
+async function createEndpointAndWorker(s: Setup): Promise<void> {
+  const r = await call(s.url, 'POST', '/v2/serverless', {
+    key: s.adminKey,
+    body: { name: `restart-${randomString(5)}`, image: 'localhost/none:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 0 } },
+  });
+  expect(r.status).toBe(201);
+  s.endpointId = r.body.id;
+  const id = `wk${randomString(10)}`;
+  await s.db.worker.create({ data: { id, endpointId: s.endpointId, status: 'IDLE' } });
+  s.worker = { id, key: await registerWorkerCredential(s.db, { workerId: id, endpointId: s.endpointId }) };
+}
+
+const submit = (s: Setup, input: unknown, extra: Record<string, unknown> = {}) =>
+  call(s.url, 'POST', `/v2/${s.endpointId}/run`, { key: s.adminKey, body: { input, ...extra } }).then((r) => {
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    return r.body.id as string;
+  });
+
+const compat = (s: Setup, extra: Record<string, string> = {}): WorkerProcess => {
+  const w = startCompatWorker(workerEnv(s.url, s.endpointId, s.worker, { RUNPOD_PING_INTERVAL: String(PING_MS), ...extra }));
+  workers.push(w);
+  return w;
+};
+
+/** Every job ends `status`, was started once per hand-out, and its workflow finished. */
+async function expectSettled(s: Setup, ids: string[], status: string, starts: WorkerProcess[]): Promise<void> {
+  await eventually(
+    async () => (await s.db.job.findMany({ where: { id: { in: ids } } })).filter((j) => j.status === status).length === ids.length,
+    60_000,
+    `${ids.length} jobs ${status}`,
+  );
+  const rows = await s.db.job.findMany({ where: { id: { in: ids } } });
+  for (const row of rows) {
+    const started = starts.flatMap((w) => w.events).filter((e) => e.event === 'job-start' && e.job === row.id).length;
+    // Handed out once, or once more per worker loss (a take whose answer died with the API counts
+    // as one): never twice to live workers.
+    expect(started, row.id).toBeGreaterThanOrEqual(1);
+    expect(started, row.id).toBeLessThanOrEqual(1 + row.retries);
+    // take + result, and two more per loss (taken again): no result recorded twice.
+    expect(row.seq, row.id).toBe(2 + 2 * row.retries);
+  }
+  for (const id of ids) {
+    await eventually(async () => (await s.temporal.workflow.getHandle(`job:${id}`).describe()).status.name === 'COMPLETED', 60_000, `workflow job:${id} done`);
+  }
+}
+
+afterAll(async () => {
+  for (const w of workers) await w.kill();
+  for (const c of children) await kill9(c);
+}, 60_000);
+
+describe('restarts mid-job (shared database and Temporal)', () => {
+  let s: Setup;
+  let api: GantryProcess;
+  let temporalWorker: GantryProcess;
+
+  beforeAll(async () => {
+    s = await setup(await freshDatabase());
+    [api, temporalWorker] = await Promise.all([startGantry({ ...s.env, GANTRY_ROLE: 'api' }), startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) })]);
+    await createEndpointAndWorker(s);
+  }, 180_000);
+  afterAll(async () => {
+    await s?.db.$disconnect();
+    await s?.connection.close();
+    if (s) rmSync(s.dataDir, { recursive: true, force: true });
+  });
+
+  it('the API killed -9 with jobs queued and running: every job completes, none twice, every workflow finishes', async () => {
+    const w = compat(s, { WORKER_CONCURRENCY: '4' });
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) ids.push(await submit(s, { op: 'sleep', ms: 1500, i }));
+    await eventually(async () => (await s.db.job.count({ where: { id: { in: ids }, status: 'IN_PROGRESS' } })) >= 4, 20_000, 'jobs running');
+    // A runsync in flight when the API dies gets no answer; its job still runs to the end.
+    const sync = call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, { key: s.adminKey, body: { input: { op: 'sleep', ms: 500, sync: true } } }).catch((err: unknown) => err);
+    await sleep(200);
+    await kill9(api);
+    expect(await sync).toBeInstanceOf(Error);
+    await sleep(500);
+    api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
+    const syncRow = await s.db.job.findFirstOrThrow({ where: { endpointId: s.endpointId, sync: true } });
+    await expectSettled(s, [...ids, syncRow.id], 'COMPLETED', [w]);
+    for (const row of await s.db.job.findMany({ where: { id: { in: ids } } })) expect(row.output).toMatchObject({ slept: 1500 });
+    await w.kill();
+  }, 120_000);
+
+  it('the Temporal worker killed -9: jobs still flow, and timeouts and webhooks happen once it is back', async () => {
+    const hits: Array<{ id: string; status: string }> = [];
+    const hook = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        hits.push(JSON.parse(body));
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => hook.listen(0, '127.0.0.1', () => r()));
+    const hookUrl = `http://127.0.0.1:${(hook.address() as { port: number }).port}/`;
+    const w = compat(s, { WORKER_CONCURRENCY: '4' });
+    try {
+      const stuck = await submit(s, { op: 'sleep', ms: 60_000 }, { policy: { executionTimeout: 5_000 } });
+      await w.waitFor((e) => e.event === 'job-start' && e.job === stuck);
+      await kill9(temporalWorker);
+      // The job path needs no Temporal worker: these complete while it is down.
+      const quick: string[] = [];
+      for (let i = 0; i < 5; i++) quick.push(await submit(s, { op: 'echo', i }, { webhook: hookUrl }));
+      await eventually(async () => (await s.db.job.count({ where: { id: { in: quick }, status: 'COMPLETED' } })) === 5, 20_000, 'jobs done without a Temporal worker');
+      expect(hits).toHaveLength(0);
+      await sleep(5_500); // the stuck job's execution timeout passes while no worker runs workflows
+      expect((await s.db.job.findUniqueOrThrow({ where: { id: stuck } })).status).toBe('IN_PROGRESS');
+      temporalWorker = await startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) });
+      await w.waitFor((e) => e.event === 'job-stopped' && e.job === stuck, 30_000);
+      expect((await s.db.job.findUniqueOrThrow({ where: { id: stuck } })).status).toBe('TIMED_OUT');
+      await eventually(async () => hits.length === 5, 30_000, 'webhooks delivered after the restart');
+      expect(new Set(hits.map((h) => h.id))).toEqual(new Set(quick));
+      await expectSettled(s, quick, 'COMPLETED', [w]);
+      await sleep(500);
+      expect(hits).toHaveLength(5);
+    } finally {
+      await w.kill();
+      hook.close();
+    }
+  }, 120_000);
+
+  it('the worker container killed -9 mid-job and started again: its job is retried and completes', async () => {
+    const first = compat(s);
+    const id = await submit(s, { op: 'sleep', ms: 3_000, tag: 'container' });
+    await first.waitFor((e) => e.event === 'job-start' && e.job === id);
+    await first.kill('SIGKILL');
+    // The same worker (same id and credential) comes back, as a restarted container does.
+    const again = compat(s);
+    await expectSettled(s, [id], 'COMPLETED', [first, again]);
+    const row = await s.db.job.findUniqueOrThrow({ where: { id } });
+    expect(row.retries).toBe(1);
+    expect(row.output).toEqual({ slept: 3000 });
+    await again.kill();
+  }, 120_000);
+});
+
+describe('PostgreSQL restarted mid-job', () => {
+  let pgDir: string;
+  let pg: RunningPostgres;
+  let pgPort: number;
+  let s: Setup;
+
+  beforeAll(async () => {
+    pgDir = mkdtempSync(path.join(tmpdir(), 'gantry-restart-pg-'));
+    pgPort = await freePort();
+    pg = await startPostgresServer(pgDir, pgPort);
+    s = await setup(pg.url);
+    await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
+    await startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) });
+    await createEndpointAndWorker(s);
+  }, 180_000);
+  afterAll(async () => {
+    await s?.db.$disconnect();
+    await s?.connection.close();
+    for (const c of children) await kill9(c);
+    await pg?.stop();
+    if (pgDir) rmSync(pgDir, { recursive: true, force: true });
+  }, 60_000);
+
+  it('jobs running across the restart complete, and wake-ups work again afterwards', async () => {
+    const w = compat(s, { WORKER_CONCURRENCY: '3' });
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push(await submit(s, { op: 'sleep', ms: 2_500, i }));
+    await eventually(async () => (await s.db.job.count({ where: { id: { in: ids }, status: 'IN_PROGRESS' } })) >= 3, 20_000, 'jobs running');
+    // A fast shutdown (what a restart does), then the same server on the same data.
+    const postmaster = Number(readFileSync(path.join(pgDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    process.kill(postmaster, 'SIGINT');
+    await eventually(async () => {
+      try {
+        process.kill(postmaster, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 30_000, 'PostgreSQL stopped');
+    await sleep(500);
+    pg = await startPostgresServer(pgDir, pgPort);
+    await expectSettled(s, ids, 'COMPLETED', [w]);
+    // The LISTEN session is back: a long-poll is woken by the next commit.
+    const t0 = Date.now();
+    const r = await call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, { key: s.adminKey, body: { input: { op: 'echo', after: 'restart' } } });
+    expect(r.body).toMatchObject({ status: 'COMPLETED', output: { after: 'restart' } });
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    await w.kill();
+  }, 150_000);
+});
