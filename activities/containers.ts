@@ -1,0 +1,281 @@
+/**
+ * Container runtime commands on a host, over SSH. Docker and Podman share this command surface;
+ * where their output formats differ (listing labels) the commands use forms both understand.
+ *
+ * Secrets never appear on a command line (the host's process list and logs would show them): the
+ * registry password and the container environment (which holds the worker's own credential) travel
+ * over stdin into files that only root can read and that are removed when the command ends.
+ */
+import { shellJoin, shellQuote, type ExecResult, type SshPool, type SshTarget } from './ssh.ts';
+
+export type RuntimeName = 'podman' | 'docker';
+
+/** Where and how to run container commands. */
+export interface HostHandle {
+  hostId: string;
+  target: SshTarget;
+  runtime: RuntimeName;
+}
+
+/** Labels every managed container carries, so that state can be rebuilt from the host after a crash. */
+export const LABELS = {
+  endpoint: 'gantry.endpoint',
+  worker: 'gantry.worker',
+  release: 'gantry.release',
+  /** The Host row the container was started for: two Gantry installations sharing a machine never touch each other's. */
+  host: 'gantry.host',
+} as const;
+
+export const containerNameOf = (workerId: string): string => `gantry-${workerId}`;
+
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  /** Arguments after the image (replace the image's CMD); empty keeps it. */
+  args: string[];
+  env: Record<string, string>;
+  labels: Record<string, string>;
+  /** Share the host's network (the container reaches services on the host's loopback). */
+  hostNetwork: boolean;
+  /** Container ports published on random host ports (bridge network only): `8000/tcp`. */
+  publish: string[];
+  /** `hostPort:containerPort` published on a fixed host port (bridge network only). */
+  publishFixed: string[];
+  gpuUuids: string[];
+  gpuMethod: 'cdi' | 'docker-gpus' | 'none';
+  /** Container disk in GB, applied only where the storage driver supports quotas. */
+  diskGb: number | undefined;
+  /** CPU endpoints' flavor: vCPUs and memory the container may use. */
+  cpus?: number;
+  memoryGb?: number;
+}
+
+/**
+ * Splits an endpoint's `args` string into words the way a POSIX shell would (quotes and backslashes,
+ * no expansion), so that `python handler.py --name "a b"` means what it looks like.
+ */
+export function splitArgs(text: string): string[] {
+  const words: string[] = [];
+  let word = '';
+  let inWord = false;
+  let quote: "'" | '"' | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quote === "'") {
+      if (c === "'") quote = undefined;
+      else word += c;
+    } else if (quote === '"') {
+      if (c === '"') quote = undefined;
+      else if (c === '\\' && i + 1 < text.length && '"\\$`'.includes(text[i + 1]!)) word += text[++i];
+      else word += c;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      inWord = true;
+    } else if (c === '\\' && i + 1 < text.length) {
+      word += text[++i];
+      inWord = true;
+    } else if (/\s/.test(c)) {
+      if (inWord) words.push(word);
+      word = '';
+      inWord = false;
+    } else {
+      word += c;
+      inWord = true;
+    }
+  }
+  if (quote) throw new Error(`unterminated ${quote} quote in args`);
+  if (inWord) words.push(word);
+  return words;
+}
+
+/** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`). */
+export function registryOf(image: string): string {
+  const first = image.split('/')[0]!;
+  if (!image.includes('/')) return 'docker.io';
+  return first.includes('.') || first.includes(':') || first === 'localhost' ? first : 'docker.io';
+}
+
+/** A tag that may point somewhere else tomorrow: no tag, or `latest`, and no digest. */
+export function isMutableReference(image: string): boolean {
+  if (image.includes('@')) return false;
+  const last = image.split('/').pop()!;
+  const colon = last.indexOf(':');
+  return colon < 0 || last.slice(colon + 1) === 'latest';
+}
+
+/** The `.env` file content: KEY=VALUE lines, read literally by both runtimes (no quotes, no expansion). */
+export function envFile(env: Record<string, string>): string {
+  const lines: string[] = [];
+  for (const [key, value] of Object.entries(env)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) throw new Error(`environment variable name '${key}' is not valid`);
+    if (/[\r\n\0]/.test(value)) throw new Error(`environment variable ${key} holds a line break or NUL, which container env files cannot carry`);
+    lines.push(`${key}=${value}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** `run` arguments (after the runtime's name), except the env file. */
+export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
+  const args = ['run', '--detach', '--name', spec.name, '--restart', 'no', '--pull', 'never', '--env-file', envFilePath];
+  for (const [k, v] of Object.entries(spec.labels)) args.push('--label', `${k}=${v}`);
+  if (spec.hostNetwork) args.push('--network', 'host');
+  else {
+    for (const p of spec.publish) args.push('--publish', p);
+    for (const p of spec.publishFixed) args.push('--publish', p);
+  }
+  if (spec.gpuUuids.length > 0) {
+    if (spec.gpuMethod === 'cdi') for (const uuid of spec.gpuUuids) args.push('--device', `nvidia.com/gpu=${uuid}`);
+    // Docker reads --gpus as CSV: several devices need the value itself in double quotes.
+    else if (spec.gpuMethod === 'docker-gpus') args.push('--gpus', spec.gpuUuids.length === 1 ? `device=${spec.gpuUuids[0]}` : `"device=${spec.gpuUuids.join(',')}"`);
+    else throw new Error('the host cannot pass GPUs to containers');
+  }
+  if (spec.diskGb !== undefined) args.push('--storage-opt', `size=${spec.diskGb}G`);
+  if (spec.cpus !== undefined) args.push('--cpus', String(spec.cpus));
+  if (spec.memoryGb !== undefined) args.push('--memory', `${spec.memoryGb}g`);
+  args.push(spec.image, ...spec.args);
+  return args;
+}
+
+/**
+ * Runs `body` (a shell fragment that may use "$f", a private file holding stdin) on the host, and
+ * removes the file afterwards whatever happens. Secrets reach the file without touching a command line.
+ */
+function withStdinFile(body: string): string {
+  return `umask 077; f=$(mktemp) || exit 97; trap 'rm -f "$f"' EXIT; cat > "$f" || exit 97; ${body}`;
+}
+
+const ENV_FILE_SLOT = '\0env-file\0';
+
+export class ContainerCommandError extends Error {
+  override readonly name = 'ContainerCommandError';
+}
+
+function failure(what: string, r: ExecResult): ContainerCommandError {
+  const detail = (r.stderr.trim() || r.stdout.trim()).split('\n').slice(-5).join('\n').slice(-1500);
+  return new ContainerCommandError(`${what} failed (exit ${r.code ?? r.signal}): ${detail}`);
+}
+
+export async function imagePresent(pool: SshPool, h: HostHandle, image: string): Promise<boolean> {
+  const cmd = h.runtime === 'podman' ? shellJoin(['podman', 'image', 'exists', image]) : `${shellJoin(['docker', 'image', 'inspect', image])} >/dev/null 2>&1`;
+  const r = await pool.exec(h.target, cmd, { timeoutMs: 60_000 });
+  return r.code === 0;
+}
+
+export interface RegistryLoginSecret {
+  username: string;
+  password: string;
+}
+
+/**
+ * Pulls an image unless an immutable reference of it is already there. With a login, the
+ * credential lives only in a temporary auth file used by this one pull (another tenant's pull on
+ * the same host never sees it).
+ */
+export async function ensureImage(
+  pool: SshPool,
+  h: HostHandle,
+  image: string,
+  login: RegistryLoginSecret | undefined,
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<'present' | 'pulled' | 'stale-local'> {
+  const present = await imagePresent(pool, h, image);
+  if (present && !isMutableReference(image)) return 'present';
+  let r: ExecResult;
+  if (login) {
+    const registry = registryOf(image);
+    const body =
+      h.runtime === 'podman'
+        ? `podman login --authfile "$f" --username ${shellQuote(login.username)} --password-stdin ${shellQuote(registry)} < "$f.pw" && podman pull --quiet --authfile "$f" ${shellQuote(image)}`
+        : `docker --config "$d" login --username ${shellQuote(login.username)} --password-stdin ${shellQuote(registry)} < "$f.pw" && docker --config "$d" pull --quiet ${shellQuote(image)}`;
+    // stdin holds the password; it is moved aside so the auth file path is free for the runtime.
+    const script = `umask 077; d=$(mktemp -d) || exit 97; f="$d/auth.json"; trap 'rm -rf "$d"' EXIT; cat > "$f.pw" || exit 97; ${body}`;
+    r = await pool.exec(h.target, script, { stdin: login.password, timeoutMs: options.timeoutMs, signal: options.signal });
+  } else {
+    r = await pool.exec(h.target, shellJoin([h.runtime, 'pull', '--quiet', image]), { timeoutMs: options.timeoutMs, signal: options.signal });
+  }
+  if (r.code === 0) return 'pulled';
+  // A mutable tag that cannot be refreshed (registry down, local-only image) still runs as it is.
+  if (present) return 'stale-local';
+  throw failure(`pulling ${image}`, r);
+}
+
+/** Starts the container; returns its id. The environment goes through a private env file. */
+export async function runContainer(pool: SshPool, h: HostHandle, spec: ContainerSpec): Promise<string> {
+  const cmd = withStdinFile(`${h.runtime} ${runArgs(spec, ENV_FILE_SLOT).map((a) => (a === ENV_FILE_SLOT ? '"$f"' : shellQuote(a))).join(' ')}`);
+  const r = await pool.exec(h.target, cmd, { stdin: envFile(spec.env), timeoutMs: 120_000 });
+  if (r.code !== 0) throw failure(`starting container ${spec.name}`, r);
+  const id = r.stdout.trim().split('\n').pop() ?? '';
+  if (!/^[0-9a-f]{12,64}$/.test(id)) throw new ContainerCommandError(`starting container ${spec.name}: unexpected output ${r.stdout.slice(0, 200)}`);
+  return id;
+}
+
+export interface ContainerState {
+  id: string;
+  /** created, running, paused, exited, dead, ... */
+  status: string;
+  exitCode: number;
+  running: boolean;
+}
+
+/** The container's state, or null when there is no such container. */
+export async function inspectContainer(pool: SshPool, h: HostHandle, name: string): Promise<ContainerState | null> {
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'inspect', '--type', 'container', '--format', '{{.Id}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.Running}}', name]), {
+    timeoutMs: 60_000,
+  });
+  if (r.code !== 0) {
+    if (/no such (object|container)/i.test(r.stderr)) return null;
+    throw failure(`inspecting ${name}`, r);
+  }
+  const [id = '', status = '', exitCode = '0', running = 'false'] = r.stdout.trim().split('|');
+  return { id, status, exitCode: Number(exitCode), running: running === 'true' };
+}
+
+/** Stops (SIGTERM, then SIGKILL after graceSec) and removes the container; a missing one is fine. */
+export async function removeContainer(pool: SshPool, h: HostHandle, name: string, graceSec: number): Promise<void> {
+  const q = shellQuote(name);
+  const cmd = `${h.runtime} stop --time ${Math.max(0, Math.floor(graceSec))} ${q} >/dev/null 2>&1; out=$(${h.runtime} rm --force ${q} 2>&1) || { case "$out" in *[Nn]'o such container'*) exit 0;; *) echo "$out" >&2; exit 1;; esac; }`;
+  const r = await pool.exec(h.target, cmd, { timeoutMs: (graceSec + 60) * 1000 });
+  if (r.code !== 0) throw failure(`removing ${name}`, r);
+}
+
+export interface ManagedContainer {
+  id: string;
+  name: string;
+  workerId: string;
+  endpointId: string;
+  release: string;
+}
+
+/** Containers on the host that this Gantry installation started for the given Host row. */
+export async function listManagedContainers(pool: SshPool, h: HostHandle): Promise<ManagedContainer[]> {
+  // `inspect` formats Config.Labels the same way in both runtimes (ps does not).
+  const format = `{{.Id}}\t{{.Name}}\t{{index .Config.Labels "${LABELS.worker}"}}\t{{index .Config.Labels "${LABELS.endpoint}"}}\t{{index .Config.Labels "${LABELS.release}"}}`;
+  // One inspect for all; if one went away since the listing, one each (skipping the missing).
+  const inspect = `${h.runtime} inspect --type container --format ${shellQuote(format)}`;
+  const cmd = `ids=$(${h.runtime} ps --all --quiet --no-trunc --filter ${shellQuote(`label=${LABELS.host}=${h.hostId}`)}) || exit 1; [ -z "$ids" ] && exit 0; out=$(${inspect} $ids 2>/dev/null) && { printf '%s\n' "$out"; exit 0; }; for id in $ids; do ${inspect} "$id" 2>/dev/null; done; exit 0`;
+  const r = await pool.exec(h.target, cmd, { timeoutMs: 60_000 });
+  if (r.code !== 0) throw failure('listing containers', r);
+  return r.stdout
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((line) => {
+      const [id = '', name = '', workerId = '', endpointId = '', release = ''] = line.split('\t');
+      return { id, name: name.replace(/^\//, ''), workerId, endpointId, release };
+    });
+}
+
+/** The last lines of a container's output (for the reason a worker failed). */
+export async function containerLogTail(pool: SshPool, h: HostHandle, name: string, lines: number): Promise<string> {
+  const r = await pool.exec(h.target, `${shellJoin([h.runtime, 'logs', '--tail', String(lines), name])} 2>&1`, { timeoutMs: 30_000, maxOutputBytes: 64 * 1024 });
+  return r.code === 0 ? r.stdout.trim() : '';
+}
+
+/** The command that prints (and with follow, keeps printing) a container's output with timestamps. */
+export function logsCommand(runtime: RuntimeName, name: string, options: { follow: boolean; tail?: number; since?: string }): string {
+  const args: string[] = [runtime, 'logs', '--timestamps'];
+  if (options.follow) args.push('--follow');
+  if (options.tail !== undefined) args.push('--tail', String(options.tail));
+  if (options.since !== undefined) args.push('--since', options.since);
+  args.push(name);
+  return shellJoin(args);
+}

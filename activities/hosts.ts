@@ -1,0 +1,280 @@
+/**
+ * Host side effects: probing over SSH (pinning the host key on first contact), recording what was
+ * found, and rebuilding state from container labels after a restart (adopt or remove).
+ */
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Db } from '../domain/db.ts';
+import type { Host } from '../generated/prisma/client.ts';
+import type { SecretBox } from '../domain/secrets.ts';
+import { probeHost, type HostProbe } from './host-probe.ts';
+import { containerNameOf, listManagedContainers, removeContainer, type HostHandle, type RuntimeName } from './containers.ts';
+import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from './ssh.ts';
+
+/** Timings of the orchestration loops; defaults suit production, tests shorten them. */
+export interface OrchestrationSettings {
+  /** Autoscaler look-ups while an endpoint has workers or jobs, and at rest (a signal wakes it sooner). */
+  autoscaleActiveMs: number;
+  autoscaleRestMs: number;
+  /** Longest wait between placement attempts of a PENDING worker. */
+  placementRetryMaxMs: number;
+  /** A worker must become ready within this long of its container start. */
+  readyTimeoutSec: number;
+  readyPollMs: number;
+  /** How often a ready worker's container and pings are checked. */
+  watchIntervalSec: number;
+  /** A ready worker that has not pinged for this long is replaced. */
+  silentAfterSec: number;
+  /** RUNPOD_PING_INTERVAL given to workers. */
+  pingIntervalMs: number;
+  /** SIGTERM-to-SIGKILL grace when a container stops. */
+  stopGraceSec: number;
+  /** Longest image pull. */
+  pullTimeoutSec: number;
+  /** A rollout halts after this many new workers failed to become ready... */
+  releaseMaxFailures: number;
+  /** ...or when none of its new workers became ready within this long. */
+  releaseReadyDeadlineSec: number;
+  rolloutPollMs: number;
+  /** A replacement that waits this long for capacity lets its idle predecessor go first. */
+  surgeWaitSec: number;
+  hostProbeIntervalSec: number;
+  /** Probe interval while a host is unreachable. */
+  hostRetryIntervalSec: number;
+}
+
+export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
+  autoscaleActiveMs: 1000,
+  autoscaleRestMs: 30_000,
+  placementRetryMaxMs: 15_000,
+  readyTimeoutSec: 600,
+  readyPollMs: 1000,
+  watchIntervalSec: 5,
+  silentAfterSec: 60,
+  pingIntervalMs: 10_000,
+  stopGraceSec: 10,
+  pullTimeoutSec: 1800,
+  releaseMaxFailures: 3,
+  releaseReadyDeadlineSec: 900,
+  rolloutPollMs: 1000,
+  surgeWaitSec: 30,
+  hostProbeIntervalSec: 60,
+  hostRetryIntervalSec: 10,
+};
+
+/** GANTRY_ORCHESTRATION: a JSON object overriding some of the settings. */
+export function orchestrationSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): OrchestrationSettings {
+  const raw = env.GANTRY_ORCHESTRATION;
+  if (!raw) return { ...DEFAULT_ORCHESTRATION_SETTINGS };
+  const parsed = JSON.parse(raw) as Record<string, unknown>;
+  const out = { ...DEFAULT_ORCHESTRATION_SETTINGS };
+  for (const [k, v] of Object.entries(parsed)) {
+    if (!(k in out)) throw new Error(`GANTRY_ORCHESTRATION: unknown setting '${k}'`);
+    if (typeof v !== 'number' || !(v >= 0)) throw new Error(`GANTRY_ORCHESTRATION: ${k} must be a non-negative number`);
+    (out as Record<string, number>)[k] = v;
+  }
+  return out;
+}
+
+/** What orchestration activities share: the database, secrets, the SSH pool, the Temporal client. */
+export interface OrchestrationRuntime {
+  db: Db;
+  secrets: SecretBox;
+  publicUrl: string;
+  temporal: Client;
+  pool: SshPool;
+  settings: OrchestrationSettings;
+}
+
+export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
+export const workerWorkflowId = (workerId: string): string => `worker:${workerId}`;
+
+/** The SSH target of a host row, with the pinned key when there is one. */
+export function sshTargetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin: string | null | undefined = host.hostKeySha256): SshTarget {
+  if (!host.privateKey) throw ApplicationFailure.nonRetryable('the host has no private key stored (SSH agent authentication is not available)', 'NoHostKey');
+  return {
+    host: host.address,
+    port: host.port,
+    user: host.user,
+    privateKey: secrets.open(host.privateKey),
+    ...(pin ? { expectedHostKeySha256: pin } : {}),
+  };
+}
+
+/** Container commands on a READY host; fails without retries when the host cannot be used. */
+export async function hostHandle(rt: OrchestrationRuntime, hostId: string): Promise<HostHandle & { host: Host }> {
+  const host = await rt.db.host.findUnique({ where: { id: hostId } });
+  if (!host) throw ApplicationFailure.nonRetryable(`host ${hostId} no longer exists`, 'HostGone');
+  if (host.status === 'HOST_KEY_MISMATCH') throw ApplicationFailure.nonRetryable(`host ${host.name}: ${host.statusReason ?? 'host key mismatch'}`, 'HostKeyMismatch');
+  const runtime = (host.containerRuntime ?? 'podman') as RuntimeName;
+  return { hostId, host, target: sshTargetOf(host, rt.secrets), runtime };
+}
+
+/** Turns a HostKeyMismatchError into the host's status, so that no more work goes there. */
+export async function recordHostKeyMismatch(db: Db, hostId: string, err: HostKeyMismatchError): Promise<void> {
+  await db.host.updateMany({
+    where: { id: hostId },
+    data: {
+      status: 'HOST_KEY_MISMATCH',
+      statusReason: `host key changed: pinned ${err.expected}, the host now presents ${err.actual}. Work on this host has stopped. If the host was reinstalled, probe it with {"acceptHostKey": "${err.actual}"}.`,
+    },
+  });
+}
+
+export interface HostProbeResult {
+  status: 'READY' | 'PENDING' | 'UNREACHABLE' | 'HOST_KEY_MISMATCH' | 'DISABLED' | 'GONE';
+  statusReason: string | null;
+  /** True when the host was not READY before this probe and is now. */
+  becameReady: boolean;
+}
+
+function gpuMethodOf(probe: HostProbe): string {
+  return probe.gpuPassthrough.method;
+}
+
+function probeDetails(probe: HostProbe): object {
+  return {
+    hostname: probe.hostname,
+    os: probe.os ?? null,
+    kernel: probe.kernel,
+    arch: probe.arch,
+    uid: probe.uid ?? null,
+    memoryAvailableMb: probe.memoryAvailableMb ?? null,
+    diskPath: probe.diskPath,
+    diskTotalGb: probe.diskTotalGb,
+    runtime: probe.containerRuntime ? { name: probe.containerRuntime.name, version: probe.containerRuntime.version ?? null, path: probe.containerRuntime.path } : null,
+    cudaVersion: probe.cudaVersion ?? null,
+    gpuError: probe.gpuError ?? null,
+    gpuHint: probe.gpuPassthrough.hint ?? null,
+    cdiDevices: probe.gpuPassthrough.cdiDevices.length,
+  };
+}
+
+export function createHostActivities(rt: OrchestrationRuntime) {
+  const { db } = rt;
+  return {
+    /** Settings every orchestration workflow runs with (recorded in its history once per run). */
+    async orchestrationSettings(): Promise<OrchestrationSettings> {
+      return rt.settings;
+    },
+
+    /**
+     * Connects (pinning the host key on first contact), probes, and records the result. Never
+     * throws for an unreachable host: that is a status, the workflow keeps probing.
+     */
+    async probeAndRecordHost(hostId: string, options: { acceptHostKey?: string } = {}): Promise<HostProbeResult> {
+      const host = await db.host.findUnique({ where: { id: hostId } });
+      if (!host) return { status: 'GONE', statusReason: null, becameReady: false };
+      const wasReady = host.status === 'READY';
+      const pin = options.acceptHostKey ? normalizeFingerprint(options.acceptHostKey) : host.hostKeySha256;
+      let probe: HostProbe;
+      let seenKey: string;
+      try {
+        const conn = await rt.pool.get(sshTargetOf(host, rt.secrets, pin));
+        seenKey = conn.hostKeySha256;
+        probe = await probeHost(conn, { timeoutMs: 120_000 });
+      } catch (err) {
+        if (err instanceof HostKeyMismatchError) {
+          await recordHostKeyMismatch(db, hostId, err);
+          const after = await db.host.findUnique({ where: { id: hostId }, select: { statusReason: true } });
+          return { status: 'HOST_KEY_MISMATCH', statusReason: after?.statusReason ?? err.message, becameReady: false };
+        }
+        if (err instanceof ApplicationFailure) throw err;
+        const reason = `unreachable: ${err instanceof Error ? err.message : String(err)}`.slice(0, 1000);
+        // A mismatch stays a mismatch until the operator accepts the new key.
+        if (host.status === 'HOST_KEY_MISMATCH' && !options.acceptHostKey) return { status: 'HOST_KEY_MISMATCH', statusReason: host.statusReason, becameReady: false };
+        const status = host.status === 'DISABLED' ? 'DISABLED' : 'UNREACHABLE';
+        await db.host.update({ where: { id: hostId }, data: { status, statusReason: reason, lastProbeAt: new Date() } });
+        return { status, statusReason: reason, becameReady: false };
+      }
+      const runtime = probe.containerRuntime;
+      let status: HostProbeResult['status'] = runtime ? 'READY' : 'PENDING';
+      let statusReason: string | null = runtime ? null : 'no usable container runtime: install Podman or Docker on the host';
+      if (host.status === 'DISABLED') {
+        status = 'DISABLED';
+        statusReason = host.statusReason;
+      }
+      await db.host.update({
+        where: { id: hostId },
+        data: {
+          status,
+          statusReason,
+          hostKeySha256: seenKey,
+          cpuCount: probe.cpuCount,
+          memoryMb: probe.memoryMb,
+          diskFreeGb: Math.floor(probe.diskFreeGb),
+          containerRuntime: runtime?.name ?? null,
+          gpuPassthrough: probe.gpuPassthrough.method !== 'none',
+          gpuMethod: gpuMethodOf(probe),
+          gpus: probe.gpus.map((g) => ({ uuid: g.uuid, name: g.name, memoryMb: g.memoryMb, driverVersion: g.driverVersion, pool: g.pool ?? null })),
+          probe: probeDetails(probe),
+          lastProbeAt: new Date(),
+          lastSeenAt: new Date(),
+        },
+      });
+      return { status, statusReason, becameReady: status === 'READY' && !wasReady };
+    },
+
+    /**
+     * Rebuilds state from container labels: a container whose worker is live on this host is
+     * adopted (its id recorded); any other managed container is removed. Live workers recorded on
+     * this host whose workflow no longer runs are closed, so that they are replaced.
+     */
+    async reconcileHostContainers(hostId: string): Promise<{ adopted: string[]; removed: string[]; closed: string[] }> {
+      const h = await hostHandle(rt, hostId);
+      const containers = await listManagedContainers(rt.pool, h);
+      const workerIds = containers.map((c) => c.workerId).filter(Boolean);
+      const workers = await db.worker.findMany({ where: { OR: [{ id: { in: workerIds } }, { hostId }] } });
+      const byId = new Map(workers.map((w) => [w.id, w]));
+      const adopted: string[] = [];
+      const removed: string[] = [];
+      const closed: string[] = [];
+
+      const running = async (workerId: string): Promise<boolean> => {
+        try {
+          const d = await rt.temporal.workflow.getHandle(workerWorkflowId(workerId)).describe();
+          return d.status.name === 'RUNNING';
+        } catch (err) {
+          if (err instanceof WorkflowNotFoundError) return false;
+          throw err;
+        }
+      };
+
+      for (const c of containers) {
+        Context.current().heartbeat();
+        const w = byId.get(c.workerId);
+        const live = w && w.hostId === hostId && !['STOPPED', 'FAILED'].includes(w.status) && (await running(w.id));
+        if (live) {
+          if (w.containerId !== c.id) await db.worker.update({ where: { id: w.id }, data: { containerId: c.id, containerName: c.name } });
+          adopted.push(c.name);
+        } else {
+          await removeContainer(rt.pool, h, c.name, 0);
+          removed.push(c.name);
+        }
+      }
+      const names = new Set(containers.map((c) => c.name));
+      for (const w of workers) {
+        if (w.hostId !== hostId || ['STOPPED', 'FAILED'].includes(w.status)) continue;
+        if (names.has(containerNameOf(w.id)) || (await running(w.id))) continue;
+        await db.$transaction([
+          db.worker.update({ where: { id: w.id }, data: { status: 'FAILED', statusReason: 'its workflow was gone when the host was reconciled', stoppedAt: new Date(), credentialHash: null } }),
+          db.job.updateMany({ where: { workerId: w.id, status: 'IN_PROGRESS' }, data: { status: 'IN_QUEUE', workerId: null, startedAt: null, retries: { increment: 1 } } }),
+        ]);
+        closed.push(w.id);
+      }
+      return { adopted, removed, closed };
+    },
+
+    /** Live workers placed on the host (the host workflow drains them before the host is removed). */
+    async liveWorkersOnHost(hostId: string): Promise<string[]> {
+      const rows = await db.worker.findMany({ where: { hostId, status: { notIn: ['STOPPED', 'FAILED'] } }, select: { id: true } });
+      return rows.map((r) => r.id);
+    },
+
+    async deleteHostRecord(hostId: string): Promise<void> {
+      await db.host.deleteMany({ where: { id: hostId } });
+    },
+  };
+}
+
+export type HostActivities = ReturnType<typeof createHostActivities>;

@@ -1,0 +1,500 @@
+/**
+ * Worker side effects: records, placement, image pulls, container start and stop over SSH, the
+ * checks that decide readiness and health, the numbers the autoscaler reads, and release outcomes.
+ */
+import { Context, ApplicationFailure } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { DomainContext } from '../domain/context.ts';
+import type { Db } from '../domain/db.ts';
+import { gpuTypeId } from '../domain/gpu-pools.ts';
+import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
+import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
+import { openRegistryCredential } from '../domain/registries.ts';
+import { registerWorkerCredential } from '../domain/workers-auth.ts';
+import type { QueueStats, ScalingWorker } from '../domain/scaling.ts';
+import type { Prisma } from '../generated/prisma/client.ts';
+import {
+  containerLogTail,
+  containerNameOf,
+  ensureImage,
+  inspectContainer,
+  LABELS,
+  removeContainer,
+  runContainer,
+  splitArgs,
+  type ContainerSpec,
+} from './containers.ts';
+import { hostHandle, recordHostKeyMismatch, type OrchestrationRuntime } from './hosts.ts';
+import { HostKeyMismatchError, SshConnectError } from './ssh.ts';
+
+/** Statuses of a worker that still holds (or waits for) a place. */
+export const LIVE_STATUSES = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'UNHEALTHY', 'DRAINING'] as const;
+const DONE_STATUSES = ['STOPPED', 'FAILED'] as const;
+
+/** Host ports handed to load-balancing workers (their PORT), one per live worker on a host. */
+const LB_PORTS = { first: 20_000, last: 29_999 };
+
+const isLoopbackUrl = (url: string): boolean => {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+};
+
+/**
+ * Puts a dead or removed worker's jobs back in the queue (retries + 1), so that another worker takes
+ * them, by the job API's rule for lost workers: after MAX_WORKER_LOSSES losses a job fails instead.
+ * Jobs already finished are not touched; waiting job-take long-polls are woken.
+ */
+export async function requeueWorkerJobs(db: Db | Prisma.TransactionClient, workerId: string): Promise<number> {
+  const lost = `worker lost while running the job (${MAX_WORKER_LOSSES} times)`;
+  const rows = await db.$queryRaw<Array<{ id: string; endpointId: string; status: string }>>`
+    UPDATE "Job" j SET
+      status = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN 'FAILED'::"JobStatus" ELSE 'IN_QUEUE'::"JobStatus" END,
+      error = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN ${lost} ELSE j.error END,
+      "completedAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN now() END,
+      "expiresAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES}
+        THEN LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond', now() + ${RETENTION_RUN_MS} * interval '1 millisecond')
+        ELSE j."expiresAt" END,
+      "workerId" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN j."workerId" END,
+      "startedAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN j."startedAt" END,
+      retries = j.retries + 1,
+      seq = j.seq + 1
+    WHERE j."workerId" = ${workerId} AND j.status = 'IN_PROGRESS'
+    RETURNING j.id, j."endpointId", j.status::text AS status`;
+  for (const endpointId of new Set(rows.filter((r) => r.status === 'IN_QUEUE').map((r) => r.endpointId))) {
+    await db.$queryRaw`SELECT pg_notify(${JOB_CHANNEL}, ${`q:orchestration:${endpointId}`})::text`;
+  }
+  return rows.length;
+}
+
+export interface EndpointScalingState {
+  queue: QueueStats;
+  workers: Array<ScalingWorker & { status: string; hostId: string | null; ready: boolean }>;
+  /** False once the endpoint row is gone. */
+  exists: boolean;
+}
+
+export type ReadyCheck = { state: 'ready' } | { state: 'waiting'; reason?: string } | { state: 'failed'; reason: string };
+export type WatchResult = { state: 'ok' } | { state: 'unknown'; reason: string } | { state: 'failed'; reason: string } | { state: 'stopped'; reason: string } | { state: 'gone' };
+
+export interface PlacementResult {
+  placed: boolean;
+  hostId?: string;
+  reason?: string;
+}
+
+export function createWorkerActivities(rt: OrchestrationRuntime) {
+  const { db } = rt;
+  // The registry lookup takes a domain context; it reads only the database and the secrets.
+  const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '' } satisfies DomainContext;
+
+  async function workerWithEverything(workerId: string) {
+    const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true } });
+    if (!worker) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
+    if (!worker.endpoint) throw ApplicationFailure.nonRetryable(`worker ${workerId} has no endpoint`, 'WorkerGone');
+    return { ...worker, endpoint: worker.endpoint };
+  }
+
+  /** SSH trouble that says nothing about the worker itself: the host workflow decides reachability. */
+  async function sshTrouble(hostId: string, err: unknown): Promise<string | undefined> {
+    if (err instanceof HostKeyMismatchError) {
+      await recordHostKeyMismatch(db, hostId, err);
+      throw ApplicationFailure.nonRetryable(err.message, 'HostKeyMismatch');
+    }
+    if (err instanceof SshConnectError || (err instanceof Error && /^Ssh/.test(err.name))) return err.message;
+    return undefined;
+  }
+
+  return {
+    /** Rows for workers about to be started (PENDING), so that the autoscaler counts them at once. */
+    async createWorkerRecords(input: { endpointId: string; releaseVersion: number; workerIds: string[] }): Promise<number> {
+      const endpoint = await db.endpoint.findUnique({ where: { id: input.endpointId }, select: { id: true } });
+      if (!endpoint) return 0;
+      const r = await db.worker.createMany({
+        data: input.workerIds.map((id) => ({ id, endpointId: input.endpointId, releaseVersion: input.releaseVersion, status: 'PENDING' as const, statusReason: 'waiting for placement' })),
+        skipDuplicates: true,
+      });
+      return r.count;
+    },
+
+    /**
+     * What the autoscaler and rollouts decide on: queue numbers from the Job table (lowPriority
+     * apart) and the endpoint's live workers with how long each has been idle. Two queries.
+     */
+    async endpointScalingState(endpointId: string): Promise<EndpointScalingState> {
+      const [stats] = await db.$queryRaw<Array<{ queued: bigint; queued_low: bigint; in_progress: bigint; oldest_age_ms: number | null; exists: boolean }>>`
+        select
+          count(*) filter (where j.status = 'IN_QUEUE' and not j."lowPriority") as queued,
+          count(*) filter (where j.status = 'IN_QUEUE' and j."lowPriority") as queued_low,
+          count(*) filter (where j.status = 'IN_PROGRESS') as in_progress,
+          (extract(epoch from (now() - min(j."createdAt") filter (where j.status = 'IN_QUEUE' and not j."lowPriority"))) * 1000)::float8 as oldest_age_ms,
+          exists(select 1 from "Endpoint" e where e.id = ${endpointId}) as exists
+        from "Job" j
+        where j."endpointId" = ${endpointId} and j.status in ('IN_QUEUE', 'IN_PROGRESS') and (j.status = 'IN_PROGRESS' or j."expiresAt" > now())`;
+      const workers = await db.$queryRaw<
+        Array<{ id: string; status: string; releaseVersion: number; hostId: string | null; in_flight: bigint; idle_ms: number | null }>
+      >`
+        select w.id, w.status::text as status, w."releaseVersion", w."hostId",
+          (select count(*) from "Job" j where j."workerId" = w.id and j.status = 'IN_PROGRESS') as in_flight,
+          (extract(epoch from (now() - greatest(w."readyAt", (select max(coalesce(j."completedAt", j."startedAt")) from "Job" j where j."workerId" = w.id)))) * 1000)::float8 as idle_ms
+        from "Worker" w
+        where w."endpointId" = ${endpointId} and w.status not in ('STOPPED', 'FAILED')`;
+      return {
+        exists: stats?.exists ?? false,
+        queue: {
+          queued: Number(stats?.queued ?? 0),
+          queuedLowPriority: Number(stats?.queued_low ?? 0),
+          inProgress: Number(stats?.in_progress ?? 0),
+          oldestQueuedAgeMs: stats?.oldest_age_ms ?? null,
+        },
+        workers: workers.map((w) => {
+          const ready = w.status === 'IDLE' || w.status === 'RUNNING';
+          const busy = Number(w.in_flight) > 0 || w.status === 'RUNNING';
+          const state: ScalingWorker['state'] = w.status === 'DRAINING' ? 'draining' : !ready ? 'starting' : busy ? 'busy' : 'idle';
+          return { id: w.id, status: w.status, hostId: w.hostId, ready, state, releaseVersion: w.releaseVersion, idleForMs: state === 'idle' ? Math.max(0, w.idle_ms ?? 0) : 0 };
+        }),
+      };
+    },
+
+    /**
+     * Finds the worker a place: serialized over all placements (an advisory lock), so that two
+     * workers never get one GPU. Leaves the worker PENDING with the reason when nothing fits.
+     */
+    async placeWorker(workerId: string, options: { avoidHostIds?: string[] } = {}): Promise<PlacementResult> {
+      return db.$transaction(
+        async (tx) => {
+          await tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
+          const worker = await tx.worker.findUnique({ where: { id: workerId }, include: { endpoint: true } });
+          if (!worker?.endpoint) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
+          if (worker.hostId && worker.status !== 'PENDING') return { placed: true, hostId: worker.hostId };
+          const hosts = await tx.host.findMany({ where: { status: 'READY' } });
+          const placed = await tx.worker.findMany({
+            where: { hostId: { not: null }, status: { in: [...LIVE_STATUSES] }, id: { not: workerId } },
+            select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true },
+          });
+          const e = worker.endpoint;
+          const candidates: PlacementHost[] = hosts.map((h) => ({
+            id: h.id,
+            name: h.name,
+            status: h.status,
+            dataCenterId: h.dataCenterId,
+            gpus: (h.gpus as unknown as PlacementGpu[]) ?? [],
+            gpuMethod: h.gpuMethod,
+            maxWorkers: h.maxWorkers,
+          }));
+          const p = placeWorker(
+            { endpointId: e.id, gpuPools: e.gpuPools, gpuCount: e.gpuCount ?? 1, dataCenterIds: e.dataCenterIds, avoidHostIds: options.avoidHostIds ?? [] },
+            candidates,
+            placed.map((w) => ({ hostId: w.hostId!, endpointId: w.endpointId, gpuUuids: w.gpuUuids })),
+          );
+          if (!p.ok) {
+            await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: p.reason } });
+            return { placed: false, reason: p.reason };
+          }
+          let hostPort: number | null = null;
+          if (e.type === 'LOAD_BALANCING') {
+            const taken = new Set(placed.filter((w) => w.hostId === p.hostId && w.hostPort).map((w) => w.hostPort));
+            for (let port = LB_PORTS.first; port <= LB_PORTS.last && hostPort === null; port++) if (!taken.has(port)) hostPort = port;
+          }
+          await tx.worker.update({
+            where: { id: workerId },
+            data: {
+              hostId: p.hostId,
+              gpuUuids: p.gpuUuids,
+              gpuTypeId: p.gpuName ? gpuTypeId(p.gpuName) : null,
+              cpuFlavorId: p.gpuName ? null : e.cpuFlavorId,
+              hostPort,
+              status: 'INITIALIZING',
+              statusReason: 'pulling the image',
+              containerName: containerNameOf(workerId),
+            },
+          });
+          return { placed: true, hostId: p.hostId };
+        },
+        { timeout: 30_000, maxWait: 30_000 },
+      );
+    },
+
+    /** Logs in (with the endpoint's stored registry credential) and pulls the worker's image. */
+    async prepareWorkerImage(workerId: string): Promise<{ image: string; outcome: string; ms: number }> {
+      const started = Date.now();
+      const w = await workerWithEverything(workerId);
+      if (!w.hostId) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } } });
+      const image = release?.image ?? w.endpoint.image;
+      const registryId = release ? release.registryId : w.endpoint.registryId;
+      const login = registryId ? await openRegistryCredential(registryCtx, w.endpoint.accountId, registryId) : undefined;
+      const h = await hostHandle(rt, w.hostId);
+      const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
+      try {
+        const outcome = await ensureImage(rt.pool, h, image, login, { timeoutMs: rt.settings.pullTimeoutSec * 1000, signal: Context.current().cancellationSignal });
+        return { image, outcome, ms: Date.now() - started };
+      } catch (err) {
+        const ssh = await sshTrouble(w.hostId, err);
+        if (ssh) throw err;
+        throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'PullFailed');
+      } finally {
+        clearInterval(heartbeat);
+      }
+    },
+
+    /**
+     * Runs the worker's container with the endpoint environment plus the worker protocol's
+     * variables. Idempotent: a running container of this worker (a retry after a lost answer) is
+     * adopted, a stopped one replaced.
+     */
+    async startWorkerContainer(workerId: string): Promise<{ containerId: string; adopted: boolean }> {
+      const w = await workerWithEverything(workerId);
+      if (!w.hostId || !w.host) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      const e = w.endpoint;
+      const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: e.id, version: w.releaseVersion } } });
+      const config = release ?? { image: e.image, args: e.args, disk: e.disk, ports: e.ports, env: e.env };
+      const h = await hostHandle(rt, w.hostId);
+      const name = containerNameOf(workerId);
+
+      // Only a retry of this activity can have made the container (its name is the worker's own).
+      const existing = Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
+      if (existing?.running) {
+        await db.worker.update({ where: { id: workerId }, data: { containerId: existing.id, containerName: name } });
+        return { containerId: existing.id, adopted: true };
+      }
+      if (existing) await removeContainer(rt.pool, h, name, 0);
+
+      const credential = await registerWorkerCredential(db, { workerId, endpointId: e.id });
+      const base = rt.publicUrl;
+      const gpuParam = encodeURIComponent(w.gpuTypeId ?? 'CPU');
+      const hostNetwork = isLoopbackUrl(base);
+      const protocol: Record<string, string> = {
+        RUNPOD_WEBHOOK_GET_JOB: `${base}/v2/${e.id}/job-take/$ID?gpu=${gpuParam}`,
+        RUNPOD_WEBHOOK_POST_OUTPUT: `${base}/v2/${e.id}/job-done/$RUNPOD_POD_ID/$ID?gpu=${gpuParam}`,
+        RUNPOD_WEBHOOK_POST_STREAM: `${base}/v2/${e.id}/job-stream/$RUNPOD_POD_ID/$ID?gpu=${gpuParam}`,
+        RUNPOD_WEBHOOK_PING: `${base}/v2/${e.id}/ping/$RUNPOD_POD_ID`,
+        RUNPOD_PING_INTERVAL: String(rt.settings.pingIntervalMs),
+        RUNPOD_AI_API_KEY: credential,
+        RUNPOD_POD_ID: workerId,
+        RUNPOD_ENDPOINT_ID: e.id,
+        RUNPOD_POD_HOSTNAME: name,
+        RUNPOD_GPU_COUNT: String(w.gpuUuids.length),
+        RUNPOD_GPU_TYPE_ID: w.gpuTypeId ?? '',
+        RUNPOD_DC_ID: w.host.dataCenterId,
+      };
+      const publish: string[] = [];
+      const publishFixed: string[] = [];
+      if (e.type === 'LOAD_BALANCING') {
+        // On the host network the app listens on its host port; on a bridge it keeps its own port.
+        const appPort = hostNetwork ? w.hostPort! : Number((config.ports.find((p) => p.endsWith('/http')) ?? '80/http').split('/')[0]);
+        protocol.PORT = String(appPort);
+        protocol.PORT_HEALTH = String(appPort);
+        if (!hostNetwork) publishFixed.push(`${w.hostPort}:${appPort}`);
+      }
+      if (!hostNetwork) for (const p of config.ports) publish.push(`${p.split('/')[0]}/${p.endsWith('/udp') ? 'udp' : 'tcp'}`);
+      const labels = (w.host.labels ?? {}) as Record<string, string>;
+      const spec: ContainerSpec = {
+        name,
+        image: config.image,
+        args: splitArgs(config.args),
+        env: { ...(config.env as Record<string, string>), ...protocol },
+        labels: { [LABELS.endpoint]: e.id, [LABELS.worker]: workerId, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
+        hostNetwork,
+        publish,
+        publishFixed: [...new Set(publishFixed)],
+        gpuUuids: w.gpuUuids,
+        gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
+        // Quotas need a storage driver that supports them (overlay on xfs with pquota): opt-in per host.
+        diskGb: labels['gantry.io/disk-quota'] === 'true' ? config.disk : undefined,
+        ...(e.cpuFlavorId && e.cpuVcpuCount ? { cpus: e.cpuVcpuCount } : {}),
+        ...(e.cpuFlavorId && e.cpuMemoryGb ? { memoryGb: e.cpuMemoryGb } : {}),
+      };
+      await db.worker.update({ where: { id: workerId }, data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() } });
+      try {
+        const containerId = await runContainer(rt.pool, h, spec);
+        await db.worker.update({ where: { id: workerId }, data: { containerId, containerName: name, statusReason: 'waiting for the worker to ask for a job' } });
+        return { containerId, adopted: false };
+      } catch (err) {
+        const ssh = await sshTrouble(w.hostId, err);
+        // A name in use: an earlier attempt got further than it knew; the retry inspects and adopts.
+        if (ssh || (err instanceof Error && /already in use|Conflict/i.test(err.message))) throw err;
+        throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'StartFailed');
+      }
+    },
+
+    /**
+     * Ready: a queue worker has spoken the worker protocol since its container started (the job API
+     * moved it to IDLE or RUNNING, or it pinged, or it took a job); a load-balancing worker answers
+     * 200 on its health path. Ready workers are IDLE. A container that exited is a failure.
+     */
+    async checkWorkerReady(workerId: string): Promise<ReadyCheck> {
+      const w = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: { select: { type: true } }, host: true } });
+      if (!w) return { state: 'failed', reason: 'the worker record is gone' };
+      if (w.status === 'IDLE' || w.status === 'RUNNING') return { state: 'ready' };
+      if (w.status === 'UNHEALTHY') return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
+      const spoke = (w.lastPingAt && w.startedAt && w.lastPingAt >= w.startedAt) || (await db.job.count({ where: { workerId }, take: 1 })) > 0;
+      if (spoke && w.endpoint?.type !== 'LOAD_BALANCING') {
+        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE' } });
+        return { state: 'ready' };
+      }
+      if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
+      if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') return { state: 'failed', reason: `host ${w.host.name} is ${w.host.status}: ${w.host.statusReason ?? ''}` };
+      if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) {
+        try {
+          const r = await fetch(`http://${w.host.address}:${w.hostPort}/ping`, { signal: AbortSignal.timeout(2000) });
+          await r.body?.cancel();
+          if (r.status === 200) {
+            await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE' } });
+            return { state: 'ready' };
+          }
+        } catch {
+          // Not listening yet.
+        }
+      }
+      try {
+        const h = await hostHandle(rt, w.hostId);
+        const state = await inspectContainer(rt.pool, h, containerNameOf(workerId));
+        if (!state) return { state: 'failed', reason: 'the container disappeared before the worker was ready' };
+        if (!state.running) {
+          const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
+          return { state: 'failed', reason: `the container exited with code ${state.exitCode} before the worker was ready${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
+        }
+      } catch (err) {
+        const ssh = await sshTrouble(w.hostId, err);
+        if (ssh) return { state: 'waiting', reason: ssh };
+        throw err;
+      }
+      return { state: 'waiting' };
+    },
+
+    async markWorkerReady(workerId: string): Promise<void> {
+      await db.worker.updateMany({ where: { id: workerId, readyAt: null }, data: { readyAt: new Date(), statusReason: null } });
+    },
+
+    /** A ready worker's health: its container runs, its host is reachable, it keeps pinging. */
+    async inspectWorker(workerId: string): Promise<WatchResult> {
+      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true } });
+      if (!w) return { state: 'gone' };
+      if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
+      if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') {
+        return { state: 'failed', reason: `host ${w.host.name} is ${w.host.status}${w.host.statusReason ? `: ${w.host.statusReason}` : ''}` };
+      }
+      if (w.status === 'UNHEALTHY') return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
+      // Only once a worker has pinged is its silence a sign of trouble (pings start with the SDK).
+      if (w.lastPingAt && Date.now() - w.lastPingAt.getTime() > rt.settings.silentAfterSec * 1000) {
+        return { state: 'failed', reason: `no ping for ${Math.round((Date.now() - w.lastPingAt.getTime()) / 1000)} s` };
+      }
+      try {
+        const h = await hostHandle(rt, w.hostId);
+        const state = await inspectContainer(rt.pool, h, containerNameOf(workerId));
+        if (!state) return { state: 'failed', reason: 'the container is gone' };
+        if (!state.running) {
+          // A worker that said it would leave (stopPod) and did is stopped, not failed.
+          if (w.desiredStatus === 'EXITED' && state.exitCode === 0) return { state: 'stopped', reason: w.statusReason ?? 'the worker exited as it said it would' };
+          const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
+          return { state: 'failed', reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
+        }
+        return { state: 'ok' };
+      } catch (err) {
+        const ssh = await sshTrouble(w.hostId, err);
+        if (ssh) return { state: 'unknown', reason: ssh };
+        throw err;
+      }
+    },
+
+    /**
+     * Closes workers that wait for placement (PENDING, no host) although their workflow is gone
+     * (terminated by hand, say): they would hold a place in the autoscaler's count for ever. Placed
+     * workers are the hosts' reconciles' business.
+     */
+    async closeOrphanWorkers(endpointId: string): Promise<string[]> {
+      const rows = await db.worker.findMany({
+        where: { endpointId, hostId: null, status: 'PENDING', createdAt: { lt: new Date(Date.now() - 60_000) } },
+        select: { id: true },
+      });
+      const closed: string[] = [];
+      for (const { id } of rows) {
+        let running = false;
+        try {
+          running = (await rt.temporal.workflow.getHandle(`worker:${id}`).describe()).status.name === 'RUNNING';
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+        }
+        if (running) continue;
+        await db.worker.updateMany({
+          where: { id, status: 'PENDING' },
+          data: { status: 'FAILED', statusReason: 'its workflow was gone', stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
+        });
+        closed.push(id);
+      }
+      return closed;
+    },
+
+    /** No new jobs for this worker from now on (the job API hands jobs only to IDLE/RUNNING workers). */
+    async beginDrain(workerId: string, reason: string): Promise<void> {
+      await db.worker.updateMany({ where: { id: workerId, status: { in: [...LIVE_STATUSES] } }, data: { status: 'DRAINING', desiredStatus: 'EXITED', statusReason: reason } });
+    },
+
+    async workerJobsInFlight(workerId: string): Promise<number> {
+      return db.job.count({ where: { workerId, status: 'IN_PROGRESS' } });
+    },
+
+    /** Stops and removes the container; answers false when the host cannot be reached (its reconcile removes it later). */
+    async removeWorkerContainer(workerId: string): Promise<boolean> {
+      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true } });
+      if (!w?.hostId || !w.host) return true;
+      if (w.host.status === 'HOST_KEY_MISMATCH') return false;
+      try {
+        const h = await hostHandle(rt, w.hostId);
+        await removeContainer(rt.pool, h, containerNameOf(workerId), rt.settings.stopGraceSec);
+        return true;
+      } catch (err) {
+        if (err instanceof ApplicationFailure) return false;
+        const ssh = await sshTrouble(w.hostId, err).catch(() => 'host key mismatch');
+        if (ssh && w.host.status !== 'READY') return false;
+        throw err;
+      }
+    },
+
+    /** Final state: no credential, jobs it held back in the queue. */
+    async finishWorker(workerId: string, outcome: { status: 'STOPPED' | 'FAILED'; reason: string }): Promise<{ requeued: number }> {
+      return db.$transaction(async (tx) => {
+        const requeued = await requeueWorkerJobs(tx, workerId);
+        await tx.worker.updateMany({
+          where: { id: workerId, status: { notIn: [...DONE_STATUSES] } },
+          data: { status: outcome.status, statusReason: outcome.reason.slice(0, 4000), stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
+        });
+        return { requeued };
+      });
+    },
+
+    /**
+     * Records a release's outcome. A halted release rolls the endpoint back: its current version
+     * and container configuration return to the previous release's.
+     */
+    async finishRelease(input: { endpointId: string; version: number; previousVersion: number; outcome: 'COMPLETED' | 'HALTED' | 'SUPERSEDED'; reason?: string }): Promise<void> {
+      await db.$transaction(async (tx) => {
+        const now = new Date();
+        await tx.release.updateMany({
+          where: { endpointId: input.endpointId, version: input.version, status: 'ROLLING_OUT' },
+          data: { status: input.outcome, statusReason: input.reason ?? null, finishedAt: now },
+        });
+        if (input.outcome === 'COMPLETED') {
+          await tx.release.updateMany({ where: { endpointId: input.endpointId, version: { lt: input.version }, status: { in: ['COMPLETED', 'ROLLING_OUT'] } }, data: { status: 'SUPERSEDED', finishedAt: now } });
+        }
+        if (input.outcome === 'HALTED') {
+          const previous = await tx.release.findUnique({ where: { endpointId_version: { endpointId: input.endpointId, version: input.previousVersion } } });
+          // Only when no newer release was made meanwhile.
+          const rolledBack = await tx.endpoint.updateMany({
+            where: { id: input.endpointId, currentReleaseVersion: input.version },
+            data: {
+              currentReleaseVersion: input.previousVersion,
+              ...(previous
+                ? { image: previous.image, args: previous.args, disk: previous.disk, ports: previous.ports, env: (previous.env ?? {}) as Prisma.InputJsonValue, registryId: previous.registryId }
+                : {}),
+            },
+          });
+          // The previous release is the live one again.
+          if (rolledBack.count > 0 && previous?.status === 'SUPERSEDED') await tx.release.update({ where: { id: previous.id }, data: { status: 'COMPLETED' } });
+        }
+      });
+    },
+  };
+}
+
+export type WorkerActivities = ReturnType<typeof createWorkerActivities>;

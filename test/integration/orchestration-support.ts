@@ -1,0 +1,108 @@
+/** Helpers shared by the orchestration tests (not a test file itself). */
+import { spawnSync } from 'node:child_process';
+import type { OrchestrationSettings } from '../../activities/hosts.ts';
+
+/** Loops short enough for tests; production uses the defaults. */
+export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
+  autoscaleActiveMs: 300,
+  autoscaleRestMs: 3000,
+  placementRetryMaxMs: 1000,
+  readyTimeoutSec: 60,
+  readyPollMs: 200,
+  watchIntervalSec: 1,
+  silentAfterSec: 10,
+  pingIntervalMs: 1000,
+  stopGraceSec: 1,
+  releaseMaxFailures: 2,
+  releaseReadyDeadlineSec: 60,
+  rolloutPollMs: 300,
+  surgeWaitSec: 5,
+  hostProbeIntervalSec: 3,
+  hostRetryIntervalSec: 1,
+};
+
+export async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export interface ManagedContainerInfo {
+  id: string;
+  name: string;
+  workerId: string;
+  endpointId: string;
+  running: boolean;
+}
+
+/** Containers on this machine's Podman that Gantry started for a Host row. */
+export function managedContainers(hostId: string): ManagedContainerInfo[] {
+  const r = spawnSync('podman', ['ps', '--all', '--filter', `label=gantry.host=${hostId}`, '--format', '{{.ID}}\t{{.Names}}\t{{index .Labels "gantry.worker"}}\t{{index .Labels "gantry.endpoint"}}\t{{.State}}'], {
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`podman ps failed: ${r.stderr}`);
+  return r.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const [id = '', name = '', workerId = '', endpointId = '', state = ''] = l.split('\t');
+      return { id, name, workerId, endpointId, running: /^(running|up)/i.test(state) };
+    });
+}
+
+export function removeManagedContainers(hostIds: string[]): void {
+  for (const hostId of hostIds) {
+    const ids = managedContainers(hostId).map((c) => c.id);
+    if (ids.length) spawnSync('podman', ['rm', '--force', '--time', '0', ...ids]);
+  }
+}
+
+export interface SseEvent {
+  id?: string;
+  event: string;
+  data: { time?: string; stream?: string; line?: string; [k: string]: unknown };
+}
+
+/** Reads an SSE stream until `enough(events)` holds, then hangs up. */
+export async function readSse(
+  url: string,
+  key: string,
+  enough: (events: SseEvent[]) => boolean,
+  headers: Record<string, string> = {},
+  timeoutMs = 30_000,
+): Promise<{ contentType: string; events: SseEvent[] }> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  const res = await fetch(url, { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', ...headers }, signal: abort.signal });
+  if (res.status !== 200) throw new Error(`SSE answered ${res.status}: ${await res.text()}`);
+  const events: SseEvent[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      let i: number;
+      while ((i = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, i);
+        buffer = buffer.slice(i + 2);
+        const e: Partial<SseEvent> & { dataText?: string } = {};
+        for (const line of block.split('\n')) {
+          if (line.startsWith('id: ')) e.id = line.slice(4);
+          else if (line.startsWith('event: ')) e.event = line.slice(7);
+          else if (line.startsWith('data: ')) e.dataText = (e.dataText ?? '') + line.slice(6);
+        }
+        if (e.event && e.dataText !== undefined) events.push({ ...(e.id ? { id: e.id } : {}), event: e.event, data: JSON.parse(e.dataText) });
+      }
+      if (enough(events)) break;
+    }
+  } finally {
+    clearTimeout(timer);
+    abort.abort();
+  }
+  if (!enough(events)) throw new Error(`the SSE stream ended without the expected events: ${JSON.stringify(events).slice(0, 2000)}`);
+  return { contentType: res.headers.get('content-type') ?? '', events };
+}

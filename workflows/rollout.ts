@@ -1,0 +1,189 @@
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  sleep,
+  startChild,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { OrchestrationSettings } from '../activities/hosts.ts';
+import type { WorkerActivities } from '../activities/workers.ts';
+import { drainWorker, workerWorkflow, workflowNow } from './worker.ts';
+
+const { endpointScalingState } = proxyLocalActivities<WorkerActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });
+const { createWorkerRecords, finishRelease } = proxyActivities<WorkerActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds' },
+});
+
+export interface RolloutInput {
+  endpointId: string;
+  version: number;
+  /** The version to roll back to if this one halts. */
+  previousVersion: number;
+  /**
+   * Converging the fleet on a version that is already current (after a halt, or workers of an
+   * unexpected version): never halts and leaves release records alone.
+   */
+  rollback: boolean;
+  settings: OrchestrationSettings;
+  drainTimeoutMs: number;
+  /** Carried across continue-as-new. */
+  state?: RolloutState;
+}
+
+interface Pair {
+  oldId: string;
+  newId: string;
+  startedAt: number;
+  /** The old worker was let go before its replacement was ready (no room for both). */
+  oldReleased: boolean;
+}
+
+interface RolloutState {
+  pairs: Pair[];
+  failures: number;
+  readyCount: number;
+  startedAt: number;
+  firstReplacementAt: number | null;
+  failureReasons: string[];
+  /** Old workers already asked to drain (their status says so a moment later). */
+  released: string[];
+}
+
+export interface RolloutResult {
+  version: number;
+  previousVersion: number;
+  rollback: boolean;
+  status: 'COMPLETED' | 'HALTED' | 'SUPERSEDED';
+  reason?: string;
+}
+
+/** Stops a rollout that a newer release (or the endpoint's deletion) made moot; new workers stay. */
+export const cancelRollout = defineSignal('cancelRollout');
+/** Sent to the endpoint workflow when a rollout ends (signals reach its current run after continue-as-new). */
+export const rolloutFinished = defineSignal<[RolloutResult]>('rolloutFinished');
+export const getRolloutProgress = defineQuery<{ replaced: number; pending: number; failures: number }>('getRolloutProgress');
+
+export const rolloutWorkflowId = (endpointId: string, version: number): string => `rollout:${endpointId}:${version}`;
+export const newWorkerId = (): string => uuid4().replace(/-/g, '').slice(0, 14);
+
+/**
+ * One release rollout (id `rollout:<endpointId>:<version>`). Every worker of another version gets a
+ * replacement of this version at once (idle and busy alike); the old worker is drained only when
+ * its replacement is ready, so a busy one finishes its jobs first and capacity never dips. A
+ * release whose new workers fail to become ready (releaseMaxFailures failures, or none ready within
+ * releaseReadyDeadlineSec) is HALTED: the endpoint returns to the previous release.
+ */
+export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
+  const { endpointId, version, settings } = input;
+  const state: RolloutState = input.state ?? { pairs: [], failures: 0, readyCount: 0, startedAt: workflowNow(), firstReplacementAt: null, failureReasons: [], released: [] };
+  let cancelled = false;
+  setHandler(cancelRollout, () => {
+    cancelled = true;
+  });
+  setHandler(getRolloutProgress, () => ({ replaced: state.readyCount, pending: state.pairs.length, failures: state.failures }));
+
+  const drain = async (workerId: string, reason: string): Promise<void> => {
+    await getExternalWorkflowHandle(`worker:${workerId}`)
+      .signal(drainWorker, { reason })
+      .catch(() => undefined);
+  };
+  const release = async (workerId: string, reason: string): Promise<void> => {
+    state.released = [...state.released.filter((id) => id !== workerId), workerId];
+    await drain(workerId, reason);
+  };
+
+  const end = async (status: RolloutResult['status'], reason?: string): Promise<RolloutResult> => {
+    if (!input.rollback) await finishRelease({ endpointId, version, previousVersion: input.previousVersion, outcome: status, ...(reason ? { reason } : {}) });
+    const result: RolloutResult = { version, previousVersion: input.previousVersion, rollback: input.rollback, status, ...(reason ? { reason } : {}) };
+    await getExternalWorkflowHandle(`endpoint:${endpointId}`)
+      .signal(rolloutFinished, result)
+      .catch(() => undefined);
+    return result;
+  };
+
+  for (;;) {
+    if (cancelled) return end('SUPERSEDED', 'a newer release or the endpoint deletion replaced this rollout');
+    const st = await endpointScalingState(endpointId);
+    if (!st.exists) return end('SUPERSEDED', 'the endpoint is gone');
+    const byId = new Map(st.workers.map((w) => [w.id, w]));
+    const now = workflowNow();
+
+    for (const pair of [...state.pairs]) {
+      const fresh = byId.get(pair.newId);
+      const old = byId.get(pair.oldId);
+      if (fresh?.ready) {
+        if (!pair.oldReleased) await release(pair.oldId, `replaced by release v${version}`);
+        state.readyCount++;
+        state.pairs = state.pairs.filter((p) => p !== pair);
+      } else if (!fresh || fresh.state === 'draining') {
+        // The replacement ended without becoming ready.
+        state.failures++;
+        state.failureReasons = [...state.failureReasons.slice(-4), `worker ${pair.newId} did not become ready`];
+        state.pairs = state.pairs.filter((p) => p !== pair);
+      } else if (!pair.oldReleased && fresh.status === 'PENDING' && now - pair.startedAt > settings.surgeWaitSec * 1000 && old?.state === 'idle') {
+        // No room for old and new side by side: let the idle old one go first.
+        await release(pair.oldId, `making room for release v${version}`);
+        pair.oldReleased = true;
+      }
+    }
+
+    if (!input.rollback) {
+      const deadlinePassed = state.readyCount === 0 && state.firstReplacementAt !== null && now - state.firstReplacementAt > settings.releaseReadyDeadlineSec * 1000;
+      if (state.failures >= settings.releaseMaxFailures || deadlinePassed) {
+        const why = deadlinePassed
+          ? `no worker of release v${version} became ready within ${settings.releaseReadyDeadlineSec} s`
+          : `${state.failures} workers of release v${version} failed to become ready`;
+        // New workers that are still trying are stopped (and gone before the endpoint hears of the
+        // halt, so that it does not take them for workers to roll back); ready ones are replaced by
+        // the rollback.
+        const trying = state.pairs.map((p) => p.newId);
+        for (const id of trying) await drain(id, `release v${version} halted`);
+        for (;;) {
+          const now = await endpointScalingState(endpointId);
+          if (!now.workers.some((w) => trying.includes(w.id))) break;
+          await sleep(settings.rolloutPollMs);
+        }
+        return end('HALTED', `${why}; rolled back to v${input.previousVersion}`);
+      }
+    }
+
+    const paired = new Set(state.pairs.map((p) => p.oldId));
+    const released = new Set(state.released);
+    // Forget released workers once they are gone, so that the state stays small.
+    state.released = state.released.filter((id) => byId.has(id));
+    const outdated = st.workers.filter((w) => w.releaseVersion !== version && w.state !== 'draining' && !released.has(w.id));
+    const unpaired = outdated.filter((w) => !paired.has(w.id));
+    if (unpaired.length > 0) {
+      const ids = unpaired.map(() => newWorkerId());
+      await createWorkerRecords({ endpointId, releaseVersion: version, workerIds: ids });
+      await Promise.all(
+        ids.map((id) =>
+          startChild(workerWorkflow, {
+            workflowId: `worker:${id}`,
+            parentClosePolicy: 'ABANDON',
+            args: [{ workerId: id, endpointId, releaseVersion: version, settings, drainTimeoutMs: input.drainTimeoutMs, recorded: true }],
+          }),
+        ),
+      );
+      unpaired.forEach((w, i) => state.pairs.push({ oldId: w.id, newId: ids[i]!, startedAt: workflowNow(), oldReleased: false }));
+      state.firstReplacementAt ??= workflowNow();
+    }
+    // Done when every worker of another version is gone (drained ones included).
+    if (outdated.length === 0 && state.pairs.length === 0 && !st.workers.some((w) => w.releaseVersion !== version)) return end('COMPLETED');
+
+    await condition(() => cancelled, settings.rolloutPollMs);
+    if (workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      await continueAsNew<typeof rolloutWorkflow>({ ...input, state });
+    }
+  }
+}

@@ -1,0 +1,177 @@
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { OrchestrationSettings } from '../activities/hosts.ts';
+import type { WorkerActivities } from '../activities/workers.ts';
+
+const quick = { startToCloseTimeout: '1 minute', retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 } } as const;
+const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<WorkerActivities>(quick);
+// Placement is a short database transaction on the way to a cold start: a local activity saves a round trip.
+const { placeWorker } = proxyLocalActivities<WorkerActivities>({
+  startToCloseTimeout: '45 seconds',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '5 seconds', maximumAttempts: 5 },
+});
+const { checkWorkerReady, inspectWorker } = proxyActivities<WorkerActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 3 },
+});
+const { startWorkerContainer, removeWorkerContainer } = proxyActivities<WorkerActivities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '20 seconds', maximumAttempts: 5 },
+});
+
+/**
+ * Workflow time: inside a workflow the SDK's Date is deterministic (the time of the current workflow
+ * task, the same on replay). Used for deadlines and back-off that span many timers.
+ */
+export const workflowNow = (): number => new Date().getTime();
+
+/** Asks the worker to leave: no new jobs, in-flight ones finish (up to the endpoint timeout), then stop. */
+export const drainWorker = defineSignal<[{ reason: string; replace?: boolean }]>('drainWorker');
+/** What a worker tells its endpoint (one signal per worker life event, never per job). */
+export const workerEvent = defineSignal<[WorkerEvent]>('workerEvent');
+export const getWorkerPhase = defineQuery<WorkerPhase>('getWorkerPhase');
+
+export interface WorkerEvent {
+  workerId: string;
+  event: 'ready' | 'stopped' | 'failed';
+  releaseVersion: number;
+  /** For failures: whether it had been ready (a crash) or never got there (a start failure). */
+  wasReady: boolean;
+  reason?: string;
+}
+
+export type WorkerPhase = 'placing' | 'starting' | 'waiting-ready' | 'ready' | 'draining' | 'done';
+
+export interface WorkerWorkflowInput {
+  workerId: string;
+  endpointId: string;
+  releaseVersion: number;
+  settings: OrchestrationSettings;
+  /** The endpoint's per-request timeout: the longest a drain waits for in-flight jobs. */
+  drainTimeoutMs: number;
+  /** Carried across continue-as-new: the worker is already ready and watched. */
+  resumeWatching?: boolean;
+  /** The starter made the Worker row already (saves a round trip on the way to the first job). */
+  recorded?: boolean;
+}
+
+/** Failures of activities that mean "this worker cannot start", with the reason for its record. */
+function failureReason(err: unknown): string {
+  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause.message;
+  if (err instanceof ActivityFailure && err.cause) return err.cause.message;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * One workflow per worker (id `worker:<workerId>`): placement (PENDING while nothing fits), image
+ * pull and container start on its host, readiness, watching (container state over SSH, pings,
+ * host status), and drain and stop. A dead or silent worker ends FAILED with its jobs back in the
+ * queue; its endpoint's autoscaler starts a replacement.
+ */
+export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> {
+  const { workerId, endpointId, releaseVersion, settings } = input;
+  let drain: { reason: string } | undefined;
+  let phase: WorkerPhase = input.resumeWatching ? 'ready' : 'placing';
+  let wasReady = input.resumeWatching ?? false;
+  setHandler(drainWorker, (request) => {
+    drain ??= { reason: request.reason };
+  });
+  setHandler(getWorkerPhase, () => phase);
+
+  const tellEndpoint = async (event: WorkerEvent['event'], reason?: string): Promise<void> => {
+    await getExternalWorkflowHandle(`endpoint:${endpointId}`)
+      .signal(workerEvent, { workerId, event, releaseVersion, wasReady, ...(reason ? { reason } : {}) })
+      .catch(() => undefined);
+  };
+
+  const finish = async (status: 'STOPPED' | 'FAILED', reason: string): Promise<void> => {
+    phase = 'done';
+    await removeWorkerContainer(workerId).catch(() => false);
+    await finishWorker(workerId, { status, reason });
+    await tellEndpoint(status === 'STOPPED' ? 'stopped' : 'failed', reason);
+  };
+
+  if (!input.resumeWatching) {
+    if (!input.recorded) await createWorkerRecords({ endpointId, releaseVersion, workerIds: [workerId] });
+
+    // Placement: retried with backoff while nothing fits; the row says why.
+    let wait = 500;
+    for (;;) {
+      const placed = await placeWorker(workerId, {}).catch((err: unknown) => ({ placed: false, reason: failureReason(err), fatal: true }));
+      if ('fatal' in placed) return finish('FAILED', placed.reason ?? 'placement failed');
+      if (placed.placed) break;
+      if (await condition(() => drain !== undefined, wait)) return finish('STOPPED', `removed before it was placed: ${drain!.reason}`);
+      wait = Math.min(wait * 2, settings.placementRetryMaxMs);
+    }
+
+    phase = 'starting';
+    const { prepareWorkerImage } = proxyActivities<WorkerActivities>({
+      startToCloseTimeout: `${settings.pullTimeoutSec + 60} seconds`,
+      heartbeatTimeout: '1 minute',
+      retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 3 },
+    });
+    try {
+      await prepareWorkerImage(workerId);
+      if (drain) return finish('STOPPED', `removed before it started: ${drain.reason}`);
+      await startWorkerContainer(workerId);
+    } catch (err) {
+      return finish('FAILED', `could not start: ${failureReason(err)}`);
+    }
+
+    phase = 'waiting-ready';
+    const deadline = workflowNow() + settings.readyTimeoutSec * 1000;
+    for (;;) {
+      const check = await checkWorkerReady(workerId).catch((err: unknown) => ({ state: 'waiting' as const, reason: failureReason(err) }));
+      if (check.state === 'ready') break;
+      if (check.state === 'failed') return finish('FAILED', check.reason);
+      if (workflowNow() >= deadline) return finish('FAILED', `not ready within ${settings.readyTimeoutSec} s`);
+      if (await condition(() => drain !== undefined, settings.readyPollMs)) return finish('STOPPED', `removed before it was ready: ${drain!.reason}`);
+    }
+    await markWorkerReady(workerId);
+    wasReady = true;
+    phase = 'ready';
+    await tellEndpoint('ready');
+  }
+
+  // Watching until asked to drain or found dead.
+  while (!drain) {
+    if (await condition(() => drain !== undefined, settings.watchIntervalSec * 1000)) break;
+    const health = await inspectWorker(workerId).catch((err: unknown) => ({ state: 'unknown' as const, reason: failureReason(err) }));
+    if (health.state === 'gone') {
+      phase = 'done';
+      return;
+    }
+    if (health.state === 'failed') return finish('FAILED', health.reason);
+    if (health.state === 'stopped') return finish('STOPPED', health.reason);
+    if (workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      if (!drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true });
+    }
+  }
+
+  // Drain: no new jobs; in-flight ones get up to the endpoint timeout, then go back to the queue.
+  phase = 'draining';
+  const reason = drain?.reason ?? 'asked to stop';
+  await beginDrain(workerId, `draining: ${reason}`);
+  const drainDeadline = workflowNow() + input.drainTimeoutMs;
+  let poll = 500;
+  while (workflowNow() < drainDeadline) {
+    if ((await workerJobsInFlight(workerId)) === 0) break;
+    await sleep(Math.min(poll, Math.max(1, drainDeadline - workflowNow())));
+    poll = Math.min(poll * 2, 5000);
+  }
+  await finish('STOPPED', reason);
+}
