@@ -1,7 +1,21 @@
+import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import { createEndpointActivities } from './endpoints.ts';
+import { createHostActivities, orchestrationSettingsFromEnv, type OrchestrationRuntime, type OrchestrationSettings } from './hosts.ts';
+import { SshPool } from './ssh.ts';
+import { createWorkerActivities } from './workers.ts';
+import { createJobActivities } from './jobs.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
-export function createActivities(deps: { db: Db }) {
-  return { ...createEndpointActivities(deps.db) };
+export function createActivities(deps: { db: Db; ctx: DomainContext; settings?: OrchestrationSettings }) {
+  const rt: OrchestrationRuntime = {
+    db: deps.db,
+    secrets: deps.ctx.secrets,
+    publicUrl: deps.ctx.publicUrl,
+    temporal: deps.ctx.temporal,
+    // One pool per worker process: SSH connections to a host are shared by all its activities.
+    pool: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
+    settings: deps.settings ?? orchestrationSettingsFromEnv(),
+  };
+  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createJobActivities(deps.db) };
 }

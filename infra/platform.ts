@@ -9,6 +9,8 @@ import { ensureAdmin } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { createDb, type Db } from '../domain/db.ts';
 import { reconcileEndpointWorkflows } from '../domain/endpoints.ts';
+import { applyHostConfig } from '../domain/hosts.ts';
+import { wakeAutoscalerOnQueuedJobs } from '../domain/autoscaler-wakeup.ts';
 import { SecretBox } from '../domain/secrets.ts';
 import { createTemporalWorker, installTemporalRuntime } from '../workers/temporal-worker.ts';
 import type { GantryConfig } from './config.ts';
@@ -73,7 +75,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
 
     let worker: Worker | undefined;
     if (config.role !== 'api') {
-      const created = await createTemporalWorker({ address: temporal.address, namespace: config.temporalNamespace, taskQueue: config.taskQueue, db });
+      const created = await createTemporalWorker({ address: temporal.address, namespace: config.temporalNamespace, taskQueue: config.taskQueue, db, ctx });
       worker = created.worker;
       const running = worker.run();
       stops.push(async () => {
@@ -90,6 +92,9 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       newAdminKey = (await ensureAdmin(db, config.adminApiKey)).newKey;
       // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
       await reconcileEndpointWorkflows(ctx);
+      await applyHostConfig(ctx);
+      const stopWakeups = wakeAutoscalerOnQueuedJobs(ctx);
+      stops.push(async () => stopWakeups());
       const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
       app = built;
       await built.listen({ host: config.host, port: config.port });

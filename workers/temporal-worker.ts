@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../activities/index.ts';
+import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 
 export const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workflows', 'index.ts');
@@ -34,6 +35,8 @@ export interface TemporalWorkerOptions {
   namespace: string;
   taskQueue: string;
   db: Db;
+  /** Secrets, public URL and Temporal client for the orchestration activities. */
+  ctx: DomainContext;
 }
 
 /** A Temporal worker polling Gantry's task queue with every workflow and activity registered. */
@@ -44,7 +47,7 @@ export async function createTemporalWorker(opts: TemporalWorkerOptions): Promise
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({ db: opts.db }),
+    activities: createActivities({ db: opts.db, ctx: opts.ctx }),
   });
   return { worker, connection };
 }

@@ -15,33 +15,151 @@ import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalBinary } from '../../infra/temporal.ts';
 import { workflowsPath } from '../../workers/temporal-worker.ts';
 import type { EndpointActivities } from '../../activities/endpoints.ts';
-import { deleteEndpoint, getSpec, updateSpec } from '../../workflows/endpoint.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS, type HostActivities } from '../../activities/hosts.ts';
+import type { EndpointScalingState, WorkerActivities } from '../../activities/workers.ts';
+import { deleteEndpoint, getScalingStatus, getSpec, queueNonEmpty, updateSpec } from '../../workflows/endpoint.ts';
+import { probeHostNow, removeHost } from '../../workflows/host.ts';
+import type { JobActivities } from '../../activities/jobs.ts';
+import { jobChanged, type JobSnapshot } from '../../workflows/job.ts';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'histories');
 const binary = resolveTemporalBinary(loadConfig());
 if (!binary) throw new Error('no Temporal CLI');
 const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: binary } } });
 
-const activities: EndpointActivities = {
+/**
+ * A small in-memory world for the orchestration workflows: workers become ready at once, the queue
+ * holds what a scenario puts in it. Enough for the workflows to walk every path of a scenario.
+ */
+const world = { queued: 0, workers: new Map<string, { endpointId: string; status: string; releaseVersion: number }>() };
+const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
+const fastSettings = { ...DEFAULT_ORCHESTRATION_SETTINGS, autoscaleActiveMs: 200, autoscaleRestMs: 1000, readyPollMs: 100, watchIntervalSec: 1, rolloutPollMs: 200 };
+
+const orchestration: HostActivities & WorkerActivities = {
+  async orchestrationSettings() {
+    return fastSettings;
+  },
+  async probeAndRecordHost() {
+    return { status: 'READY', statusReason: null, becameReady: true };
+  },
+  async reconcileHostContainers() {
+    return { adopted: [], removed: [], closed: [] };
+  },
+  async liveWorkersOnHost() {
+    return [];
+  },
+  async deleteHostRecord() {},
+  async createWorkerRecords({ endpointId, releaseVersion, workerIds }) {
+    for (const id of workerIds) if (!world.workers.has(id)) world.workers.set(id, { endpointId, status: 'PENDING', releaseVersion });
+    return workerIds.length;
+  },
+  async endpointScalingState(endpointId): Promise<EndpointScalingState> {
+    const workers = [...world.workers.entries()].filter(([, w]) => w.endpointId === endpointId && liveStatuses.includes(w.status));
+    return {
+      exists: true,
+      queue: { queued: world.queued, queuedLowPriority: 0, inProgress: 0, oldestQueuedAgeMs: world.queued ? 10 : null },
+      workers: workers.map(([id, w]) => {
+        const ready = w.status === 'IDLE';
+        return { id, status: w.status, hostId: 'host1', ready, releaseVersion: w.releaseVersion, idleForMs: 0, state: w.status === 'DRAINING' ? 'draining' : ready ? 'idle' : 'starting' };
+      }),
+    };
+  },
+  async placeWorker(workerId) {
+    world.workers.get(workerId)!.status = 'INITIALIZING';
+    return { placed: true, hostId: 'host1' };
+  },
+  async prepareWorkerImage() {
+    return { image: 'localhost/recorded:1', outcome: 'present', ms: 1 };
+  },
+  async startWorkerContainer() {
+    return { containerId: 'c0ffee', adopted: false };
+  },
+  async checkWorkerReady(workerId) {
+    world.workers.get(workerId)!.status = 'IDLE';
+    return { state: 'ready' };
+  },
+  async markWorkerReady() {},
+  async inspectWorker() {
+    return { state: 'ok' };
+  },
+  async beginDrain(workerId) {
+    world.workers.get(workerId)!.status = 'DRAINING';
+  },
+  async workerJobsInFlight() {
+    return 0;
+  },
+  async removeWorkerContainer() {
+    return true;
+  },
+  async finishWorker(workerId, outcome) {
+    world.workers.get(workerId)!.status = outcome.status;
+    return { requeued: 0 };
+  },
+  async finishRelease() {},
+  async closeOrphanWorkers() {
+    return [];
+  },
+};
+
+/** The job workflow's activities over one job whose state the scenario sets. */
+const jobWorld: { snapshot: JobSnapshot | null; supervised: number; webhooks: number } = { snapshot: null, supervised: 0, webhooks: 0 };
+const jobActivities: JobActivities = {
+  async readJob() {
+    return jobWorld.snapshot as JobSnapshot;
+  },
+  async expireJob() {
+    return { ...(jobWorld.snapshot as JobSnapshot), status: 'GONE' };
+  },
+  async superviseJob() {
+    jobWorld.supervised++;
+    return jobWorld.snapshot as JobSnapshot;
+  },
+  async deliverWebhook() {
+    jobWorld.webhooks++;
+  },
+};
+
+const activities: EndpointActivities & typeof orchestration & JobActivities = {
   async loadEndpointSpec(endpointId) {
     return { endpointId, workersMin: 0, workersMax: 3, scalerType: 'QUEUE_DELAY', scalerValue: 4, idleTimeout: 5, timeoutMs: 600_000, releaseVersion: 1 };
   },
   async removeEndpointRecord() {},
+  ...orchestration,
+  ...jobActivities,
 };
 
+async function until(what: string, fn: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function record(name: string, scenario: () => Promise<string>): Promise<void> {
-  const file = path.join(dir, `${name}.json`);
-  if (existsSync(file)) {
-    console.log(`kept ${file} (histories are never overwritten)`);
+  await recordMany([name], async () => [await scenario()]);
+}
+
+/** Runs one scenario and keeps the histories of several of its workflows (names[i] for ids[i]). */
+async function recordMany(names: string[], scenario: () => Promise<string[]>): Promise<void> {
+  const files = names.map((name) => path.join(dir, `${name}.json`));
+  if (files.every((f) => existsSync(f))) {
+    for (const f of files) console.log(`kept ${f} (histories are never overwritten)`);
     return;
   }
   const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'record', workflowsPath, activities });
-  const workflowId = await worker.runUntil(scenario);
-  // The CLI writes the standard JSON history format (the one the Temporal UI downloads).
-  const shown = spawnSync(binary as string, ['workflow', 'show', '--address', env.address, '--workflow-id', workflowId, '--output', 'json'], { encoding: 'utf8' });
-  if (shown.status !== 0) throw new Error(`temporal workflow show failed: ${shown.stderr}`);
-  writeFileSync(file, shown.stdout);
-  console.log(`wrote ${file}`);
+  const workflowIds = await worker.runUntil(scenario);
+  files.forEach((file, i) => {
+    if (existsSync(file)) {
+      console.log(`kept ${file} (histories are never overwritten)`);
+      return;
+    }
+    // The CLI writes the standard JSON history format (the one the Temporal UI downloads).
+    const shown = spawnSync(binary as string, ['workflow', 'show', '--address', env.address, '--workflow-id', workflowIds[i]!, '--output', 'json'], { encoding: 'utf8' });
+    if (shown.status !== 0) throw new Error(`temporal workflow show failed: ${shown.stderr}`);
+    writeFileSync(file, shown.stdout);
+    console.log(`wrote ${file}`);
+  });
 }
 
 try {
@@ -54,6 +172,55 @@ try {
     await handle.query(getSpec);
     await handle.signal(deleteEndpoint);
     await handle.result();
+    return workflowId;
+  });
+
+  // The autoscaler: a queued job at zero workers starts one; a release rolls it over; deletion drains.
+  await recordMany(['endpointWorkflow-v2-autoscale-release-delete', 'workerWorkflow-v1-start-ready-drain', 'rolloutWorkflow-v1-replace-one'], async () => {
+    const endpointId = 'recorded00000002';
+    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId: `endpoint:${endpointId}`, taskQueue: 'record', args: [{ endpointId }] });
+    await until('the spec', async () => (await handle.query(getSpec)) !== null);
+    world.queued = 1;
+    await handle.signal(queueNonEmpty);
+    await until('a ready worker', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'));
+    const firstWorker = [...world.workers.entries()].find(([, w]) => w.endpointId === endpointId)![0];
+    world.queued = 0;
+    await handle.executeUpdate(updateSpec, { args: [{ releaseVersion: 2 }] });
+    await until('release 2 everywhere', () => {
+      const mine = [...world.workers.values()].filter((w) => w.endpointId === endpointId && liveStatuses.includes(w.status));
+      return mine.length === 1 && mine[0]!.releaseVersion === 2 && mine[0]!.status === 'IDLE';
+    });
+    await until('the rollout to finish', async () => (await handle.query(getScalingStatus))?.rollout === null);
+    await handle.signal(deleteEndpoint);
+    await handle.result();
+    await env.client.workflow.getHandle(`worker:${firstWorker}`).result();
+    return [`endpoint:${endpointId}`, `worker:${firstWorker}`, `rollout:${endpointId}:2`];
+  });
+
+  await record('hostWorkflow-v1-probe-remove', async () => {
+    const workflowId = 'host:recorded00000003';
+    const handle = await env.client.workflow.start('hostWorkflow', { workflowId, taskQueue: 'record', args: [{ hostId: 'recorded00000003' }] });
+    await handle.executeUpdate(probeHostNow, { args: [{}] });
+    await handle.signal(removeHost);
+    await handle.result();
+    return workflowId;
+  });
+
+  // A job: queued, taken, a liveness check while it runs, completed, its webhook delivered.
+  await record('jobWorkflow-v1-run-supervise-webhook', async () => {
+    const jobId = 'recorded-job-00000001';
+    const workflowId = `job:${jobId}`;
+    const now = Date.now();
+    const queued: JobSnapshot = { seq: 0, status: 'IN_QUEUE', ttlDeadline: now + 86_400_000, startedAt: null, livenessDeadline: null, executionDeadline: null, webhookPending: true };
+    const handle = await env.client.workflow.signalWithStart('jobWorkflow', { workflowId, taskQueue: 'record', args: [{ jobId, lostAfterMs: 30_000 }], signal: jobChanged, signalArgs: [queued] });
+    const running: JobSnapshot = { ...queued, seq: 1, status: 'IN_PROGRESS', startedAt: now, livenessDeadline: now + 1_500, executionDeadline: now + 600_000 };
+    // The liveness check finds the worker alive: a later deadline.
+    jobWorld.snapshot = { ...running, livenessDeadline: now + 600_000 };
+    await handle.signal(jobChanged, running);
+    await until('a liveness check', () => jobWorld.supervised > 0);
+    await handle.signal(jobChanged, { ...running, seq: 2, status: 'COMPLETED' });
+    await handle.result();
+    if (jobWorld.webhooks !== 1) throw new Error(`expected one webhook delivery, saw ${jobWorld.webhooks}`);
     return workflowId;
   });
 } finally {

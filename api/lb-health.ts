@@ -1,0 +1,162 @@
+/**
+ * Health of load-balancing workers as the proxy sees it. A worker is ready when the orchestration
+ * has seen its health path answer 200 (it is then IDLE); from then on every API process probes the
+ * workers it routes to and takes a worker out of its rotation when the probe fails (or a request
+ * could not reach it), and back in once a probe passes again.
+ */
+import { LB_HEALTH_PATH, originOf } from '../domain/load-balancing.ts';
+
+export type ProbeResult = { state: 'healthy' } | { state: 'initializing' } | { state: 'unhealthy'; reason: string };
+
+/**
+ * One health check: `GET http://<host>:<PORT_HEALTH>/ping`. 200 is healthy, 204 still initializing
+ * (the convention of load-balancing worker images), anything else or no answer in time unhealthy.
+ */
+export async function probeLbWorker(host: string, port: number, options: { path?: string; timeoutMs?: number } = {}): Promise<ProbeResult> {
+  const timeoutMs = options.timeoutMs ?? 2_000;
+  try {
+    const r = await fetch(`${originOf(host, port)}${options.path ?? LB_HEALTH_PATH}`, { signal: AbortSignal.timeout(timeoutMs) });
+    await r.body?.cancel();
+    if (r.status === 200) return { state: 'healthy' };
+    if (r.status === 204) return { state: 'initializing' };
+    return { state: 'unhealthy', reason: `the health check answered ${r.status}` };
+  } catch (err) {
+    const e = err as { cause?: { code?: string }; name?: string; message?: string };
+    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message ?? String(err));
+    return { state: 'unhealthy', reason: `the health check failed: ${why}` };
+  }
+}
+
+export interface LbHealthSettings {
+  /** Between two probes of one worker. */
+  intervalMs: number;
+  /** Failed probes in a row that take a worker out of rotation. */
+  failuresToRemove: number;
+  timeoutMs: number;
+}
+
+export const DEFAULT_LB_HEALTH: LbHealthSettings = { intervalMs: 2_000, failuresToRemove: 2, timeoutMs: 2_000 };
+
+/** GANTRY_LB_HEALTH: a JSON object overriding some of the settings, e.g. `{"intervalMs": 500}`. */
+export function lbHealthSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): LbHealthSettings {
+  const out = { ...DEFAULT_LB_HEALTH };
+  if (!env.GANTRY_LB_HEALTH) return out;
+  const parsed = JSON.parse(env.GANTRY_LB_HEALTH) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(parsed)) {
+    if (!(k in out)) throw new Error(`GANTRY_LB_HEALTH: unknown setting '${k}'`);
+    if (typeof v !== 'number' || !(v > 0)) throw new Error(`GANTRY_LB_HEALTH: ${k} must be a positive number`);
+    out[k as keyof LbHealthSettings] = v;
+  }
+  return out;
+}
+
+interface Watched {
+  host: string;
+  port: number;
+  inRotation: boolean;
+  failures: number;
+  lastReason: string | undefined;
+  probing: boolean;
+  nextProbeAt: number;
+}
+
+export interface RotationChange {
+  workerId: string;
+  inRotation: boolean;
+  reason?: string;
+}
+
+/**
+ * Probes the workers it is told about (`watch`) every `intervalMs`, and keeps which of them are in
+ * rotation. Workers start in rotation (their readiness check just passed). `onChange` hears every
+ * change, so that waiting requests can look again.
+ */
+export class LbHealthMonitor {
+  private readonly workers = new Map<string, Watched>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly settings: LbHealthSettings,
+    private readonly onChange: (change: RotationChange) => void,
+    private readonly probe: typeof probeLbWorker = probeLbWorker,
+  ) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => this.tick(), Math.max(50, Math.min(this.settings.intervalMs / 4, 500)));
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** The workers to watch from now on; others are forgotten. */
+  watch(workers: ReadonlyArray<{ id: string; host: string; port: number }>): void {
+    const keep = new Set<string>();
+    const now = Date.now();
+    for (const w of workers) {
+      keep.add(w.id);
+      const known = this.workers.get(w.id);
+      if (known && known.host === w.host && known.port === w.port) continue;
+      this.workers.set(w.id, { host: w.host, port: w.port, inRotation: true, failures: 0, lastReason: undefined, probing: false, nextProbeAt: now + this.settings.intervalMs });
+    }
+    for (const id of this.workers.keys()) if (!keep.has(id)) this.workers.delete(id);
+  }
+
+  inRotation(workerId: string): boolean {
+    return this.workers.get(workerId)?.inRotation ?? true;
+  }
+
+  /** Why a worker is out of rotation, if it is. */
+  reason(workerId: string): string | undefined {
+    const w = this.workers.get(workerId);
+    return w && !w.inRotation ? w.lastReason : undefined;
+  }
+
+  /** A request could not reach the worker: out of rotation at once, probed again soon. */
+  reportUnreachable(workerId: string, reason: string): void {
+    const w = this.workers.get(workerId);
+    if (!w) return;
+    w.failures = Math.max(w.failures, this.settings.failuresToRemove);
+    w.lastReason = reason;
+    w.nextProbeAt = Math.min(w.nextProbeAt, Date.now() + Math.min(this.settings.intervalMs, 250));
+    if (w.inRotation) {
+      w.inRotation = false;
+      this.onChange({ workerId, inRotation: false, reason });
+    }
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    for (const [id, w] of this.workers) {
+      if (w.probing || w.nextProbeAt > now) continue;
+      w.probing = true;
+      void this.probe(w.host, w.port, { timeoutMs: this.settings.timeoutMs }).then((r) => {
+        w.probing = false;
+        w.nextProbeAt = Date.now() + this.settings.intervalMs;
+        if (this.workers.get(id) !== w) return; // forgotten meanwhile
+        this.apply(id, w, r);
+      });
+    }
+  }
+
+  private apply(id: string, w: Watched, r: ProbeResult): void {
+    if (r.state === 'healthy') {
+      w.failures = 0;
+      w.lastReason = undefined;
+      if (!w.inRotation) {
+        w.inRotation = true;
+        this.onChange({ workerId: id, inRotation: true });
+      }
+      return;
+    }
+    // Initializing again (a restart inside the container) leaves rotation at once.
+    w.failures = r.state === 'initializing' ? this.settings.failuresToRemove : w.failures + 1;
+    w.lastReason = r.state === 'initializing' ? 'the health check answered 204 (initializing)' : r.reason;
+    if (w.inRotation && w.failures >= this.settings.failuresToRemove) {
+      w.inRotation = false;
+      this.onChange({ workerId: id, inRotation: false, reason: w.lastReason });
+    }
+  }
+}

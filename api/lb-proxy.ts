@@ -1,0 +1,501 @@
+/**
+ * The load-balancing proxy: HTTP and WebSocket requests to a load-balancing endpoint go straight to
+ * one of its ready workers (@fastify/http-proxy over @fastify/reply-from and undici; bodies stream
+ * through both ways without buffering).
+ *
+ * Addresses (`requestUrls.base`, see loadBalancerBaseUrl in domain/endpoints.ts):
+ * - `<GANTRY_PUBLIC_URL>/lb/<endpointId>/<worker path>` always;
+ * - `https://<endpointId>.<GANTRY_LB_DOMAIN>/<worker path>` when a wildcard DNS domain routes to the
+ *   API: every path on such a host goes to the worker, `/v2/...` and `/healthz` included.
+ *
+ * Every request needs a bearer key with the RUN scope that reaches the endpoint; the key is not
+ * forwarded. The worker with the fewest outstanding requests (over all API processes) takes the
+ * request. With no ready worker (scale from zero, a release between workers) the request waits,
+ * up to the endpoint's timeout, and the endpoint's autoscaler is woken once per waiting period.
+ * Errors of the platform are problem+json; the worker's own answers pass through untouched.
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
+import type { FastifyReplyFromHooks } from '@fastify/reply-from';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { DomainContext } from '../domain/context.ts';
+import { DomainError } from '../domain/errors.ts';
+import {
+  authenticateLbCall,
+  authorizeLbCall,
+  chooseWorker,
+  LbLoadTracker,
+  otherProcessesInFlight,
+  publishLoad,
+  purgeOldLoad,
+  retireLoad,
+  routableWorkers,
+  type LbEndpoint,
+  type LbWorkerAddress,
+} from '../domain/load-balancing.ts';
+import { queueNonEmpty } from '../workflows/endpoint.ts';
+import { endpointWorkflowId } from '../workflows/types.ts';
+import { bearerToken } from './auth.ts';
+import { LbHealthMonitor, lbHealthSettingsFromEnv, type LbHealthSettings } from './lb-health.ts';
+import { problem, sendProblem } from './problem.ts';
+
+type Routing = 'path' | 'host';
+
+interface LbRequestState {
+  endpoint: LbEndpoint;
+  worker: LbWorkerAddress;
+  /** Ends the request's in-flight count on its worker (idempotent). */
+  release: () => void;
+  routing: Routing;
+  attempts: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    lb?: LbRequestState;
+  }
+  interface FastifyContextConfig {
+    lbRouting?: Routing;
+  }
+}
+
+/** How often the proxy re-reads the workers of the endpoints it serves, and the others' load. */
+const REFRESH_MS = 250;
+/** How often changed in-flight counts are published. */
+const PUBLISH_MS = 100;
+/** An endpoint without requests for this long is forgotten (its workers no longer probed). */
+const EVICT_MS = 60_000;
+/** A waiting period that lasts this long wakes the autoscaler again. */
+const RESIGNAL_MS = 30_000;
+/** Requests without a body are tried on another worker when theirs cannot be reached. */
+const MAX_ATTEMPTS = 3;
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/** The wildcard DNS domain of load-balancing hosts, normalized as loadBalancerBaseUrl does. */
+export function lbDomain(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const d = env.GANTRY_LB_DOMAIN?.trim().replace(/^\.+|\.+$/g, '').toLowerCase();
+  return d ? d : undefined;
+}
+
+/** `<endpointId>.<domain>[:port]` to the endpoint id; undefined for any other host. */
+export function endpointIdFromHost(host: string | undefined, domain: string): string | undefined {
+  if (!host || host.startsWith('[')) return undefined;
+  let h = host.toLowerCase();
+  const colon = h.lastIndexOf(':');
+  if (colon >= 0) h = h.slice(0, colon);
+  if (h.endsWith('.')) h = h.slice(0, -1);
+  const suffix = `.${domain}`;
+  if (!h.endsWith(suffix)) return undefined;
+  const label = h.slice(0, -suffix.length);
+  return /^[a-z0-9][a-z0-9-]{0,62}$/.test(label) ? label : undefined;
+}
+
+/**
+ * A router constraint that sends every request on a load-balancing host to the proxy's host
+ * routes. `mustMatchWhenDerived`: on such a host, routes without the constraint (the whole API)
+ * do not match, so worker paths such as `/v2/...` or `/metrics` reach the worker.
+ */
+function lbHostConstraint(domain: string) {
+  return {
+    name: 'lbHost',
+    mustMatchWhenDerived: true,
+    // Every load-balancing host matches the routes constrained with '*'.
+    storage() {
+      const handlers = new Map<string, unknown>();
+      return {
+        get: () => handlers.get('*') ?? null,
+        set: (value: string, store: unknown) => void handlers.set(value, store),
+      };
+    },
+    deriveConstraint: (req: { headers: Record<string, string | string[] | undefined> }) => {
+      const host = req.headers.host;
+      return endpointIdFromHost(typeof host === 'string' ? host : undefined, domain);
+    },
+    validate(value: unknown) {
+      if (value !== '*') throw new Error("the lbHost constraint takes '*' only");
+    },
+  };
+}
+
+/** Headers of the client's request that describe the connection to the proxy, not the request. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization']);
+
+/** What the proxy reads of a request, whatever server type the library's callbacks name. */
+type ProxiedRequest = Pick<FastifyRequest, 'headers' | 'ip' | 'protocol' | 'lb' | 'log'>;
+type ProxyReply = Parameters<NonNullable<FastifyReplyFromHooks['onError']>>[0];
+
+function forwardedHeaders<H extends object>(request: ProxiedRequest, headers: H): H {
+  const out = { ...headers } as Record<string, unknown>;
+  // The platform's key is for the platform: the worker never sees it.
+  delete out.authorization;
+  const prior = request.headers['x-forwarded-for'];
+  out['x-forwarded-for'] = prior ? `${String(prior)}, ${request.ip}` : request.ip;
+  out['x-forwarded-proto'] = request.protocol;
+  if (request.headers.host) out['x-forwarded-host'] = request.headers.host;
+  if (request.lb?.routing === 'path') out['x-forwarded-prefix'] = `/lb/${request.lb.endpoint.id}`;
+  return out as H;
+}
+
+/** Headers for the WebSocket handshake with the worker: the client's, less the key and the handshake's own. */
+function webSocketHeaders(request: ProxiedRequest): Record<string, unknown> {
+  const headers: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (HOP_BY_HOP.has(name) || name === 'host' || name.startsWith('sec-websocket-')) continue;
+    headers[name] = value;
+  }
+  return forwardedHeaders(request, headers);
+}
+
+const hasBody = (request: ProxiedRequest): boolean =>
+  request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] !== undefined && request.headers['content-length'] !== '0');
+
+interface EndpointView {
+  id: string;
+  workers: LbWorkerAddress[];
+  lastUsedMs: number;
+  waiters: Set<() => void>;
+  /** Start of the current waiting period (a request waits and no worker is in rotation). */
+  waitingSince: number | null;
+  signalledAt: number | null;
+}
+
+/**
+ * The per-process state of the proxy: the routable workers of the endpoints it serves, their
+ * health, the in-flight counts and their publication, and the requests waiting for a worker.
+ */
+export class LoadBalancer {
+  readonly processId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
+  readonly tracker = new LbLoadTracker();
+  readonly health: LbHealthMonitor;
+  private readonly views = new Map<string, EndpointView>();
+  private readonly loading = new Map<string, Promise<EndpointView>>();
+  private remote = new Map<string, number>();
+  private cursor = 0;
+  private timers: NodeJS.Timeout[] = [];
+  private refreshing = false;
+  private publishing: Promise<void> = Promise.resolve();
+  private publishQueued = false;
+  private stopped = false;
+
+  constructor(
+    private readonly ctx: DomainContext,
+    private readonly log: FastifyBaseLogger,
+    healthSettings: LbHealthSettings,
+  ) {
+    this.health = new LbHealthMonitor(healthSettings, (change) => {
+      if (change.inRotation) {
+        for (const view of this.views.values()) if (view.workers.some((w) => w.id === change.workerId)) this.wake(view);
+      } else {
+        this.log.warn({ workerId: change.workerId, reason: change.reason }, 'load-balancing worker taken out of rotation');
+      }
+    });
+  }
+
+  start(): void {
+    this.health.start();
+    this.timers.push(setInterval(() => void this.refresh(), REFRESH_MS));
+    this.timers.push(setInterval(() => void this.publish(true), PUBLISH_MS));
+    this.timers.push(setInterval(() => void purgeOldLoad(this.ctx.db).catch(() => undefined), 10 * 60_000));
+    for (const t of this.timers) t.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    this.health.stop();
+    for (const view of this.views.values()) this.wake(view);
+    await this.publishing;
+    await retireLoad(this.ctx.db, this.processId).catch((err: unknown) => this.log.warn({ err }, 'could not retire the proxy load rows'));
+  }
+
+  /**
+   * A worker for the request: the one with the fewest outstanding requests among those in
+   * rotation, waiting for one until `deadline` when there is none. Undefined when none came.
+   */
+  async acquire(endpoint: LbEndpoint, deadline: number, hangup: AbortSignal): Promise<{ worker: LbWorkerAddress; release: () => void } | undefined> {
+    const view = await this.view(endpoint.id);
+    view.lastUsedMs = Date.now();
+    const now = this.take(view);
+    if (now) return now;
+    if (endpoint.workersMax === 0) throw new DomainError('unavailable', 'the endpoint has workers.max 0: no worker will start');
+
+    const endWait = this.tracker.wait(endpoint.id);
+    try {
+      await this.waitingPeriod(view);
+      for (;;) {
+        const got = this.take(view);
+        if (got) return got;
+        const left = deadline - Date.now();
+        if (left <= 0 || hangup.aborted || this.stopped) return undefined;
+        await this.changed(view, left, hangup);
+      }
+    } finally {
+      endWait();
+    }
+  }
+
+  /** Another worker for a request whose worker could not be reached, without waiting. */
+  retake(endpointId: string, except: string): { worker: LbWorkerAddress; release: () => void } | undefined {
+    const view = this.views.get(endpointId);
+    return view ? this.take(view, except) : undefined;
+  }
+
+  private take(view: EndpointView, except?: string): { worker: LbWorkerAddress; release: () => void } | undefined {
+    const candidates = view.workers.filter((w) => w.id !== except && this.health.inRotation(w.id));
+    const i = chooseWorker(
+      candidates.map((w) => ({ id: w.id, outstanding: this.tracker.inFlight(view.id, w.id) + (this.remote.get(w.id) ?? 0) })),
+      this.cursor++,
+    );
+    if (this.cursor > 1e9) this.cursor = 0;
+    const worker = candidates[i];
+    if (!worker) return undefined;
+    view.waitingSince = null;
+    return { worker, release: this.tracker.start(view.id, worker.id) };
+  }
+
+  /** The endpoint's view; the first request of an endpoint loads it (the routes are published first). */
+  private async view(endpointId: string): Promise<EndpointView> {
+    const known = this.views.get(endpointId);
+    if (known) return known;
+    let pending = this.loading.get(endpointId);
+    if (!pending) {
+      pending = (async () => {
+        const [workers, remote] = await Promise.all([routableWorkers(this.ctx.db, [endpointId]), otherProcessesInFlight(this.ctx.db, this.processId, [endpointId])]);
+        for (const [id, n] of remote) this.remote.set(id, n);
+        // The database learns that this process routes to these workers before it does: a drain
+        // that starts meanwhile waits for this process.
+        this.tracker.setRoutable(endpointId, new Set(workers.map((w) => w.id)));
+        await this.publish(false);
+        const view: EndpointView = { id: endpointId, workers, lastUsedMs: Date.now(), waiters: new Set(), waitingSince: null, signalledAt: null };
+        this.views.set(endpointId, view);
+        this.watchAll();
+        return view;
+      })().finally(() => this.loading.delete(endpointId));
+      this.loading.set(endpointId, pending);
+    }
+    return pending;
+  }
+
+  /** Publishes the wait and wakes the autoscaler once per waiting period. */
+  private async waitingPeriod(view: EndpointView): Promise<void> {
+    const now = Date.now();
+    if (view.waitingSince !== null && view.signalledAt !== null && now - view.signalledAt < RESIGNAL_MS) return;
+    view.waitingSince ??= now;
+    view.signalledAt = now;
+    // The autoscaler reads the published wait when it wakes: publish first.
+    await this.publish(false).catch((err: unknown) => this.log.warn({ err }, 'could not publish the proxy load'));
+    try {
+      await this.ctx.temporal.workflow.getHandle(endpointWorkflowId(view.id)).signal(queueNonEmpty);
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) this.log.warn({ err, endpointId: view.id }, 'could not wake the autoscaler');
+    }
+  }
+
+  private changed(view: EndpointView, ms: number, hangup: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        view.waiters.delete(done);
+        hangup.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      view.waiters.add(done);
+      hangup.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private wake(view: EndpointView): void {
+    for (const w of [...view.waiters]) w();
+  }
+
+  private watchAll(): void {
+    this.health.watch([...this.views.values()].flatMap((v) => v.workers));
+  }
+
+  /** Re-reads the workers of every endpoint served and the other processes' in-flight counts. */
+  private async refresh(): Promise<void> {
+    if (this.refreshing || this.stopped || this.views.size === 0) return;
+    this.refreshing = true;
+    try {
+      const now = Date.now();
+      for (const view of [...this.views.values()]) {
+        const busy = view.waiters.size > 0 || view.workers.some((w) => this.tracker.inFlight(view.id, w.id) > 0);
+        if (!busy && now - view.lastUsedMs > EVICT_MS) {
+          this.views.delete(view.id);
+          this.tracker.setRoutable(view.id, new Set());
+        }
+      }
+      // Views added while the query runs were loaded fresher than its answer: they are left alone.
+      const views = [...this.views.values()];
+      const ids = views.map((v) => v.id);
+      const [workers, remote] = await Promise.all([routableWorkers(this.ctx.db, ids), otherProcessesInFlight(this.ctx.db, this.processId, ids)]);
+      this.remote = remote;
+      const byEndpoint = new Map<string, LbWorkerAddress[]>();
+      for (const w of workers) byEndpoint.set(w.endpointId, [...(byEndpoint.get(w.endpointId) ?? []), w]);
+
+      // New routes are published before they are used; dropped ones stop at once.
+      let added = false;
+      for (const view of views) {
+        const next = byEndpoint.get(view.id) ?? [];
+        const current = new Set(view.workers.map((w) => w.id));
+        if (next.some((w) => !current.has(w.id))) {
+          added = true;
+          this.tracker.setRoutable(view.id, new Set([...current, ...next.map((w) => w.id)]));
+        }
+      }
+      if (added) await this.publish(false);
+      for (const view of views) {
+        if (this.views.get(view.id) !== view) continue; // evicted meanwhile
+        const next = byEndpoint.get(view.id) ?? [];
+        view.workers = next;
+        this.tracker.setRoutable(view.id, new Set(next.map((w) => w.id)));
+      }
+      this.watchAll();
+      for (const view of this.views.values()) if (view.waiters.size > 0 && view.workers.length > 0) this.wake(view);
+    } catch (err) {
+      this.log.warn({ err }, 'could not refresh the load-balancing workers');
+    } finally {
+      this.refreshing = false;
+    }
+  }
+
+  /**
+   * Publishes what changed, one statement at a time in order. `background` calls skip when a
+   * publication is under way; others wait for one that starts after them.
+   */
+  publish(background: boolean): Promise<void> {
+    if (background && this.publishQueued) return this.publishing;
+    this.publishQueued = true;
+    const run = async (): Promise<void> => {
+      this.publishQueued = false;
+      const { rows, commit } = this.tracker.due();
+      if (rows.length === 0) return;
+      await publishLoad(this.ctx.db, this.processId, rows);
+      commit();
+    };
+    const next = this.publishing.then(run, run);
+    this.publishing = next.catch((err: unknown) => this.log.warn({ err }, 'could not publish the proxy load'));
+    return next;
+  }
+}
+
+/** Aborts when the client hangs up before the answer. */
+function hangupSignal(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) ac.abort();
+  });
+  return ac.signal;
+}
+
+function upstreamErrorProblem(request: ProxiedRequest, error: Error): { status: number; detail: string; unreachable: boolean } {
+  const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
+  const code = e.cause?.code ?? e.code ?? '';
+  const worker = request.lb?.worker.id ?? 'the worker';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || e.name === 'TimeoutError') {
+    return { status: 504, detail: `worker ${worker} did not answer within the endpoint's timeout of ${request.lb?.endpoint.timeoutMs} ms`, unreachable: false };
+  }
+  if (['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) {
+    return { status: 502, detail: `worker ${worker} could not be reached (${code})`, unreachable: true };
+  }
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') {
+    return { status: 502, detail: `worker ${worker} closed the connection before it answered`, unreachable: false };
+  }
+  return { status: 502, detail: `the request to worker ${worker} failed: ${e.cause?.message ?? e.message}`, unreachable: false };
+}
+
+/**
+ * Registers the proxy: `/lb/<endpointId>/...` always, and every path of `<endpointId>.<domain>`
+ * when GANTRY_LB_DOMAIN is set.
+ */
+export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  const domain = lbDomain();
+  const balancer = new LoadBalancer(ctx, app.log, lbHealthSettingsFromEnv());
+
+  void app.register(async (scope) => {
+    if (domain) scope.addConstraintStrategy(lbHostConstraint(domain) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]);
+    // Bodies are never parsed here: the proxy's own pass-through parser streams them to the worker.
+    scope.removeAllContentTypeParsers();
+    scope.addHook('onReady', async () => balancer.start());
+    scope.addHook('onClose', async () => balancer.stop());
+
+    // Authentication, the endpoint, then a worker (waiting for one if need be), before the body is read.
+    scope.addHook('onRequest', async (request, reply) => {
+      const routing = request.routeOptions.config.lbRouting ?? 'path';
+      const endpointId = routing === 'host' && domain ? endpointIdFromHost(request.headers.host, domain) : (request.params as { endpointId?: string }).endpointId;
+      if (!endpointId) throw new DomainError('not_found', 'endpoint not found');
+      const principal = await authenticateLbCall(ctx.db, bearerToken(request));
+      const endpoint = await authorizeLbCall(ctx, principal, endpointId);
+      const started = Date.now();
+      const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangupSignal(reply));
+      if (!got) {
+        reply.header('retry-after', '5');
+        throw new DomainError('unavailable', `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`);
+      }
+      request.lb = { endpoint, worker: got.worker, release: got.release, routing, attempts: 1 };
+      // Counted until the answer is sent or the connection (for a WebSocket, the whole session) ends.
+      reply.raw.once('close', () => request.lb?.release());
+    });
+
+    const forward = (request: ProxiedRequest, reply: ProxyReply, dest: string, options: FastifyReplyFromHooks): void => {
+      const lb = request.lb!;
+      void reply.from(dest, {
+        ...options,
+        getUpstream: () => lb.worker.origin,
+        timeout: lb.endpoint.timeoutMs,
+        onError: (r, { error }) => {
+          const p = upstreamErrorProblem(request, error);
+          if (p.unreachable) {
+            balancer.health.reportUnreachable(lb.worker.id, p.detail);
+            // Nothing reached the worker: a request without a body can go to another one.
+            const next = !hasBody(request) && lb.attempts < MAX_ATTEMPTS ? balancer.retake(lb.endpoint.id, lb.worker.id) : undefined;
+            if (next) {
+              lb.release();
+              lb.worker = next.worker;
+              lb.release = next.release;
+              lb.attempts++;
+              forward(request, r, dest, options);
+              return;
+            }
+          }
+          request.log.info({ err: error, workerId: lb.worker.id }, 'load-balancing request failed');
+          void sendProblem(r as unknown as FastifyReply, problem(p.status, p.detail));
+        },
+      });
+    };
+
+    const proxyOptions = (routing: Routing): FastifyHttpProxyOptions & { websocket: true } => ({
+      upstream: '',
+      websocket: true as const,
+      config: { lbRouting: routing },
+      disableRequestLogging: true,
+      // Worker redirects keep their own paths; see rewriteHeaders for the path-routed prefix.
+      internalRewriteLocationHeader: false,
+      undici: { connect: { timeout: CONNECT_TIMEOUT_MS } },
+      replyOptions: {
+        getUpstream: (request) => request.lb?.worker.origin ?? 'http://127.0.0.1:9',
+        rewriteRequestHeaders: (request, headers) => forwardedHeaders(request, headers),
+        rewriteHeaders: (headers, request) => {
+          // A redirect to a path of the worker stays under the endpoint's prefix.
+          const location = headers.location;
+          if (request?.lb?.routing === 'path' && typeof location === 'string' && location.startsWith('/') && !location.startsWith('//')) {
+            return { ...headers, location: `/lb/${request.lb.endpoint.id}${location}` };
+          }
+          return headers;
+        },
+        // Never replay a request on its own: a worker's 503 is the worker's answer.
+        retryDelay: () => null,
+      },
+      // Not in the library's types: http-proxy calls it for the handshake with the worker.
+      wsClientOptions: { rewriteRequestHeaders: (_headers: unknown, request: ProxiedRequest) => webSocketHeaders(request) } as FastifyHttpProxyOptions['wsClientOptions'],
+      handler: (request, reply, dest, options) => forward(request, reply, dest, options),
+    });
+
+    await scope.register(httpProxy, { ...proxyOptions('path'), prefix: '/lb/:endpointId' });
+    if (domain) await scope.register(httpProxy, { ...proxyOptions('host'), prefix: '', constraints: { lbHost: '*' } });
+  });
+}

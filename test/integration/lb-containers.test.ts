@@ -1,0 +1,139 @@
+/**
+ * A load-balancing endpoint end to end on real containers: an OpenSSH test host in front of Podman,
+ * the test worker (test/fixtures/lb-worker, with the `ws` package beside it) in a locally built
+ * image, started by the platform's own workflows with PORT and PORT_HEALTH, found ready by its
+ * health check, and called through the proxy.
+ */
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { lbEndpointLoad } from '../../domain/load-balancing.ts';
+import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { LB_WORKER_DIR, until } from './lb-support.ts';
+import { FAST_ORCHESTRATION, removeManagedContainers } from './orchestration-support.ts';
+
+const IMAGE = 'localhost/gantry-lb-worker:1';
+const repoRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+let sshHost: SshTestHost;
+let p: TestPlatform;
+let hostId: string;
+let appDir: string;
+
+beforeAll(async () => {
+  sshHost = await startSshTestHost();
+  // The image has node only: the worker's one package travels in its app directory.
+  appDir = mkdtempSync(path.join(tmpdir(), 'gantry-lb-app-'));
+  cpSync(LB_WORKER_DIR, appDir, { recursive: true });
+  mkdirSync(path.join(appDir, 'node_modules'));
+  cpSync(path.join(repoRoot, 'node_modules/ws'), path.join(appDir, 'node_modules/ws'), { recursive: true });
+  ensureTestWorkerImage(IMAGE, { appDir });
+  process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
+  process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
+  p = await startTestPlatform();
+  const h = await call(p.url, 'POST', '/v2/hosts', {
+    key: p.adminKey,
+    body: { name: 'lb-box', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'dc-1' },
+  });
+  expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
+  hostId = h.body.id;
+}, 600_000);
+
+afterAll(async () => {
+  await p?.stop();
+  if (hostId) removeManagedContainers([hostId]);
+  await sshHost?.stop();
+  if (appDir) rmSync(appDir, { recursive: true, force: true });
+}, 120_000);
+
+describe('a load-balancing endpoint on real containers', () => {
+  it('starts a worker with PORT and PORT_HEALTH, finds it ready by its health check, and proxies HTTP and WebSocket to it', async () => {
+    const created = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'lb-real', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 1, max: 1 }, scaling: { type: 'REQUEST_COUNT', value: 4, idleTimeout: 60 } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const endpointId = created.body.id as string;
+    const base = created.body.requestUrls.base as string;
+    expect(base).toBe(`${p.url}/lb/${endpointId}`);
+
+    const w = await until(
+      'a ready worker with a host port',
+      async () => {
+        const rows = await p.ctx.db.worker.findMany({ where: { endpointId, status: { in: ['IDLE', 'RUNNING'] } } });
+        return rows[0]?.hostPort ? rows[0] : undefined;
+      },
+      120_000,
+      250,
+    );
+    expect(w.hostId).toBe(hostId);
+
+    const env = await call(base, 'GET', '/env', { key: p.adminKey });
+    expect(env).toMatchObject({ status: 200, body: { worker: w.id, PORT: String(w.hostPort), PORT_HEALTH: String(w.hostPort), RUNPOD_ENDPOINT_ID: endpointId } });
+
+    const processed = await call(base, 'POST', '/process', { key: p.adminKey, body: { prompt: 'in a container' } });
+    expect(processed).toMatchObject({ status: 200, body: { worker: w.id, output: { prompt: 'in a container' } } });
+    expect(processed.body.headers.authorization).toBeUndefined();
+    expect((await call(base, 'GET', '/health', { key: p.adminKey })).body).toEqual({ status: 'ok', worker: w.id });
+    expect((await call(base, 'GET', '/health')).status).toBe(401);
+
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`, { headers: { authorization: `Bearer ${p.adminKey}` } });
+    const messages: string[] = [];
+    ws.on('message', (d: Buffer) => messages.push(d.toString()));
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    ws.send('hello container');
+    await until('the echo', () => messages.length >= 2);
+    expect(JSON.parse(messages[0]!)).toMatchObject({ hello: w.id });
+    expect(messages[1]).toBe('hello container');
+    await until('the open socket counted', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 1);
+    ws.close();
+  }, 180_000);
+
+  it('rolls a release out under load without failing a request', async () => {
+    const created = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'lb-release', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 1, max: 1 }, env: { GANTRY_TEST_RELEASE: 'one' } },
+    });
+    const endpointId = created.body.id as string;
+    const base = created.body.requestUrls.base as string;
+    const first = await until('the first worker ready', async () => (await p.ctx.db.worker.findFirst({ where: { endpointId, status: 'IDLE' } })) ?? undefined, 120_000, 250);
+
+    const results: Array<{ status: number; worker?: string; detail?: string }> = [];
+    let stop = false;
+    const loop = async (): Promise<void> => {
+      for (let i = 0; !stop; i++) {
+        const r = await call(base, 'POST', '/process', { key: p.adminKey, body: { i, sleepMs: 40 } });
+        results.push({ status: r.status, worker: r.body?.worker, detail: r.body?.detail });
+      }
+    };
+    const load = Promise.all(Array.from({ length: 4 }, loop));
+    await new Promise((r) => setTimeout(r, 500));
+    const patched = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'two' } } });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    const second = await until(
+      'the old worker replaced',
+      async () => {
+        const old = await p.ctx.db.worker.findUnique({ where: { id: first.id } });
+        const next = await p.ctx.db.worker.findFirst({ where: { endpointId, releaseVersion: 2, status: 'IDLE' } });
+        return old?.status === 'STOPPED' && next ? next : undefined;
+      },
+      120_000,
+      250,
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    stop = true;
+    await load;
+
+    expect(results.filter((r) => r.status !== 200)).toEqual([]);
+    expect(results.some((r) => r.worker === first.id)).toBe(true);
+    expect(results.some((r) => r.worker === second.id)).toBe(true);
+  }, 240_000);
+});
