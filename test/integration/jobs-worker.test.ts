@@ -73,8 +73,9 @@ describe('job-take', () => {
     const got = await waiting;
     expect(got.status).toBe(200);
     expect(got.body.id).toBe(id);
-    // Woken by the commit, not by a poll interval.
-    expect(got.at - submittedAt).toBeLessThan(250);
+    // Woken by the commit, not by the long-poll's 3 s timeout (the bound leaves room for a loaded
+    // 2-core machine: 262 ms was seen at load average 19).
+    expect(got.at - submittedAt).toBeLessThan(750);
     await done(ep, w, id, { output: 'ok' });
   });
 
