@@ -187,19 +187,27 @@ export class JobStore {
    * Takes up to `limit` queued jobs for a worker, oldest first, normal priority before low. SKIP
    * LOCKED lets concurrent takers pass each other without waiting or taking the same row.
    */
-  async take(endpointId: string, workerId: string, limit: number): Promise<TakenJob[]> {
-    return this.rows<TakenJob>(
+  async take(endpointId: string, workerId: string, limit: number): Promise<{ jobs: TakenJob[]; more: boolean }> {
+    const rows = await this.rows<TakenJob & { more: boolean }>(
       `WITH picked AS (
          SELECT id FROM "Job"
          WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND "expiresAt" > now()
          ORDER BY "lowPriority", "createdAt"
          LIMIT $3::int
-         FOR UPDATE SKIP LOCKED)
-       UPDATE "Job" j SET status = 'IN_PROGRESS', "workerId" = $2, "startedAt" = now(), "lastSeenAt" = NULL, seq = j.seq + 1
-       FROM picked WHERE j.id = picked.id
-       RETURNING ${COLS_LEAN}, j.input`,
+         FOR UPDATE SKIP LOCKED),
+       j AS (
+         UPDATE "Job" j SET status = 'IN_PROGRESS', "workerId" = $2, "startedAt" = now(), "lastSeenAt" = NULL, seq = j.seq + 1
+         FROM picked WHERE j.id = picked.id
+         RETURNING j.*)
+       -- Whether queued jobs remain (seen from this statement's snapshot): when none do, the next take
+       -- can wait for a wake-up without asking.
+       SELECT ${COLS_LEAN}, j.input,
+         EXISTS (SELECT 1 FROM "Job" q WHERE q."endpointId" = $1 AND q.status = 'IN_QUEUE' AND q."expiresAt" > now()
+                 AND q.id NOT IN (SELECT id FROM picked)) AS more
+       FROM j`,
       [endpointId, workerId, limit],
     );
+    return { jobs: rows.map(({ more: _more, ...job }) => job), more: rows.length === 0 ? false : Boolean(rows[0]?.more) };
   }
 
   /** Puts back jobs whose take answer never reached the worker (it hung up first). */

@@ -8,6 +8,7 @@
  * are coalesced into one signal-with-start, so a fast job costs its workflow one task.
  */
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Type, type Static } from 'typebox';
 import type { JobWorkflowInput } from '../workflows/job.ts';
 import { jobChanged, jobWorkflowId, recheckJob } from '../workflows/job.ts';
@@ -124,10 +125,16 @@ export class JobRuntime {
 
   constructor(
     readonly ctx: DomainContext,
+    /** Client calls and sweeps. */
     readonly store: JobStore,
     readonly wakeups: JobWakeups,
     readonly settings: JobSettings,
     readonly log: Log,
+    /**
+     * The worker protocol's statements on connections of their own: a flood of submissions must not
+     * queue the takes and results that drain it.
+     */
+    readonly workerStore: JobStore = store,
   ) {
     this.signals = new WorkflowSignals(ctx, settings, log, (id, seq) => {
       this.sent.ids.push(id);
@@ -244,10 +251,18 @@ export class WorkflowSignals {
   private inFlight = 0;
   private closed = false;
   /** Cancels sends still in flight when closing gives up on them (the connection closes next). */
-  private readonly abort = new AbortController();
+  private readonly abort = (() => {
+    const ac = new AbortController();
+    // Every send in flight listens on it.
+    setMaxListeners(0, ac.signal);
+    return ac;
+  })();
   private idle: Array<() => void> = [];
   /** Most signals in flight at once; the rest wait (and coalesce further). */
   static readonly MAX_IN_FLIGHT = 64;
+  /** Most signals held; beyond it only final states are kept (they are also marked in the row). */
+  static readonly MAX_PENDING = 100_000;
+  private warnedFull = false;
 
   constructor(
     private readonly ctx: DomainContext,
@@ -266,6 +281,14 @@ export class WorkflowSignals {
     const snapshot = snapshotOf(row, this.settings.lostAfterMs);
     const prev = this.pending.get(row.id);
     if (prev?.snapshot && prev.snapshot.seq > snapshot.seq) return;
+    if (!prev && this.pending.size >= WorkflowSignals.MAX_PENDING && !isTerminal(row.status)) {
+      // Temporal is far behind (or down): memory stays bounded. A state dropped here reaches the
+      // workflow with the job's next change (each is a signal-with-start) or through the sweeps.
+      if (!this.warnedFull) this.log('warn', `${this.pending.size} job workflow signals waiting; dropping intermediate states until Temporal catches up`);
+      this.warnedFull = true;
+      return;
+    }
+    this.warnedFull = false;
     const now = Date.now();
     const due = isTerminal(row.status) || this.closed ? now : Math.min(prev?.due ?? Infinity, now + this.settings.signalDelayMs);
     this.pending.set(row.id, { kind: 'state', snapshot, due: prev?.kind === 'recheck' ? now : due, attempts: 0 });
@@ -742,12 +765,12 @@ export async function takeJobs(ctx: DomainContext, worker: WorkerIdentity, opts:
       // answer, it waits for the next wake-up without a query.
       if (!rt.wakeups.queueKnownEmpty(worker.endpointId)) {
         const marker = rt.wakeups.queueMarker(worker.endpointId);
-        const jobs = await rt.store.take(worker.endpointId, worker.workerId, opts.max);
+        const { jobs, more } = await rt.workerStore.take(worker.endpointId, worker.workerId, opts.max);
+        if (!more) rt.wakeups.markQueueEmpty(worker.endpointId, marker);
         if (jobs.length > 0) {
           for (const job of jobs) rt.signals.state(job);
           return jobs;
         }
-        rt.wakeups.markQueueEmpty(worker.endpointId, marker);
       }
       const left = deadline - Date.now();
       if (left <= 0 || rt.closing || opts.abort?.aborted) return [];
@@ -761,7 +784,7 @@ export async function takeJobs(ctx: DomainContext, worker: WorkerIdentity, opts:
 /** Puts back jobs a take could not deliver (the worker hung up before the answer). */
 export async function untakeJobs(ctx: DomainContext, worker: WorkerIdentity, jobIds: string[]): Promise<void> {
   const rt = runtimeOf(ctx);
-  const rows = await rt.store.untake(jobIds, worker.workerId);
+  const rows = await rt.workerStore.untake(jobIds, worker.workerId);
   if (rows.length > 0) rt.wakeups.wake('q', worker.endpointId);
   for (const row of rows) rt.signals.state(row);
 }
@@ -789,22 +812,22 @@ export async function finishJob(ctx: DomainContext, worker: WorkerIdentity, jobI
   const rt = runtimeOf(ctx);
   const body = parseJsonBody(rawBody, 'job-done');
   if (body.status === 'IN_PROGRESS') {
-    if (!(await rt.store.progress(jobId, worker.workerId, jsonOrNull(body.output)))) throw await notHeld(rt, jobId, worker);
+    if (!(await rt.workerStore.progress(jobId, worker.workerId, jsonOrNull(body.output)))) throw await notHeld(rt, jobId, worker);
     rt.wakeups.wake('j', jobId);
     return { status: 'IN_PROGRESS' };
   }
   const error = body.error === undefined || body.error === null || body.error === '' ? null : typeof body.error === 'string' ? body.error : JSON.stringify(body.error);
-  const row = await rt.store.finish(jobId, worker.workerId, {
+  const row = await rt.workerStore.finish(jobId, worker.workerId, {
     status: error === null ? 'COMPLETED' : 'FAILED',
     outputJson: jsonOrNull(body.output),
     error,
   });
   if (body.stopPod === true) {
-    await rt.store.workerLeaving(worker.workerId, 'the worker asked to stop (stopPod)');
+    await rt.workerStore.workerLeaving(worker.workerId, 'the worker asked to stop (stopPod)');
     forgetWorkerCredentials();
   }
   if (!row) {
-    const held = await rt.store.holder(jobId);
+    const held = await rt.workerStore.holder(jobId);
     // A repeated post of a result already recorded from this worker: nothing to do.
     if (held && held.workerId === worker.workerId && isTerminal(held.status)) return { status: held.status };
     throw await notHeld(rt, jobId, worker, held);
@@ -815,7 +838,7 @@ export async function finishJob(ctx: DomainContext, worker: WorkerIdentity, jobI
 }
 
 async function notHeld(rt: JobRuntime, jobId: string, worker: WorkerIdentity, held?: { status: JobStatus; workerId: string | null } | null): Promise<DomainError> {
-  const h = held === undefined ? await rt.store.holder(jobId) : held;
+  const h = held === undefined ? await rt.workerStore.holder(jobId) : held;
   if (!h) return notFound('job');
   if (h.workerId !== worker.workerId) return new DomainError('conflict', 'this job is not held by this worker');
   return new DomainError('conflict', `this job is ${h.status}`);
@@ -826,7 +849,7 @@ export async function postStreamChunk(ctx: DomainContext, worker: WorkerIdentity
   const rt = runtimeOf(ctx);
   const body = parseJsonBody(rawBody, 'job-stream');
   const output = 'output' in body ? body.output : body;
-  if (!(await rt.store.appendChunk(jobId, worker.workerId, JSON.stringify(output ?? null)))) throw await notHeld(rt, jobId, worker);
+  if (!(await rt.workerStore.appendChunk(jobId, worker.workerId, JSON.stringify(output ?? null)))) throw await notHeld(rt, jobId, worker);
   rt.wakeups.wake('j', jobId);
 }
 
@@ -837,7 +860,7 @@ export async function waitForStops(ctx: DomainContext, worker: WorkerIdentity, a
   for (;;) {
     const waiter = rt.wakeups.watch('s', worker.workerId);
     try {
-      const ids = await rt.store.takeStops(worker.workerId);
+      const ids = await rt.workerStore.takeStops(worker.workerId);
       const left = deadline - Date.now();
       if (ids.length > 0 || left <= 0 || rt.closing || abort?.aborted) return ids;
       await waiter.wait(Math.min(left, REPOLL_MS), abort);
@@ -868,7 +891,7 @@ export async function workerPing(ctx: DomainContext, worker: WorkerIdentity, que
     .filter((s) => s.length > 0 && s.length <= 200)
     .slice(0, 1000);
   const unhealthy = q.status === 'unhealthy' ? `self-check failed${q.check ? ` (${q.check})` : ''}${q.reason ? `: ${q.reason}` : ''}` : null;
-  await rt.store.ping(worker.workerId, jobIds, unhealthy);
+  await rt.workerStore.ping(worker.workerId, jobIds, unhealthy);
   if (unhealthy) forgetWorkerCredentials();
 }
 

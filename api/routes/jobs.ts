@@ -76,10 +76,11 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
   const databaseUrl = databaseUrlOf(ctx.db);
   const tag = randomString(8);
   const pool = createJobPool(databaseUrl, 10);
+  const workerPool = createJobPool(databaseUrl, 6);
   const log: Log = (level, msg, err) => app.log[level]({ err }, msg);
   const notifier = new JobNotifier(databaseUrl, tag, log);
   const settings = jobSettings();
-  const runtime = new JobRuntime(ctx, new JobStore(pool, tag, settings.retention), notifier, settings, log);
+  const runtime = new JobRuntime(ctx, new JobStore(pool, tag, settings.retention), notifier, settings, log, new JobStore(workerPool, tag, settings.retention));
   attachJobRuntime(runtime);
 
   app.addHook('onReady', async () => {
@@ -95,6 +96,7 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
     await runtime.stop();
     await notifier.stop();
     await pool.end();
+    await workerPool.end();
   });
 
   // Route schemas document the shapes; the domain validates (attachValidation), so that a missing
