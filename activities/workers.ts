@@ -2,12 +2,14 @@
  * Worker side effects: records, placement, image pulls, container start and stop over SSH, the
  * checks that decide readiness and health, the numbers the autoscaler reads, and release outcomes.
  */
+import { randomInt } from 'node:crypto';
 import { Context, ApplicationFailure } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import { gpuTypeId } from '../domain/gpu-pools.ts';
 import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
+import { lbEndpointLoad, lbWorkerInFlight } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
 import { openRegistryCredential } from '../domain/registries.ts';
 import { registerWorkerCredential } from '../domain/workers-auth.ts';
@@ -118,11 +120,14 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
 
     /**
      * What the autoscaler and rollouts decide on: queue numbers from the Job table (lowPriority
-     * apart) and the endpoint's live workers with how long each has been idle. Two queries.
+     * apart) and the endpoint's live workers with how long each has been idle. Two queries; a
+     * load-balancing endpoint reads its requests from what the API processes publish instead
+     * (requests waiting for a worker count as queued, requests under way as in progress).
      */
     async endpointScalingState(endpointId: string): Promise<EndpointScalingState> {
-      const [stats] = await db.$queryRaw<Array<{ queued: bigint; queued_low: bigint; in_progress: bigint; oldest_age_ms: number | null; exists: boolean }>>`
+      const [stats] = await db.$queryRaw<Array<{ queued: bigint; queued_low: bigint; in_progress: bigint; oldest_age_ms: number | null; exists: boolean; type: string | null }>>`
         select
+          (select e.type::text from "Endpoint" e where e.id = ${endpointId}) as type,
           count(*) filter (where j.status = 'IN_QUEUE' and not j."lowPriority") as queued,
           count(*) filter (where j.status = 'IN_QUEUE' and j."lowPriority") as queued_low,
           count(*) filter (where j.status = 'IN_PROGRESS') as in_progress,
@@ -138,19 +143,27 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           (extract(epoch from (now() - greatest(w."readyAt", (select max(coalesce(j."completedAt", j."startedAt")) from "Job" j where j."workerId" = w.id)))) * 1000)::float8 as idle_ms
         from "Worker" w
         where w."endpointId" = ${endpointId} and w.status not in ('STOPPED', 'FAILED')`;
+      const lb = stats?.type === 'LOAD_BALANCING' ? await lbEndpointLoad(db, endpointId) : null;
+      const queue: QueueStats = lb
+        ? { queued: lb.waiting, queuedLowPriority: 0, inProgress: lb.inFlight, oldestQueuedAgeMs: lb.oldestWaitMs }
+        : {
+            queued: Number(stats?.queued ?? 0),
+            queuedLowPriority: Number(stats?.queued_low ?? 0),
+            inProgress: Number(stats?.in_progress ?? 0),
+            oldestQueuedAgeMs: stats?.oldest_age_ms ?? null,
+          };
       return {
         exists: stats?.exists ?? false,
-        queue: {
-          queued: Number(stats?.queued ?? 0),
-          queuedLowPriority: Number(stats?.queued_low ?? 0),
-          inProgress: Number(stats?.in_progress ?? 0),
-          oldestQueuedAgeMs: stats?.oldest_age_ms ?? null,
-        },
+        queue,
         workers: workers.map((w) => {
+          const load = lb?.workers[w.id];
+          const inFlight = load ? load.inFlight : Number(w.in_flight);
+          // Idle since it became ready or since its last request, whichever is later.
+          const idleMs = load?.idleForMs != null ? Math.min(load.idleForMs, w.idle_ms ?? Infinity) : w.idle_ms;
           const ready = w.status === 'IDLE' || w.status === 'RUNNING';
-          const busy = Number(w.in_flight) > 0 || w.status === 'RUNNING';
+          const busy = inFlight > 0 || w.status === 'RUNNING';
           const state: ScalingWorker['state'] = w.status === 'DRAINING' ? 'draining' : !ready ? 'starting' : busy ? 'busy' : 'idle';
-          return { id: w.id, status: w.status, hostId: w.hostId, ready, state, releaseVersion: w.releaseVersion, idleForMs: state === 'idle' ? Math.max(0, w.idle_ms ?? 0) : 0 };
+          return { id: w.id, status: w.status, hostId: w.hostId, ready, state, releaseVersion: w.releaseVersion, idleForMs: state === 'idle' ? Math.max(0, idleMs ?? 0) : 0 };
         }),
       };
     },
@@ -192,8 +205,15 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           }
           let hostPort: number | null = null;
           if (e.type === 'LOAD_BALANCING') {
+            // A random free port rather than the first: other software (or another installation)
+            // on the host may use ports of the range that this database does not know of.
             const taken = new Set(placed.filter((w) => w.hostId === p.hostId && w.hostPort).map((w) => w.hostPort));
-            for (let port = LB_PORTS.first; port <= LB_PORTS.last && hostPort === null; port++) if (!taken.has(port)) hostPort = port;
+            const size = LB_PORTS.last - LB_PORTS.first + 1;
+            const offset = randomInt(size);
+            for (let i = 0; i < size && hostPort === null; i++) {
+              const port = LB_PORTS.first + ((offset + i) % size);
+              if (!taken.has(port)) hostPort = port;
+            }
           }
           await tx.worker.update({
             where: { id: workerId },
@@ -329,23 +349,13 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       if (w.status === 'UNHEALTHY') return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
       const spoke = (w.lastPingAt && w.startedAt && w.lastPingAt >= w.startedAt) || (await db.job.count({ where: { workerId }, take: 1 })) > 0;
       if (spoke && w.endpoint?.type !== 'LOAD_BALANCING') {
-        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE' } });
+        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE', readyAt: new Date(), statusReason: null } });
         return { state: 'ready' };
       }
       if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
       if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') return { state: 'failed', reason: `host ${w.host.name} is ${w.host.status}: ${w.host.statusReason ?? ''}` };
-      if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) {
-        try {
-          const r = await fetch(`http://${w.host.address}:${w.hostPort}/ping`, { signal: AbortSignal.timeout(2000) });
-          await r.body?.cancel();
-          if (r.status === 200) {
-            await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE' } });
-            return { state: 'ready' };
-          }
-        } catch {
-          // Not listening yet.
-        }
-      }
+      // The container first: a health answer on its port counts only while the container runs (the
+      // port could be another program's if the app failed to bind it).
       try {
         const h = await hostHandle(rt, w.hostId);
         const state = await inspectContainer(rt.pool, h, containerNameOf(workerId));
@@ -358,6 +368,18 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         const ssh = await sshTrouble(w.hostId, err);
         if (ssh) return { state: 'waiting', reason: ssh };
         throw err;
+      }
+      if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) {
+        try {
+          const r = await fetch(`http://${w.host.address}:${w.hostPort}/ping`, { signal: AbortSignal.timeout(2000) });
+          await r.body?.cancel();
+          if (r.status === 200) {
+            await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE', readyAt: new Date(), statusReason: null } });
+            return { state: 'ready' };
+          }
+        } catch {
+          // Not listening yet.
+        }
       }
       return { state: 'waiting' };
     },
@@ -430,7 +452,10 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       await db.worker.updateMany({ where: { id: workerId, status: { in: [...LIVE_STATUSES] } }, data: { status: 'DRAINING', desiredStatus: 'EXITED', statusReason: reason } });
     },
 
+    /** Jobs under way on the worker, or for a load-balancing worker the requests (and proxies) that still use it. */
     async workerJobsInFlight(workerId: string): Promise<number> {
+      const w = await db.worker.findUnique({ where: { id: workerId }, select: { endpoint: { select: { type: true } } } });
+      if (w?.endpoint?.type === 'LOAD_BALANCING') return lbWorkerInFlight(db, workerId);
       return db.job.count({ where: { workerId, status: 'IN_PROGRESS' } });
     },
 

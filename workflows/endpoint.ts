@@ -62,6 +62,8 @@ interface AutoscalerState {
   settings: OrchestrationSettings;
   /** The release the fleet converges on (a rollout has been started for it, or it was there at start). */
   rolledVersion: number;
+  /** The last release that rolled out completely: where a halted release goes back to. */
+  stableVersion?: number;
   rollout: { version: number; previousVersion: number; rollback: boolean; cancelSent: boolean } | null;
   /** Workers that failed before ever becoming ready, in a row: new starts back off. */
   startFailures: number;
@@ -150,7 +152,7 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
   }
 
   const endpointId = input.endpointId;
-  state ??= { settings: await orchestrationSettings(), rolledVersion: spec.releaseVersion, rollout: null, startFailures: 0, backoffUntil: 0 };
+  state ??= { settings: await orchestrationSettings(), rolledVersion: spec.releaseVersion, stableVersion: spec.releaseVersion, rollout: null, startFailures: 0, backoffUntil: 0 };
   const s = state;
   const drainTimeoutMs = (): number => (spec as EndpointSpec).timeoutMs;
 
@@ -191,6 +193,7 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       const result = finishedRollout;
       finishedRollout = undefined;
       if (s.rollout?.version === result.version) s.rollout = null;
+      if (result.status === 'COMPLETED' && !result.rollback) s.stableVersion = result.version;
       if (result.status === 'HALTED' && !result.rollback) {
         // The release failed: the fleet goes back to the previous one (the rollout has recorded
         // that on the endpoint unless a newer release came meanwhile); workers of the failed
@@ -217,7 +220,8 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       if ((await closeOrphanWorkers(endpointId)).length > 0) continue;
     }
     if (!s.rollout && current.releaseVersion !== s.rolledVersion) {
-      const previous = s.rolledVersion;
+      // A release superseded half-way never proved itself: a halt goes back to the last complete one.
+      const previous = s.stableVersion ?? s.rolledVersion;
       s.rolledVersion = current.releaseVersion;
       await startRollout(current.releaseVersion, previous, false);
     } else if (!s.rollout && st.workers.some((w) => w.state !== 'draining' && w.releaseVersion !== current.releaseVersion)) {

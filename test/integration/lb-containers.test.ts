@@ -136,4 +136,33 @@ describe('a load-balancing endpoint on real containers', () => {
     expect(results.some((r) => r.worker === first.id)).toBe(true);
     expect(results.some((r) => r.worker === second.id)).toBe(true);
   }, 240_000);
+  it('scales on requests: from zero to a worker per request in flight (REQUEST_COUNT), and back to zero when idle', async () => {
+    const created = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'lb-scale', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 0, max: 2 }, scaling: { type: 'REQUEST_COUNT', value: 1, idleTimeout: 2 } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const endpointId = created.body.id as string;
+    const base = created.body.requestUrls.base as string;
+    const live = () => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
+    expect(await live()).toEqual([]);
+
+    // Two long requests at zero workers: the first worker starts for the waiting ones; with both
+    // under way on it, REQUEST_COUNT 1 asks for a second.
+    const requests = [1, 2].map((i) => call(base, 'POST', '/process', { key: p.adminKey, body: { i, sleepMs: 6000 } }));
+    await until('two workers for two requests in flight', async () => ((await live()).length === 2 ? true : undefined), 120_000, 250);
+    const answers = await Promise.all(requests);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+
+    // Idle for idleTimeout (2 s): both go.
+    await until(
+      'no live worker after the idle timeout',
+      async () => ((await live()).length === 0 ? true : undefined),
+      60_000,
+      250,
+    );
+    const stopped = await p.ctx.db.worker.findMany({ where: { endpointId } });
+    expect(stopped.length).toBe(2);
+    expect(stopped.every((w) => w.status === 'STOPPED')).toBe(true);
+  }, 240_000);
 });

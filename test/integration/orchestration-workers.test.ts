@@ -215,7 +215,8 @@ describe('workers on an SSH host', () => {
     expect((await call(p.url, 'DELETE', `/v2/serverless/${endpointId}`, { key: p.adminKey })).status).toBeLessThan(300);
     await until('the endpoint row to go', async () => (await p.ctx.db.endpoint.count({ where: { id: endpointId } })) === 0, 60_000);
     expect(managedContainers(hostId).filter((c) => ids.includes(c.workerId))).toEqual([]);
-    const wf = await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).describe();
-    expect(wf.status.name).toBe('COMPLETED');
+    // The workflow ends right after it removed the row.
+    await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).result();
+    expect((await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).describe()).status.name).toBe('COMPLETED');
   }, 180_000);
 });
