@@ -185,6 +185,12 @@ describe('faults', () => {
       'release 2 to complete after the restart',
       async () => (await db().release.findUnique({ where: { endpointId_version: { endpointId, version: 2 } } }))?.status === 'COMPLETED',
       120_000,
+      200,
+      async () => ({
+        releases: await db().release.findMany({ where: { endpointId }, select: { version: true, status: true, statusReason: true } }),
+        workers: await db().worker.findMany({ where: { endpointId }, select: { id: true, status: true, releaseVersion: true, statusReason: true, hostId: true } }),
+        workflow: (await running.platform.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).describe()).status.name,
+      }),
     );
     console.info(`release 2 completed ${Date.now() - t0} ms after the restart`);
     await until('the ghost container to be removed', async () => !allContainers().some((c) => c.name === ghost), 120_000, 500);

@@ -21,12 +21,25 @@ export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
   hostRetryIntervalSec: 1,
 };
 
-export async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+/**
+ * Polls `fn` until it returns a value. `describe`, when given, tells on a timeout what the state was
+ * (a flaky wait is then diagnosable from the CI log alone).
+ */
+export async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 60_000,
+  everyMs = 200,
+  describe?: () => Promise<unknown>,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) {
+      const state = describe ? `; state: ${JSON.stringify(await describe().catch((e: unknown) => String(e)))}` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${state}`);
+    }
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
