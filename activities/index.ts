@@ -3,7 +3,7 @@ import type { Db } from '../domain/db.ts';
 import { createEndpointActivities } from './endpoints.ts';
 import { createHostActivities, orchestrationSettingsFromEnv, type OrchestrationRuntime, type OrchestrationSettings } from './hosts.ts';
 import { SshPool } from './ssh.ts';
-import { createWorkerActivities } from './workers.ts';
+import { createPodActivities, createWorkerActivities } from './workers.ts';
 import { createJobActivities } from './jobs.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
@@ -17,5 +17,5 @@ export function createActivities(deps: { db: Db; ctx: DomainContext; settings?: 
     pool: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
     settings: deps.settings ?? orchestrationSettingsFromEnv(),
   };
-  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createJobActivities(deps.db) };
+  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db) };
 }

@@ -11,10 +11,11 @@ import { gpuTypeId } from '../domain/gpu-pools.ts';
 import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
 import { lbEndpointLoad, lbWorkerInFlight } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
+import { podPorts } from '../domain/pods.ts';
 import { openRegistryCredential } from '../domain/registries.ts';
 import { registerWorkerCredential } from '../domain/workers-auth.ts';
 import type { QueueStats, ScalingWorker } from '../domain/scaling.ts';
-import type { Prisma } from '../generated/prisma/client.ts';
+import type { Pod, Prisma } from '../generated/prisma/client.ts';
 import {
   containerLogTail,
   containerNameOf,
@@ -33,8 +34,14 @@ import { HostKeyMismatchError, SshConnectError } from './ssh.ts';
 export const LIVE_STATUSES = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'UNHEALTHY', 'DRAINING'] as const;
 const DONE_STATUSES = ['STOPPED', 'FAILED'] as const;
 
-/** Host ports handed to load-balancing workers (their PORT), one per live worker on a host. */
-const LB_PORTS = { first: 20_000, last: 29_999 };
+/** Host ports handed to load-balancing workers (their PORT) and to pods (their exposed ports). */
+const HOST_PORTS = { first: 20_000, last: 29_999 };
+
+/** The placement pool name a pod's GPUs of its GPU type are given (pods ask for a type, not a pool). */
+const POD_GPU_POOL = 'pod-gpu-type';
+
+/** Label of a pod's container (pod workers carry no endpoint label). */
+export const POD_LABEL = 'gantry.pod';
 
 const isLoopbackUrl = (url: string): boolean => {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
@@ -78,6 +85,13 @@ export interface EndpointScalingState {
 export type ReadyCheck = { state: 'ready' } | { state: 'waiting'; reason?: string } | { state: 'failed'; reason: string };
 export type WatchResult = { state: 'ok' } | { state: 'unknown'; reason: string } | { state: 'failed'; reason: string } | { state: 'stopped'; reason: string } | { state: 'gone' };
 
+export interface PodState {
+  /** False once the pod's row is gone. */
+  exists: boolean;
+  desiredStatus: 'RUNNING' | 'EXITED' | 'TERMINATED';
+  workers: Array<{ id: string; status: string }>;
+}
+
 export interface PlacementResult {
   placed: boolean;
   hostId?: string;
@@ -89,10 +103,14 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   // The registry lookup takes a domain context; it reads only the database and the secrets.
   const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '' } satisfies DomainContext;
 
-  async function workerWithEverything(workerId: string) {
-    const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true } });
+  async function workerRow(workerId: string) {
+    const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true, pod: true } });
     if (!worker) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
-    if (!worker.endpoint) throw ApplicationFailure.nonRetryable(`worker ${workerId} has no endpoint`, 'WorkerGone');
+    return worker;
+  }
+
+  function endpointWorker(worker: Awaited<ReturnType<typeof workerRow>>) {
+    if (!worker.endpoint) throw ApplicationFailure.nonRetryable(`worker ${worker.id} has no endpoint`, 'WorkerGone');
     return { ...worker, endpoint: worker.endpoint };
   }
 
@@ -104,6 +122,63 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     }
     if (err instanceof SshConnectError || (err instanceof Error && /^Ssh/.test(err.name))) return err.message;
     return undefined;
+  }
+
+  /**
+   * A pod's container: its own image, command, environment and disk, its exposed ports published on
+   * the worker's block of host ports (always on a bridge network: a pod does not speak the worker
+   * protocol, so it needs no route to the API, and its ports must not collide with other pods'),
+   * and no worker credential. Idempotent as startWorkerContainer is.
+   */
+  type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
+  async function startPodContainer(w: WorkerRow & { hostId: string; host: NonNullable<WorkerRow['host']>; pod: Pod }) {
+    const { pod } = w;
+    const h = await hostHandle(rt, w.hostId);
+    const name = containerNameOf(w.id);
+    const existing = Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
+    if (existing?.running) {
+      await db.worker.update({ where: { id: w.id }, data: { containerId: existing.id, containerName: name } });
+      return { containerId: existing.id, adopted: true };
+    }
+    if (existing) await removeContainer(rt.pool, h, name, 0);
+
+    const ports = podPorts(pod.ports);
+    const platform: Record<string, string> = {
+      RUNPOD_POD_ID: pod.id,
+      RUNPOD_POD_HOSTNAME: name,
+      RUNPOD_GPU_COUNT: String(w.gpuUuids.length),
+      RUNPOD_GPU_TYPE_ID: w.gpuTypeId ?? '',
+      RUNPOD_DC_ID: w.host.dataCenterId,
+      RUNPOD_PUBLIC_IP: w.host.address,
+    };
+    // Where each exposed TCP port is reachable from outside, as the hosted service tells its pods.
+    ports.forEach((p, i) => {
+      if (p.protocol !== 'udp' && w.hostPort) platform[`RUNPOD_TCP_PORT_${p.port}`] = String(w.hostPort + i);
+    });
+    const labels = (w.host.labels ?? {}) as Record<string, string>;
+    const spec: ContainerSpec = {
+      name,
+      image: pod.imageName,
+      args: splitArgs(pod.dockerArgs),
+      env: { ...(pod.env as Record<string, string>), ...platform },
+      labels: { [POD_LABEL]: pod.id, [LABELS.worker]: w.id, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
+      hostNetwork: false,
+      publish: [],
+      publishFixed: w.hostPort ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`) : [],
+      gpuUuids: w.gpuUuids,
+      gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
+      diskGb: labels['gantry.io/disk-quota'] === 'true' ? pod.containerDiskInGb : undefined,
+    };
+    await db.worker.update({ where: { id: w.id }, data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() } });
+    try {
+      const containerId = await runContainer(rt.pool, h, spec);
+      await db.worker.update({ where: { id: w.id }, data: { containerId, containerName: name, statusReason: 'waiting for the container to run' } });
+      return { containerId, adopted: false };
+    } catch (err) {
+      const ssh = await sshTrouble(w.hostId, err);
+      if (ssh || (err instanceof Error && /already in use|Conflict/i.test(err.message))) throw err;
+      throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'StartFailed');
+    }
   }
 
   return {
@@ -176,26 +251,34 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       return db.$transaction(
         async (tx) => {
           await tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
-          const worker = await tx.worker.findUnique({ where: { id: workerId }, include: { endpoint: true } });
-          if (!worker?.endpoint) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
+          const worker = await tx.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, pod: true } });
+          if (!worker || (!worker.endpoint && !worker.pod)) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
           if (worker.hostId && worker.status !== 'PENDING') return { placed: true, hostId: worker.hostId };
           const hosts = await tx.host.findMany({ where: { status: 'READY' } });
           const placed = await tx.worker.findMany({
             where: { hostId: { not: null }, status: { in: [...LIVE_STATUSES] }, id: { not: workerId } },
-            select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true },
+            select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true, pod: { select: { ports: true } } },
           });
           const e = worker.endpoint;
-          const candidates: PlacementHost[] = hosts.map((h) => ({
-            id: h.id,
-            name: h.name,
-            status: h.status,
-            dataCenterId: h.dataCenterId,
-            gpus: (h.gpus as unknown as PlacementGpu[]) ?? [],
-            gpuMethod: h.gpuMethod,
-            maxWorkers: h.maxWorkers,
-          }));
+          const pod = worker.pod;
+          const candidates: PlacementHost[] = hosts.map((h) => {
+            const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
+            return {
+              id: h.id,
+              name: h.name,
+              status: h.status,
+              dataCenterId: h.dataCenterId,
+              // A pod asks for a GPU type, not a pool: the matching cards form the one pool it asks for.
+              gpus: pod ? gpus.map((g) => ({ ...g, pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null })) : gpus,
+              gpuMethod: h.gpuMethod,
+              maxWorkers: h.maxWorkers,
+            };
+          });
+          const request = pod
+            ? { endpointId: `pod:${pod.id}`, gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [], gpuCount: pod.gpuCount, dataCenterIds: [], avoidHostIds: options.avoidHostIds ?? [] }
+            : { endpointId: e!.id, gpuPools: e!.gpuPools, gpuCount: e!.gpuCount ?? 1, dataCenterIds: e!.dataCenterIds, avoidHostIds: options.avoidHostIds ?? [] };
           const p = placeWorker(
-            { endpointId: e.id, gpuPools: e.gpuPools, gpuCount: e.gpuCount ?? 1, dataCenterIds: e.dataCenterIds, avoidHostIds: options.avoidHostIds ?? [] },
+            request,
             candidates,
             placed.map((w) => ({ hostId: w.hostId!, endpointId: w.endpointId, gpuUuids: w.gpuUuids })),
           );
@@ -203,16 +286,29 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
             await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: p.reason } });
             return { placed: false, reason: p.reason };
           }
+          // Host ports: one for a load-balancing worker (its PORT), a block of consecutive ones for a
+          // pod (one per exposed port, in the order of its `ports`). A random free start rather than
+          // the first: other software (or another installation) on the host may use ports of the
+          // range that this database does not know of.
+          const wanted = pod ? podPorts(pod.ports).length : e!.type === 'LOAD_BALANCING' ? 1 : 0;
           let hostPort: number | null = null;
-          if (e.type === 'LOAD_BALANCING') {
-            // A random free port rather than the first: other software (or another installation)
-            // on the host may use ports of the range that this database does not know of.
-            const taken = new Set(placed.filter((w) => w.hostId === p.hostId && w.hostPort).map((w) => w.hostPort));
-            const size = LB_PORTS.last - LB_PORTS.first + 1;
+          if (wanted > 0) {
+            const taken = new Set<number>();
+            for (const w of placed) {
+              if (w.hostId !== p.hostId || !w.hostPort) continue;
+              const span = w.pod ? Math.max(1, podPorts(w.pod.ports).length) : 1;
+              for (let i = 0; i < span; i++) taken.add(w.hostPort + i);
+            }
+            const size = HOST_PORTS.last - HOST_PORTS.first + 2 - wanted;
             const offset = randomInt(size);
             for (let i = 0; i < size && hostPort === null; i++) {
-              const port = LB_PORTS.first + ((offset + i) % size);
-              if (!taken.has(port)) hostPort = port;
+              const first = HOST_PORTS.first + ((offset + i) % size);
+              if (Array.from({ length: wanted }, (_, k) => first + k).every((port) => !taken.has(port))) hostPort = first;
+            }
+            if (hostPort === null) {
+              const reason = `no capacity: no ${wanted} free consecutive host ports on the chosen host`;
+              await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
+              return { placed: false, reason };
             }
           }
           await tx.worker.update({
@@ -221,7 +317,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               hostId: p.hostId,
               gpuUuids: p.gpuUuids,
               gpuTypeId: p.gpuName ? gpuTypeId(p.gpuName) : null,
-              cpuFlavorId: p.gpuName ? null : e.cpuFlavorId,
+              cpuFlavorId: p.gpuName || !e ? null : e.cpuFlavorId,
               hostPort,
               status: 'INITIALIZING',
               statusReason: 'pulling the image',
@@ -234,15 +330,25 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       );
     },
 
-    /** Logs in (with the endpoint's stored registry credential) and pulls the worker's image. */
+    /** Logs in (with the endpoint's or pod's stored registry credential) and pulls the worker's image. */
     async prepareWorkerImage(workerId: string): Promise<{ image: string; outcome: string; ms: number }> {
       const started = Date.now();
-      const w = await workerWithEverything(workerId);
-      if (!w.hostId) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
-      const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } } });
-      const image = release?.image ?? w.endpoint.image;
-      const registryId = release ? release.registryId : w.endpoint.registryId;
-      const login = registryId ? await openRegistryCredential(registryCtx, w.endpoint.accountId, registryId) : undefined;
+      const row = await workerRow(workerId);
+      if (!row.hostId) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      let image: string;
+      let registryId: string | null;
+      let accountId: string;
+      if (row.pod) {
+        ({ imageName: image, registryId, accountId } = row.pod);
+      } else {
+        const w = endpointWorker(row);
+        const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } } });
+        image = release?.image ?? w.endpoint.image;
+        registryId = release ? release.registryId : w.endpoint.registryId;
+        accountId = w.endpoint.accountId;
+      }
+      const w = { hostId: row.hostId };
+      const login = registryId ? await openRegistryCredential(registryCtx, accountId, registryId) : undefined;
       const h = await hostHandle(rt, w.hostId);
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
       try {
@@ -263,8 +369,10 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
      * adopted, a stopped one replaced.
      */
     async startWorkerContainer(workerId: string): Promise<{ containerId: string; adopted: boolean }> {
-      const w = await workerWithEverything(workerId);
-      if (!w.hostId || !w.host) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      const row = await workerRow(workerId);
+      if (!row.hostId || !row.host) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      if (row.pod) return startPodContainer({ ...row, hostId: row.hostId, host: row.host, pod: row.pod });
+      const w = { ...endpointWorker(row), hostId: row.hostId, host: row.host };
       const e = w.endpoint;
       const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: e.id, version: w.releaseVersion } } });
       const config = release ?? { image: e.image, args: e.args, disk: e.disk, ports: e.ports, env: e.env };
@@ -340,7 +448,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     /**
      * Ready: a queue worker has spoken the worker protocol since its container started (the job API
      * moved it to IDLE or RUNNING, or it pinged, or it took a job); a load-balancing worker answers
-     * 200 on its health path. Ready workers are IDLE. A container that exited is a failure.
+     * 200 on its health path. Ready workers are IDLE; a pod's worker is RUNNING once its container
+     * runs. A container that exited is a failure.
      */
     async checkWorkerReady(workerId: string): Promise<ReadyCheck> {
       const w = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: { select: { type: true } }, host: true } });
@@ -368,6 +477,11 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         const ssh = await sshTrouble(w.hostId, err);
         if (ssh) return { state: 'waiting', reason: ssh };
         throw err;
+      }
+      // A pod is what its container runs: ready (RUNNING) once the container is.
+      if (w.podId) {
+        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'RUNNING', readyAt: new Date(), statusReason: null } });
+        return { state: 'ready' };
       }
       if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) {
         try {
@@ -523,3 +637,37 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
 }
 
 export type WorkerActivities = ReturnType<typeof createWorkerActivities>;
+
+/**
+ * What a pod's workflow (workflows/pod.ts) reads and writes besides the worker activities above: a
+ * pod runs one worker at a time through the same worker workflow and activities.
+ */
+export function createPodActivities(rt: Pick<OrchestrationRuntime, 'db'>) {
+  const { db } = rt;
+  return {
+    /** What a pod's workflow decides on: the pod's desired state and its live workers. */
+    async podState(podId: string): Promise<PodState> {
+      const pod = await db.pod.findUnique({
+        where: { id: podId },
+        select: { desiredStatus: true, workers: { where: { status: { in: [...LIVE_STATUSES] } }, select: { id: true, status: true }, orderBy: { createdAt: 'asc' } } },
+      });
+      if (!pod) return { exists: false, desiredStatus: 'TERMINATED', workers: [] };
+      return { exists: true, desiredStatus: pod.desiredStatus, workers: pod.workers };
+    },
+
+    /** The row of a pod's next worker (PENDING), before its workflow starts. */
+    async createPodWorker(input: { podId: string; workerId: string }): Promise<boolean> {
+      const pod = await db.pod.findUnique({ where: { id: input.podId }, select: { id: true } });
+      if (!pod) return false;
+      await db.worker.createMany({ data: [{ id: input.workerId, podId: input.podId, status: 'PENDING', statusReason: 'waiting for placement' }], skipDuplicates: true });
+      return true;
+    },
+
+    /** A terminated pod's row goes once its containers have (its worker rows with it). */
+    async removePodRecord(podId: string): Promise<void> {
+      await db.pod.deleteMany({ where: { id: podId, desiredStatus: 'TERMINATED' } });
+    },
+  };
+}
+
+export type PodActivities = ReturnType<typeof createPodActivities>;

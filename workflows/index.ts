@@ -4,3 +4,4 @@ export { workerWorkflow } from './worker.ts';
 export { rolloutWorkflow } from './rollout.ts';
 export { hostWorkflow } from './host.ts';
 export { jobWorkflow } from './job.ts';
+export { podWorkflow } from './pod.ts';

@@ -40,7 +40,7 @@ export const workflowNow = (): number => new Date().getTime();
 
 /** Asks the worker to leave: no new jobs, in-flight ones finish (up to the endpoint timeout), then stop. */
 export const drainWorker = defineSignal<[{ reason: string; replace?: boolean }]>('drainWorker');
-/** What a worker tells its endpoint (one signal per worker life event, never per job). */
+/** What a worker tells its endpoint or pod (one signal per worker life event, never per job). */
 export const workerEvent = defineSignal<[WorkerEvent]>('workerEvent');
 export const getWorkerPhase = defineQuery<WorkerPhase>('getWorkerPhase');
 
@@ -57,7 +57,10 @@ export type WorkerPhase = 'placing' | 'starting' | 'waiting-ready' | 'ready' | '
 
 export interface WorkerWorkflowInput {
   workerId: string;
+  /** The endpoint the worker serves; empty for a pod's worker. */
   endpointId: string;
+  /** The pod whose container the worker runs (workflows/pod.ts): its life events go to `pod:<podId>`. */
+  podId?: string;
   releaseVersion: number;
   settings: OrchestrationSettings;
   /** The endpoint's per-request timeout: the longest a drain waits for in-flight jobs. */
@@ -79,7 +82,8 @@ function failureReason(err: unknown): string {
  * One workflow per worker (id `worker:<workerId>`): placement (PENDING while nothing fits), image
  * pull and container start on its host, readiness, watching (container state over SSH, pings,
  * host status), and drain and stop. A dead or silent worker ends FAILED with its jobs back in the
- * queue; its endpoint's autoscaler starts a replacement.
+ * queue; its endpoint's autoscaler starts a replacement. A pod's worker (with `podId`) has the same
+ * life, is always started with its row made, and reports to the pod's workflow instead.
  */
 export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> {
   const { workerId, endpointId, releaseVersion, settings } = input;
@@ -92,7 +96,7 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
   setHandler(getWorkerPhase, () => phase);
 
   const tellEndpoint = async (event: WorkerEvent['event'], reason?: string): Promise<void> => {
-    await getExternalWorkflowHandle(`endpoint:${endpointId}`)
+    await getExternalWorkflowHandle(input.podId ? `pod:${input.podId}` : `endpoint:${endpointId}`)
       .signal(workerEvent, { workerId, event, releaseVersion, wasReady, ...(reason ? { reason } : {}) })
       .catch(() => undefined);
   };

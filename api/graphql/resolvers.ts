@@ -2,6 +2,7 @@ import type { Principal } from '../../domain/auth.ts';
 import { gpuTypes } from '../../domain/catalog.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { deleteEndpointScaledToZero, listEndpointRecords, saveEndpoint, type EndpointRecord } from '../../domain/endpoint-records.ts';
+import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '../../domain/pods.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates.ts';
 import { requireScope } from '../../domain/auth.ts';
@@ -44,6 +45,7 @@ export const resolvers = {
         availableCount: g.count.available,
       }));
     },
+    pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
   },
   User: {
     endpoints: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listEndpointRecords(ctx, principal),
@@ -52,6 +54,7 @@ export const resolvers = {
       return listTemplateRecords(ctx, principal);
     },
     containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listRegistries(ctx, principal),
+    pods: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listPods(ctx, principal),
   },
   Endpoint: {
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
@@ -79,6 +82,13 @@ export const resolvers = {
       await deleteRegistry(ctx, principal, args.registryAuthId ?? '');
       return null;
     },
+    podFindAndDeployOnDemand: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => deployPod(ctx, principal, stripAllNulls(args.input)),
+    podStop: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => stopPod(ctx, principal, stripAllNulls(args.input)),
+    podResume: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => resumePod(ctx, principal, stripAllNulls(args.input)),
+    podTerminate: async (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => {
+      await terminatePod(ctx, principal, stripAllNulls(args.input));
+      return null;
+    },
   },
 };
 
@@ -86,4 +96,10 @@ export const resolvers = {
 function stripNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([k, v]) => v !== null || k === 'locations' || k === 'networkVolumeId' || k === 'containerRegistryAuthId'));
+}
+
+/** Pod inputs: clients send null for options they leave out (`templateId: null`); the domain reads absent and null alike. */
+function stripAllNulls(input: unknown): unknown {
+  if (!input || typeof input !== 'object') return input;
+  return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }

@@ -18,13 +18,62 @@ export const typeDefs = /* GraphQL */ `
     expirationDate: String
   }
 
-  "A worker of an endpoint, or a pod."
+  type PodRuntimePort {
+    ip: String
+    isIpPublic: Boolean!
+    privatePort: Int!
+    publicPort: Int!
+    "http, tcp or udp"
+    type: String!
+  }
+
+  type PodRuntimeGpu {
+    id: String!
+  }
+
+  type PodRuntime {
+    uptimeInSeconds: Int!
+    ports: [PodRuntimePort!]!
+    gpus: [PodRuntimeGpu!]!
+  }
+
+  type PodMachine {
+    "the pod's current worker"
+    podHostId: String
+    gpuDisplayName: String
+    gpuTypeId: String
+    "the host's data center"
+    location: String
+  }
+
+  "A worker of an endpoint (id, desiredStatus, lastStatusChange, machineId), or a pod (every field)."
   type Pod {
     id: String!
     desiredStatus: PodDesiredStatus!
     lastStatusChange: String
     imageName: String
     machineId: String
+    name: String
+    dockerArgs: String
+    "KEY=VALUE strings"
+    env: [String!]
+    ports: String
+    gpuCount: Int
+    gpuTypeId: String
+    containerDiskInGb: Int
+    volumeInGb: Int
+    volumeMountPath: String
+    templateId: String
+    containerRegistryAuthId: String
+    costPerHr: Float
+    uptimeSeconds: Int
+    "Not limited by Gantry: null."
+    vcpuCount: Float
+    "Not limited by Gantry: null."
+    memoryInGb: Float
+    machine: PodMachine
+    "Null while the pod's container is not running."
+    runtime: PodRuntime
   }
 
   type Endpoint {
@@ -93,6 +142,7 @@ export const typeDefs = /* GraphQL */ `
     podTemplates: [PodTemplate!]!
     containerRegistryCreds: [ContainerRegistryAuth!]!
     serverlessDiscount: ServerlessDiscount
+    pods: [Pod!]!
   }
 
   input EndpointInput {
@@ -133,6 +183,54 @@ export const typeDefs = /* GraphQL */ `
     containerRegistryAuthId: String
   }
 
+  "The spec's common input fields plus templateId; the hosted service's other options are accepted and have no effect."
+  input PodFindAndDeployOnDemandInput {
+    name: String
+    imageName: String
+    templateId: String
+    dockerArgs: String
+    containerDiskInGb: Int
+    volumeInGb: Int
+    volumeMountPath: String
+    env: [EnvironmentVariableInput!]
+    ports: String
+    gpuTypeId: String
+    gpuCount: Int
+    containerRegistryAuthId: String
+    networkVolumeId: String
+    cloudType: CloudTypeEnum
+    dataCenterId: String
+    countryCode: String
+    minVcpuCount: Int
+    minMemoryInGb: Int
+    startSsh: Boolean
+    startJupyter: Boolean
+    supportPublicIp: Boolean
+  }
+
+  enum CloudTypeEnum {
+    ALL
+    SECURE
+    COMMUNITY
+  }
+
+  input PodFilter {
+    podId: String!
+  }
+
+  input PodStopInput {
+    podId: String!
+  }
+
+  input PodResumeInput {
+    podId: String!
+    gpuCount: Int
+  }
+
+  input PodTerminateInput {
+    podId: String!
+  }
+
   input SaveRegistryAuthInput {
     name: String!
     username: String!
@@ -148,6 +246,8 @@ export const typeDefs = /* GraphQL */ `
   type Query {
     myself: User!
     gpuTypes: [GpuType!]!
+    "One of the caller's pods."
+    pod(input: PodFilter!): Pod
   }
 
   type Mutation {
@@ -161,5 +261,13 @@ export const typeDefs = /* GraphQL */ `
     updateRegistryAuth(input: UpdateRegistryAuthInput!): ContainerRegistryAuth!
     "Answers null."
     deleteRegistryAuth(registryAuthId: String!): Boolean
+    "Creates a pod and starts its container; answers once the pod is recorded (its container starts after)."
+    podFindAndDeployOnDemand(input: PodFindAndDeployOnDemandInput!): Pod
+    "Removes the pod's container; the pod stays, EXITED."
+    podStop(input: PodStopInput!): Pod
+    "Runs the pod again (a new container), optionally with another GPU count."
+    podResume(input: PodResumeInput!): Pod
+    "Removes the pod and its container; answers null."
+    podTerminate(input: PodTerminateInput!): Boolean
   }
 `;

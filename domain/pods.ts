@@ -1,0 +1,399 @@
+import { isIP } from 'node:net';
+import { Type, type Static } from 'typebox';
+import { splitArgs } from '../activities/containers.ts';
+import type { Host, Pod, Template, Worker } from '../generated/prisma/client.ts';
+import { podChanged, podWorkflowId, type podWorkflow } from '../workflows/pod.ts';
+import { requireScope, type Principal } from './auth.ts';
+import type { DomainContext } from './context.ts';
+import { DomainError, notFound, validationFailed } from './errors.ts';
+import { gpuTypeId as gpuTypeIdOf } from './gpu-pools.ts';
+import { newId } from './ids.ts';
+import { gpuRate, priceTable } from './pricing.ts';
+import { isUniqueViolation, requireAccountWide } from './registries.ts';
+import { validate } from './validation.ts';
+
+/**
+ * Pods (GraphQL): long-running containers on a host, run by the same worker machinery as endpoint
+ * workers. Each pod has a workflow `pod:<podId>` (workflows/pod.ts) that keeps one worker while the
+ * pod's desired status is RUNNING. The row is the truth: every change is committed here first,
+ * then the workflow is told (a signal that starts it if need be) before the request is answered.
+ *
+ * Pods belong to the whole account: a key limited to some endpoints does not reach them.
+ */
+
+// ---------------------------------------------------------------- input shapes
+
+/** Container env files take POSIX names only (activities/containers.ts envFile). */
+const EnvKeyValueSchema = Type.Object(
+  { key: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 }), value: Type.String({ maxLength: 32768 }) },
+  { additionalProperties: false },
+);
+
+/** Most ports one pod may expose (each takes a host port). */
+const MAX_PORTS = 32;
+
+/**
+ * `podFindAndDeployOnDemand` input: the spec's common fields plus `templateId`. The hosted service's
+ * other placement and billing options (cloud type, minimum vCPUs and memory, SSH and Jupyter
+ * start-up, ...) are accepted so that existing clients work, and have no effect here.
+ */
+export const PodDeployInputSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' })),
+    imageName: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    templateId: Type.Optional(Type.String({ minLength: 1 })),
+    dockerArgs: Type.Optional(Type.String({ maxLength: 8192 })),
+    containerDiskInGb: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
+    volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
+    volumeMountPath: Type.Optional(Type.String({ pattern: '^/', maxLength: 1024 })),
+    env: Type.Optional(Type.Array(EnvKeyValueSchema, { maxItems: 1000 })),
+    ports: Type.Optional(Type.String({ maxLength: 1024 })),
+    gpuTypeId: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
+    gpuCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    containerRegistryAuthId: Type.Optional(Type.String()),
+    networkVolumeId: Type.Optional(Type.String()),
+    // Accepted for compatibility, no effect.
+    cloudType: Type.Optional(Type.String()),
+    dataCenterId: Type.Optional(Type.String()),
+    countryCode: Type.Optional(Type.String()),
+    minVcpuCount: Type.Optional(Type.Integer()),
+    minMemoryInGb: Type.Optional(Type.Integer()),
+    startSsh: Type.Optional(Type.Boolean()),
+    startJupyter: Type.Optional(Type.Boolean()),
+    supportPublicIp: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type PodDeployInput = Static<typeof PodDeployInputSchema>;
+
+const PodIdInputSchema = Type.Object({ podId: Type.String({ minLength: 1 }) }, { additionalProperties: false });
+const PodResumeInputSchema = Type.Object({ podId: Type.String({ minLength: 1 }), gpuCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })) }, { additionalProperties: false });
+
+/** A pod's `ports` string (`8888/http,22/tcp`) as entries, in order: the order its host ports are handed out in. */
+export const podPorts = (ports: string): Array<{ port: number; protocol: 'http' | 'tcp' | 'udp' }> =>
+  ports
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const [port = '', protocol = 'tcp'] = entry.split('/');
+      return { port: Number(port), protocol: protocol === 'http' || protocol === 'udp' ? protocol : 'tcp' };
+    });
+
+// ---------------------------------------------------------------- the GraphQL record
+
+export interface PodRuntimePort {
+  ip: string;
+  isIpPublic: boolean;
+  privatePort: number;
+  publicPort: number;
+  type: string;
+}
+
+export interface PodRecord {
+  id: string;
+  name: string;
+  imageName: string;
+  desiredStatus: Pod['desiredStatus'];
+  lastStatusChange: string;
+  dockerArgs: string;
+  /** `KEY=VALUE` strings, as the hosted service lists a pod's environment. */
+  env: string[];
+  ports: string;
+  gpuCount: number;
+  gpuTypeId: string | null;
+  containerDiskInGb: number;
+  volumeInGb: number;
+  volumeMountPath: string;
+  templateId: string | null;
+  containerRegistryAuthId: string | null;
+  machineId: string | null;
+  machine: { podHostId: string; gpuDisplayName: string | null; gpuTypeId: string | null; location: string } | null;
+  costPerHr: number | null;
+  uptimeSeconds: number;
+  /** Null while the pod's container is not running. */
+  runtime: { uptimeInSeconds: number; ports: PodRuntimePort[]; gpus: Array<{ id: string }> } | null;
+}
+
+const LIVE = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'UNHEALTHY', 'DRAINING'] as const;
+const MOUNT_PATH = '/workspace';
+
+type PodRow = Pod & { workers: Array<Worker & { host: Host | null }> };
+
+/** Loopback, private, link-local and shared ranges; a host name counts as not public (unknown). */
+function isPublicAddress(address: string): boolean {
+  const kind = isIP(address);
+  if (kind === 4) {
+    const [a = 0, b = 0] = address.split('.').map(Number);
+    return !(a === 10 || a === 127 || a === 0 || (a === 172 && b >= 16 && b < 32) || (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b < 128));
+  }
+  if (kind === 6) return !/^(::1$|fc|fd|fe80)/i.test(address);
+  return false;
+}
+
+function podRecord(row: PodRow, now = Date.now()): PodRecord {
+  // The newest live worker: at most one, except for a moment while a replacement starts.
+  const worker = row.workers.at(-1);
+  const host = worker?.host ?? null;
+  const running = !!worker && !!host && !!worker.readyAt && (worker.status === 'RUNNING' || worker.status === 'IDLE');
+  const uptime = running ? Math.max(0, Math.floor((now - worker.readyAt!.getTime()) / 1000)) : 0;
+  const gpuType = worker?.gpuTypeId ?? row.gpuTypeId;
+  return {
+    id: row.id,
+    name: row.name,
+    imageName: row.imageName,
+    desiredStatus: row.desiredStatus,
+    lastStatusChange: (running ? worker.readyAt! : row.updatedAt).toISOString(),
+    dockerArgs: row.dockerArgs,
+    env: Object.entries(row.env as Record<string, string>).map(([k, v]) => `${k}=${v}`),
+    ports: row.ports,
+    gpuCount: row.gpuCount,
+    gpuTypeId: row.gpuTypeId,
+    containerDiskInGb: row.containerDiskInGb,
+    volumeInGb: row.volumeInGb,
+    volumeMountPath: MOUNT_PATH,
+    templateId: row.templateId,
+    containerRegistryAuthId: row.registryId,
+    machineId: host?.id ?? null,
+    machine: host && worker ? { podHostId: worker.id, gpuDisplayName: worker.gpuTypeId, gpuTypeId: worker.gpuTypeId, location: host.dataCenterId } : null,
+    costPerHr: row.gpuCount > 0 && gpuType ? Math.round(gpuRate(priceTable(), gpuType).podPerHour * row.gpuCount * 1e4) / 1e4 : null,
+    uptimeSeconds: uptime,
+    runtime: running
+      ? {
+          uptimeInSeconds: uptime,
+          ports: worker.hostPort
+            ? podPorts(row.ports).map((p, i) => ({ ip: host.address, isIpPublic: isPublicAddress(host.address), privatePort: p.port, publicPort: worker.hostPort! + i, type: p.protocol }))
+            : [],
+          gpus: worker.gpuUuids.map((id) => ({ id })),
+        }
+      : null,
+  };
+}
+
+const withWorkers = { workers: { where: { status: { in: [...LIVE] } }, include: { host: true }, orderBy: { createdAt: 'asc' as const } } };
+
+/** The caller's pod; others' pods and terminated ones are not found. */
+async function findPod(ctx: DomainContext, principal: Principal, podId: string): Promise<PodRow> {
+  const row = await ctx.db.pod.findFirst({ where: { id: podId, accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers });
+  if (!row) throw notFound('pod');
+  return row;
+}
+
+// ---------------------------------------------------------------- rules
+
+function portProblems(ports: string): string[] {
+  const problems: string[] = [];
+  const entries = ports
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  const seen = new Set<string>();
+  for (const entry of entries) {
+    const m = /^([0-9]{1,5})\/(http|tcp|udp)$/.exec(entry);
+    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535) problems.push(`$.ports: '${entry}' is not port/protocol with a port 1-65535 and protocol http, tcp or udp`);
+    else if (seen.has(`${m[1]}/${m[2] === 'udp' ? 'udp' : 'tcp'}`)) problems.push(`$.ports: port ${m[1]} is listed twice`);
+    if (m) seen.add(`${m[1]}/${m[2] === 'udp' ? 'udp' : 'tcp'}`);
+  }
+  if (entries.length > MAX_PORTS) problems.push(`$.ports: at most ${MAX_PORTS} ports`);
+  return problems;
+}
+
+/**
+ * A GPU pod must fit on one registered host: of the asked-for type (any type when none is named),
+ * `gpuCount` cards on one machine. Whether they are free now is placement's business (the pod
+ * waits for them); asking for more than any host has could never be placed.
+ */
+async function gpuProblems(ctx: DomainContext, gpuTypeId: string | null, gpuCount: number): Promise<string[]> {
+  if (gpuCount === 0) return gpuTypeId ? ['$.gpuTypeId: a pod with gpuCount 0 runs on CPUs only; leave gpuTypeId out or ask for at least one GPU'] : [];
+  const hosts = await ctx.db.host.findMany({ where: { status: { not: 'DISABLED' } }, select: { gpus: true } });
+  const perHost = hosts.map((h) => ((h.gpus ?? []) as Array<{ name: string }>).filter((g) => !gpuTypeId || gpuTypeIdOf(g.name) === gpuTypeId).length);
+  const most = Math.max(0, ...perHost);
+  if (gpuTypeId && most === 0) return [`$.gpuTypeId: no registered host has a GPU of type '${gpuTypeId}' (the gpuTypes query lists the types there are)`];
+  if (most < gpuCount) {
+    const what = gpuTypeId ? `GPUs of type '${gpuTypeId}'` : 'GPUs';
+    return [`$.gpuCount: ${gpuCount} ${what} asked for, but no registered host has more than ${most}`];
+  }
+  return [];
+}
+
+function envProblems(env: Record<string, string>): string[] {
+  return Object.entries(env)
+    .filter(([, v]) => /[\r\n\0]/.test(v))
+    .map(([k]) => `$.env: the value of '${k}' holds a line break or NUL, which a container environment cannot carry`);
+}
+
+// ---------------------------------------------------------------- the workflow
+
+const WORKFLOW_CALL_BUDGET_MS = 8_000;
+
+/** Starts the pod's workflow if it is not running and tells it to read the row again. */
+async function tellWorkflow(ctx: DomainContext, podId: string): Promise<void> {
+  await ctx.temporal.withDeadline(Date.now() + WORKFLOW_CALL_BUDGET_MS, () =>
+    ctx.temporal.workflow.signalWithStart<typeof podWorkflow, []>('podWorkflow', {
+      workflowId: podWorkflowId(podId),
+      taskQueue: ctx.taskQueue,
+      args: [{ podId }],
+      signal: podChanged,
+      signalArgs: [],
+    }),
+  );
+}
+
+const notTold = (): DomainError =>
+  new DomainError('unavailable', 'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it');
+
+// ---------------------------------------------------------------- operations
+
+/** GraphQL `podFindAndDeployOnDemand`: a new pod, RUNNING; answered once its row and workflow exist. */
+export async function deployPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const i = validate(PodDeployInputSchema, input);
+  const problems: string[] = [];
+
+  let template: Template | null = null;
+  if (i.templateId) {
+    template = await ctx.db.template.findFirst({ where: { id: i.templateId, accountId: principal.accountId } });
+    if (!template) problems.push(`$.templateId: no template '${i.templateId}'`);
+  }
+  const imageName = i.imageName ?? template?.imageName;
+  if (!imageName) problems.push("$.imageName: required (or a templateId whose template names the image)");
+  const dockerArgs = i.dockerArgs ?? template?.dockerArgs ?? '';
+  try {
+    splitArgs(dockerArgs);
+  } catch (err) {
+    problems.push(`$.dockerArgs: ${(err as Error).message}`);
+  }
+  const ports = (i.ports ?? template?.ports ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)
+    .join(',');
+  problems.push(...portProblems(ports));
+  // The template's environment, with the request's variables over it.
+  const env: Record<string, string> = { ...((template?.env ?? {}) as Record<string, string>) };
+  const given = new Set<string>();
+  for (const { key, value } of i.env ?? []) {
+    if (given.has(key)) problems.push(`$.env: key '${key}' is given twice`);
+    given.add(key);
+    env[key] = value;
+  }
+  problems.push(...envProblems(env));
+  const registryId = i.containerRegistryAuthId !== undefined ? i.containerRegistryAuthId || null : (template?.registryId ?? null);
+  if (registryId) {
+    const registry = await ctx.db.registryCredential.findFirst({ where: { id: registryId, accountId: principal.accountId }, select: { id: true } });
+    if (!registry) problems.push(`$.containerRegistryAuthId: no registry credential '${registryId}'`);
+  }
+  if (i.networkVolumeId) problems.push('$.networkVolumeId: network volumes cannot be attached to pods yet');
+  const gpuCount = i.gpuCount ?? 1;
+  const gpuTypeId = i.gpuTypeId ?? null;
+  problems.push(...(await gpuProblems(ctx, gpuTypeId, gpuCount)));
+  if (problems.length > 0) throw validationFailed(problems);
+
+  const id = newId();
+  const name = i.name ?? `pod-${id}`;
+  try {
+    await ctx.db.pod.create({
+      data: {
+        id,
+        accountId: principal.accountId,
+        name,
+        imageName: imageName!,
+        dockerArgs,
+        containerDiskInGb: i.containerDiskInGb ?? template?.containerDiskInGb ?? 10,
+        volumeInGb: i.volumeInGb ?? template?.volumeInGb ?? 0,
+        env,
+        ports,
+        gpuTypeId,
+        gpuCount,
+        templateId: template?.id ?? null,
+        registryId,
+        desiredStatus: 'RUNNING',
+      },
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new DomainError('conflict', `a pod named '${name}' already exists`);
+    throw err;
+  }
+  try {
+    await tellWorkflow(ctx, id);
+  } catch {
+    // Nothing was promised yet: no pod rather than one that nothing runs.
+    await ctx.db.pod.deleteMany({ where: { id } });
+    throw new DomainError('unavailable', 'the pod could not be handed to its workflow (Temporal did not answer in time); nothing was created, try again');
+  }
+  return podRecord(await findPod(ctx, principal, id));
+}
+
+/** GraphQL `podStop`: the container goes, the pod stays (EXITED) and can be resumed. */
+export async function stopPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const { podId } = validate(PodIdInputSchema, input);
+  await findPod(ctx, principal, podId);
+  await ctx.db.pod.updateMany({ where: { id: podId, desiredStatus: 'RUNNING' }, data: { desiredStatus: 'EXITED' } });
+  try {
+    await tellWorkflow(ctx, podId);
+  } catch {
+    throw notTold();
+  }
+  return podRecord(await findPod(ctx, principal, podId));
+}
+
+/** GraphQL `podResume`: RUNNING again on a new worker, optionally with another GPU count. */
+export async function resumePod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const { podId, gpuCount } = validate(PodResumeInputSchema, input);
+  const pod = await findPod(ctx, principal, podId);
+  if (gpuCount !== undefined && gpuCount !== pod.gpuCount) {
+    if (pod.desiredStatus === 'RUNNING') throw new DomainError('bad_request', `the pod is running with ${pod.gpuCount} GPUs; stop it before resuming it with another gpuCount`);
+    const problems = await gpuProblems(ctx, pod.gpuTypeId, gpuCount);
+    if (problems.length > 0) throw validationFailed(problems);
+  }
+  await ctx.db.pod.updateMany({
+    where: { id: podId, desiredStatus: { not: 'TERMINATED' } },
+    data: { desiredStatus: 'RUNNING', ...(gpuCount !== undefined ? { gpuCount } : {}) },
+  });
+  try {
+    await tellWorkflow(ctx, podId);
+  } catch {
+    throw notTold();
+  }
+  return podRecord(await findPod(ctx, principal, podId));
+}
+
+/**
+ * GraphQL `podTerminate`: the pod is gone for its owner at once (not found from now on; its name is
+ * free again); its workflow removes the container and then the row.
+ */
+export async function terminatePod(ctx: DomainContext, principal: Principal, input: unknown): Promise<void> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const { podId } = validate(PodIdInputSchema, input);
+  await findPod(ctx, principal, podId);
+  // The row stays until the container is gone; renamed so that the name can be used again meanwhile.
+  await ctx.db.pod.updateMany({ where: { id: podId, desiredStatus: { not: 'TERMINATED' } }, data: { desiredStatus: 'TERMINATED', name: `${podId}~terminated` } });
+  try {
+    await tellWorkflow(ctx, podId);
+  } catch {
+    throw new DomainError('unavailable', 'the pod is terminated, but its workflow did not answer in time; it removes the container at its next check (within a minute of Temporal answering again)');
+  }
+}
+
+/** GraphQL `pod(input: {podId})`. */
+export async function getPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+  requireScope(principal, 'READ');
+  requireAccountWide(principal);
+  const { podId } = validate(PodIdInputSchema, input);
+  return podRecord(await findPod(ctx, principal, podId));
+}
+
+/** GraphQL `myself { pods }`. */
+export async function listPods(ctx: DomainContext, principal: Principal): Promise<PodRecord[]> {
+  requireScope(principal, 'READ');
+  requireAccountWide(principal);
+  const rows = await ctx.db.pod.findMany({ where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers, orderBy: { createdAt: 'asc' } });
+  const now = Date.now();
+  return rows.map((r) => podRecord(r, now));
+}
