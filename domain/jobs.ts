@@ -8,7 +8,6 @@
  * are coalesced into one signal-with-start, so a fast job costs its workflow one task.
  */
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { Type, type Static } from 'typebox';
 import type { JobWorkflowInput } from '../workflows/job.ts';
 import { jobChanged, jobWorkflowId, recheckJob } from '../workflows/job.ts';
@@ -250,13 +249,13 @@ export class WorkflowSignals {
   private timerAt = Infinity;
   private inFlight = 0;
   private closed = false;
-  /** Cancels sends still in flight when closing gives up on them (the connection closes next). */
-  private readonly abort = (() => {
-    const ac = new AbortController();
-    // Every send in flight listens on it.
-    setMaxListeners(0, ac.signal);
-    return ac;
-  })();
+  /**
+   * Cancels sends still in flight when closing gives up on them (the connection closes next). One
+   * controller per send, dropped with it: a call's abort listener stays on its signal, so one shared
+   * signal would keep every send ever made alive.
+   */
+  private readonly sends = new Set<AbortController>();
+  private aborted = false;
   private idle: Array<() => void> = [];
   /** Most signals in flight at once; the rest wait (and coalesce further). */
   static readonly MAX_IN_FLIGHT = 64;
@@ -307,7 +306,7 @@ export class WorkflowSignals {
   }
 
   private schedule(at: number): void {
-    if (at >= this.timerAt || this.abort.signal.aborted) return;
+    if (at >= this.timerAt || this.aborted) return;
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
     this.timer = setTimeout(() => {
@@ -335,7 +334,7 @@ export class WorkflowSignals {
           else if (p.kind === 'recheck' && p.seq !== undefined) this.finalSent(jobId, p.seq);
         })
         .catch((err: unknown) => {
-          if (this.abort.signal.aborted) return;
+          if (this.aborted) return;
           p.attempts++;
           if (p.attempts === 3) this.log('warn', `signal to workflow job:${jobId} failed ${p.attempts} times; still trying`, err);
           // Put it back unless a newer state took its place meanwhile.
@@ -357,11 +356,17 @@ export class WorkflowSignals {
       args: [{ jobId, lostAfterMs: this.settings.lostAfterMs }] as [JobWorkflowInput],
     };
     const snapshot = p.snapshot;
-    await this.ctx.temporal.withAbortSignal(this.abort.signal, () =>
-      p.kind === 'recheck' || !snapshot
-        ? this.ctx.temporal.workflow.signalWithStart('jobWorkflow', { ...common, signal: recheckJob, signalArgs: [] })
-        : this.ctx.temporal.workflow.signalWithStart('jobWorkflow', { ...common, signal: jobChanged, signalArgs: [snapshot] }),
-    );
+    const abort = new AbortController();
+    this.sends.add(abort);
+    try {
+      await this.ctx.temporal.withAbortSignal(abort.signal, () =>
+        p.kind === 'recheck' || !snapshot
+          ? this.ctx.temporal.workflow.signalWithStart('jobWorkflow', { ...common, signal: recheckJob, signalArgs: [] })
+          : this.ctx.temporal.workflow.signalWithStart('jobWorkflow', { ...common, signal: jobChanged, signalArgs: [snapshot] }),
+      );
+    } finally {
+      this.sends.delete(abort);
+    }
   }
 
   /** Sends everything pending now and waits for it, at most `timeoutMs`. */
@@ -378,7 +383,8 @@ export class WorkflowSignals {
     const left = this.pending.size + this.inFlight;
     if (left > 0) this.log('warn', `${left} job workflow signals not sent at shutdown; the sweeps mend them`);
     if (this.timer) clearTimeout(this.timer);
-    this.abort.abort();
+    this.aborted = true;
+    for (const abort of this.sends) abort.abort();
   }
 }
 
