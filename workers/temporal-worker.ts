@@ -48,6 +48,10 @@ export async function createTemporalWorker(opts: TemporalWorkerOptions): Promise
     taskQueue: opts.taskQueue,
     workflowBundle: await workflowBundle(),
     activities: createActivities({ db: opts.db, ctx: opts.ctx }),
+    // Every queued job is a running workflow: the SDK's default cache (sized from the heap limit,
+    // thousands) made the process grow with the queue. Evicted workflows are replayed when they
+    // next get a task; a job's history is a few events.
+    maxCachedWorkflows: 500,
   });
   return { worker, connection };
 }
