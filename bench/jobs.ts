@@ -2,15 +2,15 @@
  * The job path under load: runsync overhead, sustained throughput with one Temporal workflow per job,
  * the same handler called directly over HTTP, and take latency and memory against a 10,000-job queue.
  *
- *   node --import tsx bench/jobs.ts [--seconds 30] [--workers 8] [--concurrency 64] [--only a,b]
+ *   node --expose-gc --import tsx bench/jobs.ts [--seconds 30] [--workers 8] [--concurrency 64] [--only a,b]
  *
- * One process runs the platform (API + Temporal worker, as `npm start` does) on an embedded
- * PostgreSQL and a Temporal dev server with its SQLite file, all started here; a second process
- * (this file with --load) plays the workers (a handler that returns at once) and the clients, so the
- * platform's process is measured alone. CPU seconds per process are read from /proc.
+ * This process runs the API (GANTRY_ROLE=api) on an embedded PostgreSQL and a Temporal dev server
+ * with its SQLite file, all started here; the Temporal worker runs in its own process
+ * (GANTRY_ROLE=worker, infra/start.ts); a third process (this file with --load) plays the workers (a
+ * handler that returns at once) and the clients. CPU seconds per process are read from /proc.
  * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -255,6 +255,12 @@ function ownCpuSeconds(): number {
   return (u.user + u.system) / 1e6;
 }
 
+/** The API's heap after a full collection (run with --expose-gc), else as it stands: what it holds, not what it has touched. */
+function liveHeapMb(): number {
+  (globalThis as { gc?: () => void }).gc?.();
+  return process.memoryUsage().heapUsed / 2 ** 20;
+}
+
 function rssMb(pid: number): number {
   try {
     const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -284,21 +290,33 @@ async function main(): Promise<void> {
   const pg = await startEmbeddedPostgres(path.join(dir, 'pg'), await freePort(), log);
   const binary = resolveTemporalBinary(loadConfig());
   if (!binary) throw new Error('no Temporal CLI; run npm start or npm test once');
+  // The dev server as `npm start` runs it (an SQLite file in the data dir).
   const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: path.join(dir, 'temporal.db'), namespace: 'default' });
   const port = await freePort();
   const adminKey = `gntr_bench_${randomString(32)}`;
-  const platform = await startPlatform(
-    loadConfig({
-      PORT: String(port),
-      DATABASE_URL: pg.url,
-      TEMPORAL_ADDRESS: temporal.address,
-      GANTRY_ADMIN_API_KEY: adminKey,
-      GANTRY_DATA_DIR: path.join(dir, 'data'),
-      GANTRY_TASK_QUEUE: 'bench',
-      LOG_LEVEL: 'warn',
-    }),
-    log,
-  );
+  const common = {
+    DATABASE_URL: pg.url,
+    TEMPORAL_ADDRESS: temporal.address,
+    GANTRY_ADMIN_API_KEY: adminKey,
+    GANTRY_DATA_DIR: path.join(dir, 'data'),
+    GANTRY_TASK_QUEUE: 'bench',
+    LOG_LEVEL: 'warn',
+  };
+  // The API here (measured in this process); the Temporal worker in a process of its own, as
+  // `GANTRY_ROLE=worker npm start` runs it, so that CPU and memory are told apart.
+  const platform = await startPlatform(loadConfig({ ...common, PORT: String(port), GANTRY_ROLE: 'api' }), log);
+  const temporalWorker = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], {
+    env: { ...process.env, ...common, PORT: String(await freePort()), GANTRY_ROLE: 'worker' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let seen = '';
+    temporalWorker.stdout?.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes('Gantry is up')) resolve();
+    });
+    temporalWorker.once('exit', (code) => reject(new Error(`the Temporal worker process exited (${code})`)));
+  });
   const url = `http://127.0.0.1:${port}`;
   const created = await fetch(`${url}/v2/serverless`, {
     method: 'POST',
@@ -343,7 +361,13 @@ async function main(): Promise<void> {
     });
 
   // Where the CPU goes, per process, over one scenario.
-  const procs = { platform: () => ownCpuSeconds(), postgres: () => cpuSeconds(pgPid), temporal: () => cpuSeconds(temporalPid), load: () => cpuSeconds(load.pid as number) };
+  const procs = {
+    api: () => ownCpuSeconds(),
+    'temporal worker': () => cpuSeconds(temporalWorker.pid as number),
+    'temporal server': () => cpuSeconds(temporalPid),
+    postgres: () => cpuSeconds(pgPid),
+    load: () => cpuSeconds(load.pid as number),
+  };
   const cpuNow = (): Record<string, number> => Object.fromEntries(Object.entries(procs).map(([k, f]) => [k, f()]));
   const cpuSince = (before: Record<string, number>, secs: number): string =>
     Object.entries(cpuNow())
@@ -449,21 +473,34 @@ async function main(): Promise<void> {
       await sleep(35_000); // let the workers' long-polls run out
       const shallow = await ask<{ latency: ReturnType<typeof summary> }>('fill', { n: 300 }).then(() => ask<{ latency: ReturnType<typeof summary> }>('takeLatency', { n: 200 }));
       const rssShallow = rssMb(process.pid);
+      const heapShallow = liveHeapMb();
+      const workerRssShallow = rssMb(temporalWorker.pid as number);
       await ask('purge');
       const tFill = performance.now();
       await ask('fill', { n: depth });
       const fillSecs = (performance.now() - tFill) / 1000;
+      // Each queued job's workflow start waits in memory until Temporal takes it: let that drain so
+      // that what remains is what the queue itself costs.
+      const drainStart = performance.now();
+      while (pendingWorkflowSignals(platform.ctx) > 0 && performance.now() - drainStart < 600_000) await sleep(500);
+      const drained = (performance.now() - drainStart) / 1000;
+      await sleep(10_000); // the fill's own traffic settles (PostgreSQL, Temporal timers)
       const rssDeep = rssMb(process.pid);
+      const heapDeep = liveHeapMb();
+      const workerRssDeep = rssMb(temporalWorker.pid as number);
       const deep = await ask<{ latency: ReturnType<typeof summary> }>('takeLatency', { n: 200 });
       out(
-        `queue of ${depth}: filled at ${(depth / fillSecs).toFixed(0)}/s; take latency p50 ${f1(deep.latency.p50)} ms p99 ${f1(deep.latency.p99)} ms ` +
-          `(queue of ~100: p50 ${f1(shallow.latency.p50)} ms p99 ${f1(shallow.latency.p99)} ms); platform RSS ${rssDeep.toFixed(0)} MiB (${rssShallow.toFixed(0)} MiB with ~100 queued)`,
+        `queue of ${depth}: filled at ${(depth / fillSecs).toFixed(0)}/s (their workflows all started ${drained.toFixed(0)} s later); take latency p50 ${f1(deep.latency.p50)} ms p99 ${f1(deep.latency.p99)} ms ` +
+          `(queue of ~100: p50 ${f1(shallow.latency.p50)} ms p99 ${f1(shallow.latency.p99)} ms); ` +
+          `API: live heap ${heapDeep.toFixed(0)} MiB (${heapShallow.toFixed(0)} MiB with ~100 queued), RSS ${rssDeep.toFixed(0)} MiB (${rssShallow.toFixed(0)} MiB); RSS of the Temporal worker ${workerRssDeep.toFixed(0)} MiB (${workerRssShallow.toFixed(0)} MiB)`,
       );
       await ask('purge');
     }
   } finally {
     load.kill('SIGKILL');
     await platform.stop();
+    temporalWorker.kill('SIGTERM');
+    await new Promise((r) => (temporalWorker.exitCode !== null ? r(null) : temporalWorker.once('exit', r)));
     await temporal.stop();
     await pg.stop();
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
