@@ -15,7 +15,6 @@ import { loadConfig } from '../../infra/config.ts';
 import { startPlatform, type Platform } from '../../infra/platform.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
-import { freePort } from '../support/ports.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, until } from './orchestration-support.ts';
 
@@ -31,9 +30,12 @@ let running: { platform: Platform; url: string };
 const hostIds: string[] = [];
 const restartedSshd: ChildProcess[] = [];
 
-/** Starts the platform again on the first one's database and task queue, as a restart would. */
+/**
+ * Starts the platform again on the first one's database, task queue and port, as a restart would:
+ * running workers keep the API address they were started with (their ping and job URLs).
+ */
 async function restartGantry(): Promise<void> {
-  const port = await freePort();
+  const port = Number(new URL(running.url).port);
   const platform = await startPlatform(
     loadConfig({
       PORT: String(port),
