@@ -16,7 +16,7 @@ import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { LB_WORKER_DIR } from './lb-support.ts';
-import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, until } from './orchestration-support.ts';
+import { FAST_ORCHESTRATION, managedContainers, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
 
 const IMAGE = 'localhost/gantry-lb-worker:1';
 const repoRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -37,12 +37,7 @@ beforeAll(async () => {
   ensureTestWorkerImage(IMAGE, { appDir });
   process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
   p = await startTestPlatform();
-  const h = await call(p.url, 'POST', '/v2/hosts', {
-    key: p.adminKey,
-    body: { name: 'pod-box', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'dc-1' },
-  });
-  expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
-  hostId = h.body.id;
+  hostId = await registerTestHost(p, sshHost, 'pod-box');
 }, 600_000);
 
 afterAll(async () => {

@@ -15,7 +15,7 @@ import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { LB_WORKER_DIR, until } from './lb-support.ts';
-import { FAST_ORCHESTRATION, removeManagedContainers } from './orchestration-support.ts';
+import { FAST_ORCHESTRATION, registerTestHost, removeManagedContainers } from './orchestration-support.ts';
 
 const IMAGE = 'localhost/gantry-lb-worker:1';
 const repoRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -36,12 +36,7 @@ beforeAll(async () => {
   process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
   process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
   p = await startTestPlatform();
-  const h = await call(p.url, 'POST', '/v2/hosts', {
-    key: p.adminKey,
-    body: { name: 'lb-box', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'dc-1' },
-  });
-  expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
-  hostId = h.body.id;
+  hostId = await registerTestHost(p, sshHost, 'lb-box');
 }, 600_000);
 
 afterAll(async () => {

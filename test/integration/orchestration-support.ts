@@ -1,6 +1,9 @@
 /** Helpers shared by the orchestration tests (not a test file itself). */
 import { spawnSync } from 'node:child_process';
+import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../activities/hosts.ts';
+import type { SshTestHost } from '../../infra/ssh-test-host.ts';
+import { call, type TestPlatform } from '../support/platform.ts';
 
 /** Loops short enough for tests; production uses the defaults. */
 export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
@@ -25,6 +28,16 @@ export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
  * Polls `fn` until it returns a value. `describe`, when given, tells on a timeout what the state was
  * (a flaky wait is then diagnosable from the CI log alone).
  */
+/** Registers an SSH test host through the API (data center dc-1) and answers its id; it must come up READY. */
+export async function registerTestHost(p: TestPlatform, host: SshTestHost, name: string): Promise<string> {
+  const h = await call(p.url, 'POST', '/v2/hosts', {
+    key: p.adminKey,
+    body: { name, address: host.host, port: host.port, privateKey: host.privateKey, dataCenterId: 'dc-1' },
+  });
+  expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
+  return h.body.id as string;
+}
+
 export async function until<T>(
   what: string,
   fn: () => Promise<T | undefined | null | false>,

@@ -11,7 +11,7 @@ import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { getScalingStatus } from '../../workflows/endpoint.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { FAST_ORCHESTRATION, managedContainers, readSse, removeManagedContainers, until } from './orchestration-support.ts';
+import { FAST_ORCHESTRATION, managedContainers, readSse, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
@@ -25,12 +25,7 @@ beforeAll(async () => {
   ensureTestWorkerImage(IMAGE, { appDir });
   process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
   p = await startTestPlatform();
-  const h = await call(p.url, 'POST', '/v2/hosts', {
-    key: p.adminKey,
-    body: { name: 'box-1', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'dc-1' },
-  });
-  expect(h.body.status).toBe('READY');
-  hostId = h.body.id;
+  hostId = await registerTestHost(p, sshHost, 'box-1');
 }, 600_000);
 
 afterAll(async () => {
