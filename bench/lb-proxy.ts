@@ -9,52 +9,17 @@
  * whole platform in this process, and the test worker (test/fixtures/lb-worker) as its own process.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { newId } from '../domain/ids.ts';
-import { loadConfig } from '../infra/config.ts';
-import { startPlatform } from '../infra/platform.ts';
-import { startPostgresServer } from '../infra/postgres.ts';
-import { resolveTemporalBinary, startTemporalDevServer } from '../infra/temporal.ts';
+import { freePort, startBenchPlatform } from './support.ts';
 
 const seconds = Number(process.argv[2] ?? 10);
 const connections = Number(process.argv[3] ?? 10);
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
-
-const dir = mkdtempSync(path.join(tmpdir(), 'gantry-bench-lb-'));
-chmodSync(dir, 0o755);
-const postgres = await startPostgresServer(path.join(dir, 'pg'), await freePort());
-const binary = resolveTemporalBinary(loadConfig());
-if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
-const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: undefined, namespace: 'default' });
-
-const port = await freePort();
-const adminKey = `gntr_bench_${'k'.repeat(32)}`;
-const platform = await startPlatform(
-  loadConfig({
-    PORT: String(port),
-    DATABASE_URL: postgres.url,
-    TEMPORAL_ADDRESS: temporal.address,
-    GANTRY_ADMIN_API_KEY: adminKey,
-    GANTRY_DATA_DIR: path.join(dir, 'data'),
-    LOG_LEVEL: 'warn',
-  }),
-  () => {},
-);
-const base = `http://127.0.0.1:${port}`;
-const headers = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
+const bench = await startBenchPlatform('lb');
+const { platform, base, headers } = bench;
 
 // The worker, as its own process.
 const workerPort = await freePort();
@@ -115,7 +80,4 @@ console.log('|---|---|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
 
 workerProc.kill('SIGTERM');
-await platform.stop();
-await temporal.stop();
-await postgres.stop();
-rmSync(dir, { recursive: true, force: true });
+await bench.stop();

@@ -1,0 +1,58 @@
+/**
+ * What the HTTP benchmarks share: a whole platform in this process on its own PostgreSQL (Debian's
+ * package, as the test suite runs it) and an in-memory Temporal dev server, in a temporary directory.
+ */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../infra/config.ts';
+import { startPlatform, type Platform } from '../infra/platform.ts';
+import { startPostgresServer } from '../infra/postgres.ts';
+import { resolveTemporalBinary, startTemporalDevServer } from '../infra/temporal.ts';
+import { freePort } from '../test/support/ports.ts';
+
+export interface BenchPlatform {
+  platform: Platform;
+  /** `http://127.0.0.1:<port>` of the API. */
+  base: string;
+  adminKey: string;
+  /** The admin key and a JSON content type. */
+  headers: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+export { freePort };
+
+export async function startBenchPlatform(name: string): Promise<BenchPlatform> {
+  const dir = mkdtempSync(path.join(tmpdir(), `gantry-bench-${name}-`));
+  chmodSync(dir, 0o755);
+  const postgres = await startPostgresServer(path.join(dir, 'pg'), await freePort());
+  const binary = resolveTemporalBinary(loadConfig());
+  if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
+  const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: undefined, namespace: 'default' });
+  const port = await freePort();
+  const adminKey = `gntr_bench_${'k'.repeat(32)}`;
+  const platform = await startPlatform(
+    loadConfig({
+      PORT: String(port),
+      DATABASE_URL: postgres.url,
+      TEMPORAL_ADDRESS: temporal.address,
+      GANTRY_ADMIN_API_KEY: adminKey,
+      GANTRY_DATA_DIR: path.join(dir, 'data'),
+      LOG_LEVEL: 'warn',
+    }),
+    () => {},
+  );
+  return {
+    platform,
+    base: `http://127.0.0.1:${port}`,
+    adminKey,
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+    async stop() {
+      await platform.stop();
+      await temporal.stop();
+      await postgres.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
