@@ -7,6 +7,7 @@ import { Context, ApplicationFailure } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
+import { splitArgs } from '../domain/container-args.ts';
 import { gpuTypeId } from '../domain/gpu-pools.ts';
 import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
 import { lbEndpointLoad, lbWorkerInFlight } from '../domain/load-balancing.ts';
@@ -24,7 +25,6 @@ import {
   LABELS,
   removeContainer,
   runContainer,
-  splitArgs,
   type ContainerSpec,
 } from './containers.ts';
 import { hostHandle, recordHostKeyMismatch, type OrchestrationRuntime } from './hosts.ts';

@@ -1,9 +1,9 @@
 import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
-import { splitArgs } from '../activities/containers.ts';
 import type { Host, Pod, Template, Worker } from '../generated/prisma/client.ts';
 import { podChanged, podWorkflowId, type podWorkflow } from '../workflows/pod.ts';
 import { requireScope, type Principal } from './auth.ts';
+import { splitArgs } from './container-args.ts';
 import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from './gpu-pools.ts';
