@@ -283,57 +283,35 @@ function defined<T extends object>(value: T): Partial<T> {
 
 // ---------------------------------------------------------------- REST operations
 
+/** The REST shape (create or update) as Template columns; a `persistent: null` mount removes the volume. */
+function restFields(input: Static<typeof UpdateTemplateSchema>) {
+  const persistent = input.mounts?.persistent;
+  return defined({
+    name: input.name,
+    imageName: input.image,
+    dockerArgs: input.args,
+    containerDiskInGb: input.disk,
+    ports: input.ports?.join(','),
+    env: input.env,
+    registryId: input.registry,
+    volumeInGb: persistent === null ? 0 : persistent?.size,
+    volumeMountPath: persistent?.path,
+    isServerless: input.serverless,
+    readme: input.readme,
+  });
+}
+
 export async function createTemplate(ctx: DomainContext, principal: Principal, body: unknown): Promise<TemplateView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
-  const input = validate(CreateTemplateSchema, body);
-  const persistent = input.mounts?.persistent;
-  const row = await save(
-    ctx,
-    principal,
-    undefined,
-    defined({
-      name: input.name,
-      imageName: input.image,
-      dockerArgs: input.args,
-      containerDiskInGb: input.disk,
-      ports: input.ports?.join(','),
-      env: input.env,
-      registryId: input.registry,
-      volumeInGb: persistent?.size,
-      volumeMountPath: persistent?.path,
-      isServerless: input.serverless,
-      readme: input.readme,
-    }),
-    REST_PATHS,
-  );
+  const row = await save(ctx, principal, undefined, restFields(validate(CreateTemplateSchema, body)), REST_PATHS);
   return templateView(row);
 }
 
 export async function updateTemplate(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<TemplateView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
-  const input = validate(UpdateTemplateSchema, body);
-  const persistent = input.mounts?.persistent;
-  const row = await save(
-    ctx,
-    principal,
-    id,
-    defined({
-      name: input.name,
-      imageName: input.image,
-      dockerArgs: input.args,
-      containerDiskInGb: input.disk,
-      ports: input.ports?.join(','),
-      env: input.env,
-      registryId: input.registry,
-      volumeInGb: persistent === null ? 0 : persistent?.size,
-      volumeMountPath: persistent?.path,
-      isServerless: input.serverless,
-      readme: input.readme,
-    }),
-    REST_PATHS,
-  );
+  const row = await save(ctx, principal, id, restFields(validate(UpdateTemplateSchema, body)), REST_PATHS);
   return templateView(row);
 }
 
