@@ -5,46 +5,30 @@
  * container, terminate; validation, scopes and account isolation.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { LB_WORKER_DIR } from './lb-support.ts';
-import { FAST_ORCHESTRATION, managedContainers, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
+import type { SshTestHost } from '../../infra/ssh-test-host.ts';
+import { call, type TestPlatform } from '../support/platform.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
+import { managedContainers, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
 
-const IMAGE = 'localhost/gantry-lb-worker:1';
-const repoRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const IMAGE = LB_WORKER_IMAGE;
 const POD_FIELDS = 'id name imageName desiredStatus gpuCount env ports containerDiskInGb dockerArgs templateId machine { podHostId } runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } }';
 
+let fixture: OneHostPlatform | undefined;
 let sshHost: SshTestHost;
 let p: TestPlatform;
 let hostId: string;
-let appDir: string;
 
 beforeAll(async () => {
-  sshHost = await startSshTestHost();
-  // The image has node only: the worker's one package travels in its app directory.
-  appDir = mkdtempSync(path.join(tmpdir(), 'gantry-pod-app-'));
-  cpSync(LB_WORKER_DIR, appDir, { recursive: true });
-  mkdirSync(path.join(appDir, 'node_modules'));
-  cpSync(path.join(repoRoot, 'node_modules/ws'), path.join(appDir, 'node_modules/ws'), { recursive: true });
-  ensureTestWorkerImage(IMAGE, { appDir });
-  process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
-  p = await startTestPlatform();
-  hostId = await registerTestHost(p, sshHost, 'pod-box');
+  ensureLbWorkerImage();
+  fixture = await startOneHostPlatform('pod-box');
+  ({ p, sshHost, hostId } = fixture);
 }, 600_000);
 
 afterAll(async () => {
-  await p?.stop();
-  if (hostId) removeManagedContainers([hostId]);
-  await sshHost?.stop();
-  if (appDir) rmSync(appDir, { recursive: true, force: true });
+  await fixture?.stop();
 }, 120_000);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are arbitrary JSON

@@ -4,46 +4,28 @@
  * image, started by the platform's own workflows with PORT and PORT_HEALTH, found ready by its
  * health check, and called through the proxy.
  */
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { lbEndpointLoad } from '../../domain/load-balancing.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { LB_WORKER_DIR, until } from './lb-support.ts';
-import { FAST_ORCHESTRATION, registerTestHost, removeManagedContainers } from './orchestration-support.ts';
+import { call, type TestPlatform } from '../support/platform.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE, until } from './lb-support.ts';
+import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
 
-const IMAGE = 'localhost/gantry-lb-worker:1';
-const repoRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const IMAGE = LB_WORKER_IMAGE;
 
-let sshHost: SshTestHost;
+let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
 let hostId: string;
-let appDir: string;
 
 beforeAll(async () => {
-  sshHost = await startSshTestHost();
-  // The image has node only: the worker's one package travels in its app directory.
-  appDir = mkdtempSync(path.join(tmpdir(), 'gantry-lb-app-'));
-  cpSync(LB_WORKER_DIR, appDir, { recursive: true });
-  mkdirSync(path.join(appDir, 'node_modules'));
-  cpSync(path.join(repoRoot, 'node_modules/ws'), path.join(appDir, 'node_modules/ws'), { recursive: true });
-  ensureTestWorkerImage(IMAGE, { appDir });
-  process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
+  ensureLbWorkerImage();
   process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
-  p = await startTestPlatform();
-  hostId = await registerTestHost(p, sshHost, 'lb-box');
+  fixture = await startOneHostPlatform('lb-box');
+  ({ p, hostId } = fixture);
 }, 600_000);
 
 afterAll(async () => {
-  await p?.stop();
-  if (hostId) removeManagedContainers([hostId]);
-  await sshHost?.stop();
-  if (appDir) rmSync(appDir, { recursive: true, force: true });
+  await fixture?.stop();
 }, 120_000);
 
 describe('a load-balancing endpoint on real containers', () => {

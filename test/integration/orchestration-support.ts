@@ -2,8 +2,8 @@
 import { spawnSync } from 'node:child_process';
 import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../activities/hosts.ts';
-import type { SshTestHost } from '../../infra/ssh-test-host.ts';
-import { call, type TestPlatform } from '../support/platform.ts';
+import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 /** Loops short enough for tests; production uses the defaults. */
 export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
@@ -36,6 +36,36 @@ export async function registerTestHost(p: TestPlatform, host: SshTestHost, name:
   });
   expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
   return h.body.id as string;
+}
+
+/** A platform with fast orchestration loops and one registered SSH test host in front of this machine's Podman. */
+export interface OneHostPlatform {
+  p: TestPlatform;
+  sshHost: SshTestHost;
+  hostId: string;
+  /** Stops the platform, removes the host's containers, stops the SSH server. */
+  stop(): Promise<void>;
+}
+
+/** Starts a OneHostPlatform: set any other GANTRY_* variables the platform should read before calling. */
+export async function startOneHostPlatform(hostName: string): Promise<OneHostPlatform> {
+  const sshHost = await startSshTestHost();
+  let p: TestPlatform | undefined;
+  let hostId: string | undefined;
+  const stop = async (): Promise<void> => {
+    await p?.stop();
+    if (hostId) removeManagedContainers([hostId]);
+    await sshHost.stop();
+  };
+  try {
+    process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
+    p = await startTestPlatform();
+    hostId = await registerTestHost(p, sshHost, hostName);
+    return { p, sshHost, hostId, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }
 
 export async function until<T>(

@@ -7,31 +7,26 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { getScalingStatus } from '../../workflows/endpoint.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { FAST_ORCHESTRATION, managedContainers, readSse, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
+import { call, type TestPlatform } from '../support/platform.ts';
+import { managedContainers, type OneHostPlatform, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
 
-let sshHost: SshTestHost;
+let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
 let hostId: string;
 
 beforeAll(async () => {
-  sshHost = await startSshTestHost();
   ensureTestWorkerImage(IMAGE, { appDir });
-  process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
-  p = await startTestPlatform();
-  hostId = await registerTestHost(p, sshHost, 'box-1');
+  fixture = await startOneHostPlatform('box-1');
+  ({ p, hostId } = fixture);
 }, 600_000);
 
 afterAll(async () => {
-  await p?.stop();
-  if (hostId) removeManagedContainers([hostId]);
-  await sshHost?.stop();
+  await fixture?.stop();
 }, 120_000);
 
 async function createEndpoint(body: Record<string, unknown>): Promise<string> {
