@@ -2,7 +2,7 @@
  * The job path under load: runsync overhead, sustained throughput with one Temporal workflow per job,
  * the same handler called directly over HTTP, and take latency and memory against a 10,000-job queue.
  *
- *   node --expose-gc --import tsx bench/jobs.ts [--seconds 30] [--workers 8] [--concurrency 64] [--only a,b]
+ *   node --expose-gc --import tsx bench/jobs.ts [--seconds 30] [--workers 8] [--concurrency 64] [--pace 0] [--only a,b]
  *
  * This process runs the API (GANTRY_ROLE=api) on an embedded PostgreSQL and a Temporal dev server
  * with its SQLite file, all started here; the Temporal worker runs in its own process
@@ -11,13 +11,14 @@
  * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { cpuSeconds, loadAverage, rssMb } from './proc.ts';
 
 const self = fileURLToPath(import.meta.url);
 const { values: args } = parseArgs({
@@ -27,6 +28,8 @@ const { values: args } = parseArgs({
     workers: { type: 'string', default: '8' },
     concurrency: { type: 'string', default: '64' },
     latency: { type: 'string', default: '1000' },
+    // The latency scenario's client: back to back (0), or this many runsync calls per second.
+    pace: { type: 'string', default: '0' },
     depth: { type: 'string', default: '10000' },
     only: { type: 'string', default: 'direct,latency,throughput-run,throughput-runsync,deep-queue' },
   },
@@ -132,6 +135,8 @@ if (args.load) {
     },
     async latency(m) {
       const n = Number(m.n);
+      // 0: back to back; else one request started every 1/pace s (when the previous one has answered).
+      const intervalMs = Number(m.pace) > 0 ? 1000 / Number(m.pace) : 0;
       const lat: number[] = [];
       for (let i = 0; i < n + 50; i++) {
         const t = performance.now();
@@ -139,6 +144,8 @@ if (args.load) {
         const body = (await r.json()) as { status: string };
         if (body.status !== 'COMPLETED') throw new Error(`runsync answered ${JSON.stringify(body)}`);
         if (i >= 50) lat.push(performance.now() - t);
+        const rest = intervalMs - (performance.now() - t);
+        if (rest > 0) await sleep(rest);
       }
       return { latency: summary(lat) };
     },
@@ -226,30 +233,6 @@ if (args.load) {
 
 // ------------------------------------------------------------------ the platform process
 
-/** utime+stime of a process and all its descendants, in seconds. */
-function cpuSeconds(rootPid: number): number {
-  const tick = 100; // USER_HZ on Linux
-  const stats = new Map<number, { ppid: number; cpu: number }>();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const s = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
-      stats.set(Number(d), { ppid: Number(rest[1]), cpu: (Number(rest[11]) + Number(rest[12])) / tick });
-    } catch {
-      // gone
-    }
-  }
-  let total = 0;
-  const walk = (pid: number): void => {
-    const st = stats.get(pid);
-    if (st) total += st.cpu;
-    for (const [child, s] of stats) if (s.ppid === pid) walk(child);
-  };
-  walk(rootPid);
-  return total;
-}
-
 function ownCpuSeconds(): number {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
@@ -259,15 +242,6 @@ function ownCpuSeconds(): number {
 function liveHeapMb(): number {
   (globalThis as { gc?: () => void }).gc?.();
   return process.memoryUsage().heapUsed / 2 ** 20;
-}
-
-function rssMb(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : NaN;
-  } catch {
-    return NaN;
-  }
 }
 
 async function main(): Promise<void> {
@@ -369,9 +343,13 @@ async function main(): Promise<void> {
     load: () => cpuSeconds(load.pid as number),
   };
   const cpuNow = (): Record<string, number> => Object.fromEntries(Object.entries(procs).map(([k, f]) => [k, f()]));
-  const cpuSince = (before: Record<string, number>, secs: number): string =>
+  /** Each process's share of one core since `before`, and its CPU milliseconds per job when `jobs` is given. */
+  const cpuSince = (before: Record<string, number>, secs: number, jobs?: number): string =>
     Object.entries(cpuNow())
-      .map(([k, v]) => `${k} ${(((v - (before[k] ?? 0)) / secs) * 100).toFixed(0)}%`)
+      .map(([k, v]) => {
+        const used = v - (before[k] ?? 0);
+        return `${k} ${((used / secs) * 100).toFixed(0)}%${jobs ? ` (${((used * 1000) / jobs).toFixed(1)} ms/job)` : ''}`;
+      })
       .join(', ');
 
   const { pendingWorkflowSignals, WorkflowSignals } = await import('../domain/jobs.ts');
@@ -413,7 +391,7 @@ async function main(): Promise<void> {
     results.push(line);
     console.log(line);
   };
-  out(`# bench/jobs.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  out(`# bench/jobs.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${loadAverage()}`);
 
   try {
     if (only.has('direct')) {
@@ -426,10 +404,11 @@ async function main(): Promise<void> {
       const before = cpuNow();
       const t = performance.now();
       timings.clear();
-      const r = await ask<{ latency: ReturnType<typeof summary> }>('latency', { n: Number(args.latency) });
+      const pace = Number(args.pace);
+      const r = await ask<{ latency: ReturnType<typeof summary> }>('latency', { n: Number(args.latency), pace });
       const secs = (performance.now() - t) / 1000;
       out(
-        `runsync overhead, 1 client, ${workers} warm workers, handler returns at once: p50 ${f1(r.latency.p50)} ms, p90 ${f1(r.latency.p90)} ms, p99 ${f1(r.latency.p99)} ms, max ${f1(r.latency.max)} ms (n=${r.latency.n}); CPU ${cpuSince(before, secs)}`,
+        `runsync overhead, 1 client ${pace > 0 ? `at ${pace} jobs/s` : 'back to back'}, ${workers} warm workers, handler returns at once: p50 ${f1(r.latency.p50)} ms, p90 ${f1(r.latency.p90)} ms, p99 ${f1(r.latency.p99)} ms, max ${f1(r.latency.max)} ms (n=${r.latency.n}); CPU ${cpuSince(before, secs, r.latency.n)}`,
       );
       out(`  inside: ${timingReport()}`);
     }
@@ -446,7 +425,7 @@ async function main(): Promise<void> {
         concurrency,
       });
       const secs = (performance.now() - t) / 1000;
-      const cpu = cpuSince(before, secs);
+      const cpu = cpuSince(before, secs, r.workerJobs);
       const wfAtEnd = (await countWorkflows('Completed')) - wfBefore;
       // Drain: how long until every job's workflow has caught up?
       const drainStart = performance.now();
@@ -463,8 +442,9 @@ async function main(): Promise<void> {
         `throughput via /${mode}, ${concurrency} clients, ${workers} workers, ${seconds} s: jobs done by workers ${(r.workerJobs / secs).toFixed(0)}/s ` +
           `(per second: ${r.perSecondByWorkers.join(' ')}); client latency p50 ${f1(r.latency.p50)} ms p99 ${f1(r.latency.p99)} ms; ` +
           `job workflows completed during the run ${(wfAtEnd / secs).toFixed(0)}/s, all ${wfDone} done ${drain.toFixed(1)} s after the load stopped ` +
-          `(sustained with one workflow per job: ${(wfDone / (secs + drain)).toFixed(0)} jobs/s; most signals waiting ${maxBacklog}); CPU ${cpu}`,
+          `(sustained with one workflow per job: ${(wfDone / (secs + drain)).toFixed(0)} jobs/s; most signals waiting ${maxBacklog}); CPU during the load ${cpu}`,
       );
+      out(`  CPU over the load and the drain, per job workflow completed: ${cpuSince(before, secs + drain, wfDone)}`);
       out(`  inside: ${timingReport()}`);
     }
     if (only.has('deep-queue')) {

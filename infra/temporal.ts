@@ -11,6 +11,8 @@ export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.
 export interface RunningTemporal {
   address: string;
   uiUrl: string | undefined;
+  /** The dev server's process, where this process started one. */
+  pid?: number;
   stop(): Promise<void>;
 }
 
@@ -95,6 +97,8 @@ export interface DevServerOptions {
   /** SQLite file; undefined keeps state in memory (tests). */
   dbFile: string | undefined;
   namespace: string;
+  /** More `start-dev` flags (benchmarks try dynamic config values with these). */
+  extraArgs?: string[];
 }
 
 /** Starts `temporal server start-dev` as a child process and waits for it. */
@@ -112,6 +116,7 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   }
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
+  args.push(...(opts.extraArgs ?? []));
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   if (pidFile && child.pid) writeFileSync(pidFile, String(child.pid));
   const address = `127.0.0.1:${opts.port}`;
@@ -124,6 +129,7 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   return {
     address,
     uiUrl: opts.uiPort ? `http://127.0.0.1:${opts.uiPort}` : undefined,
+    pid: child.pid,
     stop: () => stopChild(child),
   };
 }
