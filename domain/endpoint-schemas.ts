@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { SHELL_WORDS } from './validation.ts';
 
 /** Schemas of the REST Endpoint resource (spec "Endpoint", "Sub-objects and enumerations"). */
 
@@ -33,7 +34,7 @@ export const ScalingSchema = Type.Object(
 /** The shared container configuration (templates, pods, endpoints): changing it makes a new release. */
 const containerFields = {
   image: Type.String({ minLength: 1 }),
-  args: Type.Optional(Type.String()),
+  args: Type.Optional(Type.String(SHELL_WORDS)),
   disk: Type.Optional(Type.Integer({ minimum: 1, description: 'container disk in GB' })),
   ports: Type.Optional(Type.Array(Port)),
   env: Type.Optional(Type.Record(Type.String(), Type.String())),

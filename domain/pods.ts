@@ -3,14 +3,13 @@ import { Type, type Static } from 'typebox';
 import type { Host, Pod, Template, Worker } from '../generated/prisma/client.ts';
 import { podChanged, podWorkflowId, type podWorkflow } from '../workflows/pod.ts';
 import { requireScope, type Principal } from './auth.ts';
-import { splitArgs } from './container-args.ts';
 import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from './gpu-pools.ts';
 import { newId } from './ids.ts';
 import { gpuRate, priceTable } from './pricing.ts';
 import { isUniqueViolation, requireAccountWide } from './registries.ts';
-import { validate } from './validation.ts';
+import { SHELL_WORDS, validate } from './validation.ts';
 
 /**
  * Pods (GraphQL): long-running containers on a host, run by the same worker machinery as endpoint
@@ -42,7 +41,7 @@ export const PodDeployInputSchema = Type.Object(
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' })),
     imageName: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
     templateId: Type.Optional(Type.String({ minLength: 1 })),
-    dockerArgs: Type.Optional(Type.String({ maxLength: 8192 })),
+    dockerArgs: Type.Optional(Type.String({ maxLength: 8192, ...SHELL_WORDS })),
     containerDiskInGb: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
     volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
     volumeMountPath: Type.Optional(Type.String({ pattern: '^/', maxLength: 1024 })),
@@ -259,11 +258,6 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
   const imageName = i.imageName ?? template?.imageName;
   if (!imageName) problems.push("$.imageName: required (or a templateId whose template names the image)");
   const dockerArgs = i.dockerArgs ?? template?.dockerArgs ?? '';
-  try {
-    splitArgs(dockerArgs);
-  } catch (err) {
-    problems.push(`$.dockerArgs: ${(err as Error).message}`);
-  }
   const ports = (i.ports ?? template?.ports ?? '')
     .split(',')
     .map((p) => p.trim())

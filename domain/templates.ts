@@ -5,7 +5,7 @@ import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { newId } from './ids.ts';
 import { isUniqueViolation, requireAccountWide } from './registries.ts';
-import { validate } from './validation.ts';
+import { SHELL_WORDS, validate } from './validation.ts';
 
 /**
  * Templates: named container configurations (image, args, disk, ports, env, registry, volume) that
@@ -32,7 +32,7 @@ const PersistentMountSchema = Type.Object(
 
 const templateBodyFields = {
   image: Type.String({ minLength: 1, maxLength: 1024, description: 'container image reference' }),
-  args: Type.String({ maxLength: 8192, description: "overrides the image's start command; empty keeps the image's own" }),
+  args: Type.String({ maxLength: 8192, ...SHELL_WORDS, description: "overrides the image's start command; empty keeps the image's own" }),
   disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
   ports: Type.Array(PortSchema, { maxItems: 64 }),
   env: EnvSchema,

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { Static, TSchema } from 'typebox';
+import { splitArgs } from './container-args.ts';
 import { validationFailed } from './errors.ts';
 
 /**
@@ -9,6 +10,26 @@ import { validationFailed } from './errors.ts';
  */
 export const ajv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false });
 addFormats.default(ajv);
+
+/**
+ * `{"x-shell-words": true}` on a string: it must split into words as a POSIX shell would (container
+ * `args`), so a stray quote is refused when it is written, not when a worker's container fails to start.
+ */
+export const SHELL_WORDS = { 'x-shell-words': true } as const;
+ajv.addKeyword({
+  keyword: 'x-shell-words',
+  type: 'string',
+  errors: true,
+  validate: function shellWords(this: unknown, _schema: unknown, data: string): boolean {
+    try {
+      splitArgs(data);
+      return true;
+    } catch (err) {
+      (shellWords as { errors?: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-shell-words', message: (err as Error).message, params: {} }];
+      return false;
+    }
+  },
+});
 
 const cache = new WeakMap<object, ValidateFunction>();
 

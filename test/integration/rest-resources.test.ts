@@ -206,6 +206,10 @@ describe('REST management resources', () => {
       problemOf(unknown, 422);
       expect(unknown.body.errors).toEqual(["$: additional properties 'imageName' not allowed"]);
 
+      const quote = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: p.adminKey, body: { args: "sh -c 'echo" } });
+      problemOf(quote, 422);
+      expect(quote.body.errors).toEqual(["$.args: unterminated ' quote in args"]);
+
       problemOf(await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: other.key, body: { name: 'stolen' } }), 404);
       problemOf(await call(p.url, 'DELETE', `/v2/templates/${b.body.id}`, { key: other.key }), 404);
       problemOf(await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: readOnlyKey, body: { name: 'ro' } }), 403);

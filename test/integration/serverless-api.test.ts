@@ -85,6 +85,16 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(unknown.body.errors).toEqual(expect.arrayContaining(["$: additional properties 'colour' not allowed", "$.workers: additional properties 'burst' not allowed"]));
     // `type` and `templateId` are not updatable fields.
     expect((await patch(ep.id, { type: 'LOAD_BALANCING' })).body.errors).toEqual(["$: additional properties 'type' not allowed"]);
+    // Container args must split into words: a stray quote is refused now, not at container start.
+    const quote = await patch(ep.id, { args: 'python handler.py --name "open' });
+    expect(quote.status).toBe(422);
+    expect(quote.body.errors).toEqual(['$.args: unterminated " quote in args']);
+    expect(await p.ctx.db.release.count({ where: { endpointId: ep.id } })).toBe(1);
+    const before = await p.ctx.db.endpoint.count();
+    const created = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: `ep-quote-${newId()}`, image: 'registry.local/app:1', args: "sh -c 'x" } });
+    expect(created.status).toBe(422);
+    expect(created.body.errors).toEqual(["$.args: unterminated ' quote in args"]);
+    expect(await p.ctx.db.endpoint.count()).toBe(before);
 
     const bad = await patch(ep.id, { disk: 0, scaling: { value: 0.4 }, workers: { min: -1 }, gpu: { pools: ['AMPERE_24'], count: 0 }, timeout: 'soon' });
     expect(bad.status).toBe(422);
