@@ -72,12 +72,14 @@ async function main(): Promise<void> {
   const concurrency = Number(args.concurrency);
 
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-bench-ceiling-'));
-  const binary = resolveTemporalBinary(loadConfig());
-  if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
   const dbFile = args.memory ? undefined : path.join(dir, 'temporal.db');
-  const temporal = args.address
-    ? { address: args.address, pid: Number(args['server-pid']), stop: async () => {} }
-    : await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile, namespace: 'default', extraArgs: (args['dynamic-config'] ?? []).flatMap((v) => ['--dynamic-config-value', v]) });
+  const startDevServer = async () => {
+    const binary = resolveTemporalBinary(loadConfig());
+    if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
+    const extraArgs = (args['dynamic-config'] ?? []).flatMap((v) => ['--dynamic-config-value', v]);
+    return startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile, namespace: 'default', extraArgs });
+  };
+  const temporal = args.address ? { address: args.address, pid: Number(args['server-pid']), stop: async () => {} } : await startDevServer();
   const serverPid = temporal.pid as number;
   const call = String(args.call);
   if (!['signal-with-start', 'start', 'eager'].includes(call)) throw new Error(`--call: signal-with-start, start or eager, not ${call}`);
@@ -117,7 +119,8 @@ async function main(): Promise<void> {
     console.log(`${args.address ? `Temporal server at ${args.address}` : `dev server state: ${dbFile ? 'SQLite file, WAL, synchronous=normal' : 'in memory'}`}; ${concurrency} concurrent calls (${call}) for ${seconds} s`);
 
     const cpu = { server: () => cpuSeconds(serverPid), worker: () => (worker ? cpuSeconds(worker.pid as number) : 0), client: () => process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 };
-    const cpu0 = { server: cpu.server(), worker: cpu.worker(), client: cpu.client() };
+    const cpuNow = () => ({ server: cpu.server(), worker: cpu.worker(), client: cpu.client() });
+    const cpu0 = cpuNow();
     const latencies: number[] = [];
     let sent = 0;
     let next = 0;
@@ -143,7 +146,7 @@ async function main(): Promise<void> {
     await Promise.all(loops);
     const loadMs = Date.now() - start;
     const completedInLoad = await completedCount();
-    const cpu1 = { server: cpu.server(), worker: cpu.worker(), client: cpu.client() };
+    const cpu1 = cpuNow();
     // Then let the backlog drain.
     let completed = completedInLoad;
     const drainUntil = Date.now() + 120_000;
@@ -159,7 +162,7 @@ async function main(): Promise<void> {
     const perJob = (k: keyof typeof cpu0): string => `${(((cpu1[k] - cpu0[k]) * 1000) / Math.max(1, sent)).toFixed(2)} ms`;
     const share = (k: keyof typeof cpu0): string => `${(((cpu1[k] - cpu0[k]) * 100000) / loadMs).toFixed(0)}%`;
     console.log(`CPU during the load (share of one core; per job sent): server ${share('server')} (${perJob('server')}), worker ${share('worker')} (${perJob('worker')}), client ${share('client')}${call === 'eager' ? ' (the worker included)' : ''} (${perJob('client')})`);
-    const cpu2 = { server: cpu.server(), worker: cpu.worker(), client: cpu.client() };
+    const cpu2 = cpuNow();
     const whole = (k: keyof typeof cpu0): string => `${(((cpu2[k] - cpu0[k]) * 1000) / Math.max(1, completed)).toFixed(1)} ms`;
     console.log(`CPU per completed job workflow over the load and the drain: server ${whole('server')}, worker ${whole('worker')}, client ${whole('client')}`);
     await closeConnection();
