@@ -169,13 +169,22 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
       diskGb: labels['gantry.io/disk-quota'] === 'true' ? pod.containerDiskInGb : undefined,
     };
-    await db.worker.update({ where: { id: w.id }, data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() } });
+    return runWorkerContainer(w.id, w.hostId, h, spec, 'waiting for the container to run');
+  }
+
+  /**
+   * Marks the worker INITIALIZING, runs its container and records it. SSH trouble and a name already
+   * in use (an earlier attempt got further than it knew; the retry inspects and adopts) are thrown as
+   * they are, for the activity's retry; any other failure ends the start.
+   */
+  async function runWorkerContainer(workerId: string, hostId: string, h: Awaited<ReturnType<typeof hostHandle>>, spec: ContainerSpec, waitingFor: string) {
+    await db.worker.update({ where: { id: workerId }, data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() } });
     try {
       const containerId = await runContainer(rt.pool, h, spec);
-      await db.worker.update({ where: { id: w.id }, data: { containerId, containerName: name, statusReason: 'waiting for the container to run' } });
+      await db.worker.update({ where: { id: workerId }, data: { containerId, containerName: spec.name, statusReason: waitingFor } });
       return { containerId, adopted: false };
     } catch (err) {
-      const ssh = await sshTrouble(w.hostId, err);
+      const ssh = await sshTrouble(hostId, err);
       if (ssh || (err instanceof Error && /already in use|Conflict/i.test(err.message))) throw err;
       throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'StartFailed');
     }
@@ -432,17 +441,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         ...(e.cpuFlavorId && e.cpuVcpuCount ? { cpus: e.cpuVcpuCount } : {}),
         ...(e.cpuFlavorId && e.cpuMemoryGb ? { memoryGb: e.cpuMemoryGb } : {}),
       };
-      await db.worker.update({ where: { id: workerId }, data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() } });
-      try {
-        const containerId = await runContainer(rt.pool, h, spec);
-        await db.worker.update({ where: { id: workerId }, data: { containerId, containerName: name, statusReason: 'waiting for the worker to ask for a job' } });
-        return { containerId, adopted: false };
-      } catch (err) {
-        const ssh = await sshTrouble(w.hostId, err);
-        // A name in use: an earlier attempt got further than it knew; the retry inspects and adopts.
-        if (ssh || (err instanceof Error && /already in use|Conflict/i.test(err.message))) throw err;
-        throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'StartFailed');
-      }
+      return runWorkerContainer(workerId, w.hostId, h, spec, 'waiting for the worker to ask for a job');
     },
 
     /**

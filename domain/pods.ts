@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
-import type { Host, Pod, Template, Worker } from '../generated/prisma/client.ts';
+import type { Host, Pod, Prisma, Template, Worker } from '../generated/prisma/client.ts';
 import { podChanged, podWorkflowId, type podWorkflow } from '../workflows/pod.ts';
 import { requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
@@ -238,8 +238,22 @@ async function tellWorkflow(ctx: DomainContext, podId: string): Promise<void> {
   );
 }
 
-const notTold = (): DomainError =>
-  new DomainError('unavailable', 'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it');
+/** Saves a change of what the pod should be (where its row still matches `where`), tells its workflow, and answers the pod. */
+async function changePod(
+  ctx: DomainContext,
+  principal: Principal,
+  podId: string,
+  where: Prisma.PodWhereInput,
+  data: Prisma.PodUpdateManyMutationInput,
+): Promise<PodRecord> {
+  await ctx.db.pod.updateMany({ where: { id: podId, ...where }, data });
+  try {
+    await tellWorkflow(ctx, podId);
+  } catch {
+    throw new DomainError('unavailable', 'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it');
+  }
+  return podRecord(await findPod(ctx, principal, podId));
+}
 
 // ---------------------------------------------------------------- operations
 
@@ -325,13 +339,7 @@ export async function stopPod(ctx: DomainContext, principal: Principal, input: u
   requireAccountWide(principal);
   const { podId } = validate(PodIdInputSchema, input);
   await findPod(ctx, principal, podId);
-  await ctx.db.pod.updateMany({ where: { id: podId, desiredStatus: 'RUNNING' }, data: { desiredStatus: 'EXITED' } });
-  try {
-    await tellWorkflow(ctx, podId);
-  } catch {
-    throw notTold();
-  }
-  return podRecord(await findPod(ctx, principal, podId));
+  return changePod(ctx, principal, podId, { desiredStatus: 'RUNNING' }, { desiredStatus: 'EXITED' });
 }
 
 /** GraphQL `podResume`: RUNNING again on a new worker, optionally with another GPU count. */
@@ -345,16 +353,7 @@ export async function resumePod(ctx: DomainContext, principal: Principal, input:
     const problems = await gpuProblems(ctx, pod.gpuTypeId, gpuCount);
     if (problems.length > 0) throw validationFailed(problems);
   }
-  await ctx.db.pod.updateMany({
-    where: { id: podId, desiredStatus: { not: 'TERMINATED' } },
-    data: { desiredStatus: 'RUNNING', ...(gpuCount !== undefined ? { gpuCount } : {}) },
-  });
-  try {
-    await tellWorkflow(ctx, podId);
-  } catch {
-    throw notTold();
-  }
-  return podRecord(await findPod(ctx, principal, podId));
+  return changePod(ctx, principal, podId, { desiredStatus: { not: 'TERMINATED' } }, { desiredStatus: 'RUNNING', ...(gpuCount !== undefined ? { gpuCount } : {}) });
 }
 
 /**
