@@ -19,6 +19,7 @@ import { hostname } from 'node:os';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
 import type { FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Agent, type Dispatcher } from 'undici';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
@@ -50,6 +51,8 @@ interface LbRequestState {
   release: () => void;
   routing: Routing;
   attempts: number;
+  /** Aborts when the client hangs up before the answer; the request to the worker is then dropped too. */
+  hangup: AbortSignal;
 }
 
 declare module 'fastify' {
@@ -72,6 +75,11 @@ const RESIGNAL_MS = 30_000;
 /** Requests without a body are tried on another worker when theirs cannot be reached. */
 const MAX_ATTEMPTS = 3;
 const CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * Carries a request's hang-up signal from rewriteRequestHeaders to the dispatcher (reply-from has no
+ * per-request signal of its own); a symbol key, so it is never sent as a header.
+ */
+const HANGUP = Symbol('client hang-up');
 
 /** The wildcard DNS domain of load-balancing hosts, normalized as loadBalancerBaseUrl does. */
 export function lbDomain(env: NodeJS.ProcessEnv = process.env): string | undefined {
@@ -392,6 +400,21 @@ function hangupSignal(reply: FastifyReply): AbortSignal {
   return ac.signal;
 }
 
+/**
+ * The dispatcher under reply-from: an undici Agent whose request is aborted when its client hangs up,
+ * so that the worker sees its connection close and can stop, instead of computing (say, for minutes
+ * on a GPU) an answer nobody reads.
+ */
+function hangupAwareDispatcher(): { request: Dispatcher['request']; destroy: () => Promise<void> } {
+  const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS } });
+  const request = (options: Dispatcher.RequestOptions, callback: (err: Error | null, data: Dispatcher.ResponseData) => void): void => {
+    const { [HANGUP]: hangup, ...headers } = (options.headers ?? {}) as Record<string | symbol, unknown>;
+    const signal = hangup instanceof AbortSignal ? hangup : undefined;
+    agent.request({ ...options, headers: headers as Dispatcher.RequestOptions['headers'], signal }, callback);
+  };
+  return { request: request as Dispatcher['request'], destroy: () => agent.destroy() };
+}
+
 function upstreamErrorProblem(request: ProxiedRequest, error: Error): { status: number; detail: string; unreachable: boolean } {
   const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
   const code = e.cause?.code ?? e.code ?? '';
@@ -431,12 +454,13 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
       const principal = await authenticateLbCall(ctx.db, bearerToken(request));
       const endpoint = await authorizeLbCall(ctx, principal, endpointId);
       const started = Date.now();
-      const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangupSignal(reply));
+      const hangup = hangupSignal(reply);
+      const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangup);
       if (!got) {
         reply.header('retry-after', '5');
         throw new DomainError('unavailable', `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`);
       }
-      request.lb = { endpoint, worker: got.worker, release: got.release, routing, attempts: 1 };
+      request.lb = { endpoint, worker: got.worker, release: got.release, routing, attempts: 1, hangup };
       // Counted until the answer is sent or the connection (for a WebSocket, the whole session) ends.
       reply.raw.once('close', () => request.lb?.release());
     });
@@ -448,6 +472,12 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
         getUpstream: () => lb.worker.origin,
         timeout: lb.endpoint.timeoutMs,
         onError: (r, { error }) => {
+          if (lb.hangup.aborted) {
+            // Nobody reads the answer; 499 (as nginx logs it) keeps this out of the worker's error counts.
+            request.log.info({ workerId: lb.worker.id }, 'client hung up before the worker answered; request to the worker dropped');
+            void sendProblem(r as unknown as FastifyReply, problem(499, 'the client closed the connection before the worker answered'));
+            return;
+          }
           const p = upstreamErrorProblem(request, error);
           if (p.unreachable) {
             balancer.health.reportUnreachable(lb.worker.id, p.detail);
@@ -469,16 +499,16 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
     };
 
     const proxyOptions = (routing: Routing): FastifyHttpProxyOptions & { websocket: true } => ({
+      undici: hangupAwareDispatcher(),
       upstream: '',
       websocket: true as const,
       config: { lbRouting: routing },
       disableRequestLogging: true,
       // Worker redirects keep their own paths; see rewriteHeaders for the path-routed prefix.
       internalRewriteLocationHeader: false,
-      undici: { connect: { timeout: CONNECT_TIMEOUT_MS } },
       replyOptions: {
         getUpstream: (request) => request.lb?.worker.origin ?? 'http://127.0.0.1:9',
-        rewriteRequestHeaders: (request, headers) => forwardedHeaders(request, headers),
+        rewriteRequestHeaders: (request, headers) => ({ ...forwardedHeaders(request, headers), [HANGUP]: request.lb?.hangup }),
         rewriteHeaders: (headers, request) => {
           // A redirect to a path of the worker stays under the endpoint's prefix.
           const location = headers.location;

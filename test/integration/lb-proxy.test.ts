@@ -53,7 +53,7 @@ async function endpointWithWorkers(name: string, names: string[], extra: Record<
   return { endpointId, base: `${p.url}/lb/${endpointId}`, procs, ids };
 }
 
-const stats = async (w: LbWorkerProcess): Promise<{ served: number; maxInFlight: number }> => (await fetch(`http://127.0.0.1:${w.port}/stats`)).json() as never;
+const stats = async (w: LbWorkerProcess): Promise<{ served: number; inFlight: number; maxInFlight: number }> => (await fetch(`http://127.0.0.1:${w.port}/stats`)).json() as never;
 
 function expectProblem(r: { status: number; headers: Headers | http.IncomingHttpHeaders; body?: unknown }, status: number, detail: RegExp): void {
   const type = r.headers instanceof Headers ? r.headers.get('content-type') : r.headers['content-type'];
@@ -138,6 +138,19 @@ describe('HTTP through the proxy', () => {
     const r = await call(base, 'GET', '/slow?ms=2500', { key: p.adminKey });
     expectProblem(r, 504, /did not answer within the endpoint's timeout of 1000 ms/);
     expect(Date.now() - started).toBeLessThan(2400);
+  });
+
+  it('drops the request to the worker when the client hangs up, so that the worker can stop working on it', async () => {
+    const { base, procs } = await endpointWithWorkers('hangup', ['w-hangup']);
+    const w = procs[0]!;
+    const req = http.request(`${base}/slow?ms=6000`, { headers: { authorization: `Bearer ${p.adminKey}` } });
+    req.on('error', () => {}); // the hang-up below
+    req.end();
+    await until('the worker to be working on the request', async () => (await stats(w)).inFlight === 1);
+    const hungUp = Date.now();
+    req.destroy();
+    await until('the worker to see its connection close', async () => (await stats(w)).inFlight === 0, 5000);
+    expect(Date.now() - hungUp).toBeLessThan(3000);
   });
 
   it('streams response and request bodies through without buffering them', async () => {
