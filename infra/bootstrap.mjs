@@ -2,6 +2,7 @@
 // The two README commands. Plain JavaScript with no dependencies, because it runs before `npm ci`:
 //   npm start -> install what is missing, generate the Prisma client, run infra/start.ts
 //   npm test  -> the same, plus a PostgreSQL server for the suite, then vitest
+// and `npm run prisma:generate` -> regenerate the Prisma client now (after editing the schema).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -33,9 +34,9 @@ function ensureDependencies() {
 }
 
 /** The Prisma client is generated code (not committed); regenerate when the schema is newer. */
-function ensurePrismaClient() {
+function ensurePrismaClient(force = false) {
   const generated = path.join(root, 'generated', 'prisma', 'client.ts');
-  if (mtime(generated) >= mtime(path.join(root, 'prisma', 'schema.prisma'))) return;
+  if (!force && mtime(generated) >= mtime(path.join(root, 'prisma', 'schema.prisma'))) return;
   say('generating the Prisma client...');
   // `prisma generate` needs no schema engine, but the CLI wants one configured; any executable will do.
   run(path.join(root, 'node_modules', '.bin', 'prisma'), ['generate'], {
@@ -58,7 +59,7 @@ function ensurePostgresServer() {
 
 const command = process.argv[2];
 ensureDependencies();
-ensurePrismaClient();
+ensurePrismaClient(command === 'generate');
 if (command === 'start') {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'infra', 'start.ts')], { cwd: root, stdio: 'inherit' });
   // Forward stop signals so the platform shuts down gracefully whichever process receives them.
@@ -68,7 +69,7 @@ if (command === 'start') {
   ensurePostgresServer();
   const r = spawnSync(path.join(root, 'node_modules', '.bin', 'vitest'), ['run', ...process.argv.slice(3)], { cwd: root, stdio: 'inherit' });
   process.exit(r.status ?? 1);
-} else {
-  say('usage: bootstrap.mjs start|test');
+} else if (command !== 'generate') {
+  say('usage: bootstrap.mjs start|test|generate');
   process.exit(2);
 }
