@@ -48,6 +48,8 @@ export interface ContainerSpec {
   /** CPU endpoints' flavor: vCPUs and memory the container may use. */
   cpus?: number;
   memoryGb?: number;
+  /** Named volumes (created on first use, kept when the container goes) and where they are mounted. */
+  volumes?: Array<{ name: string; path: string }>;
 }
 
 /** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`). */
@@ -94,6 +96,7 @@ export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
   if (spec.diskGb !== undefined) args.push('--storage-opt', `size=${spec.diskGb}G`);
   if (spec.cpus !== undefined) args.push('--cpus', String(spec.cpus));
   if (spec.memoryGb !== undefined) args.push('--memory', `${spec.memoryGb}g`);
+  for (const v of spec.volumes ?? []) args.push('--mount', `type=volume,source=${v.name},target=${v.path}`);
   args.push(spec.image, ...spec.args);
   return args;
 }
@@ -198,6 +201,26 @@ export async function removeContainer(pool: SshPool, h: HostHandle, name: string
   const cmd = `${h.runtime} stop --time ${Math.max(0, Math.floor(graceSec))} ${q} >/dev/null 2>&1; out=$(${h.runtime} rm --force ${q} 2>&1) || { case "$out" in *[Nn]'o such container'*) exit 0;; *) echo "$out" >&2; exit 1;; esac; }`;
   const r = await pool.exec(h.target, cmd, { timeoutMs: (graceSec + 60) * 1000 });
   if (r.code !== 0) throw failure(`removing ${name}`, r);
+}
+
+/**
+ * A pod's persistent volume: a named volume on the host that holds it. The host row's id is in the
+ * name so that a host's reconcile tells its own volumes from those of other installations.
+ */
+export const podVolumePrefix = (hostId: string): string => `gantry-pod-${hostId}-`;
+export const podVolumeName = (hostId: string, podId: string): string => `${podVolumePrefix(hostId)}${podId}`;
+
+/** Removes a named volume and its data; a missing one is fine. */
+export async function removeVolume(pool: SshPool, h: HostHandle, name: string, timeoutMs = 60_000): Promise<void> {
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'volume', 'rm', '--force', name]), { timeoutMs });
+  if (r.code !== 0) throw failure(`removing volume ${name}`, r);
+}
+
+/** Names of the host's volumes that start with the prefix. */
+export async function listVolumes(pool: SshPool, h: HostHandle, prefix: string): Promise<string[]> {
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'volume', 'ls', '--quiet']), { timeoutMs: 60_000 });
+  if (r.code !== 0) throw failure('listing volumes', r);
+  return r.stdout.split('\n').map((l) => l.trim()).filter((name) => name.startsWith(prefix));
 }
 
 export interface ManagedContainer {

@@ -8,7 +8,7 @@ import type { Db } from '../domain/db.ts';
 import type { Host } from '../generated/prisma/client.ts';
 import type { SecretBox } from '../domain/secrets.ts';
 import { probeHost, type HostProbe } from './host-probe.ts';
-import { containerNameOf, listManagedContainers, removeContainer, type HostHandle, type RuntimeName } from './containers.ts';
+import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeVolume, type HostHandle, type RuntimeName } from './containers.ts';
 import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from './ssh.ts';
 
 /** Timings of the orchestration loops; defaults suit production, tests shorten them. */
@@ -218,9 +218,10 @@ export function createHostActivities(rt: OrchestrationRuntime) {
     /**
      * Rebuilds state from container labels: a container whose worker is live on this host is
      * adopted (its id recorded); any other managed container is removed. Live workers recorded on
-     * this host whose workflow no longer runs are closed, so that they are replaced.
+     * this host whose workflow no longer runs are closed, so that they are replaced. Volumes of pods
+     * that no longer keep them here (terminated while the host was away) are removed.
      */
-    async reconcileHostContainers(hostId: string): Promise<{ adopted: string[]; removed: string[]; closed: string[] }> {
+    async reconcileHostContainers(hostId: string): Promise<{ adopted: string[]; removed: string[]; closed: string[]; removedVolumes: string[] }> {
       const h = await hostHandle(rt, hostId);
       const containers = await listManagedContainers(rt.pool, h);
       const workerIds = containers.map((c) => c.workerId).filter(Boolean);
@@ -262,7 +263,18 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         ]);
         closed.push(w.id);
       }
-      return { adopted, removed, closed };
+      const prefix = podVolumePrefix(hostId);
+      const volumes = await listVolumes(rt.pool, h, prefix);
+      const kept = new Set(
+        (await db.pod.findMany({ where: { volumeHostId: hostId, id: { in: volumes.map((v) => v.slice(prefix.length)) } }, select: { id: true } })).map((p) => p.id),
+      );
+      const removedVolumes: string[] = [];
+      for (const v of volumes) {
+        if (kept.has(v.slice(prefix.length))) continue;
+        await removeVolume(rt.pool, h, v);
+        removedVolumes.push(v);
+      }
+      return { adopted, removed, closed, removedVolumes };
     },
 
     /** Live workers placed on the host (the host workflow drains them before the host is removed). */

@@ -23,7 +23,9 @@ import {
   ensureImage,
   inspectContainer,
   LABELS,
+  podVolumeName,
   removeContainer,
+  removeVolume,
   runContainer,
   type ContainerSpec,
 } from './containers.ts';
@@ -168,6 +170,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       gpuUuids: w.gpuUuids,
       gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
       diskGb: labels['gantry.io/disk-quota'] === 'true' ? pod.containerDiskInGb : undefined,
+      volumes: pod.volumeInGb > 0 ? [{ name: podVolumeName(w.hostId, pod.id), path: pod.volumeMountPath }] : [],
     };
     return runWorkerContainer(w.id, w.hostId, h, spec, 'waiting for the container to run');
   }
@@ -263,7 +266,14 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           const worker = await tx.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, pod: true } });
           if (!worker || (!worker.endpoint && !worker.pod)) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
           if (worker.hostId && worker.status !== 'PENDING') return { placed: true, hostId: worker.hostId };
-          const hosts = await tx.host.findMany({ where: { status: 'READY' } });
+          // A pod's volume lives on one host: once it has one, the pod runs there or waits for it.
+          const volumeHostId = worker.pod?.volumeHostId ?? null;
+          const hosts = await tx.host.findMany({ where: { status: 'READY', ...(volumeHostId ? { id: volumeHostId } : {}) } });
+          if (volumeHostId && hosts.length === 0) {
+            const reason = `waiting for host ${volumeHostId}, which holds the pod's volume and is not ready`;
+            await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
+            return { placed: false, reason };
+          }
           const placed = await tx.worker.findMany({
             where: { hostId: { not: null }, status: { in: [...LIVE_STATUSES] }, id: { not: workerId } },
             select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true, pod: { select: { ports: true } } },
@@ -284,7 +294,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
             };
           });
           const request = pod
-            ? { endpointId: `pod:${pod.id}`, gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [], gpuCount: pod.gpuCount, dataCenterIds: [], avoidHostIds: options.avoidHostIds ?? [] }
+            ? { endpointId: `pod:${pod.id}`, gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [], gpuCount: pod.gpuCount, dataCenterIds: [], avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []) }
             : { endpointId: e!.id, gpuPools: e!.gpuPools, gpuCount: e!.gpuCount ?? 1, dataCenterIds: e!.dataCenterIds, avoidHostIds: options.avoidHostIds ?? [] };
           const p = placeWorker(
             request,
@@ -333,6 +343,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               containerName: containerNameOf(workerId),
             },
           });
+          if (pod && pod.volumeInGb > 0 && !volumeHostId) await tx.pod.update({ where: { id: pod.id }, data: { volumeHostId: p.hostId } });
           return { placed: true, hostId: p.hostId };
         },
         { timeout: 30_000, maxWait: 30_000 },
@@ -641,7 +652,7 @@ export type WorkerActivities = ReturnType<typeof createWorkerActivities>;
  * What a pod's workflow (workflows/pod.ts) reads and writes besides the worker activities above: a
  * pod runs one worker at a time through the same worker workflow and activities.
  */
-export function createPodActivities(rt: Pick<OrchestrationRuntime, 'db'>) {
+export function createPodActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
   return {
     /** What a pod's workflow decides on: the pod's desired state and its live workers. */
@@ -662,8 +673,20 @@ export function createPodActivities(rt: Pick<OrchestrationRuntime, 'db'>) {
       return true;
     },
 
-    /** A terminated pod's row goes once its containers have (its worker rows with it). */
+    /**
+     * A terminated pod's row goes once its containers have (its worker rows with it), its volume
+     * first. A host that cannot be reached keeps the volume; its reconcile removes it later.
+     */
     async removePodRecord(podId: string): Promise<void> {
+      const pod = await db.pod.findUnique({ where: { id: podId }, select: { desiredStatus: true, volumeHostId: true } });
+      if (pod?.desiredStatus !== 'TERMINATED') return;
+      if (pod.volumeHostId) {
+        try {
+          await removeVolume(rt.pool, await hostHandle(rt, pod.volumeHostId), podVolumeName(pod.volumeHostId, podId), 15_000);
+        } catch (err) {
+          Context.current().log.warn('the pod volume stays until its host is reconciled', { podId, hostId: pod.volumeHostId, error: String(err) });
+        }
+      }
       await db.pod.deleteMany({ where: { id: podId, desiredStatus: 'TERMINATED' } });
     },
   };

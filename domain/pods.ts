@@ -10,6 +10,7 @@ import { newId } from './ids.ts';
 import { gpuRate, priceTable } from './pricing.ts';
 import { isUniqueViolation, requireAccountWide } from './registries.ts';
 import { SHELL_WORDS, validate } from './validation.ts';
+import { MountPathSchema } from './templates.ts';
 
 /**
  * Pods (GraphQL): long-running containers on a host, run by the same worker machinery as endpoint
@@ -44,7 +45,7 @@ export const PodDeployInputSchema = Type.Object(
     dockerArgs: Type.Optional(Type.String({ maxLength: 8192, ...SHELL_WORDS })),
     containerDiskInGb: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
     volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
-    volumeMountPath: Type.Optional(Type.String({ pattern: '^/', maxLength: 1024 })),
+    volumeMountPath: Type.Optional(MountPathSchema),
     env: Type.Optional(Type.Array(EnvKeyValueSchema, { maxItems: 1000 })),
     ports: Type.Optional(Type.String({ maxLength: 1024 })),
     gpuTypeId: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
@@ -115,7 +116,6 @@ export interface PodRecord {
 }
 
 const LIVE = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'UNHEALTHY', 'DRAINING'] as const;
-const MOUNT_PATH = '/workspace';
 
 type PodRow = Pod & { workers: Array<Worker & { host: Host | null }> };
 
@@ -150,7 +150,7 @@ function podRecord(row: PodRow, now = Date.now()): PodRecord {
     gpuTypeId: row.gpuTypeId,
     containerDiskInGb: row.containerDiskInGb,
     volumeInGb: row.volumeInGb,
-    volumeMountPath: MOUNT_PATH,
+    volumeMountPath: row.volumeMountPath,
     templateId: row.templateId,
     containerRegistryAuthId: row.registryId,
     machineId: host?.id ?? null,
@@ -310,6 +310,7 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
         dockerArgs,
         containerDiskInGb: i.containerDiskInGb ?? template?.containerDiskInGb ?? 10,
         volumeInGb: i.volumeInGb ?? template?.volumeInGb ?? 0,
+        volumeMountPath: i.volumeMountPath ?? template?.volumeMountPath ?? '/workspace',
         env,
         ports,
         gpuTypeId,

@@ -20,7 +20,8 @@ import { SHELL_WORDS, validate } from './validation.ts';
 
 const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', description: '`port/protocol`, e.g. `8000/http`' });
 const EnvSchema = Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$' }), Type.String(), { description: 'environment variables' });
-const MountPathSchema = Type.String({ pattern: '^/', maxLength: 1024, description: 'absolute path inside the container' });
+// No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
+export const MountPathSchema = Type.String({ pattern: '^/[^,]*$', maxLength: 1024, description: 'absolute path inside the container, without commas' });
 
 const PersistentMountSchema = Type.Object(
   {

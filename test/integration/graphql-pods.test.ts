@@ -11,7 +11,7 @@ import { newId } from '../../domain/ids.ts';
 import type { SshTestHost } from '../../infra/ssh-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
-import { managedContainers, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
+import { managedContainers, podVolumes, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 const POD_FIELDS = 'id name imageName desiredStatus gpuCount env ports containerDiskInGb dockerArgs templateId machine { podHostId } runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } }';
@@ -64,6 +64,7 @@ async function runningPod(podId: string, notWorker?: string) {
   );
 }
 
+const podVolumesPrefix = () => `gantry-pod-${hostId}-`;
 const podContainers = (podId: string) => managedContainers(hostId).filter((c) => spawnSync('podman', ['inspect', '--format', '{{index .Config.Labels "gantry.pod"}}', c.id], { encoding: 'utf8' }).stdout.trim() === podId);
 
 function containerEnv(containerId: string): string[] {
@@ -157,6 +158,65 @@ describe('GraphQL pods on real containers', () => {
     expect(reused.errors).toBeUndefined();
     expect((await gql(`mutation { podTerminate(input: {podId: "${reused.data.podFindAndDeployOnDemand.id}"}) }`)).errors).toBeUndefined();
   }, 300_000);
+
+  it('keeps a pod volume across a dead container, stop and resume, on the host that holds it, and removes it with the pod', async () => {
+    const created = await deploy({ name: 'with-volume', imageName: IMAGE, gpuCount: 0, ports: '8080/http', env: [{ key: 'PORT', value: '8080' }], volumeInGb: 1, volumeMountPath: '/data' });
+    expect(created.errors, JSON.stringify(created.errors)).toBeUndefined();
+    const podId = created.data.podFindAndDeployOnDemand.id as string;
+    const volume = `${podVolumesPrefix()}${podId}`;
+    const file = async (method: 'PUT' | 'GET', pod: { runtime: { ports: Array<{ ip: string; publicPort: number }> } }, body?: string) => {
+      const port = pod.runtime.ports[0]!;
+      const r = await fetch(`http://${port.ip}:${port.publicPort}/file?path=/data/notes.txt`, { method, body });
+      return { status: r.status, body: (await r.json()) as { content?: string } };
+    };
+
+    const first = await runningPod(podId);
+    expect((await gql(`query { pod(input: {podId: "${podId}"}) { volumeInGb volumeMountPath } }`)).data.pod).toEqual({ volumeInGb: 1, volumeMountPath: '/data' });
+    expect((await p.ctx.db.pod.findUniqueOrThrow({ where: { id: podId } })).volumeHostId).toBe(hostId);
+    expect(podVolumes(hostId)).toContain(volume);
+    expect((await file('PUT', first.pod, 'written before')).status).toBe(200);
+
+    // A dead container's replacement sees the file.
+    const [container] = podContainers(podId);
+    spawnSync('podman', ['rm', '--force', '--time', '0', container!.id]);
+    const replaced = await runningPod(podId, first.pod.machine.podHostId);
+    expect((await file('GET', replaced.pod)).body.content).toBe('written before');
+
+    // So does the container after a stop and a resume.
+    expect((await gql(`mutation { podStop(input: {podId: "${podId}"}) { id } }`)).errors).toBeUndefined();
+    await until('the container gone after podStop', async () => podContainers(podId).length === 0, 60_000, 250);
+    expect(podVolumes(hostId)).toContain(volume);
+    // While the host holding the volume is away, the pod waits for it rather than starting elsewhere
+    // on an empty volume (another host row, not READY, stands in for that host here).
+    const away = await p.ctx.db.host.create({ data: { id: newId(), name: `away-${newId()}`, address: '127.0.0.1', user: 'test', dataCenterId: 'dc-1', status: 'UNREACHABLE' } });
+    await p.ctx.db.pod.update({ where: { id: podId }, data: { volumeHostId: away.id } });
+    expect((await gql(`mutation { podResume(input: {podId: "${podId}", gpuCount: 0}) { id } }`)).errors).toBeUndefined();
+    const waiting = await until('the pod waiting for the host of its volume', async () =>
+      (await p.ctx.db.worker.findMany({ where: { podId, status: 'PENDING' } })).find((w) => w.statusReason?.includes(`waiting for host ${away.id}, which holds the pod's volume`)),
+    );
+    expect(waiting.hostId).toBeNull();
+    await p.ctx.db.pod.update({ where: { id: podId }, data: { volumeHostId: hostId } });
+    await p.ctx.db.host.delete({ where: { id: away.id } });
+    const resumed = await runningPod(podId, replaced.pod.machine.podHostId);
+    expect((await file('GET', resumed.pod)).body.content).toBe('written before');
+
+    // Terminate removes the volume with the pod.
+    expect((await gql(`mutation { podTerminate(input: {podId: "${podId}"}) }`)).errors).toBeUndefined();
+    await until('the pod row gone after podTerminate', async () => (await p.ctx.db.pod.findUnique({ where: { id: podId } })) === null, 60_000, 250);
+    expect(podVolumes(hostId)).not.toContain(volume);
+  }, 300_000);
+
+  it("removes pod volumes the database no longer knows in the host's reconcile, and leaves other installations' alone", async () => {
+    const orphan = `${podVolumesPrefix()}nosuchpod${newId()}`;
+    const foreign = `gantry-pod-otherhost${newId()}-somepod`;
+    for (const v of [orphan, foreign]) expect(spawnSync('podman', ['volume', 'create', v]).status).toBe(0);
+    try {
+      await until('the orphan volume removed by a reconcile', async () => !podVolumes(hostId).includes(orphan), 60_000, 500);
+      expect(spawnSync('podman', ['volume', 'exists', foreign]).status).toBe(0);
+    } finally {
+      spawnSync('podman', ['volume', 'rm', '--force', orphan, foreign]);
+    }
+  });
 
   it('takes defaults from a template, the request overriding them', async () => {
     const t = await gql(`mutation { saveTemplate(input: {name: "pod-tpl", imageName: "${IMAGE}", dockerArgs: "node /app/index.js", containerDiskInGb: 7, ports: "8080/http", env: [{key: "PORT", value: "8080"}, {key: "FROM", value: "template"}]}) { id } }`);

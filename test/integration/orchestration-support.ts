@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../activities/hosts.ts';
+import { podVolumePrefix } from '../../activities/containers.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
@@ -110,10 +111,20 @@ export function managedContainers(hostId: string): ManagedContainerInfo[] {
     });
 }
 
+/** The host's pod volumes on this machine's Podman. */
+export function podVolumes(hostId: string): string[] {
+  const r = spawnSync('podman', ['volume', 'ls', '--quiet'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`podman volume ls failed: ${r.stderr}`);
+  return r.stdout.split('\n').filter((v) => v.startsWith(podVolumePrefix(hostId)));
+}
+
+/** Removes the hosts' containers and pod volumes. */
 export function removeManagedContainers(hostIds: string[]): void {
   for (const hostId of hostIds) {
     const ids = managedContainers(hostId).map((c) => c.id);
     if (ids.length) spawnSync('podman', ['rm', '--force', '--time', '0', ...ids]);
+    const volumes = podVolumes(hostId);
+    if (volumes.length) spawnSync('podman', ['volume', 'rm', '--force', ...volumes]);
   }
 }
 

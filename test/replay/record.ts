@@ -43,7 +43,7 @@ const orchestration: HostActivities & WorkerActivities = {
     return { status: 'READY', statusReason: null, becameReady: true };
   },
   async reconcileHostContainers() {
-    return { adopted: [], removed: [], closed: [] };
+    return { adopted: [], removed: [], closed: [], removedVolumes: [] };
   },
   async liveWorkersOnHost() {
     return [];
