@@ -7,6 +7,7 @@ import { Context, ApplicationFailure } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
+import { meterWorker } from '../domain/billing.ts';
 import { splitArgs } from '../domain/container-args.ts';
 import { gpuTypeId } from '../domain/gpu-pools.ts';
 import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
@@ -535,6 +536,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
           return { state: 'failed', reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
         }
+        await meterWorker(db, workerId);
         return { state: 'ok' };
       } catch (err) {
         const ssh = await sshTrouble(w.hostId, err);
@@ -608,6 +610,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           where: { id: workerId, status: { notIn: [...DONE_STATUSES] } },
           data: { status: outcome.status, statusReason: outcome.reason.slice(0, 4000), stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
         });
+        await meterWorker(tx, workerId);
         return { requeued };
       });
     },

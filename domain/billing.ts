@@ -2,6 +2,7 @@ import { Type, type Static } from 'typebox';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import { MIN_VCPUS } from './catalog.ts';
 import type { DomainContext } from './context.ts';
+import type { Db, Prisma } from './db.ts';
 import { DomainError } from './errors.ts';
 import { cpuRate, gpuRate, priceTable, type PriceTable } from './pricing.ts';
 import { validate } from './validation.ts';
@@ -14,6 +15,29 @@ import { validate } from './validation.ts';
  * price is multiplied by, e.g. 0.8 for 20% off) applies to serverless usage before its expiry.
  * Buckets are UTC calendar units; weeks start on Monday. Buckets without spend are left out.
  */
+
+// ---------------------------------------------------------------- metering
+
+/**
+ * Meters a worker: its one usage row (id = the worker's id) runs from its container's start to its
+ * stop, or to `now` while it runs. Written each time the worker is watched and when it ends, so
+ * spend shows while a worker runs, and stays when the worker's row goes with its pod or endpoint.
+ */
+export async function meterWorker(db: Db | Prisma.TransactionClient, workerId: string, now = new Date()): Promise<void> {
+  const w = await db.worker.findUnique({
+    where: { id: workerId },
+    select: { startedAt: true, stoppedAt: true, endpointId: true, gpuUuids: true, gpuTypeId: true, cpuFlavorId: true, endpoint: { select: { accountId: true } }, pod: { select: { accountId: true } } },
+  });
+  const accountId = w?.endpoint?.accountId ?? w?.pod?.accountId;
+  if (!w?.startedAt || !accountId) return;
+  const endedAt = w.stoppedAt ?? now;
+  const usage = { endedAt, seconds: Math.max(0, (endedAt.getTime() - w.startedAt.getTime()) / 1000) };
+  await db.usageRecord.upsert({
+    where: { id: workerId },
+    create: { id: workerId, workerId, accountId, endpointId: w.endpointId, gpuTypeId: w.gpuTypeId, gpuCount: w.gpuUuids.length, cpuFlavorId: w.cpuFlavorId, startedAt: w.startedAt, ...usage },
+    update: usage,
+  });
+}
 
 // ---------------------------------------------------------------- schemas
 

@@ -202,8 +202,20 @@ describe('GraphQL pods on real containers', () => {
 
     // Terminate removes the volume with the pod.
     expect((await gql(`mutation { podTerminate(input: {podId: "${podId}"}) }`)).errors).toBeUndefined();
+    const workerIds = (await p.ctx.db.worker.findMany({ where: { podId, startedAt: { not: null } }, select: { id: true } })).map((w) => w.id);
     await until('the pod row gone after podTerminate', async () => (await p.ctx.db.pod.findUnique({ where: { id: podId } })) === null, 60_000, 250);
     expect(podVolumes(hostId)).not.toContain(volume);
+
+    // The running time of each of its three containers stays metered (pod usage: no endpoint) after
+    // the pod and its worker rows are gone.
+    const usage = await p.ctx.db.usageRecord.findMany({ where: { workerId: { in: workerIds } } });
+    expect(workerIds).toHaveLength(3);
+    expect(usage.map((u) => u.workerId).sort()).toEqual([...workerIds].sort());
+    for (const u of usage) {
+      expect(u.endpointId).toBeNull();
+      expect(u.seconds).toBeGreaterThan(0);
+      expect(u.endedAt.getTime()).toBeGreaterThan(u.startedAt.getTime());
+    }
   }, 300_000);
 
   it("removes pod volumes the database no longer knows in the host's reconcile, and leaves other installations' alone", async () => {

@@ -141,5 +141,15 @@ describe('a load-balancing endpoint on real containers', () => {
     const stopped = await p.ctx.db.worker.findMany({ where: { endpointId } });
     expect(stopped.length).toBe(2);
     expect(stopped.every((w) => w.status === 'STOPPED')).toBe(true);
+
+    // Each worker's running time is metered, from its container's start to its stop (the 6 s
+    // requests ran on them), and the usage stays when the endpoint and its worker rows go.
+    const usage = await p.ctx.db.usageRecord.findMany({ where: { endpointId } });
+    expect(usage.map((u) => [u.workerId, u.startedAt, u.endedAt]).sort()).toEqual(stopped.map((w) => [w.id, w.startedAt, w.stoppedAt]).sort());
+    for (const u of usage) expect(u.seconds).toBeCloseTo((u.endedAt.getTime() - u.startedAt.getTime()) / 1000, 3);
+    expect(Math.min(...usage.map((u) => u.seconds))).toBeGreaterThan(6);
+    expect((await call(p.url, 'DELETE', `/v2/serverless/${endpointId}`, { key: p.adminKey })).status).toBeLessThan(300);
+    await until('the endpoint gone', async () => (await p.ctx.db.endpoint.findUnique({ where: { id: endpointId } })) === null, 60_000, 250);
+    expect(await p.ctx.db.usageRecord.count({ where: { endpointId } })).toBe(2);
   }, 240_000);
 });

@@ -1,0 +1,2 @@
+-- DropForeignKey
+ALTER TABLE "UsageRecord" DROP CONSTRAINT "UsageRecord_workerId_fkey";
