@@ -25,6 +25,8 @@ export interface OrchestrationSettings {
   watchIntervalSec: number;
   /** A ready worker that has not pinged for this long is replaced. */
   silentAfterSec: number;
+  /** A ready load-balancing worker whose health check keeps failing this long is replaced. */
+  lbUnhealthySec: number;
   /** RUNPOD_PING_INTERVAL given to workers. */
   pingIntervalMs: number;
   /** SIGTERM-to-SIGKILL grace when a container stops. */
@@ -51,6 +53,7 @@ export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
   readyPollMs: 1000,
   watchIntervalSec: 5,
   silentAfterSec: 60,
+  lbUnhealthySec: 60,
   pingIntervalMs: 10_000,
   stopGraceSec: 10,
   pullTimeoutSec: 1800,

@@ -11,7 +11,7 @@ import { meterWorker } from '../domain/billing.ts';
 import { splitArgs } from '../domain/container-args.ts';
 import { gpuTypeId } from '../domain/gpu-pools.ts';
 import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
-import { lbEndpointLoad, lbWorkerInFlight } from '../domain/load-balancing.ts';
+import { lbEndpointLoad, lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
 import { podPorts } from '../domain/pods.ts';
 import { openRegistryCredential } from '../domain/registries.ts';
@@ -134,6 +134,26 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
    * and no worker credential. Idempotent as startWorkerContainer is.
    */
   type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
+
+  /**
+   * A ready load-balancing worker's health check: the API processes only take a failing worker out
+   * of their rotation; one that keeps failing for lbUnhealthySec (an app that hangs while its
+   * container runs) is replaced here. 204 (initializing) counts as alive.
+   */
+  async function watchLbHealth(workerId: string, host: string, port: number, failingSince: Date | null): Promise<WatchResult> {
+    const probe = await probeLbWorker(host, port);
+    if (probe.state !== 'unhealthy') {
+      if (failingSince) await db.worker.update({ where: { id: workerId }, data: { healthFailingSince: null } });
+      return { state: 'ok' };
+    }
+    if (!failingSince) {
+      await db.worker.update({ where: { id: workerId }, data: { healthFailingSince: new Date() } });
+      return { state: 'ok' };
+    }
+    const failingSec = Math.round((Date.now() - failingSince.getTime()) / 1000);
+    if (failingSec < rt.settings.lbUnhealthySec) return { state: 'ok' };
+    return { state: 'failed', reason: `its health check kept failing for ${failingSec} s: ${probe.reason}` };
+  }
   async function startPodContainer(w: WorkerRow & { hostId: string; host: NonNullable<WorkerRow['host']>; pod: Pod }) {
     const { pod } = w;
     const h = await hostHandle(rt, w.hostId);
@@ -494,17 +514,9 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'RUNNING', readyAt: new Date(), statusReason: null } });
         return { state: 'ready' };
       }
-      if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) {
-        try {
-          const r = await fetch(`http://${w.host.address}:${w.hostPort}/ping`, { signal: AbortSignal.timeout(2000) });
-          await r.body?.cancel();
-          if (r.status === 200) {
-            await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE', readyAt: new Date(), statusReason: null } });
-            return { state: 'ready' };
-          }
-        } catch {
-          // Not listening yet.
-        }
+      if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort && (await probeLbWorker(w.host.address, w.hostPort)).state === 'healthy') {
+        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE', readyAt: new Date(), statusReason: null } });
+        return { state: 'ready' };
       }
       return { state: 'waiting' };
     },
@@ -513,9 +525,12 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       await db.worker.updateMany({ where: { id: workerId, readyAt: null }, data: { readyAt: new Date(), statusReason: null } });
     },
 
-    /** A ready worker's health: its container runs, its host is reachable, it keeps pinging. */
+    /**
+     * A ready worker's health: its container runs, its host is reachable, it keeps pinging (queue
+     * workers) or its health check keeps passing (load-balancing workers).
+     */
     async inspectWorker(workerId: string): Promise<WatchResult> {
-      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true } });
+      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true, endpoint: { select: { type: true } } } });
       if (!w) return { state: 'gone' };
       if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
       if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') {
@@ -537,6 +552,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           return { state: 'failed', reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
         }
         await meterWorker(db, workerId);
+        if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) return await watchLbHealth(w.id, w.host.address, w.hostPort, w.healthFailingSince);
         return { state: 'ok' };
       } catch (err) {
         const ssh = await sshTrouble(w.hostId, err);

@@ -4,28 +4,7 @@
  * workers it routes to and takes a worker out of its rotation when the probe fails (or a request
  * could not reach it), and back in once a probe passes again.
  */
-import { LB_HEALTH_PATH, originOf } from '../domain/load-balancing.ts';
-
-export type ProbeResult = { state: 'healthy' } | { state: 'initializing' } | { state: 'unhealthy'; reason: string };
-
-/**
- * One health check: `GET http://<host>:<PORT_HEALTH>/ping`. 200 is healthy, 204 still initializing
- * (the convention of load-balancing worker images), anything else or no answer in time unhealthy.
- */
-export async function probeLbWorker(host: string, port: number, options: { path?: string; timeoutMs?: number } = {}): Promise<ProbeResult> {
-  const timeoutMs = options.timeoutMs ?? 2_000;
-  try {
-    const r = await fetch(`${originOf(host, port)}${options.path ?? LB_HEALTH_PATH}`, { signal: AbortSignal.timeout(timeoutMs) });
-    await r.body?.cancel();
-    if (r.status === 200) return { state: 'healthy' };
-    if (r.status === 204) return { state: 'initializing' };
-    return { state: 'unhealthy', reason: `the health check answered ${r.status}` };
-  } catch (err) {
-    const e = err as { cause?: { code?: string }; name?: string; message?: string };
-    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message ?? String(err));
-    return { state: 'unhealthy', reason: `the health check failed: ${why}` };
-  }
-}
+import { probeLbWorker, type ProbeResult } from '../domain/load-balancing.ts';
 
 export interface LbHealthSettings {
   /** Between two probes of one worker. */

@@ -17,6 +17,28 @@ import { DomainError, notFound } from './errors.ts';
 
 /** The health path of a load-balancing worker (compat.md): 200 ready, 204 still initializing. */
 export const LB_HEALTH_PATH = '/ping';
+
+export type ProbeResult = { state: 'healthy' } | { state: 'initializing' } | { state: 'unhealthy'; reason: string };
+
+/**
+ * One health check: `GET http://<host>:<PORT_HEALTH>/ping`. 200 is healthy, 204 still initializing
+ * (the convention of load-balancing worker images), anything else or no answer in time unhealthy.
+ */
+export async function probeLbWorker(host: string, port: number, options: { path?: string; timeoutMs?: number } = {}): Promise<ProbeResult> {
+  const timeoutMs = options.timeoutMs ?? 2_000;
+  try {
+    const r = await fetch(`${originOf(host, port)}${options.path ?? LB_HEALTH_PATH}`, { signal: AbortSignal.timeout(timeoutMs) });
+    await r.body?.cancel();
+    if (r.status === 200) return { state: 'healthy' };
+    if (r.status === 204) return { state: 'initializing' };
+    return { state: 'unhealthy', reason: `the health check answered ${r.status}` };
+  } catch (err) {
+    const e = err as { cause?: { code?: string }; name?: string; message?: string };
+    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message ?? String(err));
+    return { state: 'unhealthy', reason: `the health check failed: ${why}` };
+  }
+}
+
 /** Rows not refreshed for this long belong to a process that stopped: they count for nothing. */
 export const LB_LOAD_STALE_MS = 15_000;
 /** A process refreshes its rows this often while they hold a request or a route. */

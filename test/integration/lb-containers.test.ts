@@ -113,6 +113,38 @@ describe('a load-balancing endpoint on real containers', () => {
     expect(results.some((r) => r.worker === first.id)).toBe(true);
     expect(results.some((r) => r.worker === second.id)).toBe(true);
   }, 240_000);
+  it('replaces a worker whose health check keeps failing while its container runs, and keeps one whose failure passes', async () => {
+    const created = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'lb-sick', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 1, max: 1 }, scaling: { type: 'REQUEST_COUNT', value: 4, idleTimeout: 60 } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const endpointId = created.body.id as string;
+    const ready = async (not?: string) => {
+      const rows = await p.ctx.db.worker.findMany({ where: { endpointId, status: 'IDLE', id: { not } }, include: { host: true } });
+      return rows[0]?.hostPort ? rows[0] : undefined;
+    };
+    const w = await until('a ready worker', () => ready(), 120_000, 250);
+    const setPing = (status: number | null) => fetch(`http://${w.host!.address}:${w.hostPort}/control/ping`, { method: 'POST', body: JSON.stringify({ status }) });
+    const row = () => p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } });
+
+    // A failure that passes within lbUnhealthySec (3 s here): noticed, then forgotten.
+    await setPing(503);
+    await until('the failing health check noticed', async () => (await row()).healthFailingSince !== null, 20_000, 100);
+    await setPing(null);
+    await until('the passing health check noticed', async () => (await row()).healthFailingSince === null, 20_000, 100);
+    expect((await row()).status).toBe('IDLE');
+
+    // One that lasts: the worker is given up and the endpoint gets a new one.
+    await setPing(503);
+    const replacement = await until('a replacement worker', () => ready(w.id), 120_000, 250);
+    const failed = await row();
+    expect(failed.status).toBe('FAILED');
+    expect(failed.statusReason).toMatch(/^its health check kept failing for \d+ s: the health check answered 503/);
+    expect(replacement.id).not.toBe(w.id);
+    await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { workers: { min: 0, max: 0 } } });
+  }, 240_000);
+
   it('scales on requests: from zero to a worker per request in flight (REQUEST_COUNT), and back to zero when idle', async () => {
     const created = await call(p.url, 'POST', '/v2/serverless', {
       key: p.adminKey,

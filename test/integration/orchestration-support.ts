@@ -15,6 +15,7 @@ export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
   readyPollMs: 200,
   watchIntervalSec: 1,
   silentAfterSec: 10,
+  lbUnhealthySec: 3,
   pingIntervalMs: 1000,
   stopGraceSec: 1,
   releaseMaxFailures: 2,

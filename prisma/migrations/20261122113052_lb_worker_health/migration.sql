@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "Worker" ADD COLUMN     "healthFailingSince" TIMESTAMP(3);
