@@ -28,15 +28,16 @@ afterAll(async () => {
   await fixture?.stop();
 }, 120_000);
 
+/** A load-balancing endpoint of the test image (no GPU: the test host has none); its id and address. */
+async function lbEndpoint(name: string, body: Record<string, unknown>): Promise<{ endpointId: string; base: string }> {
+  const created = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name, type: 'LOAD_BALANCING', image: IMAGE, ...body } });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  return { endpointId: created.body.id as string, base: created.body.requestUrls.base as string };
+}
+
 describe('a load-balancing endpoint on real containers', () => {
   it('starts a worker with PORT and PORT_HEALTH, finds it ready by its health check, and proxies HTTP and WebSocket to it', async () => {
-    const created = await call(p.url, 'POST', '/v2/serverless', {
-      key: p.adminKey,
-      body: { name: 'lb-real', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 1, max: 1 }, scaling: { type: 'REQUEST_COUNT', value: 4, idleTimeout: 60 } },
-    });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const endpointId = created.body.id as string;
-    const base = created.body.requestUrls.base as string;
+    const { endpointId, base } = await lbEndpoint('lb-real', { workers: { min: 1, max: 1 }, scaling: { type: 'REQUEST_COUNT', value: 4, idleTimeout: 60 } });
     expect(base).toBe(`${p.url}/lb/${endpointId}`);
 
     const w = await until(
@@ -75,12 +76,7 @@ describe('a load-balancing endpoint on real containers', () => {
   }, 180_000);
 
   it('rolls a release out under load without failing a request', async () => {
-    const created = await call(p.url, 'POST', '/v2/serverless', {
-      key: p.adminKey,
-      body: { name: 'lb-release', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 1, max: 1 }, env: { GANTRY_TEST_RELEASE: 'one' } },
-    });
-    const endpointId = created.body.id as string;
-    const base = created.body.requestUrls.base as string;
+    const { endpointId, base } = await lbEndpoint('lb-release', { workers: { min: 1, max: 1 }, env: { GANTRY_TEST_RELEASE: 'one' } });
     const first = await until('the first worker ready', async () => (await p.ctx.db.worker.findFirst({ where: { endpointId, status: 'IDLE' } })) ?? undefined, 120_000, 250);
 
     const results: Array<{ status: number; worker?: string; detail?: string }> = [];
@@ -113,13 +109,9 @@ describe('a load-balancing endpoint on real containers', () => {
     expect(results.some((r) => r.worker === first.id)).toBe(true);
     expect(results.some((r) => r.worker === second.id)).toBe(true);
   }, 240_000);
+
   it('replaces a worker whose health check keeps failing while its container runs, and keeps one whose failure passes', async () => {
-    const created = await call(p.url, 'POST', '/v2/serverless', {
-      key: p.adminKey,
-      body: { name: 'lb-sick', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 1, max: 1 }, scaling: { type: 'REQUEST_COUNT', value: 4, idleTimeout: 60 } },
-    });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const endpointId = created.body.id as string;
+    const { endpointId } = await lbEndpoint('lb-sick', { workers: { min: 1, max: 1 }, scaling: { type: 'REQUEST_COUNT', value: 4, idleTimeout: 60 } });
     const ready = async (not?: string) => {
       const rows = await p.ctx.db.worker.findMany({ where: { endpointId, status: 'IDLE', id: { not } }, include: { host: true } });
       return rows[0]?.hostPort ? rows[0] : undefined;
@@ -146,13 +138,7 @@ describe('a load-balancing endpoint on real containers', () => {
   }, 240_000);
 
   it('scales on requests: from zero to a worker per request in flight (REQUEST_COUNT), and back to zero when idle', async () => {
-    const created = await call(p.url, 'POST', '/v2/serverless', {
-      key: p.adminKey,
-      body: { name: 'lb-scale', type: 'LOAD_BALANCING', image: IMAGE, workers: { min: 0, max: 2 }, scaling: { type: 'REQUEST_COUNT', value: 1, idleTimeout: 2 } },
-    });
-    expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const endpointId = created.body.id as string;
-    const base = created.body.requestUrls.base as string;
+    const { endpointId, base } = await lbEndpoint('lb-scale', { workers: { min: 0, max: 2 }, scaling: { type: 'REQUEST_COUNT', value: 1, idleTimeout: 2 } });
     const live = () => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
     expect(await live()).toEqual([]);
 
