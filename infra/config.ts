@@ -2,8 +2,9 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 
 /**
- * Every setting Gantry reads, with its default. The README's configuration table mirrors this list.
- * Unset TEMPORAL_ADDRESS / DATABASE_URL mean "start the embedded default".
+ * The process's settings, with their defaults. Subsystems read their own tuning variables next to
+ * their code (GANTRY_ORCHESTRATION, GANTRY_LB_HEALTH, GANTRY_JOB_*, ...); the README's configuration
+ * table lists them all. Unset TEMPORAL_ADDRESS / DATABASE_URL mean "start the embedded default".
  */
 export interface GantryConfig {
   /** Which parts this process runs: everything, only the API, or only the Temporal worker. */
