@@ -119,6 +119,13 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   args.push(...(opts.extraArgs ?? []));
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   if (pidFile && child.pid) writeFileSync(pidFile, String(child.pid));
+  // A process that exits without stopping it (a second Ctrl-C cuts the graceful stop short) still
+  // tells the server to stop: 'exit' listeners run on every exit but SIGKILL.
+  const stopOnExit = (): void => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  };
+  process.once('exit', stopOnExit);
+  child.once('exit', () => process.off('exit', stopOnExit));
   const address = `127.0.0.1:${opts.port}`;
   try {
     await waitForTemporal(address, 60_000, child);

