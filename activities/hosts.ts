@@ -222,7 +222,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
      * Rebuilds state from container labels: a container whose worker is live on this host is
      * adopted (its id recorded); any other managed container is removed. Live workers recorded on
      * this host whose workflow no longer runs are closed, so that they are replaced. Volumes of pods
-     * that no longer keep them here (terminated while the host was away) are removed.
+     * that no longer exist (terminated while the host was away) are removed.
      */
     async reconcileHostContainers(hostId: string): Promise<{ adopted: string[]; removed: string[]; closed: string[]; removedVolumes: string[] }> {
       const h = await hostHandle(rt, hostId);
@@ -269,7 +269,8 @@ export function createHostActivities(rt: OrchestrationRuntime) {
       const prefix = podVolumePrefix(hostId);
       const volumes = await listVolumes(rt.pool, h, prefix);
       const kept = new Set(
-        (await db.pod.findMany({ where: { volumeHostId: hostId, id: { in: volumes.map((v) => v.slice(prefix.length)) } }, select: { id: true } })).map((p) => p.id),
+        // Any pod row still there keeps its volume: a live pod's data is never removed from here.
+        (await db.pod.findMany({ where: { id: { in: volumes.map((v) => v.slice(prefix.length)) } }, select: { id: true } })).map((p) => p.id),
       );
       const removedVolumes: string[] = [];
       for (const v of volumes) {
