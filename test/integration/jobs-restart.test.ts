@@ -116,7 +116,12 @@ const compat = (s: Setup, extra: Record<string, string> = {}): WorkerProcess => 
 /** Every job ends `status`, was started once per hand-out, and its workflow finished. */
 async function expectSettled(s: Setup, ids: string[], status: string, starts: WorkerProcess[]): Promise<void> {
   await eventually(
-    async () => (await s.db.job.findMany({ where: { id: { in: ids } } })).filter((j) => j.status === status).length === ids.length,
+    async () => {
+      const rows = await s.db.job.findMany({ where: { id: { in: ids } } });
+      if (rows.every((j) => j.status === status)) return true;
+      // What is left, so that a failure says where each job stands.
+      throw new Error(rows.map((j) => `${j.id.slice(0, 8)} ${j.status} seq=${j.seq} retries=${j.retries}`).join('; '));
+    },
     60_000,
     `${ids.length} jobs ${status}`,
   );
@@ -232,14 +237,15 @@ describe('PostgreSQL restarted mid-job', () => {
   let pg: RunningPostgres;
   let pgPort: number;
   let s: Setup;
+  const gantry: GantryProcess[] = [];
 
   beforeAll(async () => {
     pgDir = mkdtempSync(path.join(tmpdir(), 'gantry-restart-pg-'));
     pgPort = await freePort();
     pg = await startPostgresServer(pgDir, pgPort);
     s = await setup(pg.url);
-    await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
-    await startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) });
+    gantry.push(await startGantry({ ...s.env, GANTRY_ROLE: 'api' }));
+    gantry.push(await startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) }));
     await createEndpointAndWorker(s);
   }, 180_000);
   afterAll(async () => {
@@ -268,7 +274,12 @@ describe('PostgreSQL restarted mid-job', () => {
     }, 30_000, 'PostgreSQL stopped');
     await sleep(500);
     pg = await startPostgresServer(pgDir, pgPort);
-    await expectSettled(s, ids, 'COMPLETED', [w]);
+    await expectSettled(s, ids, 'COMPLETED', [w]).catch((err: Error) => {
+      // What the processes saw, so that a failure here can be read.
+      const tail = (t: string): string => t.slice(-6_000);
+      err.message += `\n--- api:\n${tail(gantry[0]?.output() ?? '')}\n--- temporal worker:\n${tail(gantry[1]?.output() ?? '')}\n--- worker events:\n${tail(w.events.map((e) => JSON.stringify(e)).join('\n'))}`;
+      throw err;
+    });
     // The LISTEN session is back: a long-poll is woken by the next commit.
     const t0 = Date.now();
     const r = await call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, { key: s.adminKey, body: { input: { op: 'echo', after: 'restart' } } });
