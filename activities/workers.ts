@@ -128,14 +128,6 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   }
 
   /**
-   * A pod's container: its own image, command, environment and disk, its exposed ports published on
-   * the worker's block of host ports (always on a bridge network: a pod does not speak the worker
-   * protocol, so it needs no route to the API, and its ports must not collide with other pods'),
-   * and no worker credential. Idempotent as startWorkerContainer is.
-   */
-  type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
-
-  /**
    * A ready load-balancing worker's health check: the API processes only take a failing worker out
    * of their rotation; one that keeps failing for lbUnhealthySec (an app that hangs while its
    * container runs) is replaced here. 204 (initializing) counts as alive.
@@ -154,6 +146,15 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     if (failingSec < rt.settings.lbUnhealthySec) return { state: 'ok' };
     return { state: 'failed', reason: `its health check kept failing for ${failingSec} s: ${probe.reason}` };
   }
+
+  type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
+
+  /**
+   * A pod's container: its own image, command, environment and disk, its exposed ports published on
+   * the worker's block of host ports (always on a bridge network: a pod does not speak the worker
+   * protocol, so it needs no route to the API, and its ports must not collide with other pods'),
+   * and no worker credential. Idempotent as startWorkerContainer is.
+   */
   async function startPodContainer(w: WorkerRow & { hostId: string; host: NonNullable<WorkerRow['host']>; pod: Pod }) {
     const { pod } = w;
     const h = await hostHandle(rt, w.hostId);
@@ -530,7 +531,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
      * workers) or its health check keeps passing (load-balancing workers).
      */
     async inspectWorker(workerId: string): Promise<WatchResult> {
-      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true, endpoint: { select: { type: true } } } });
+      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true, endpoint: { select: { type: true, accountId: true } }, pod: { select: { accountId: true } } } });
       if (!w) return { state: 'gone' };
       if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
       if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') {
@@ -551,7 +552,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
           return { state: 'failed', reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
         }
-        await meterWorker(db, workerId);
+        await meterWorker(db, w);
         if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) return await watchLbHealth(w.id, w.host.address, w.hostPort, w.healthFailingSince);
         return { state: 'ok' };
       } catch (err) {

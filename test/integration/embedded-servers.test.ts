@@ -13,7 +13,7 @@ import { expect, inject, it } from 'vitest';
 import { freePort } from '../support/ports.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/embedded-servers');
-const runScript = async (script: string, ...args: string[]) =>
+const runScript = (script: string, ...args: string[]) =>
   spawnSync(process.execPath, ['--import', 'tsx', path.join(FIXTURES, script), ...args], { encoding: 'utf8', timeout: 120_000 });
 
 it('embedded PostgreSQL: starts and stops, and the process exits 0', async () => {
@@ -21,7 +21,7 @@ it('embedded PostgreSQL: starts and stops, and the process exits 0', async () =>
   // As root it runs as the postgres user, which must reach the data dir.
   chmodSync(dir, 0o755);
   try {
-    const r = await runScript('postgres-start-stop.ts', path.join(dir, 'pg'), String(await freePort()));
+    const r = runScript('postgres-start-stop.ts', path.join(dir, 'pg'), String(await freePort()));
     expect(r.stdout).toContain('stopped');
     expect(r.status, r.stderr).toBe(0);
   } finally {
@@ -30,7 +30,7 @@ it('embedded PostgreSQL: starts and stops, and the process exits 0', async () =>
 }, 150_000);
 
 it('Temporal dev server: stopped when its process exits without stopping it', async () => {
-  const r = await runScript('temporal-exit.ts', inject('temporalBinary'), String(await freePort()));
+  const r = runScript('temporal-exit.ts', inject('temporalBinary'), String(await freePort()));
   expect(r.status, r.stderr).toBe(1);
   const pid = Number(/pid (\d+)/.exec(r.stdout)?.[1]);
   expect(pid).toBeGreaterThan(0);

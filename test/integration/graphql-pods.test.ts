@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { podVolumeName } from '../../activities/containers.ts';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
 import type { SshTestHost } from '../../infra/ssh-test-host.ts';
@@ -64,7 +65,6 @@ async function runningPod(podId: string, notWorker?: string) {
   );
 }
 
-const podVolumesPrefix = () => `gantry-pod-${hostId}-`;
 const podContainers = (podId: string) => managedContainers(hostId).filter((c) => spawnSync('podman', ['inspect', '--format', '{{index .Config.Labels "gantry.pod"}}', c.id], { encoding: 'utf8' }).stdout.trim() === podId);
 
 function containerEnv(containerId: string): string[] {
@@ -163,7 +163,7 @@ describe('GraphQL pods on real containers', () => {
     const created = await deploy({ name: 'with-volume', imageName: IMAGE, gpuCount: 0, ports: '8080/http', env: [{ key: 'PORT', value: '8080' }], volumeInGb: 1, volumeMountPath: '/data' });
     expect(created.errors, JSON.stringify(created.errors)).toBeUndefined();
     const podId = created.data.podFindAndDeployOnDemand.id as string;
-    const volume = `${podVolumesPrefix()}${podId}`;
+    const volume = podVolumeName(hostId, podId);
     const file = async (method: 'PUT' | 'GET', pod: { runtime: { ports: Array<{ ip: string; publicPort: number }> } }, body?: string) => {
       const port = pod.runtime.ports[0]!;
       const r = await fetch(`http://${port.ip}:${port.publicPort}/file?path=/data/notes.txt`, { method, body });
@@ -219,7 +219,7 @@ describe('GraphQL pods on real containers', () => {
   }, 300_000);
 
   it("removes pod volumes the database no longer knows in the host's reconcile, and leaves other installations' alone", async () => {
-    const orphan = `${podVolumesPrefix()}nosuchpod${newId()}`;
+    const orphan = podVolumeName(hostId, `nosuchpod${newId()}`);
     const foreign = `gantry-pod-otherhost${newId()}-somepod`;
     for (const v of [orphan, foreign]) expect(spawnSync('podman', ['volume', 'create', v]).status).toBe(0);
     try {
