@@ -6,6 +6,7 @@
  * registry password and the container environment (which holds the worker's own credential) travel
  * over stdin into files that only root can read and that are removed when the command ends.
  */
+import { registryOf } from '../domain/container-fields.ts';
 import { shellJoin, shellQuote, type ExecResult, type SshPool, type SshTarget } from './ssh.ts';
 
 export type RuntimeName = 'podman' | 'docker';
@@ -52,12 +53,7 @@ export interface ContainerSpec {
   volumes?: Array<{ name: string; path: string }>;
 }
 
-/** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`). */
-export function registryOf(image: string): string {
-  const first = image.split('/')[0]!;
-  if (!image.includes('/')) return 'docker.io';
-  return first.includes('.') || first.includes(':') || first === 'localhost' ? first : 'docker.io';
-}
+export { registryOf } from '../domain/container-fields.ts';
 
 /** A tag that may point somewhere else tomorrow: no tag, or `latest`, and no digest. */
 export function isMutableReference(image: string): boolean {
@@ -97,7 +93,9 @@ export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
   if (spec.cpus !== undefined) args.push('--cpus', String(spec.cpus));
   if (spec.memoryGb !== undefined) args.push('--memory', `${spec.memoryGb}g`);
   for (const v of spec.volumes ?? []) args.push('--mount', `type=volume,source=${v.name},target=${v.path}`);
-  args.push(spec.image, ...spec.args);
+  // `--` ends the runtime's options: the image (checked against the reference grammar when it was
+  // written) can never be read as one, and what follows it is the container's own command.
+  args.push('--', spec.image, ...spec.args);
   return args;
 }
 
@@ -121,7 +119,7 @@ function failure(what: string, r: ExecResult): ContainerCommandError {
 }
 
 export async function imagePresent(pool: SshPool, h: HostHandle, image: string): Promise<boolean> {
-  const cmd = h.runtime === 'podman' ? shellJoin(['podman', 'image', 'exists', image]) : `${shellJoin(['docker', 'image', 'inspect', image])} >/dev/null 2>&1`;
+  const cmd = h.runtime === 'podman' ? shellJoin(['podman', 'image', 'exists', '--', image]) : `${shellJoin(['docker', 'image', 'inspect', '--', image])} >/dev/null 2>&1`;
   const r = await pool.exec(h.target, cmd, { timeoutMs: 60_000 });
   return r.code === 0;
 }
@@ -129,6 +127,8 @@ export async function imagePresent(pool: SshPool, h: HostHandle, image: string):
 export interface RegistryLoginSecret {
   username: string;
   password: string;
+  /** The registry host the credential is bound to: it is never sent anywhere else. */
+  registry: string;
 }
 
 /**
@@ -148,15 +148,16 @@ export async function ensureImage(
   let r: ExecResult;
   if (login) {
     const registry = registryOf(image);
+    if (registry !== login.registry) throw new ContainerCommandError(`pulling ${image}: the registry credential is bound to ${login.registry}, not ${registry}`);
     const body =
       h.runtime === 'podman'
-        ? `podman login --authfile "$f" --username ${shellQuote(login.username)} --password-stdin ${shellQuote(registry)} < "$f.pw" && podman pull --quiet --authfile "$f" ${shellQuote(image)}`
-        : `docker --config "$d" login --username ${shellQuote(login.username)} --password-stdin ${shellQuote(registry)} < "$f.pw" && docker --config "$d" pull --quiet ${shellQuote(image)}`;
+        ? `podman login --authfile "$f" --username ${shellQuote(login.username)} --password-stdin -- ${shellQuote(registry)} < "$f.pw" && podman pull --quiet --authfile "$f" -- ${shellQuote(image)}`
+        : `docker --config "$d" login --username ${shellQuote(login.username)} --password-stdin -- ${shellQuote(registry)} < "$f.pw" && docker --config "$d" pull --quiet -- ${shellQuote(image)}`;
     // stdin holds the password; it is moved aside so the auth file path is free for the runtime.
     const script = `umask 077; d=$(mktemp -d) || exit 97; f="$d/auth.json"; trap 'rm -rf "$d"' EXIT; cat > "$f.pw" || exit 97; ${body}`;
     r = await pool.exec(h.target, script, { stdin: login.password, timeoutMs: options.timeoutMs, signal: options.signal });
   } else {
-    r = await pool.exec(h.target, shellJoin([h.runtime, 'pull', '--quiet', image]), { timeoutMs: options.timeoutMs, signal: options.signal });
+    r = await pool.exec(h.target, shellJoin([h.runtime, 'pull', '--quiet', '--', image]), { timeoutMs: options.timeoutMs, signal: options.signal });
   }
   if (r.code === 0) return 'pulled';
   // A mutable tag that cannot be refreshed (registry down, local-only image) still runs as it is.
@@ -184,7 +185,7 @@ export interface ContainerState {
 
 /** The container's state, or null when there is no such container. */
 export async function inspectContainer(pool: SshPool, h: HostHandle, name: string): Promise<ContainerState | null> {
-  const r = await pool.exec(h.target, shellJoin([h.runtime, 'inspect', '--type', 'container', '--format', '{{.Id}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.Running}}', name]), {
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'inspect', '--type', 'container', '--format', '{{.Id}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.Running}}', '--', name]), {
     timeoutMs: 60_000,
   });
   if (r.code !== 0) {
@@ -198,7 +199,7 @@ export async function inspectContainer(pool: SshPool, h: HostHandle, name: strin
 /** Stops (SIGTERM, then SIGKILL after graceSec) and removes the container; a missing one is fine. */
 export async function removeContainer(pool: SshPool, h: HostHandle, name: string, graceSec: number): Promise<void> {
   const q = shellQuote(name);
-  const cmd = `${h.runtime} stop --time ${Math.max(0, Math.floor(graceSec))} ${q} >/dev/null 2>&1; out=$(${h.runtime} rm --force ${q} 2>&1) || { case "$out" in *[Nn]'o such container'*) exit 0;; *) echo "$out" >&2; exit 1;; esac; }`;
+  const cmd = `${h.runtime} stop --time ${Math.max(0, Math.floor(graceSec))} -- ${q} >/dev/null 2>&1; out=$(${h.runtime} rm --force -- ${q} 2>&1) || { case "$out" in *[Nn]'o such container'*) exit 0;; *) echo "$out" >&2; exit 1;; esac; }`;
   const r = await pool.exec(h.target, cmd, { timeoutMs: (graceSec + 60) * 1000 });
   if (r.code !== 0) throw failure(`removing ${name}`, r);
 }
@@ -212,7 +213,7 @@ export const podVolumeName = (hostId: string, podId: string): string => `${podVo
 
 /** Removes a named volume and its data; a missing one is fine. */
 export async function removeVolume(pool: SshPool, h: HostHandle, name: string, timeoutMs = 60_000): Promise<void> {
-  const r = await pool.exec(h.target, shellJoin([h.runtime, 'volume', 'rm', '--force', name]), { timeoutMs });
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'volume', 'rm', '--force', '--', name]), { timeoutMs });
   if (r.code !== 0) throw failure(`removing volume ${name}`, r);
 }
 
@@ -251,7 +252,7 @@ export async function listManagedContainers(pool: SshPool, h: HostHandle): Promi
 
 /** The last lines of a container's output (for the reason a worker failed). */
 export async function containerLogTail(pool: SshPool, h: HostHandle, name: string, lines: number): Promise<string> {
-  const r = await pool.exec(h.target, `${shellJoin([h.runtime, 'logs', '--tail', String(lines), name])} 2>&1`, { timeoutMs: 30_000, maxOutputBytes: 64 * 1024 });
+  const r = await pool.exec(h.target, `${shellJoin([h.runtime, 'logs', '--tail', String(lines), '--', name])} 2>&1`, { timeoutMs: 30_000, maxOutputBytes: 64 * 1024 });
   return r.code === 0 ? r.stdout.trim() : '';
 }
 
@@ -261,6 +262,6 @@ export function logsCommand(runtime: RuntimeName, name: string, options: { follo
   if (options.follow) args.push('--follow');
   if (options.tail !== undefined) args.push('--tail', String(options.tail));
   if (options.since !== undefined) args.push('--since', options.since);
-  args.push(name);
+  args.push('--', name);
   return shellJoin(args);
 }

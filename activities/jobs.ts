@@ -1,8 +1,11 @@
+import { lookup } from 'node:dns';
 import { ApplicationFailure } from '@temporalio/activity';
+import { Agent, fetch } from 'undici';
 import type { Db } from '../domain/db.ts';
 import { createJobPool, databaseUrlOf, GONE, JobStore, snapshotOf } from '../domain/job-queue.ts';
 import { jobSettings, jobView } from '../domain/jobs.ts';
 import { randomString } from '../domain/ids.ts';
+import { guardedLookup, webhookUrlProblem } from '../domain/webhook-targets.ts';
 import type { JobSnapshot } from '../workflows/job.ts';
 
 /** How long one webhook POST may take before it counts as failed. */
@@ -15,6 +18,9 @@ export function createJobActivities(db: Db) {
   const jobs = (): JobStore => (store ??= new JobStore(createJobPool(databaseUrlOf(db), 4), `a${randomString(7)}`, jobSettings().retention));
   const snapshot = (row: Awaited<ReturnType<JobStore['snapshotRow']>>, lostAfterMs: number): JobSnapshot =>
     row ? snapshotOf(row, lostAfterMs) : GONE(Number.MAX_SAFE_INTEGER);
+
+  // Every webhook connection resolves through the guard: only checked addresses are dialled.
+  const webhookAgent = new Agent({ connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0]) } });
 
   return {
     async readJob(jobId: string, lostAfterMs: number): Promise<JobSnapshot> {
@@ -39,10 +45,17 @@ export function createJobActivities(db: Db) {
       const store = jobs();
       const target = await store.webhookPayload(jobId, seq);
       if (!target) return; // delivered already, or the job moved on (retried, removed)
+      // Checked when submitted; again now, as the operator's allow-list may have changed since.
+      const refused = webhookUrlProblem(target.url);
+      if (refused) {
+        await store.webhookAttempted(jobId, seq, false);
+        throw ApplicationFailure.nonRetryable(`webhook ${refused}`, 'WebhookRefused');
+      }
       let status = 0;
       let failure = '';
       try {
         const res = await fetch(target.url, {
+          dispatcher: webhookAgent,
           method: 'POST',
           headers: { 'content-type': 'application/json', 'user-agent': 'gantry-webhook' },
           body: JSON.stringify(jobView(target.row)),
@@ -52,6 +65,11 @@ export function createJobActivities(db: Db) {
         status = res.status;
         await res.body?.cancel();
       } catch (err) {
+        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        if (cause?.code === 'EWEBHOOKREFUSED') {
+          await store.webhookAttempted(jobId, seq, false);
+          throw ApplicationFailure.nonRetryable(cause.message ?? 'webhook target refused', 'WebhookRefused');
+        }
         failure = err instanceof Error ? err.message : String(err);
       }
       const delivered = status >= 200 && status < 300;

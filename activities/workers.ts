@@ -25,6 +25,7 @@ import {
   inspectContainer,
   LABELS,
   podVolumeName,
+  registryOf,
   removeContainer,
   removeVolume,
   runContainer,
@@ -391,6 +392,10 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       }
       const w = { hostId: row.hostId };
       const login = registryId ? await openRegistryCredential(registryCtx, accountId, registryId) : undefined;
+      // Checked when written too; here because this is where the password would leave.
+      if (login && registryOf(image) !== login.registry) {
+        throw ApplicationFailure.nonRetryable(`the registry credential is bound to ${login.registry}; the image '${image}' is on ${registryOf(image)}`, 'RegistryMismatch');
+      }
       const h = await hostHandle(rt, w.hostId);
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
       try {

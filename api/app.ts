@@ -3,9 +3,11 @@ import type { DomainContext } from '../domain/context.ts';
 import { registerMetrics } from './metrics.ts';
 import { errorHandler, problem, sendProblem } from './problem.ts';
 import { registerRoutes } from './routes/index.ts';
-import { ajv, formatErrors } from '../domain/validation.ts';
+import { compileSchema, formatErrors } from '../domain/validation.ts';
 import { validationFailed } from '../domain/errors.ts';
-import { parseRateLimits, type RateLimitQuotas } from '../domain/rate-limit.ts';
+import { surfaceLimitsFromEnv, type RateLimitQuotas, type SurfaceLimits } from '../domain/rate-limit.ts';
+import { redactUrl } from './redact.ts';
+import { registerInputGuards } from './input-guards.ts';
 import { registerAuthentication } from './auth.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerRateLimit } from './rate-limit.ts';
@@ -16,6 +18,14 @@ export interface AppOptions {
   isReady?: () => boolean;
   /** Default per-account quotas of the management API; default: GANTRY_RATE_LIMITS, else built in. */
   rateLimits?: RateLimitQuotas;
+  /** Every surface's limits; default: from the environment (surfaceLimitsFromEnv). */
+  limits?: Partial<SurfaceLimits>;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    surfaceLimits: SurfaceLimits;
+  }
 }
 
 /** The Fastify app: REST /v2 (and later the job API, worker protocol, proxy and GraphQL). */
@@ -24,6 +34,16 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     logger: {
       level: opts.logLevel,
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]'], censor: '[redacted]' },
+      // Keys may come in the query string (`?api_key=`, the GraphQL convention): never logged.
+      serializers: {
+        req: (req: { method: string; url: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
+          method: req.method,
+          url: redactUrl(req.url),
+          host: req.host,
+          remoteAddress: req.ip,
+          remotePort: req.socket?.remotePort,
+        }),
+      },
     },
     bodyLimit: 20 * 1024 * 1024,
     // Client disconnects must not leave handlers running forever.
@@ -40,7 +60,7 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   app.setErrorHandler(errorHandler);
   // Route schemas (params, query, body) validate with the domain's validator: one set of messages.
   app.setValidatorCompiler(({ schema }) => {
-    const validateFn = ajv.compile(schema);
+    const validateFn = compileSchema(schema);
     return (data: unknown) => (validateFn(data) ? { value: data } : { error: validationFailed(formatErrors(validateFn.errors)) });
   });
   app.setNotFoundHandler((request, reply) => sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)));
@@ -53,9 +73,13 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     return { status: 'ready' };
   });
 
+  const limits: SurfaceLimits = { ...surfaceLimitsFromEnv(), ...(opts.rateLimits ? { management: opts.rateLimits } : {}), ...opts.limits };
+  app.decorate('surfaceLimits', limits);
+  // Before anything reads them: ids and query values that no handler can store (NUL).
+  registerInputGuards(app);
   // Every management route: authentication, then the account's rate limit, before the body is read.
-  registerAuthentication(app, ctx.db);
-  registerRateLimit(app, ctx, opts.rateLimits ?? parseRateLimits(process.env.GANTRY_RATE_LIMITS));
+  registerAuthentication(app, ctx.db, limits.authFailuresPerMinute);
+  registerRateLimit(app, ctx, limits);
 
   // The OpenAPI generator collects routes as they are added, so it loads before the route modules.
   registerOpenApi(app);

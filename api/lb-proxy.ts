@@ -38,7 +38,8 @@ import {
 } from '../domain/load-balancing.ts';
 import { queueNonEmpty } from '../workflows/endpoint.ts';
 import { endpointWorkflowId } from '../workflows/types.ts';
-import { bearerToken } from './auth.ts';
+import { bearerToken, throttledAuth } from './auth.ts';
+import { enforceRateLimit } from './rate-limit.ts';
 import { LbHealthMonitor, lbHealthSettingsFromEnv, type LbHealthSettings } from './lb-health.ts';
 import { problem, sendProblem } from './problem.ts';
 
@@ -451,8 +452,9 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
       const routing = request.routeOptions.config.lbRouting ?? 'path';
       const endpointId = routing === 'host' && domain ? endpointIdFromHost(request.headers.host, domain) : (request.params as { endpointId?: string }).endpointId;
       if (!endpointId) throw new DomainError('not_found', 'endpoint not found');
-      const principal = await authenticateLbCall(ctx.db, bearerToken(request));
+      const principal = await throttledAuth(request, () => authenticateLbCall(ctx.db, bearerToken(request)));
       const endpoint = await authorizeLbCall(ctx, principal, endpointId);
+      await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: app.surfaceLimits.proxy });
       const started = Date.now();
       const hangup = hangupSignal(reply);
       const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangup);

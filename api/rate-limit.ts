@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { serializeList } from 'structured-headers';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
-import { consumeRateLimit, purgeExpiredRateLimitCounters, type RateLimitDecision, type RateLimitQuotas } from '../domain/rate-limit.ts';
-import { isManagementRoute, principalOf } from './auth.ts';
+import { consumeCounter, purgeExpiredRateLimitCounters, type CounterSpec, type RateLimitDecision, type SurfaceLimits } from '../domain/rate-limit.ts';
+import { cachedPrincipalOf, isJobApiRoute, isManagementRoute, principalOf } from './auth.ts';
 
 const PURGE_EVERY_MS = 5 * 60_000;
 
@@ -23,18 +23,34 @@ function setHeaders(reply: FastifyReply, decision: RateLimitDecision): void {
 }
 
 /**
- * Counts every authenticated management request against its account's quotas (registered after
- * authentication, before body parsing). Every answer to such a request carries the RateLimit and
- * RateLimit-Policy headers; a request over quota gets 429 with Retry-After.
+ * Counts one request against `spec`'s windows and sets the RateLimit and RateLimit-Policy headers;
+ * over quota it throws `rate_limited` (429) with Retry-After.
  */
-export function registerRateLimit(app: FastifyInstance, ctx: DomainContext, quotas: RateLimitQuotas): void {
+export async function enforceRateLimit(ctx: Pick<DomainContext, 'db'>, reply: FastifyReply, spec: CounterSpec): Promise<void> {
+  const decision = await consumeCounter(ctx.db, spec);
+  setHeaders(reply, decision);
+  if (!decision.allowed && decision.exceeded) {
+    reply.header('Retry-After', String(decision.exceeded.resetSeconds));
+    throw new DomainError('rate_limited', `rate limit exceeded for the ${decision.exceeded.window} window`);
+  }
+}
+
+/**
+ * Counts every authenticated management request against its account's quotas, and every job API
+ * request against its account-and-endpoint quotas (registered after authentication, before body
+ * parsing). GraphQL and the load-balancing proxy count theirs where they authenticate. Every
+ * answer to a counted request carries the RateLimit headers; over quota is 429 with Retry-After.
+ */
+export function registerRateLimit(app: FastifyInstance, ctx: DomainContext, limits: SurfaceLimits): void {
   app.addHook('onRequest', async (request, reply) => {
-    if (!isManagementRoute(request.routeOptions.url)) return;
-    const decision = await consumeRateLimit(ctx, await principalOf(ctx.db, request), quotas);
-    setHeaders(reply, decision);
-    if (!decision.allowed && decision.exceeded) {
-      reply.header('Retry-After', String(decision.exceeded.resetSeconds));
-      throw new DomainError('rate_limited', `rate limit exceeded for the ${decision.exceeded.window} window`);
+    const url = request.routeOptions.url;
+    if (isManagementRoute(url)) {
+      const principal = await principalOf(ctx.db, request);
+      await enforceRateLimit(ctx, reply, { counter: principal.accountId, accountId: principal.accountId, quotas: limits.management });
+    } else if (isJobApiRoute(url)) {
+      const principal = await cachedPrincipalOf(ctx.db, request);
+      const endpointId = (request.params as { endpointId?: string }).endpointId ?? '';
+      await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/jobs/${endpointId}`, quotas: limits.jobs });
     }
   });
 

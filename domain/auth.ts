@@ -58,9 +58,9 @@ export async function issueApiKey(db: Db, accountId: string, name: string, scope
 const ADMIN_EMAIL = 'admin@gantry.local';
 
 /**
- * Makes sure the admin account exists and has a key. Returns the key only when it was created now
- * (it is stored hashed and cannot be shown again), or undefined when one already existed.
- * GANTRY_ADMIN_API_KEY pins the key: it is added if no key with that hash exists yet.
+ * Makes sure the admin account exists and has a key. Returns the key only when Gantry generated it
+ * now (it is stored hashed and cannot be shown again); a configured key is never returned, so it is
+ * never printed. GANTRY_ADMIN_API_KEY pins the key: it is added if no key with that hash exists yet.
  */
 export async function ensureAdmin(db: Db, configuredKey: string | undefined): Promise<{ accountId: string; newKey: string | undefined }> {
   const account = await db.account.upsert({
@@ -74,7 +74,7 @@ export async function ensureAdmin(db: Db, configuredKey: string | undefined): Pr
     const existing = await db.apiKey.findUnique({ where: { hash: hashKey(configuredKey) } });
     if (existing) return { accountId: account.id, newKey: undefined };
     await issueApiKey(db, account.id, 'admin (GANTRY_ADMIN_API_KEY)', all, configuredKey);
-    return { accountId: account.id, newKey: configuredKey };
+    return { accountId: account.id, newKey: undefined };
   }
   const count = await db.apiKey.count({ where: { accountId: account.id, revokedAt: null } });
   if (count > 0) return { accountId: account.id, newKey: undefined };

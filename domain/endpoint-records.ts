@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import type { Endpoint } from '../generated/prisma/client.ts';
-import { requireScope, type Principal } from './auth.ts';
+import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
+import { requireAccountWide } from './registries.ts';
 import type { DomainContext } from './context.ts';
 import { createEndpoint, deleteEndpoint, updateEndpoint } from './endpoints.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
@@ -97,6 +98,8 @@ function normaliseLocations(locations: string | null | undefined): string | unde
 export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw: unknown): Promise<EndpointRecord> {
   requireScope(principal, 'WRITE');
   const input = validate(SaveEndpointInputSchema, raw);
+  if (input.id) requireEndpointAccess(principal, input.id);
+  else requireAccountWide(principal);
   const locations = normaliseLocations(input.locations);
   const template = await ctx.db.template.findFirst({ where: { id: input.templateId, accountId: principal.accountId } });
   if (!template) throw validationFailed([`$.templateId: no template '${input.templateId}'`]);

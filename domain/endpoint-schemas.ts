@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { SHELL_WORDS } from './validation.ts';
+import { ArgsSchema, EnvSchema, ImageSchema } from './container-fields.ts';
 
 /** Schemas of the REST Endpoint resource (spec "Endpoint", "Sub-objects and enumerations"). */
 
@@ -33,11 +33,11 @@ export const ScalingSchema = Type.Object(
 
 /** The shared container configuration (templates, pods, endpoints): changing it makes a new release. */
 const containerFields = {
-  image: Type.String({ minLength: 1 }),
-  args: Type.Optional(Type.String(SHELL_WORDS)),
+  image: ImageSchema,
+  args: Type.Optional(ArgsSchema),
   disk: Type.Optional(Type.Integer({ minimum: 1, description: 'container disk in GB' })),
   ports: Type.Optional(Type.Array(Port)),
-  env: Type.Optional(Type.Record(Type.String(), Type.String())),
+  env: Type.Optional(EnvSchema),
   registry: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
 };
 
@@ -124,7 +124,7 @@ export const UpdateEndpointSchema = Type.Object(
     networkVolumes: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
     timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
     flashboot: Type.Optional(FlashBootSchema),
-    image: Type.Optional(Type.String({ minLength: 1 })),
+    image: Type.Optional(ImageSchema),
     args: containerFields.args,
     disk: containerFields.disk,
     ports: containerFields.ports,

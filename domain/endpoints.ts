@@ -5,6 +5,7 @@ import { Prisma } from '../generated/prisma/client.ts';
 import { deleteEndpoint as deleteEndpointSignal, getSpec, updateSpec, type endpointWorkflow } from '../workflows/endpoint.ts';
 import { endpointWorkflowId, specProblems, type EndpointSpec, type EndpointSpecPatch } from '../workflows/types.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
+import { registryBindingProblems, requireAccountWide } from './registries.ts';
 import type { DomainContext } from './context.ts';
 import {
   CreateEndpointSchema,
@@ -255,6 +256,8 @@ function sendLatestSpec(ctx: DomainContext, endpointId: string): Promise<void> {
 
 export async function createEndpoint(ctx: DomainContext, principal: Principal, body: unknown): Promise<EndpointView> {
   requireScope(principal, 'WRITE');
+  // A new endpoint uses the account's registry credentials and templates: not for a key limited to some endpoints.
+  requireAccountWide(principal);
   const input = validate(CreateEndpointSchema, body);
   if (input.cpu !== undefined) {
     throw new DomainError('bad_request', 'creating or updating CPU endpoints is unsupported through the REST API');
@@ -288,7 +291,7 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
 
   const problems = specProblems({ endpointId: id, ...data, releaseVersion: 1 });
   if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
-  const refProblems = await referenceProblems(ctx, principal, { registry: data.registryId, networkVolumes: data.networkVolumeIds, gpuPools: data.gpuPools });
+  const refProblems = await referenceProblems(ctx, principal, { registry: data.registryId, image: data.image, networkVolumes: data.networkVolumeIds, gpuPools: data.gpuPools });
   if (refProblems.length > 0) throw validationFailed(refProblems);
 
   let endpoint: Endpoint;
@@ -351,16 +354,13 @@ export async function listEndpoints(ctx: DomainContext, principal: Principal): P
 async function referenceProblems(
   ctx: DomainContext,
   principal: Principal,
-  refs: { registry?: string | null; networkVolumes?: readonly string[]; gpuPools?: readonly string[] },
+  refs: { registry?: string | null; image?: string; networkVolumes?: readonly string[]; gpuPools?: readonly string[] },
 ): Promise<string[]> {
   const problems: string[] = [];
   refs.gpuPools?.forEach((pool, i) => {
     if (!isGpuPoolId(pool)) problems.push(`$.gpu.pools[${i}]: unknown GPU pool '${pool}'`);
   });
-  if (refs.registry) {
-    const registry = await ctx.db.registryCredential.findFirst({ where: { id: refs.registry, accountId: principal.accountId }, select: { id: true } });
-    if (!registry) problems.push(`$.registry: no registry credential '${refs.registry}'`);
-  }
+  if (refs.registry) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, refs.registry, refs.image, '$.registry')));
   if (refs.networkVolumes && refs.networkVolumes.length > 0) {
     const found = await ctx.db.networkVolume.findMany({ where: { id: { in: [...refs.networkVolumes] }, accountId: principal.accountId }, select: { id: true } });
     const known = new Set(found.map((v) => v.id));
@@ -404,7 +404,9 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
   const input = validate(UpdateEndpointSchema, body);
   if (current.cpuFlavorId) throw new DomainError('bad_request', 'updating CPU endpoints is unsupported through the REST API');
   if (input.cpu !== undefined) throw new DomainError('bad_request', '`cpu` is read-only: creating or updating CPU endpoints is unsupported through the REST API');
-  const refProblems = await referenceProblems(ctx, principal, { registry: input.registry, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
+  // The credential and the image are checked together whenever either changes.
+  const registry = input.registry !== undefined ? input.registry : input.image !== undefined ? current.registryId : undefined;
+  const refProblems = await referenceProblems(ctx, principal, { registry, image: input.image ?? current.image, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
   if (refProblems.length > 0) throw validationFailed(refProblems);
 
   let before: Endpoint;

@@ -171,16 +171,23 @@ export class JobStore {
     return (await this.pool.query({ text, values })).rows as T[];
   }
 
-  async insert(job: NewJob): Promise<JobRow> {
+  /**
+   * Queues a job unless its endpoint already holds `maxQueued` queued jobs (undefined: the queue is
+   * full). The count stops at the cap, so it costs at most that many index entries. The job is
+   * marked signal-due: its workflow does not exist until a signal-with-start is confirmed, and a
+   * process killed between this commit and that signal leaves the mark for the sweep to mend.
+   */
+  async insert(job: NewJob, maxQueued: number): Promise<JobRow | undefined> {
     const [row] = await this.rows<JobRow>(
       `WITH j AS (
-         INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt")
-         VALUES ($1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond')
+         INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt")
+         SELECT $1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond', now()
+         WHERE (SELECT count(*) FROM (SELECT 1 FROM "Job" WHERE "endpointId" = $2 AND status = 'IN_QUEUE' LIMIT $11::int) queued) < $11::int
          RETURNING *)
        SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j`,
-      [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag],
+      [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag, maxQueued],
     );
-    return row as JobRow;
+    return row;
   }
 
   /**
@@ -552,7 +559,7 @@ export class JobStore {
     );
   }
 
-  /** The final states whose workflows were signalled: their marks go (only at the seq signalled). */
+  /** The states whose workflows were signalled: their marks go (only at the seq signalled). */
   async clearSignalDue(ids: string[], seqs: number[]): Promise<void> {
     if (ids.length === 0) return;
     await this.pool.query({
@@ -563,8 +570,8 @@ export class JobStore {
   }
 
   /**
-   * Final states never confirmed signalled `graceMs` after they were recorded: the process that
-   * recorded them went down first. A scan without an index: the column is almost always empty, and an
+   * Jobs whose workflow was never confirmed told of their state (a new job's start, a final state)
+   * `graceMs` after it was recorded: the process that recorded it went down first. A scan without an index: the column is almost always empty, and an
    * index would make every clearing update rewrite all of the row's index entries.
    */
   async unsignalled(graceMs: number, limit: number): Promise<Array<{ id: string; seq: number }>> {

@@ -14,6 +14,7 @@ import { jobChanged, jobWorkflowId, recheckJob } from '../workflows/job.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
+import { webhookUrlProblem } from './webhook-targets.ts';
 import {
   DEFAULT_RETENTION,
   isTerminal,
@@ -46,6 +47,8 @@ export interface JobSettings {
   retention: Retention;
   /** A final state not confirmed signalled after this long was left by a crash: its workflow re-reads it. */
   unsignalledGraceMs: number;
+  /** Jobs one endpoint may hold IN_QUEUE; a submit beyond it is 429 (GANTRY_MAX_QUEUED_JOBS). */
+  maxQueuedPerEndpoint: number;
 }
 
 function envInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -71,6 +74,7 @@ export function jobSettings(env: NodeJS.ProcessEnv = process.env): JobSettings {
     streamHoldMs: 10_000,
     signalDelayMs: envInt(env, 'GANTRY_JOB_SIGNAL_DELAY_MS', 100),
     unsignalledGraceMs: envInt(env, 'GANTRY_JOB_UNSIGNALLED_GRACE_MS', 30_000),
+    maxQueuedPerEndpoint: envInt(env, 'GANTRY_MAX_QUEUED_JOBS', 10_000),
     retention: {
       runMs: envInt(env, 'GANTRY_JOB_RETENTION_MS', DEFAULT_RETENTION.runMs),
       syncMs: envInt(env, 'GANTRY_JOB_SYNC_RETENTION_MS', DEFAULT_RETENTION.syncMs),
@@ -175,18 +179,27 @@ export class JobRuntime {
     every(60_000, SWEEP_LOCK_WEBHOOKS, async () => {
       for (const row of await this.store.undeliveredWebhooks(120_000, 30 * 60_000, 500)) this.signals.recheck(row.id);
     });
-    // Final states a crashed process recorded but never signalled; soon after start, then every minute.
-    const unsignalled = (): void => {
+    // New jobs and final states a crashed process recorded but never signalled: soon after start
+    // with a short grace (a job acknowledged just before a kill -9 gets its workflow within seconds;
+    // a recheck of one another live process is about to signal is only a duplicate), then every minute.
+    const unsignalled = (graceMs: number) => (): void => {
       this.store
         .exclusively(SWEEP_LOCK_UNSIGNALLED, async () => {
-          for (const r of await this.store.unsignalled(this.settings.unsignalledGraceMs, 1000)) this.signals.recheck(r.id, r.seq);
+          for (let batch = 0; batch < 20; batch++) {
+            const rows = await this.store.unsignalled(graceMs, 1000);
+            for (const r of rows) this.signals.recheck(r.id, r.seq);
+            if (rows.length < 1000) break;
+            // The marks of this batch clear before the next is read.
+            await this.signals.drained(30_000);
+            await this.flushSent();
+          }
         })
         .catch((err: unknown) => this.log('warn', 'job sweep failed', err));
     };
-    const first = setTimeout(unsignalled, Math.min(5_000, this.settings.unsignalledGraceMs));
+    const first = setTimeout(unsignalled(Math.min(2_000, this.settings.unsignalledGraceMs)), Math.min(3_000, this.settings.unsignalledGraceMs));
     first.unref();
     this.sweepTimers.push(first);
-    const t = setInterval(unsignalled, 60_000);
+    const t = setInterval(unsignalled(this.settings.unsignalledGraceMs), 60_000);
     t.unref();
     this.sweepTimers.push(t);
     const flush = setInterval(() => void this.flushSent(), 250);
@@ -267,8 +280,8 @@ export class WorkflowSignals {
     private readonly ctx: DomainContext,
     private readonly settings: JobSettings,
     private readonly log: Log,
-    /** Told of each final state (job, seq) its workflow has been sent. */
-    private readonly finalSent: (jobId: string, seq: number) => void = () => {},
+    /** Told of each state (job, seq) its workflow has been sent: the mark at that seq goes. */
+    private readonly stateSent: (jobId: string, seq: number) => void = () => {},
   ) {}
 
   get size(): number {
@@ -330,8 +343,9 @@ export class WorkflowSignals {
       this.inFlight++;
       this.send(jobId, p)
         .then(() => {
-          if (p.kind === 'state' && p.snapshot && isTerminal(p.snapshot.status as JobStatus)) this.finalSent(jobId, p.snapshot.seq);
-          else if (p.kind === 'recheck' && p.seq !== undefined) this.finalSent(jobId, p.seq);
+          // Any state sent clears a mark at its seq: the new job's (its workflow now exists) or a final one's.
+          if (p.kind === 'state' && p.snapshot) this.stateSent(jobId, p.snapshot.seq);
+          else if (p.kind === 'recheck' && p.seq !== undefined) this.stateSent(jobId, p.seq);
         })
         .catch((err: unknown) => {
           if (this.aborted) return;
@@ -367,6 +381,12 @@ export class WorkflowSignals {
     } finally {
       this.sends.delete(abort);
     }
+  }
+
+  /** Resolves once nothing is pending or in flight, or after `timeoutMs`. */
+  async drained(timeoutMs: number): Promise<void> {
+    if (this.pending.size === 0 && this.inFlight === 0) return;
+    await Promise.race([new Promise<void>((resolve) => this.idle.push(resolve)), new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref())]);
   }
 
   /** Sends everything pending now and waits for it, at most `timeoutMs`. */
@@ -562,7 +582,9 @@ async function submit(ctx: DomainContext, principal: Principal, endpointId: stri
     throw new DomainError('bad_request', 'the request body must be a JSON object with an "input" property: {"input": {...}}');
   }
   const req = validate(RunJobBodySchema, body);
-  let row: JobRow;
+  const webhookProblem = req.webhook !== undefined ? webhookUrlProblem(req.webhook) : undefined;
+  if (webhookProblem) throw validationFailed([`$.webhook: ${webhookProblem}`]);
+  let row: JobRow | undefined;
   try {
     row = await rt.store.insert({
       id,
@@ -574,12 +596,13 @@ async function submit(ctx: DomainContext, principal: Principal, endpointId: stri
       ttlMs: req.policy?.ttl ?? 86_400_000,
       lowPriority: req.policy?.lowPriority ?? false,
       sync,
-    });
+    }, rt.settings.maxQueuedPerEndpoint);
   } catch (err) {
     // The endpoint was deleted since it was cached.
     if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
     throw err;
   }
+  if (!row) throw new DomainError('rate_limited', `endpoint ${endpointId} already holds ${rt.settings.maxQueuedPerEndpoint} queued jobs, the most it may hold (GANTRY_MAX_QUEUED_JOBS); retry when workers have taken some`);
   rt.wakeups.wake('q', endpointId);
   rt.signals.state(row);
   jobQueued({ endpointId, jobId: row.id, lowPriority: row.lowPriority }, rt.log);

@@ -8,9 +8,9 @@ import { DomainError, notFound, validationFailed } from './errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from './gpu-pools.ts';
 import { newId } from './ids.ts';
 import { gpuRate, priceTable } from './pricing.ts';
-import { isUniqueViolation, requireAccountWide } from './registries.ts';
-import { SHELL_WORDS, validate } from './validation.ts';
-import { MountPathSchema } from './templates.ts';
+import { isUniqueViolation, registryBindingProblems, requireAccountWide } from './registries.ts';
+import { validate } from './validation.ts';
+import { ArgsSchema, EnvListSchema, ImageSchema, MountPathSchema } from './container-fields.ts';
 
 /**
  * Pods (GraphQL): long-running containers on a host, run by the same worker machinery as endpoint
@@ -24,10 +24,6 @@ import { MountPathSchema } from './templates.ts';
 // ---------------------------------------------------------------- input shapes
 
 /** Container env files take POSIX names only (activities/containers.ts envFile). */
-const EnvKeyValueSchema = Type.Object(
-  { key: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 256 }), value: Type.String({ maxLength: 32768 }) },
-  { additionalProperties: false },
-);
 
 /** Most ports one pod may expose (each takes a host port). */
 const MAX_PORTS = 32;
@@ -40,13 +36,13 @@ const MAX_PORTS = 32;
 export const PodDeployInputSchema = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' })),
-    imageName: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    imageName: Type.Optional(ImageSchema),
     templateId: Type.Optional(Type.String({ minLength: 1 })),
-    dockerArgs: Type.Optional(Type.String({ maxLength: 8192, ...SHELL_WORDS })),
+    dockerArgs: Type.Optional(ArgsSchema),
     containerDiskInGb: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
     volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
     volumeMountPath: Type.Optional(MountPathSchema),
-    env: Type.Optional(Type.Array(EnvKeyValueSchema, { maxItems: 1000 })),
+    env: Type.Optional(EnvListSchema),
     ports: Type.Optional(Type.String({ maxLength: 1024 })),
     gpuTypeId: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
     gpuCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
@@ -288,10 +284,7 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
   }
   problems.push(...envProblems(env));
   const registryId = i.containerRegistryAuthId !== undefined ? i.containerRegistryAuthId || null : (template?.registryId ?? null);
-  if (registryId) {
-    const registry = await ctx.db.registryCredential.findFirst({ where: { id: registryId, accountId: principal.accountId }, select: { id: true } });
-    if (!registry) problems.push(`$.containerRegistryAuthId: no registry credential '${registryId}'`);
-  }
+  if (registryId) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, registryId, imageName, '$.containerRegistryAuthId')));
   if (i.networkVolumeId) problems.push('$.networkVolumeId: network volumes cannot be attached to pods yet');
   const gpuCount = i.gpuCount ?? 1;
   const gpuTypeId = i.gpuTypeId ?? null;

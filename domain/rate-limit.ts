@@ -3,7 +3,9 @@ import type { DomainContext } from './context.ts';
 import type { Db } from './db.ts';
 
 /**
- * Per-account request limits of the management API in three fixed windows (spec "Limits"). The
+ * Request limits in three fixed windows (spec "Limits"): per account for the management API (REST
+ * and GraphQL share one quota: two skins over the same operations), per account and endpoint for
+ * the job API and the load-balancing proxy, and per client address for failed authentication. The
  * counters live in PostgreSQL, so every API process enforces the same limit.
  */
 
@@ -29,6 +31,34 @@ export function parseRateLimits(value: string | undefined, defaults: RateLimitQu
     quotas[match[1] as RateWindow] = Number(match[2]);
   }
   return quotas;
+}
+
+/** Every surface's quotas, from the environment (README "Security"). */
+export interface SurfaceLimits {
+  management: RateLimitQuotas;
+  jobs: RateLimitQuotas;
+  proxy: RateLimitQuotas;
+  /** Failed authentications one client address may make per minute before it is refused for the rest of that minute. */
+  authFailuresPerMinute: number;
+}
+
+export const DEFAULT_JOB_RATE_LIMITS: RateLimitQuotas = { minute: 6_000, hour: 200_000, day: 2_000_000 };
+export const DEFAULT_PROXY_RATE_LIMITS: RateLimitQuotas = { minute: 12_000, hour: 400_000, day: 4_000_000 };
+
+function positiveInt(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined || value.trim() === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got "${value}"`);
+  return n;
+}
+
+export function surfaceLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): SurfaceLimits {
+  return {
+    management: parseRateLimits(env.GANTRY_RATE_LIMITS),
+    jobs: parseRateLimits(env.GANTRY_JOB_RATE_LIMITS, DEFAULT_JOB_RATE_LIMITS),
+    proxy: parseRateLimits(env.GANTRY_PROXY_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS),
+    authFailuresPerMinute: positiveInt(env.GANTRY_AUTH_FAILURES_PER_MINUTE, 30, 'GANTRY_AUTH_FAILURES_PER_MINUTE'),
+  };
 }
 
 export interface WindowState {
@@ -70,10 +100,21 @@ interface CounterRow {
  * last slot may both be counted; the one that pushed a counter over its quota is refused.
  */
 export async function consumeRateLimit(ctx: Pick<DomainContext, 'db'>, principal: Principal, defaults: RateLimitQuotas): Promise<RateLimitDecision> {
-  return consumeForAccount(ctx.db, principal.accountId, defaults);
+  return consumeCounter(ctx.db, { counter: principal.accountId, accountId: principal.accountId, quotas: defaults });
 }
 
-async function consumeForAccount(db: Db, accountId: string, defaults: RateLimitQuotas): Promise<RateLimitDecision> {
+export interface CounterSpec {
+  /** The counters' key: an account id, `<accountId>/jobs/<endpointId>`, `auth-failure/<address>`. */
+  counter: string;
+  /** Whose quota overrides (`Account.rateLimitPer*`) apply; none when unset. */
+  accountId?: string;
+  quotas: RateLimitQuotas;
+}
+
+/** Counts one request against `spec.counter`'s windows; see consumeRateLimit. */
+export async function consumeCounter(db: Db, spec: CounterSpec): Promise<RateLimitDecision> {
+  const { counter: accountId, quotas: defaults } = spec;
+  const overridesOf = spec.accountId ?? '';
   const rows = await db.$queryRaw<CounterRow[]>`
     WITH clock AS (
       SELECT extract(epoch FROM clock_timestamp()) AS epoch
@@ -81,7 +122,7 @@ async function consumeForAccount(db: Db, accountId: string, defaults: RateLimitQ
       SELECT coalesce(a."rateLimitPerMinute", ${defaults.minute}::int) AS minute,
              coalesce(a."rateLimitPerHour", ${defaults.hour}::int) AS hour,
              coalesce(a."rateLimitPerDay", ${defaults.day}::int) AS day
-      FROM (SELECT 1) AS one LEFT JOIN "Account" a ON a.id = ${accountId}
+      FROM (SELECT 1) AS one LEFT JOIN "Account" a ON a.id = ${overridesOf}
     ), win AS (
       SELECT v.name, v.seconds, v.quota,
              floor(clock.epoch / v.seconds) * v.seconds AS start_epoch,

@@ -5,6 +5,7 @@ import type { DomainContext } from './context.ts';
 import { DomainError, forbidden, notFound } from './errors.ts';
 import { newId } from './ids.ts';
 import { validate } from './validation.ts';
+import { RegistryHostSchema, registryOf } from './container-fields.ts';
 
 /**
  * Container registry credentials: write-only. The username and password are sealed with the
@@ -17,21 +18,52 @@ export const CreateRegistrySchema = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' }),
     username: Type.String({ minLength: 1, maxLength: 1024, description: 'registry user name (write-only)' }),
     password: Type.String({ minLength: 1, maxLength: 16384, description: 'registry password or token (write-only)' }),
+    registry: Type.Optional(RegistryHostSchema),
   },
   { additionalProperties: false },
 );
 
-export const RegistrySchema = Type.Object({ id: Type.String(), name: Type.String() }, { description: 'a registry credential; its secret parts are never returned' });
+export const RegistrySchema = Type.Object(
+  { id: Type.String(), name: Type.String(), registry: Type.String({ description: 'the registry host the credential is bound to' }) },
+  { description: 'a registry credential; its secret parts are never returned' },
+);
 export const RegistryListSchema = Type.Object({ registries: Type.Array(RegistrySchema) });
 
 export interface RegistryView {
   id: string;
   name: string;
+  registry: string;
 }
+
+const VIEW = { id: true, name: true, registry: true } as const;
 
 export interface RegistryLogin {
   username: string;
   password: string;
+}
+
+/**
+ * Where a new credential may be sent: the `registry` given, else its name when the name is a
+ * registry host (`ghcr.io`), else docker.io. Fixed when created: a credential is never sent to a
+ * registry chosen later by whoever names an image.
+ */
+function boundRegistry(name: string, given: string | undefined): string {
+  if (given) return given.toLowerCase();
+  const host = name.trim().toLowerCase();
+  return /^[a-z0-9.-]+(:[0-9]+)?$/.test(host) && (host.includes('.') || host.includes(':') || host === 'localhost') ? host : 'docker.io';
+}
+
+/**
+ * What is wrong with pulling `image` with credential `registryId` of the account: unknown, or
+ * bound to another registry (the password would go to whoever runs the image's registry).
+ */
+export async function registryBindingProblems(db: DomainContext['db'] | Prisma.TransactionClient, accountId: string, registryId: string, image: string | undefined, path: string): Promise<string[]> {
+  const row = await db.registryCredential.findFirst({ where: { id: registryId, accountId }, select: { registry: true } });
+  if (!row) return [`${path}: no registry credential '${registryId}'`];
+  if (image !== undefined && registryOf(image) !== row.registry) {
+    return [`${path}: registry credential '${registryId}' is bound to ${row.registry}, and the image '${image}' is on ${registryOf(image)}`];
+  }
+  return [];
 }
 
 /**
@@ -51,8 +83,8 @@ export async function createRegistry(ctx: DomainContext, principal: Principal, b
   const login: RegistryLogin = { username: input.username, password: input.password };
   try {
     const row = await ctx.db.registryCredential.create({
-      data: { id: newId(), accountId: principal.accountId, name: input.name, secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))) },
-      select: { id: true, name: true },
+      data: { id: newId(), accountId: principal.accountId, name: input.name, registry: boundRegistry(input.name, input.registry), secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))) },
+      select: VIEW,
     });
     return row;
   } catch (err) {
@@ -64,13 +96,13 @@ export async function createRegistry(ctx: DomainContext, principal: Principal, b
 export async function listRegistries(ctx: DomainContext, principal: Principal): Promise<RegistryView[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  return ctx.db.registryCredential.findMany({ where: { accountId: principal.accountId }, select: { id: true, name: true }, orderBy: { createdAt: 'asc' } });
+  return ctx.db.registryCredential.findMany({ where: { accountId: principal.accountId }, select: VIEW, orderBy: { createdAt: 'asc' } });
 }
 
 export async function getRegistry(ctx: DomainContext, principal: Principal, id: string): Promise<RegistryView> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true, name: true } });
+  const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId: principal.accountId }, select: VIEW });
   if (!row) throw notFound('registry credential');
   return row;
 }
@@ -97,22 +129,26 @@ export async function deleteRegistry(ctx: DomainContext, principal: Principal, i
  * The login of a credential, for pulling images (password over stdin, never on a command line).
  * Takes the owning account so that one account's worker can never pull with another's secret.
  */
-export async function openRegistryCredential(ctx: DomainContext, accountId: string, id: string): Promise<RegistryLogin> {
-  const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId }, select: { secret: true } });
+export async function openRegistryCredential(ctx: DomainContext, accountId: string, id: string): Promise<RegistryLogin & { registry: string }> {
+  const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId }, select: { secret: true, registry: true } });
   if (!row) throw notFound('registry credential');
   const parsed = JSON.parse(ctx.secrets.open(row.secret)) as RegistryLogin;
-  return { username: parsed.username, password: parsed.password };
+  return { username: parsed.username, password: parsed.password, registry: row.registry };
 }
 
 export const UpdateRegistrySchema = Type.Object(
   {
     username: Type.String({ minLength: 1, maxLength: 1024 }),
     password: Type.String({ minLength: 1, maxLength: 16384 }),
+    registry: Type.Optional(RegistryHostSchema),
   },
   { additionalProperties: false },
 );
 
-/** Replaces the login of a credential (GraphQL `updateRegistryAuth`); the name stays. */
+/**
+ * Replaces the login of a credential (GraphQL `updateRegistryAuth`); the name stays. Moving it to
+ * another registry takes the whole login again, so nobody redirects a password they do not know.
+ */
 export async function updateRegistry(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<RegistryView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
@@ -120,7 +156,7 @@ export async function updateRegistry(ctx: DomainContext, principal: Principal, i
   const login: RegistryLogin = { username: input.username, password: input.password };
   const { count } = await ctx.db.registryCredential.updateMany({
     where: { id, accountId: principal.accountId },
-    data: { secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))) },
+    data: { secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))), ...(input.registry ? { registry: input.registry.toLowerCase() } : {}) },
   });
   if (count === 0) throw notFound('registry credential');
   return getRegistry(ctx, principal, id);

@@ -4,8 +4,9 @@ import { requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { newId } from './ids.ts';
-import { isUniqueViolation, requireAccountWide } from './registries.ts';
-import { SHELL_WORDS, validate } from './validation.ts';
+import { isUniqueViolation, registryBindingProblems, requireAccountWide } from './registries.ts';
+import { validate } from './validation.ts';
+import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } from './container-fields.ts';
 
 /**
  * Templates: named container configurations (image, args, disk, ports, env, registry, volume) that
@@ -19,9 +20,9 @@ import { SHELL_WORDS, validate } from './validation.ts';
 // ---------------------------------------------------------------- REST shapes
 
 const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', description: '`port/protocol`, e.g. `8000/http`' });
-const EnvSchema = Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$' }), Type.String(), { description: 'environment variables' });
+
 // No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
-export const MountPathSchema = Type.String({ pattern: '^/[^,]*$', maxLength: 1024, description: 'absolute path inside the container, without commas' });
+
 
 const PersistentMountSchema = Type.Object(
   {
@@ -32,8 +33,8 @@ const PersistentMountSchema = Type.Object(
 );
 
 const templateBodyFields = {
-  image: Type.String({ minLength: 1, maxLength: 1024, description: 'container image reference' }),
-  args: Type.String({ maxLength: 8192, ...SHELL_WORDS, description: "overrides the image's start command; empty keeps the image's own" }),
+  image: ImageSchema,
+  args: ArgsSchema,
   disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
   ports: Type.Array(PortSchema, { maxItems: 64 }),
   env: EnvSchema,
@@ -102,7 +103,6 @@ export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSc
 
 // ---------------------------------------------------------------- GraphQL shapes
 
-const KeyValueSchema = Type.Object({ key: Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$' }), value: Type.String() }, { additionalProperties: false });
 
 /** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
 export const SaveTemplateInputSchema = Type.Object(
@@ -114,7 +114,7 @@ export const SaveTemplateInputSchema = Type.Object(
     containerDiskInGb: Type.Optional(templateBodyFields.disk),
     volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
     volumeMountPath: Type.Optional(MountPathSchema),
-    env: Type.Optional(Type.Array(KeyValueSchema, { maxItems: 1000 })),
+    env: Type.Optional(EnvListSchema),
     ports: Type.Optional(Type.String({ maxLength: 1024, description: 'comma-separated `port/protocol` entries' })),
     isServerless: Type.Optional(Type.Boolean()),
     readme: Type.Optional(templateBodyFields.readme),
@@ -250,9 +250,8 @@ async function save(ctx: DomainContext, principal: Principal, id: string | undef
       if (merged.isServerless && merged.volumeInGb > 0) {
         problems.push(`${paths.volume}: serverless templates cannot have a persistent volume (workers are replaced freely); use a network volume`);
       }
-      if (merged.registryId !== null && patch.registryId !== undefined) {
-        const registry = await tx.registryCredential.findFirst({ where: { id: merged.registryId, accountId: principal.accountId }, select: { id: true } });
-        if (!registry) problems.push(`${paths.registry}: no registry credential '${merged.registryId}'`);
+      if (merged.registryId !== null && (patch.registryId !== undefined || patch.imageName !== undefined)) {
+        problems.push(...(await registryBindingProblems(tx, principal.accountId, merged.registryId, merged.imageName, paths.registry)));
       }
       if (problems.length > 0) throw validationFailed(problems);
       const data = {

@@ -31,12 +31,62 @@ ajv.addKeyword({
   },
 });
 
+/** PostgreSQL's `integer`, which every stored whole number is. */
+export const INT32_MAX = 2_147_483_647;
+
+/**
+ * A copy of `schema` in which every integer is bounded to PostgreSQL's `integer` range: a
+ * larger value is the client's mistake (422 naming the field), not a statement the database refuses.
+ */
+export function withInt32Bounds(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(withInt32Bounds);
+  if (!schema || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(schema)) out[k] = withInt32Bounds(v);
+  const type = out.type;
+  if (type === 'integer' || (Array.isArray(type) && type.includes('integer'))) {
+    if (typeof out.maximum !== 'number' || out.maximum > INT32_MAX) out.maximum = INT32_MAX;
+    if (typeof out.minimum !== 'number' || out.minimum < -INT32_MAX - 1) out.minimum = -INT32_MAX - 1;
+  }
+  return out;
+}
+
+/**
+ * `{"x-env-total": n}` on environment variables (an object, or GraphQL's `[{key, value}]` list):
+ * names and values together stay within n bytes, so no tenant writes megabytes of environment.
+ */
+ajv.addKeyword({
+  keyword: 'x-env-total',
+  errors: true,
+  validate: function envTotal(this: unknown, max: number, data: unknown): boolean {
+    const pairs = Array.isArray(data)
+      ? data.map((e) => [String((e as { key?: unknown })?.key ?? ''), String((e as { value?: unknown })?.value ?? '')])
+      : data && typeof data === 'object'
+        ? Object.entries(data).map(([k, v]) => [k, String(v)])
+        : [];
+    const total = pairs.reduce((n, [k, v]) => n + Buffer.byteLength(k!) + Buffer.byteLength(v!), 0);
+    if (total <= max) return true;
+    (envTotal as { errors?: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-env-total', message: `must hold at most ${max} bytes of names and values (has ${total})`, params: {} }];
+    return false;
+  },
+});
+
 const cache = new WeakMap<object, ValidateFunction>();
+
+/** Compiles a request schema (routes and domain alike) with the int32 bounds. */
+export function compileSchema(schema: object): ValidateFunction {
+  let fn = cache.get(schema);
+  if (!fn) {
+    fn = ajv.compile(withInt32Bounds(schema) as object);
+    cache.set(schema, fn);
+  }
+  return fn;
+}
 
 function compiled(schema: TSchema): ValidateFunction {
   let fn = cache.get(schema);
   if (!fn) {
-    fn = ajv.compile(schema);
+    fn = compileSchema(schema);
     cache.set(schema, fn);
   }
   return fn;

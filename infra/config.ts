@@ -1,5 +1,6 @@
 import { homedir } from 'node:os';
 import path from 'node:path';
+import { surfaceLimitsFromEnv, type SurfaceLimits } from '../domain/rate-limit.ts';
 
 /**
  * The process's settings, with their defaults. Subsystems read their own tuning variables next to
@@ -27,6 +28,8 @@ export interface GantryConfig {
   secretKey: string | undefined;
   logLevel: string;
   cacheDir: string;
+  /** Request limits of every API surface (README "Security"). */
+  limits: SurfaceLimits;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -62,5 +65,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     secretKey: env.GANTRY_SECRET_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',
     cacheDir: path.join(cacheHome, 'gantry'),
+    limits: surfaceLimitsFromEnv(env),
   };
 }

@@ -95,7 +95,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       await applyHostConfig(ctx);
       const stopWakeups = wakeAutoscalerOnQueuedJobs(ctx);
       stops.push(async () => stopWakeups());
-      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
+      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, limits: config.limits });
       app = built;
       await built.listen({ host: config.host, port: config.port });
       ready = true;

@@ -17,7 +17,8 @@ const lines = [
   `  Data          ${config.dataDir}`,
   platform.newAdminKey
     ? `  Admin API key ${platform.newAdminKey}\n                (shown once; stored hashed. Use it as "Authorization: Bearer <key>".)`
-    : platform.apiUrl && '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).',
+    : platform.apiUrl &&
+      (config.adminApiKey ? '  Admin API key from GANTRY_ADMIN_API_KEY (not shown)' : '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).'),
   '',
 ].filter((l): l is string => typeof l === 'string');
 console.log(lines.join('\n'));

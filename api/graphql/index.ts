@@ -1,15 +1,18 @@
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { ApolloServerPluginLandingPageLocalDefault } from '@apollo/server/plugin/landingPage/default';
-import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
+import { fastifyApolloDrainPlugin, fastifyApolloHandler } from '@as-integrations/fastify';
 import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { GraphQLError, type ValidationContext } from 'graphql';
-import { authenticate } from '../../domain/auth.ts';
+import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import { GraphQLError, type ValidationContext, type ValidationRule } from 'graphql';
+import { authenticate, type Principal } from '../../domain/auth.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
-import { bearerToken } from '../auth.ts';
+import { bearerToken, throttledAuth } from '../auth.ts';
+import { unstorableJson } from '../input-guards.ts';
+import { enforceRateLimit } from '../rate-limit.ts';
 import { resolvers, type GraphqlContext } from './resolvers.ts';
 import { typeDefs } from './schema.ts';
 
@@ -30,6 +33,20 @@ const reportInsteadOfThrow = {
   onReject: [(context: ValidationContext | null, error: GraphQLError) => context?.reportError(error)],
 };
 
+/**
+ * Parse-time and size bounds: graphql-js stops lexing past `maxTokens`, so a document of 200,000
+ * variable definitions costs a few milliseconds, not seconds of a blocked event loop. The standard
+ * introspection query is about 300 tokens; the body bound keeps `variables` small as well.
+ */
+export const GRAPHQL_LIMITS = { maxTokens: 5_000, maxDirectives: 50, bodyBytes: 256 * 1024 } as const;
+
+/** String literals in a document: NUL cannot be stored, so it is the caller's error, named where it is. */
+const noNulStrings: ValidationRule = (context) => ({
+  StringValue(node) {
+    if (node.value.includes('\0')) context.reportError(new GraphQLError('string values must not contain NUL characters', { nodes: [node] }));
+  },
+});
+
 /** The key comes as `?api_key=` (the spec) or, for tools, as a bearer header. */
 function presentedKey(request: FastifyRequest): string | undefined {
   const query = request.query as Record<string, unknown> | undefined;
@@ -47,6 +64,9 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
     typeDefs,
     resolvers,
     introspection: true,
+    parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
+    // Stack traces name server paths: only a developer's own machine gets them.
+    includeStacktraceInErrorResponses: process.env.NODE_ENV === 'development',
     // Depth counts introspection too: the standard introspection query is 21 deep and the schema's own
     // deepest path is 4, so 25 refuses only crafted nesting. Cost leaves introspection out (the
     // standard query alone would cost 87k by the default weights).
@@ -54,6 +74,8 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
       maxDepthRule({ n: 25, ignoreIntrospection: false, ...reportInsteadOfThrow }),
       costLimitRule({ maxCost: 5000, ...reportInsteadOfThrow }),
       maxAliasesRule({ n: 15, ...reportInsteadOfThrow }),
+      maxDirectivesRule({ n: GRAPHQL_LIMITS.maxDirectives, ...reportInsteadOfThrow }),
+      noNulStrings,
     ],
     plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageLocalDefault({ embed: true }), domainErrors],
     formatError: (formatted, error) => {
@@ -73,18 +95,57 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
     },
   });
   await apollo.start();
-  await app.register(fastifyApollo(apollo), {
-    path: '/graphql',
-    context: async (request) => {
+
+  /**
+   * Authentication and the account's rate limit run before the body is read or parsed, so neither
+   * an unknown key nor a key over its quota costs a parse. The landing page (a browser's GET without
+   * a query) needs no key.
+   */
+  const principals = new WeakMap<FastifyRequest, Principal>();
+  app.route({
+    method: ['GET', 'POST', 'OPTIONS'],
+    url: '/graphql',
+    bodyLimit: GRAPHQL_LIMITS.bodyBytes,
+    onRequest: async (request, reply) => {
+      const query = request.query as Record<string, unknown> | undefined;
+      if (request.method !== 'POST' && typeof query?.query !== 'string') return;
+      let principal: Principal;
       try {
-        const principal = await authenticate(ctx.db, presentedKey(request));
-        return { ctx, principal };
+        principal = await throttledAuth(request, () => authenticate(ctx.db, presentedKey(request)));
       } catch (err) {
-        if (err instanceof DomainError) {
-          throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
-        }
+        if (err instanceof DomainError) return graphqlError(reply, err);
+        throw err;
+      }
+      principals.set(request, principal);
+      try {
+        await enforceRateLimit(ctx, reply, { counter: principal.accountId, accountId: principal.accountId, quotas: app.surfaceLimits.management });
+      } catch (err) {
+        if (err instanceof DomainError) return graphqlError(reply, err);
         throw err;
       }
     },
+    preHandler: async (request, reply) => {
+      const variables = (request.body as { variables?: unknown } | undefined)?.variables;
+      const problem = variables && typeof variables === 'object' ? unstorableJson(variables, '$variables') : undefined;
+      if (problem) return reply.code(400).type('application/json').send({ errors: [{ message: problem, extensions: { code: 'BAD_USER_INPUT' } }] });
+    },
+    handler: fastifyApolloHandler(apollo, {
+      context: async (request) => {
+        const principal = principals.get(request);
+        if (principal) return { ctx, principal };
+        try {
+          return { ctx, principal: await authenticate(ctx.db, presentedKey(request)) };
+        } catch (err) {
+          if (err instanceof DomainError) throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+          throw err;
+        }
+      },
+    }) as unknown as RouteHandlerMethod, // its own route generics (Reply: string) differ from the hooks' above
   });
+}
+
+/** A refusal before Apollo runs, in GraphQL's own error shape. */
+function graphqlError(reply: FastifyReply, err: DomainError): FastifyReply {
+  const status = err.kind === 'rate_limited' ? 429 : 401;
+  return reply.code(status).type('application/json').send({ errors: [{ message: err.message, extensions: { code: CODE_OF[err.kind] } }] });
 }

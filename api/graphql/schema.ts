@@ -133,6 +133,8 @@ export const typeDefs = /* GraphQL */ `
   type ContainerRegistryAuth {
     id: String!
     name: String!
+    "The registry host the credential is bound to: images elsewhere cannot use it."
+    registry: String!
   }
 
   type User {
@@ -235,12 +237,15 @@ export const typeDefs = /* GraphQL */ `
     name: String!
     username: String!
     password: String!
+    "Registry host (default: the name when it is a host such as ghcr.io, else docker.io)."
+    registry: String
   }
 
   input UpdateRegistryAuthInput {
     id: String!
     username: String!
     password: String!
+    registry: String
   }
 
   type Query {

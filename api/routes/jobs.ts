@@ -1,8 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { hashKey, type Principal } from '../../domain/auth.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import type { Db } from '../../domain/db.ts';
 import { randomString } from '../../domain/ids.ts';
 import { createJobPool, databaseUrlOf, JobStore } from '../../domain/job-queue.ts';
 import {
@@ -26,7 +24,7 @@ import {
   WaitQuerySchema,
   type Log,
 } from '../../domain/jobs.ts';
-import { bearerToken, principalOf } from '../auth.ts';
+import { cachedPrincipalOf } from '../auth.ts';
 import { JobNotifier } from '../job-notify.ts';
 import { workerProtocolRoutes } from './worker-protocol.ts';
 
@@ -37,26 +35,6 @@ const JobAck = Type.Object({ id: Type.String(), status: JobStatusSchema });
 /** compat.md payload caps: 10 MB for /run, 20 MB for /runsync (413 beyond). */
 const RUN_BODY_LIMIT = 10 * 1024 * 1024;
 const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
-
-/**
- * Principals of the job API, cached briefly by key hash: every job call (run, runsync, status
- * polls) would otherwise cost a key lookup. A revoked key keeps working here for up to this long.
- */
-const PRINCIPAL_CACHE_MS = 5_000;
-const principalCache = new Map<string, { principal: Principal; until: number }>();
-
-async function jobPrincipal(db: Db, request: FastifyRequest): Promise<Principal> {
-  const token = bearerToken(request);
-  if (!token) return principalOf(db, request);
-  const hash = hashKey(token);
-  const now = Date.now();
-  const hit = principalCache.get(hash);
-  if (hit && hit.until > now) return hit.principal;
-  const principal = await principalOf(db, request);
-  if (principalCache.size > 10_000) principalCache.clear();
-  principalCache.set(hash, { principal, until: now + PRINCIPAL_CACHE_MS });
-  return principal;
-}
 
 /** Aborts when the client hangs up before the answer: long waits stop early. */
 export function hangupSignal(reply: FastifyReply): AbortSignal {
@@ -104,7 +82,7 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
   app.post<{ Params: { endpointId: string } }>(
     '/v2/:endpointId/run',
     { bodyLimit: RUN_BODY_LIMIT, attachValidation: true, schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } } },
-    async (request) => runJob(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.body),
+    async (request) => runJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body),
   );
 
   app.post<{ Params: { endpointId: string } }>(
@@ -114,13 +92,13 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
       attachValidation: true,
       schema: { params: EndpointParams, querystring: WaitQuerySchema, body: RunJobBodySchema, response: { 200: JobViewSchema } },
     },
-    async (request, reply) => runJobSync(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.body, request.query, hangupSignal(reply)),
+    async (request, reply) => runJobSync(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body, request.query, hangupSignal(reply)),
   );
 
   app.get<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/status/:jobId',
     { schema: { params: JobParams, response: { 200: JobViewSchema } } },
-    async (request) => getJobStatus(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.params.jobId),
+    async (request) => getJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
   );
 
   const statusSync = {
@@ -128,38 +106,38 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
     schema: { params: JobParams, querystring: WaitQuerySchema, response: { 200: JobViewSchema } },
   };
   const statusSyncHandler = async (request: FastifyRequest<{ Params: { endpointId: string; jobId: string } }>, reply: FastifyReply) =>
-    waitJobStatus(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.params.jobId, request.query, hangupSignal(reply));
+    waitJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, request.query, hangupSignal(reply));
   app.get<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
   app.post<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
 
   app.get<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/stream/:jobId',
     { schema: { params: JobParams, response: { 200: JobStreamSchema } } },
-    async (request, reply) => streamJob(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.params.jobId, hangupSignal(reply)),
+    async (request, reply) => streamJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, hangupSignal(reply)),
   );
 
   app.post<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/cancel/:jobId',
     { schema: { params: JobParams, response: { 200: JobAck } } },
-    async (request) => cancelJob(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.params.jobId),
+    async (request) => cancelJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
   );
 
   app.post<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/retry/:jobId',
     { schema: { params: JobParams, response: { 200: JobAck } } },
-    async (request) => retryJob(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId, request.params.jobId),
+    async (request) => retryJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
   );
 
   app.post<{ Params: { endpointId: string } }>(
     '/v2/:endpointId/purge-queue',
     { schema: { params: EndpointParams, response: { 200: Type.Object({ removed: Type.Integer(), status: Type.Literal('completed') }) } } },
-    async (request) => purgeQueue(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId),
+    async (request) => purgeQueue(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
   );
 
   app.get<{ Params: { endpointId: string } }>(
     '/v2/:endpointId/health',
     { schema: { params: EndpointParams, response: { 200: HealthSchema } } },
-    async (request) => endpointHealth(ctx, await jobPrincipal(ctx.db, request), request.params.endpointId),
+    async (request) => endpointHealth(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
   );
 
   workerProtocolRoutes(app, ctx);

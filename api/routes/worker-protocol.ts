@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { finishJob, PingQuerySchema, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs.ts';
 import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers-auth.ts';
+import { throttledAuth } from '../auth.ts';
 import { hangupSignal } from './jobs.ts';
 
 const WorkerParams = Type.Object({ endpointId: Type.String(), workerId: Type.String() });
@@ -24,7 +25,7 @@ const DONE_BODY_LIMIT = 20 * 1024 * 1024;
 type WorkerRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string } }>;
 
 function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdentity> {
-  return authenticateWorker(ctx.db, workerKeyOf(request.headers.authorization), request.params.workerId, request.params.endpointId);
+  return throttledAuth(request, () => authenticateWorker(ctx.db, workerKeyOf(request.headers.authorization), request.params.workerId, request.params.endpointId));
 }
 
 /**

@@ -130,7 +130,7 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     // The new login is what the image pull gets; no read shows it.
     const { openRegistryCredential } = await import('../../domain/registries.ts');
     const account = await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } });
-    expect(await openRegistryCredential(p.ctx, account.id, reg.id)).toEqual({ username: 'bot2', password: 'n3w-pw' });
+    expect(await openRegistryCredential(p.ctx, account.id, reg.id)).toEqual({ username: 'bot2', password: 'n3w-pw', registry: 'docker.io' });
     const listed = await gql('{ myself { containerRegistryCreds { id name } } }');
     expect(JSON.stringify(listed)).not.toMatch(/n3w-pw|bot2/);
     expect(listed.data.myself.containerRegistryCreds).toContainEqual(reg);

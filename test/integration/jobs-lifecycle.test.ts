@@ -14,6 +14,8 @@ let p: TestPlatform;
 const PING_MS = 400;
 
 beforeAll(async () => {
+  // The webhook listeners here are on loopback, which webhooks may reach only when allowed.
+  process.env.GANTRY_WEBHOOK_ALLOW = '127.0.0.1/32';
   process.env.GANTRY_JOB_TAKE_HOLD_MS = '2000';
   process.env.GANTRY_WORKER_PING_INTERVAL_MS = String(PING_MS);
   process.env.GANTRY_JOB_RETENTION_MS = '4000';

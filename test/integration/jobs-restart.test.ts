@@ -83,6 +83,8 @@ async function setup(databaseUrl: string): Promise<Setup> {
     GANTRY_WORKER_PING_INTERVAL_MS: String(PING_MS),
     GANTRY_JOB_TAKE_HOLD_MS: '2000',
     GANTRY_JOB_UNSIGNALLED_GRACE_MS: '2000',
+    // The test's webhook listener is on loopback, which webhooks may reach only when allowed.
+    GANTRY_WEBHOOK_ALLOW: '127.0.0.1/32',
   };
   const db = createDb(databaseUrl);
   const connection = await Connection.connect({ address: inject('temporalAddress') });

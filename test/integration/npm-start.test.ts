@@ -114,7 +114,12 @@ describe('the platform on its embedded defaults', () => {
     // A graceful stop exits 0; a third start still has everything.
     second.child.kill('SIGTERM');
     expect(await exited(second.child)).toBe(0);
-    const third = await start();
+    // A configured admin key works and is never printed (it is the operator's secret, not news).
+    const configured = `configured_${'k'.repeat(30)}`;
+    const third = await start(configured);
+    expect(third.output()).not.toContain(configured);
+    expect(third.output()).toContain('Admin API key from GANTRY_ADMIN_API_KEY');
+    expect((await call(base, 'GET', '/v2/serverless', { key: configured })).status).toBe(200);
     const again = await call(base, 'GET', '/v2/serverless', { key });
     expect(again.body.endpoints.map((e: { id: string }) => e.id).sort()).toEqual(list.body.endpoints.map((e: { id: string }) => e.id).sort());
     third.child.kill('SIGTERM');

@@ -61,24 +61,26 @@ describe('REST management resources', () => {
       const password = 'correct-horse-battery-staple-31337';
       const created = await call(p.url, 'POST', '/v2/registries', { key: p.adminKey, body: { name: 'dockerhub', username: 'gantry-bot', password } });
       expect(created.status).toBe(201);
-      expect(Object.keys(created.body).sort()).toEqual(['id', 'name']);
+      expect(Object.keys(created.body).sort()).toEqual(['id', 'name', 'registry']);
       expect(created.body.name).toBe('dockerhub');
+      // Bound when created: a name that is no registry host means Docker Hub.
+      expect(created.body.registry).toBe('docker.io');
 
       const row = await p.ctx.db.registryCredential.findUniqueOrThrow({ where: { id: created.body.id } });
       const stored = Buffer.from(row.secret);
       expect(stored.includes(Buffer.from(password))).toBe(false);
       expect(stored.includes(Buffer.from('gantry-bot'))).toBe(false);
       expect(stored[0]).toBe(1); // the SecretBox format byte
-      expect(await openRegistryCredential(p.ctx, adminAccountId, created.body.id)).toEqual({ username: 'gantry-bot', password });
+      expect(await openRegistryCredential(p.ctx, adminAccountId, created.body.id)).toEqual({ username: 'gantry-bot', password, registry: 'docker.io' });
       // One account's workers never pull with another's secret.
       await expect(openRegistryCredential(p.ctx, other.accountId, created.body.id)).rejects.toThrow(/not found/);
 
       const read = await call(p.url, 'GET', `/v2/registries/${created.body.id}`, { key: p.adminKey });
       expect(read.status).toBe(200);
-      expect(read.body).toEqual({ id: created.body.id, name: 'dockerhub' });
+      expect(read.body).toEqual({ id: created.body.id, name: 'dockerhub', registry: 'docker.io' });
       const list = await call(p.url, 'GET', '/v2/registries', { key: readOnlyKey });
       expect(list.status).toBe(200);
-      expect(list.body).toEqual({ registries: [{ id: created.body.id, name: 'dockerhub' }] });
+      expect(list.body).toEqual({ registries: [{ id: created.body.id, name: 'dockerhub', registry: 'docker.io' }] });
       for (const res of [created, read, list]) expect(JSON.stringify(res.body)).not.toContain(password);
     });
 

@@ -151,7 +151,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
 
   it('makes release N+1 for container changes only, and tells the workflow its version', async () => {
     const ep = await create();
-    const registry = await p.ctx.db.registryCredential.create({ data: { id: newId(), accountId, name: `reg-${newId()}`, secret: Buffer.from([1]) } });
+    const registry = await p.ctx.db.registryCredential.create({ data: { id: newId(), accountId, name: `reg-${newId()}`, registry: 'registry.local', secret: Buffer.from([1]) } });
 
     // Not container-affecting: no release.
     expect((await patch(ep.id, { gpu: { pools: ['ADA_24'], count: 2 }, flashboot: 'FLASHBOOT' })).body.gpu).toEqual({ pools: ['ADA_24'], count: 2 });

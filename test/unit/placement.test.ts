@@ -169,7 +169,10 @@ describe('from placement to container flags', () => {
     expect(args).toContain('gantry.worker=w1');
     expect(args.join(' ')).toContain('--publish 8000/tcp');
     expect(args.join(' ')).toContain('--storage-opt size=20G');
-    expect(args.slice(-3)).toEqual(['registry.example.com/team/model:2', 'python', 'handler.py']);
+    expect(args.slice(-4)).toEqual(['--', 'registry.example.com/team/model:2', 'python', 'handler.py']);
+    // Whatever the image is called, the runtime's options have ended before it.
+    const hostile = runArgs(spec({ image: '--privileged' }), '/tmp/env');
+    expect(hostile.indexOf('--')).toBe(hostile.indexOf('--privileged') - 1);
     expect(runArgs(spec({ cpus: 4, memoryGb: 8 }), '/tmp/env').join(' ')).toContain('--cpus 4 --memory 8g');
     const host = runArgs(spec({ hostNetwork: true, publish: ['8000/tcp'] }), '/tmp/env');
     expect(host.join(' ')).toContain('--network host');
