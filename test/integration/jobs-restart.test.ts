@@ -232,6 +232,39 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     expect(row.output).toEqual({ slept: 3000 });
     await again.kill();
   }, 120_000);
+
+  it('jobs acknowledged just before the API is killed -9 have their workflows within seconds of the restart', async () => {
+    // A long signal delay holds every new job's workflow start back, as a burst does for a moment:
+    // the kill lands between each acknowledgement and its start.
+    await kill9(api);
+    api = await startGantry({ ...s.env, GANTRY_ROLE: 'api', GANTRY_JOB_SIGNAL_DELAY_MS: '600000' });
+    const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed' })));
+    await kill9(api);
+    const hasWorkflow = async (id: string): Promise<boolean> =>
+      s.temporal.workflow
+        .getHandle(`job:${id}`)
+        .describe()
+        .then(() => true)
+        .catch(() => false);
+    // Nothing started them: no worker took them and the signals never left the killed process.
+    expect((await Promise.all(ids.map(hasWorkflow))).filter(Boolean).length).toBe(0);
+
+    const restartedAt = Date.now();
+    api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
+    await eventually(
+      async () => {
+        const missing = (await Promise.all(ids.map(async (id) => ((await hasWorkflow(id)) ? undefined : id)))).filter(Boolean);
+        if (missing.length === 0) return true;
+        throw new Error(`${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - restartedAt} ms after the restart`);
+      },
+      15_000,
+      'every acknowledged job has its workflow',
+    );
+    // And the jobs themselves run to the end once a worker comes.
+    const w = compat(s, { WORKER_CONCURRENCY: '4' });
+    await expectSettled(s, ids, 'COMPLETED', [w]);
+    await w.kill();
+  }, 180_000);
 });
 
 describe('PostgreSQL restarted mid-job', () => {
