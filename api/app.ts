@@ -20,6 +20,8 @@ export interface AppOptions {
   rateLimits?: RateLimitQuotas;
   /** Every surface's limits; default: from the environment (surfaceLimitsFromEnv). */
   limits?: Partial<SurfaceLimits>;
+  /** Where log lines go; default: standard output. */
+  logStream?: { write(line: string): void };
 }
 
 declare module 'fastify' {
@@ -33,6 +35,7 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   const app = Fastify({
     logger: {
       level: opts.logLevel,
+      ...(opts.logStream ? { stream: opts.logStream } : {}),
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]'], censor: '[redacted]' },
       // Keys may come in the query string (`?api_key=`, the GraphQL convention): never logged.
       serializers: {

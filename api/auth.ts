@@ -49,9 +49,11 @@ export class AuthFailureThrottle {
 
   private async failed(address: string): Promise<void> {
     const d = await consumeCounter(this.db, { counter: `auth-failure/${address}`, quotas: { minute: this.perMinute, hour: 2 ** 31 - 1, day: 2 ** 31 - 1 } });
-    if (d.allowed) return;
+    // The failure that reaches the limit is the last one answered.
+    const minute = d.windows.find((w) => w.window === 'minute');
+    if (!minute || minute.count < this.perMinute) return;
     if (this.blockedUntil.size > 100_000) this.blockedUntil.clear();
-    this.blockedUntil.set(address, Date.now() + (d.exceeded?.resetSeconds ?? 60) * 1000);
+    this.blockedUntil.set(address, Date.now() + minute.resetSeconds * 1000);
   }
 
   /** Runs `authenticate` for the request's address: refused while blocked, counted when it fails. */
@@ -86,16 +88,20 @@ const principalCache = new Map<string, { principal: Principal; until: number }>(
 
 export async function cachedPrincipalOf(db: Db, request: FastifyRequest): Promise<Principal> {
   if (request.principal) return request.principal;
-  const token = bearerToken(request);
-  if (!token) return principalOf(db, request);
-  const hash = hashKey(token);
-  const now = Date.now();
-  const hit = principalCache.get(hash);
-  if (hit && hit.until > now) return (request.principal = hit.principal);
-  const principal = await principalOf(db, request);
-  if (principalCache.size > 10_000) principalCache.clear();
-  principalCache.set(hash, { principal, until: now + PRINCIPAL_CACHE_MS });
-  return principal;
+  // Inside the throttle: a refused address is refused even with a key this process remembers.
+  request.principal = await throttledAuth(request, async () => {
+    const token = bearerToken(request);
+    if (!token) return authenticate(db, token);
+    const hash = hashKey(token);
+    const now = Date.now();
+    const hit = principalCache.get(hash);
+    if (hit && hit.until > now) return hit.principal;
+    const principal = await authenticate(db, token);
+    if (principalCache.size > 10_000) principalCache.clear();
+    principalCache.set(hash, { principal, until: now + PRINCIPAL_CACHE_MS });
+    return principal;
+  });
+  return request.principal;
 }
 
 /** The job API's actions (`/v2/:endpointId/<action>/...`); the worker protocol's routes are not among them. */
