@@ -36,11 +36,9 @@ export interface ContainerSpec {
   args: string[];
   env: Record<string, string>;
   labels: Record<string, string>;
-  /** Share the host's network (the container reaches services on the host's loopback). */
-  hostNetwork: boolean;
-  /** Container ports published on random host ports (bridge network only): `8000/tcp`. */
+  /** Container ports published on random host ports: `8000/tcp`. */
   publish: string[];
-  /** `hostPort:containerPort` published on a fixed host port (bridge network only). */
+  /** `hostPort:containerPort` published on a fixed host port. */
   publishFixed: string[];
   gpuUuids: string[];
   gpuMethod: 'cdi' | 'docker-gpus' | 'none';
@@ -78,11 +76,12 @@ export function envFile(env: Record<string, string>): string {
 export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
   const args = ['run', '--detach', '--name', spec.name, '--restart', 'no', '--pull', 'never', '--env-file', envFilePath];
   for (const [k, v] of Object.entries(spec.labels)) args.push('--label', `${k}=${v}`);
-  if (spec.hostNetwork) args.push('--network', 'host');
-  else {
-    for (const p of spec.publish) args.push('--publish', p);
-    for (const p of spec.publishFixed) args.push('--publish', p);
-  }
+  // Always the runtime's bridge network, never the host's: a tenant's container must not reach
+  // what listens on the host's loopback (PostgreSQL, Temporal). Raw sockets go too: with them a
+  // container could forge packets to 127.0.0.1 that a bridge with route_localnet would deliver.
+  args.push('--network', 'bridge', '--cap-drop', 'NET_RAW');
+  for (const p of spec.publish) args.push('--publish', p);
+  for (const p of spec.publishFixed) args.push('--publish', p);
   if (spec.gpuUuids.length > 0) {
     if (spec.gpuMethod === 'cdi') for (const uuid of spec.gpuUuids) args.push('--device', `nvidia.com/gpu=${uuid}`);
     // Docker reads --gpus as CSV: several devices need the value itself in double quotes.

@@ -84,6 +84,8 @@ export interface OrchestrationRuntime {
   db: Db;
   secrets: SecretBox;
   publicUrl: string;
+  /** Base address worker containers reach the API at (see DomainContext.workerUrl). */
+  workerUrl: string;
   temporal: Client;
   pool: SshPool;
   settings: OrchestrationSettings;

@@ -12,6 +12,7 @@ export function createActivities(deps: { db: Db; ctx: DomainContext; settings?: 
     db: deps.db,
     secrets: deps.ctx.secrets,
     publicUrl: deps.ctx.publicUrl,
+    workerUrl: deps.ctx.workerUrl ?? deps.ctx.publicUrl,
     temporal: deps.ctx.temporal,
     // One pool per worker process: SSH connections to a host are shared by all its activities.
     pool: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),

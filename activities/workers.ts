@@ -47,11 +47,6 @@ const POD_GPU_POOL = 'pod-gpu-type';
 /** Label of a pod's container (pod workers carry no endpoint label). */
 export const POD_LABEL = 'gantry.pod';
 
-const isLoopbackUrl = (url: string): boolean => {
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-};
-
 /**
  * Puts a dead or removed worker's jobs back in the queue (retries + 1), so that another worker takes
  * them, by the job API's rule for lost workers: after MAX_WORKER_LOSSES losses a job fails instead.
@@ -187,7 +182,6 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       args: splitArgs(pod.dockerArgs),
       env: { ...(pod.env as Record<string, string>), ...platform },
       labels: { [POD_LABEL]: pod.id, [LABELS.worker]: w.id, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
-      hostNetwork: false,
       publish: [],
       publishFixed: w.hostPort ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`) : [],
       gpuUuids: w.gpuUuids,
@@ -435,9 +429,9 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       if (existing) await removeContainer(rt.pool, h, name, 0);
 
       const credential = await registerWorkerCredential(db, { workerId, endpointId: e.id });
-      const base = rt.publicUrl;
+      // The worker-facing address: the public URL, or with a loopback one the listener on the bridge.
+      const base = rt.workerUrl;
       const gpuParam = encodeURIComponent(w.gpuTypeId ?? 'CPU');
-      const hostNetwork = isLoopbackUrl(base);
       const protocol: Record<string, string> = {
         RUNPOD_WEBHOOK_GET_JOB: `${base}/v2/${e.id}/job-take/$ID?gpu=${gpuParam}`,
         RUNPOD_WEBHOOK_POST_OUTPUT: `${base}/v2/${e.id}/job-done/$RUNPOD_POD_ID/$ID?gpu=${gpuParam}`,
@@ -455,13 +449,13 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       const publish: string[] = [];
       const publishFixed: string[] = [];
       if (e.type === 'LOAD_BALANCING') {
-        // On the host network the app listens on its host port; on a bridge it keeps its own port.
-        const appPort = hostNetwork ? w.hostPort! : Number((config.ports.find((p) => p.endsWith('/http')) ?? '80/http').split('/')[0]);
+        // The app keeps its own port; the proxy reaches it on the worker's host port.
+        const appPort = Number((config.ports.find((p) => p.endsWith('/http')) ?? '80/http').split('/')[0]);
         protocol.PORT = String(appPort);
         protocol.PORT_HEALTH = String(appPort);
-        if (!hostNetwork) publishFixed.push(`${w.hostPort}:${appPort}`);
+        publishFixed.push(`${w.hostPort}:${appPort}`);
       }
-      if (!hostNetwork) for (const p of config.ports) publish.push(`${p.split('/')[0]}/${p.endsWith('/udp') ? 'udp' : 'tcp'}`);
+      for (const p of config.ports) publish.push(`${p.split('/')[0]}/${p.endsWith('/udp') ? 'udp' : 'tcp'}`);
       const labels = (w.host.labels ?? {}) as Record<string, string>;
       const spec: ContainerSpec = {
         name,
@@ -469,7 +463,6 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         args: splitArgs(config.args),
         env: { ...(config.env as Record<string, string>), ...protocol },
         labels: { [LABELS.endpoint]: e.id, [LABELS.worker]: workerId, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
-        hostNetwork,
         publish,
         publishFixed: [...new Set(publishFixed)],
         gpuUuids: w.gpuUuids,

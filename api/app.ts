@@ -8,6 +8,7 @@ import { validationFailed } from '../domain/errors.ts';
 import { surfaceLimitsFromEnv, type RateLimitQuotas, type SurfaceLimits } from '../domain/rate-limit.ts';
 import { redactUrl } from './redact.ts';
 import { registerInputGuards } from './input-guards.ts';
+import { registerWorkerListenerGuard } from './worker-listener.ts';
 import { registerAuthentication } from './auth.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerRateLimit } from './rate-limit.ts';
@@ -80,6 +81,8 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   app.decorate('surfaceLimits', limits);
   // Before anything reads them: ids and query values that no handler can store (NUL).
   registerInputGuards(app);
+  // Worker containers' own address answers the worker protocol and nothing else.
+  registerWorkerListenerGuard(app);
   // Every management route: authentication, then the account's rate limit, before the body is read.
   registerAuthentication(app, ctx.db, limits.authFailuresPerMinute);
   registerRateLimit(app, ctx, limits);

@@ -47,8 +47,12 @@ export function registerInputGuards(app: FastifyInstance): void {
     }
   });
   app.addHook('preValidation', async (request) => {
-    if (request.routeOptions.url === '/graphql' || request.body === null || typeof request.body !== 'object') return;
-    const problem = unstorableJson(request.body);
+    // Parsed JSON only: the proxy's and the worker protocol's bodies are streams or raw text.
+    const body = request.body;
+    if (request.routeOptions.url === '/graphql' || body === null || typeof body !== 'object') return;
+    const proto = Object.getPrototypeOf(body) as unknown;
+    if (!Array.isArray(body) && proto !== Object.prototype && proto !== null) return;
+    const problem = unstorableJson(body);
     if (problem) throw validationFailed([problem]);
   });
 }

@@ -9,5 +9,7 @@ export interface DomainContext {
   taskQueue: string;
   /** Base address clients and worker containers use to reach this API. */
   publicUrl: string;
+  /** Base address worker containers use (the worker-facing listener when publicUrl is loopback); default publicUrl. */
+  workerUrl?: string;
   secrets: SecretBox;
 }

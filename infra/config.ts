@@ -15,6 +15,8 @@ export interface GantryConfig {
   port: number;
   /** Address worker containers and clients use to reach the API (requestUrls, worker env). */
   publicUrl: string;
+  /** With a loopback publicUrl: the worker-facing listener's port on the container bridge's gateway. */
+  workerPort: number;
   temporalAddress: string | undefined;
   temporalNamespace: string;
   temporalPort: number;
@@ -53,6 +55,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
     host,
     port,
     publicUrl: (env.GANTRY_PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(/\/$/, ''),
+    workerPort: int(env.GANTRY_WORKER_PORT, port + 1, 'GANTRY_WORKER_PORT'),
     temporalAddress: env.TEMPORAL_ADDRESS || undefined,
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
     temporalPort: int(env.TEMPORAL_PORT, 7233, 'TEMPORAL_PORT'),

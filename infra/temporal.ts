@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
@@ -106,7 +106,9 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(opts.port), '--namespace', opts.namespace, '--log-level', 'error'];
   const pidFile = opts.dbFile ? `${opts.dbFile}.pid` : undefined;
   if (opts.dbFile && pidFile) {
-    mkdirSync(path.dirname(opts.dbFile), { recursive: true });
+    // Workflow histories hold job inputs and outputs: owner-only, whatever the SQLite files' modes.
+    mkdirSync(path.dirname(opts.dbFile), { recursive: true, mode: 0o700 });
+    chmodSync(path.dirname(opts.dbFile), 0o700);
     // WAL with synchronous=normal: every commit is still on disk when the process dies, only an OS
     // crash can lose the last few, and the job and endpoint rows in PostgreSQL (the source of truth,
     // swept and reconciled at start) bring such workflows back. The default rollback journal with

@@ -5,7 +5,7 @@
  * process exits without stopping it (a second Ctrl-C).
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,30 @@ it('embedded PostgreSQL: starts and stops, and the process exits 0', async () =>
     const r = runScript('postgres-start-stop.ts', path.join(dir, 'pg'), String(await freePort()));
     expect(r.stdout).toContain('stopped');
     expect(r.status, r.stderr).toBe(0);
+    // Its superuser password is generated, kept owner-only beside the data, and the well-known one fails.
+    expect(r.stdout).toContain('generated password works: true');
+    expect(r.stdout).toContain('well-known password works: false');
+    const file = path.join(dir, 'pg.password');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(readFileSync(file, 'utf8').trim()).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    // No connection is trusted without a password.
+    const hba = readFileSync(path.join(dir, 'pg', 'pg_hba.conf'), 'utf8').split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+    expect(hba.length).toBeGreaterThan(0);
+    for (const line of hba) expect(line).not.toMatch(/\btrust\b/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 150_000);
+
+it('embedded PostgreSQL made with the well-known password: the next start gives it a generated one', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'gantry-embedded-pg-'));
+  chmodSync(dir, 0o755);
+  try {
+    const r = runScript('postgres-start-stop.ts', path.join(dir, 'pg'), String(await freePort()), 'legacy');
+    expect(r.status, r.stderr + r.stdout).toBe(0);
+    expect(r.stdout).toContain('now has a generated password');
+    expect(r.stdout).toContain('generated password works: true');
+    expect(r.stdout).toContain('well-known password works: false');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

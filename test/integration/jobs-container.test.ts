@@ -23,8 +23,9 @@ const running: WorkerProcess[] = [];
 function runContainer(endpointId: string, worker: TestWorker, extra: Record<string, string> = {}): { name: string; proc: WorkerProcess } {
   const name = `gantry-compat-${randomBytes(4).toString('hex')}`;
   containers.push(name);
-  const env = workerEnv(p.url, endpointId, worker, { RUNPOD_PING_INTERVAL: String(PING_MS), ...extra });
-  const args = ['run', '--rm', '--name', name, '--label', LABEL, '--network', 'host', ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]), IMAGE];
+  // As the platform runs workers: on the bridge network, reaching the worker-facing listener.
+  const env = workerEnv(p.ctx.workerUrl ?? p.url, endpointId, worker, { RUNPOD_PING_INTERVAL: String(PING_MS), ...extra });
+  const args = ['run', '--rm', '--name', name, '--label', LABEL, '--network', 'bridge', ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]), IMAGE];
   const proc = wrapWorker(spawn('podman', args, { stdio: ['ignore', 'pipe', 'inherit'] }));
   running.push(proc);
   return { name, proc };

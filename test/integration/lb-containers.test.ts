@@ -4,6 +4,7 @@
  * image, started by the platform's own workflows with PORT and PORT_HEALTH, found ready by its
  * health check, and called through the proxy.
  */
+import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { lbEndpointLoad } from '../../domain/load-balancing.ts';
@@ -52,7 +53,12 @@ describe('a load-balancing endpoint on real containers', () => {
     expect(w.hostId).toBe(hostId);
 
     const env = await call(base, 'GET', '/env', { key: p.adminKey });
-    expect(env).toMatchObject({ status: 200, body: { worker: w.id, PORT: String(w.hostPort), PORT_HEALTH: String(w.hostPort), RUNPOD_ENDPOINT_ID: endpointId } });
+    // On the bridge network the app keeps its own port (80: the endpoint declares no http port); the
+    // worker's host port is published to it.
+    expect(env).toMatchObject({ status: 200, body: { worker: w.id, PORT: '80', PORT_HEALTH: '80', RUNPOD_ENDPOINT_ID: endpointId } });
+    const inspect = JSON.parse(spawnSync('podman', ['inspect', `gantry-${w.id}`], { encoding: 'utf8' }).stdout)[0];
+    expect(inspect.HostConfig.NetworkMode).toBe('bridge');
+    expect(inspect.HostConfig.PortBindings['80/tcp']).toEqual([expect.objectContaining({ HostPort: String(w.hostPort) })]);
 
     const processed = await call(base, 'POST', '/process', { key: p.adminKey, body: { prompt: 'in a container' } });
     expect(processed).toMatchObject({ status: 200, body: { worker: w.id, output: { prompt: 'in a container' } } });

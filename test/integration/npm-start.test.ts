@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -62,6 +62,13 @@ describe('the platform on its embedded defaults', () => {
     const key = /Admin API key (\S+)/.exec(banner)?.[1];
     expect(key).toMatch(/^gntr_[A-Za-z0-9]{40}$/);
     const base = `http://127.0.0.1:${ports.api}`;
+
+    // Its state is the owner's alone: others may at most traverse the data dir (as root the embedded
+    // PostgreSQL runs as the postgres user), never list or read it; Temporal's state and the
+    // generated PostgreSQL password are owner-only.
+    expect(statSync(dataDir).mode & 0o066).toBe(0);
+    expect(statSync(path.join(dataDir, 'temporal')).mode & 0o777).toBe(0o700);
+    expect(statSync(path.join(dataDir, 'pg.password')).mode & 0o777).toBe(0o600);
 
     // The Temporal Web UI answers.
     expect((await fetch(`http://127.0.0.1:${ports.ui}/`)).status).toBe(200);

@@ -39,6 +39,8 @@ async function restartGantry(): Promise<void> {
   const platform = await startPlatform(
     loadConfig({
       PORT: String(port),
+      // The worker-facing listener comes back on its address too.
+      ...(running.platform.ctx.workerUrl ? { GANTRY_WORKER_PORT: new URL(running.platform.ctx.workerUrl).port } : {}),
       DATABASE_URL: p.databaseUrl,
       TEMPORAL_ADDRESS: inject('temporalAddress'),
       TEMPORAL_CLI_PATH: inject('temporalBinary'),

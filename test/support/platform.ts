@@ -21,6 +21,8 @@ export async function startTestPlatform(env: Record<string, string> = {}): Promi
   const taskQueue = `test-${randomString(8)}`;
   const config = loadConfig({
     PORT: String(port),
+    // Worker containers' own listener (on the container bridge): a port no other test took either.
+    GANTRY_WORKER_PORT: String(await freePort()),
     DATABASE_URL: await freshDatabase(),
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     TEMPORAL_CLI_PATH: inject('temporalBinary'),

@@ -141,7 +141,6 @@ describe('from placement to container flags', () => {
     args: [],
     env: {},
     labels: { 'gantry.worker': 'w1' },
-    hostNetwork: false,
     publish: [],
     publishFixed: [],
     gpuUuids: [],
@@ -174,9 +173,9 @@ describe('from placement to container flags', () => {
     const hostile = runArgs(spec({ image: '--privileged' }), '/tmp/env');
     expect(hostile.indexOf('--')).toBe(hostile.indexOf('--privileged') - 1);
     expect(runArgs(spec({ cpus: 4, memoryGb: 8 }), '/tmp/env').join(' ')).toContain('--cpus 4 --memory 8g');
-    const host = runArgs(spec({ hostNetwork: true, publish: ['8000/tcp'] }), '/tmp/env');
-    expect(host.join(' ')).toContain('--network host');
-    expect(host).not.toContain('--publish');
+    // Never the host's network: the bridge, without raw sockets.
+    expect(args.join(' ')).toContain('--network bridge --cap-drop NET_RAW');
+    expect(args.join(' ')).not.toContain('--network host');
   });
 
   it('splits args like a shell, without expansion', () => {

@@ -1,0 +1,80 @@
+/**
+ * A tenant's container, started by Gantry on a real SSH host with the platform's own loopback
+ * public URL (the default and the README's local setup): from inside it PostgreSQL and Temporal
+ * cannot be reached, on loopback or on any address of the host, while the worker protocol works
+ * through the worker-facing listener, which serves nothing else.
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { networkInterfaces } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import { call, type TestPlatform } from '../support/platform.ts';
+import { managedContainers, startOneHostPlatform, until, type OneHostPlatform } from '../integration/orchestration-support.ts';
+
+const IMAGE = 'localhost/gantry-orchestration-worker:1';
+const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
+
+let fixture: OneHostPlatform | undefined;
+let p: TestPlatform;
+let hostId: string;
+
+beforeAll(async () => {
+  ensureTestWorkerImage(IMAGE, { appDir });
+  fixture = await startOneHostPlatform('isolated-box');
+  ({ p, hostId } = fixture);
+}, 600_000);
+
+afterAll(async () => {
+  await fixture?.stop();
+}, 120_000);
+
+/**
+ * Runs a TCP connect (or, for http URLs, a GET) from inside the container: 'open', an error code, or
+ * the HTTP status. Asynchronous: the platform answering it runs in this process.
+ */
+async function fromInside(container: string, target: string): Promise<string> {
+  const script = target.startsWith('http')
+    ? `fetch(${JSON.stringify(target)}, { signal: AbortSignal.timeout(3000) }).then((r) => console.log(r.status), (e) => console.log('error ' + (e.cause?.code ?? e.name)))`
+    : `const [h, p] = ${JSON.stringify(target.split(':'))}; const s = require('net').connect({ host: h, port: Number(p), timeout: 3000 });
+       s.on('connect', () => { console.log('open'); s.destroy(); }); s.on('error', (e) => console.log(e.code)); s.on('timeout', () => { console.log('timeout'); s.destroy(); });`;
+  const r = await promisify(execFile)('podman', ['exec', container, 'node', '-e', script], { encoding: 'utf8', timeout: 30_000 }).catch((e: { stdout?: string; stderr?: string }) => e);
+  return (r.stdout || r.stderr || '').trim();
+}
+
+it('a worker container reaches the worker protocol and nothing else of the platform', async () => {
+  const created = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'isolated', image: IMAGE, workers: { min: 1, max: 1 } } });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const ep = created.body.id as string;
+
+  // The worker protocol works from the container: a job is taken and done.
+  const run = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { hello: 'isolated' } } });
+  expect(run.body, JSON.stringify(run.body)).toMatchObject({ status: 'COMPLETED', output: { echo: { hello: 'isolated' } } });
+
+  const container = await until('the worker container', async () => managedContainers(hostId).find((c) => c.endpointId === ep));
+  const inspect = JSON.parse(spawnSync('podman', ['inspect', container.id], { encoding: 'utf8' }).stdout)[0];
+  expect(inspect.HostConfig.NetworkMode).not.toBe('host');
+  expect(inspect.HostConfig.CapDrop.map((c: string) => c.toUpperCase())).toEqual(expect.arrayContaining(['CAP_NET_RAW']));
+
+  // What the platform runs on, at every address of this machine the container could try.
+  const pgPort = new URL(p.databaseUrl).port || '5432';
+  const temporalPort = inject('temporalAddress').split(':').pop()!;
+  const apiPort = new URL(p.url).port;
+  const hostAddresses = ['127.0.0.1', ...Object.values(networkInterfaces()).flatMap((list) => (list ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address))];
+  for (const address of new Set(hostAddresses)) {
+    for (const [what, port] of [['PostgreSQL', pgPort], ['Temporal', temporalPort], ['the API', apiPort]] as const) {
+      expect(await fromInside(container.id, `${address}:${port}`), `${what} at ${address}:${port}`).not.toBe('open');
+    }
+  }
+
+  // The worker-facing listener answers the worker protocol, and 404 to everything else.
+  const workerUrl = p.ctx.workerUrl!;
+  expect(new URL(workerUrl).hostname).not.toMatch(/^127\./);
+  const workerId = container.workerId;
+  expect(await fromInside(container.id, `${workerUrl}/v2/${ep}/ping/${workerId}`)).toBe('401'); // reached; no credential sent
+  expect(await fromInside(container.id, `${workerUrl}/v2/serverless`)).toBe('404');
+  expect(await fromInside(container.id, `${workerUrl}/graphql`)).toBe('404');
+  expect(await fromInside(container.id, `${workerUrl}/v2/${ep}/runsync`)).toBe('404');
+}, 300_000);
