@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticate, hashKey, requireScope, type Principal, type Scope } from '../domain/auth.ts';
+import { authenticate, authenticateCached, requireScope, type Principal, type Scope } from '../domain/auth.ts';
 import type { Db } from '../domain/db.ts';
 import { DomainError } from '../domain/errors.ts';
 import { consumeCounter } from '../domain/rate-limit.ts';
@@ -84,23 +84,10 @@ export async function principalOf(db: Db, request: FastifyRequest): Promise<Prin
  * polls) would otherwise cost a key lookup. A revoked key keeps working here for up to this long.
  */
 const PRINCIPAL_CACHE_MS = 5_000;
-const principalCache = new Map<string, { principal: Principal; until: number }>();
 
 export async function cachedPrincipalOf(db: Db, request: FastifyRequest): Promise<Principal> {
-  if (request.principal) return request.principal;
   // Inside the throttle: a refused address is refused even with a key this process remembers.
-  request.principal = await throttledAuth(request, async () => {
-    const token = bearerToken(request);
-    if (!token) return authenticate(db, token);
-    const hash = hashKey(token);
-    const now = Date.now();
-    const hit = principalCache.get(hash);
-    if (hit && hit.until > now) return hit.principal;
-    const principal = await authenticate(db, token);
-    if (principalCache.size > 10_000) principalCache.clear();
-    principalCache.set(hash, { principal, until: now + PRINCIPAL_CACHE_MS });
-    return principal;
-  });
+  request.principal ??= await throttledAuth(request, () => authenticateCached(db, bearerToken(request), PRINCIPAL_CACHE_MS));
   return request.principal;
 }
 

@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpuSeconds, loadAverage, rssMb } from './proc.ts';
+import { BENCH_QUOTAS } from './support.ts';
 
 const self = fileURLToPath(import.meta.url);
 const { values: args } = parseArgs({
@@ -275,7 +276,11 @@ async function main(): Promise<void> {
     GANTRY_DATA_DIR: path.join(dir, 'data'),
     GANTRY_TASK_QUEUE: 'bench',
     LOG_LEVEL: 'warn',
+    // One client at full speed and a deep queue: limits that never bind here.
+    GANTRY_JOB_RATE_LIMITS: BENCH_QUOTAS,
+    GANTRY_MAX_QUEUED_JOBS: '1000000',
   };
+  process.env.GANTRY_MAX_QUEUED_JOBS = common.GANTRY_MAX_QUEUED_JOBS; // job settings are read from the process environment
   // The API here (measured in this process); the Temporal worker in a process of its own, as
   // `GANTRY_ROLE=worker npm start` runs it, so that CPU and memory are told apart.
   const platform = await startPlatform(loadConfig({ ...common, PORT: String(port), GANTRY_ROLE: 'api' }), log);

@@ -11,6 +11,9 @@ import { startPostgresServer } from '../infra/postgres.ts';
 import { resolveTemporalBinary, startTemporalDevServer } from '../infra/temporal.ts';
 import { freePort } from '../test/support/ports.ts';
 
+/** Quotas no benchmark reaches. */
+export const BENCH_QUOTAS = 'minute=1000000000,hour=1000000000,day=1000000000';
+
 export interface BenchPlatform {
   platform: Platform;
   /** `http://127.0.0.1:<port>` of the API. */
@@ -40,6 +43,10 @@ export async function startBenchPlatform(name: string): Promise<BenchPlatform> {
       GANTRY_ADMIN_API_KEY: adminKey,
       GANTRY_DATA_DIR: path.join(dir, 'data'),
       LOG_LEVEL: 'warn',
+      // A benchmark is one client at full speed: quotas that never bind, unless the run sets its own.
+      GANTRY_RATE_LIMITS: process.env.GANTRY_RATE_LIMITS ?? BENCH_QUOTAS,
+      GANTRY_JOB_RATE_LIMITS: process.env.GANTRY_JOB_RATE_LIMITS ?? BENCH_QUOTAS,
+      GANTRY_PROXY_RATE_LIMITS: process.env.GANTRY_PROXY_RATE_LIMITS ?? BENCH_QUOTAS,
     }),
     () => {},
   );

@@ -36,6 +36,25 @@ export async function authenticate(db: Db, presented: string | undefined): Promi
   };
 }
 
+const keyCache = new Map<string, { principal: Principal; at: number }>();
+
+/**
+ * `authenticate`, remembered for `ttlMs` by key hash, for surfaces where a key lookup per request
+ * would be most of the cost (the job API, the proxy). A revoked or expired key keeps working for at
+ * most that long; failures are never remembered.
+ */
+export async function authenticateCached(db: Db, presented: string | undefined, ttlMs: number): Promise<Principal> {
+  if (!presented) return authenticate(db, presented);
+  const hash = hashKey(presented);
+  const now = Date.now();
+  const hit = keyCache.get(hash);
+  if (hit && now - hit.at < ttlMs) return hit.principal;
+  const principal = await authenticate(db, presented);
+  if (keyCache.size > 10_000) keyCache.clear();
+  keyCache.set(hash, { principal, at: now });
+  return principal;
+}
+
 export function requireScope(principal: Principal, scope: Scope): void {
   if (!principal.scopes.has(scope) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scope.toLowerCase()} scope`);
 }

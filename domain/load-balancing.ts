@@ -10,7 +10,7 @@
  * to the worker and none has a request on it.
  */
 import { Prisma } from '../generated/prisma/client.ts';
-import { authenticate, hashKey, requireEndpointAccess, requireScope, type Principal } from './auth.ts';
+import { authenticateCached, requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import type { Db } from './db.ts';
 import { DomainError, notFound } from './errors.ts';
@@ -56,20 +56,9 @@ const NOW_UTC = Prisma.sql`(now() AT TIME ZONE 'UTC')`;
  * working within this time.
  */
 export const LB_KEY_CACHE_MS = 1_000;
-const keyCache = new Map<string, { principal: Principal; until: number }>();
 
 /** `authenticate`, remembered for LB_KEY_CACHE_MS; failures are not remembered. */
-export async function authenticateLbCall(db: Db, presented: string | undefined): Promise<Principal> {
-  if (!presented) return authenticate(db, presented);
-  const hash = hashKey(presented);
-  const now = Date.now();
-  const hit = keyCache.get(hash);
-  if (hit && hit.until > now) return hit.principal;
-  const principal = await authenticate(db, presented);
-  if (keyCache.size > 10_000) keyCache.clear();
-  keyCache.set(hash, { principal, until: now + LB_KEY_CACHE_MS });
-  return principal;
-}
+export const authenticateLbCall = (db: Db, presented: string | undefined): Promise<Principal> => authenticateCached(db, presented, LB_KEY_CACHE_MS);
 
 export interface LbEndpoint {
   id: string;

@@ -3,23 +3,19 @@
  * replaces every worker, new ones ready before old ones go; a release whose workers cannot start is
  * halted and rolled back.
  */
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { getScalingStatus, getSpec } from '../../workflows/endpoint.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { managedContainers, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
+import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 
-const IMAGE = 'localhost/gantry-orchestration-worker:1';
-const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
+const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
 let hostId: string;
 
 beforeAll(async () => {
-  ensureTestWorkerImage(IMAGE, { appDir });
+  ensureOrchestrationWorkerImage();
   fixture = await startOneHostPlatform('box-1');
   ({ p, hostId } = fixture);
 }, 600_000);

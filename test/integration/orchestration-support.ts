@@ -1,9 +1,12 @@
 /** Helpers shared by the orchestration tests (not a test file itself). */
 import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../activities/hosts.ts';
 import { podVolumePrefix } from '../../activities/containers.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 /** Loops short enough for tests; production uses the defaults. */
@@ -38,6 +41,14 @@ export async function registerTestHost(p: TestPlatform, host: SshTestHost, name:
   });
   expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
   return h.body.id as string;
+}
+
+/** The orchestration test worker (test/fixtures/orchestration-worker) as an image, built once per machine. */
+export const ORCHESTRATION_WORKER_IMAGE = 'localhost/gantry-orchestration-worker:1';
+
+export function ensureOrchestrationWorkerImage(): string {
+  ensureTestWorkerImage(ORCHESTRATION_WORKER_IMAGE, { appDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker') });
+  return ORCHESTRATION_WORKER_IMAGE;
 }
 
 /** A platform with fast orchestration loops and one registered SSH test host in front of this machine's Podman. */

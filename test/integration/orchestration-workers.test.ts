@@ -4,23 +4,19 @@
  * API and job API, and its workflows on the suite's Temporal server.
  */
 import { spawnSync } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { getScalingStatus } from '../../workflows/endpoint.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { managedContainers, type OneHostPlatform, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
+import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
 
-const IMAGE = 'localhost/gantry-orchestration-worker:1';
-const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
+const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
 let hostId: string;
 
 beforeAll(async () => {
-  ensureTestWorkerImage(IMAGE, { appDir });
+  ensureOrchestrationWorkerImage();
   fixture = await startOneHostPlatform('box-1');
   ({ p, hostId } = fixture);
 }, 600_000);
@@ -70,12 +66,14 @@ describe('workers on an SSH host', () => {
     const inspect = JSON.parse(spawnSync('podman', ['inspect', `gantry-${w!.id}`], { encoding: 'utf8' }).stdout)[0];
     expect(inspect.Config.Labels).toMatchObject({ 'gantry.endpoint': endpointId, 'gantry.worker': w!.id, 'gantry.release': '1', 'gantry.host': hostId });
     expect(inspect.HostConfig.RestartPolicy.Name).toMatch(/^(no|)$/);
-    expect(inspect.HostConfig.NetworkMode).toBe('host');
+    // Never the host's network: the bridge, and the worker-facing listener's address in the protocol URLs.
+    expect(inspect.HostConfig.NetworkMode).toBe('bridge');
     const env = new Map<string, string>((inspect.Config.Env as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
     expect(env.get('GREETING')).toBe("it's \"quoted\" $HOME");
-    expect(env.get('RUNPOD_WEBHOOK_GET_JOB')).toBe(`${p.ctx.publicUrl}/v2/${endpointId}/job-take/$ID?gpu=CPU`);
-    expect(env.get('RUNPOD_WEBHOOK_POST_OUTPUT')).toBe(`${p.ctx.publicUrl}/v2/${endpointId}/job-done/$RUNPOD_POD_ID/$ID?gpu=CPU`);
-    expect(env.get('RUNPOD_WEBHOOK_PING')).toBe(`${p.ctx.publicUrl}/v2/${endpointId}/ping/$RUNPOD_POD_ID`);
+    expect(p.ctx.workerUrl).not.toBe(p.ctx.publicUrl);
+    expect(env.get('RUNPOD_WEBHOOK_GET_JOB')).toBe(`${p.ctx.workerUrl}/v2/${endpointId}/job-take/$ID?gpu=CPU`);
+    expect(env.get('RUNPOD_WEBHOOK_POST_OUTPUT')).toBe(`${p.ctx.workerUrl}/v2/${endpointId}/job-done/$RUNPOD_POD_ID/$ID?gpu=CPU`);
+    expect(env.get('RUNPOD_WEBHOOK_PING')).toBe(`${p.ctx.workerUrl}/v2/${endpointId}/ping/$RUNPOD_POD_ID`);
     expect(env.get('RUNPOD_POD_ID')).toBe(w!.id);
     expect(env.get('RUNPOD_ENDPOINT_ID')).toBe(endpointId);
     expect(env.get('RUNPOD_AI_API_KEY')).toMatch(/^gntr_wk_/);

@@ -7,22 +7,18 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { networkInterfaces } from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { managedContainers, startOneHostPlatform, until, type OneHostPlatform } from '../integration/orchestration-support.ts';
+import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from '../integration/orchestration-support.ts';
 
-const IMAGE = 'localhost/gantry-orchestration-worker:1';
-const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
+const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
 let hostId: string;
 
 beforeAll(async () => {
-  ensureTestWorkerImage(IMAGE, { appDir });
+  ensureOrchestrationWorkerImage();
   fixture = await startOneHostPlatform('isolated-box');
   ({ p, hostId } = fixture);
 }, 600_000);
