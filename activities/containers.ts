@@ -126,8 +126,8 @@ export async function imagePresent(pool: SshPool, h: HostHandle, image: string):
 export interface RegistryLoginSecret {
   username: string;
   password: string;
-  /** The registry host the credential is bound to: it is never sent anywhere else. */
-  registry: string;
+  /** The registry host the credential is bound to: it is never sent anywhere else (null: nowhere). */
+  registry: string | null;
 }
 
 /**
@@ -147,6 +147,7 @@ export async function ensureImage(
   let r: ExecResult;
   if (login) {
     const registry = registryOf(image);
+    if (login.registry === null) throw new ContainerCommandError(`pulling ${image}: the registry credential is not bound to a registry yet`);
     if (registry !== login.registry) throw new ContainerCommandError(`pulling ${image}: the registry credential is bound to ${login.registry}, not ${registry}`);
     const body =
       h.runtime === 'podman'
@@ -236,7 +237,7 @@ export async function listManagedContainers(pool: SshPool, h: HostHandle): Promi
   // `inspect` formats Config.Labels the same way in both runtimes (ps does not).
   const format = `{{.Id}}\t{{.Name}}\t{{index .Config.Labels "${LABELS.worker}"}}\t{{index .Config.Labels "${LABELS.endpoint}"}}\t{{index .Config.Labels "${LABELS.release}"}}`;
   // One inspect for all; if one went away since the listing, one each (skipping the missing).
-  const inspect = `${h.runtime} inspect --type container --format ${shellQuote(format)}`;
+  const inspect = `${h.runtime} inspect --type container --format ${shellQuote(format)} --`;
   const cmd = `ids=$(${h.runtime} ps --all --quiet --no-trunc --filter ${shellQuote(`label=${LABELS.host}=${h.hostId}`)}) || exit 1; [ -z "$ids" ] && exit 0; out=$(${inspect} $ids 2>/dev/null) && { printf '%s\n' "$out"; exit 0; }; for id in $ids; do ${inspect} "$id" 2>/dev/null; done; exit 0`;
   const r = await pool.exec(h.target, cmd, { timeoutMs: 60_000 });
   if (r.code !== 0) throw failure('listing containers', r);

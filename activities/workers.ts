@@ -387,8 +387,9 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       const w = { hostId: row.hostId };
       const login = registryId ? await openRegistryCredential(registryCtx, accountId, registryId) : undefined;
       // Checked when written too; here because this is where the password would leave.
-      if (login && registryOf(image) !== login.registry) {
-        throw ApplicationFailure.nonRetryable(`the registry credential is bound to ${login.registry}; the image '${image}' is on ${registryOf(image)}`, 'RegistryMismatch');
+      if (login && (login.registry === null || registryOf(image) !== login.registry)) {
+        const why = login.registry === null ? 'is not bound to a registry yet (its owner gives the registry with the login)' : `is bound to ${login.registry}`;
+        throw ApplicationFailure.nonRetryable(`the registry credential ${why}; the image '${image}' is on ${registryOf(image)}`, 'RegistryMismatch');
       }
       const h = await hostHandle(rt, w.hostId);
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);

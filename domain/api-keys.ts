@@ -196,6 +196,8 @@ export async function revokeApiKey(ctx: DomainContext, principal: Principal, id:
 
 function requirePlatformAdmin(principal: Principal): void {
   if (!principal.isAdmin) throw forbidden('only the platform admin manages accounts');
+  // An admin key limited to some endpoints is limited: accounts are wider than any account.
+  requireAccountWide(principal);
 }
 
 export async function createAccount(ctx: DomainContext, principal: Principal, body: unknown): Promise<AccountView> {

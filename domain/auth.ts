@@ -32,7 +32,8 @@ export async function authenticate(db: Db, presented: string | undefined): Promi
     keyId: key.id,
     scopes: new Set(key.scopes),
     endpointIds: key.endpointIds,
-    isAdmin: key.account.isAdmin && key.scopes.includes('ADMIN'),
+    // A key limited to some endpoints is never the platform's administrator (hosts, accounts).
+    isAdmin: key.account.isAdmin && key.scopes.includes('ADMIN') && key.endpointIds.length === 0,
   };
 }
 

@@ -23,16 +23,22 @@ export const LIMITS = {
  */
 const DOMAIN_COMPONENT = '(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])';
 const DOMAIN = `(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})*|\\[[0-9A-Fa-f:]+\\])(?::[0-9]+)?`;
+/**
+ * The first component of a name is its registry only when it looks like a host (a dot, a port or
+ * `localhost`, as the runtimes normalize names); otherwise it is a lower-case path component of a
+ * Docker Hub name, so `UPPER/app` is refused here as the runtimes would refuse it at every pull.
+ */
+const REGISTRY_HOST = `(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})+(?::[0-9]+)?|${DOMAIN_COMPONENT}:[0-9]+|localhost|\\[[0-9A-Fa-f:]+\\](?::[0-9]+)?)`;
 const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const TAG = '[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}';
 const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}';
-export const IMAGE_REFERENCE = new RegExp(`^(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::${TAG})?(?:@${DIGEST})?$`);
+export const IMAGE_REFERENCE = new RegExp(`^(?:${REGISTRY_HOST}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::${TAG})?(?:@${DIGEST})?$`);
 
-/** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`). */
+/** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`); host names are case-insensitive. */
 export function registryOf(image: string): string {
   const first = image.split('/')[0]!;
   if (!image.includes('/')) return 'docker.io';
-  return first.includes('.') || first.includes(':') || first === 'localhost' ? first : 'docker.io';
+  return first.includes('.') || first.includes(':') || first === 'localhost' ? first.toLowerCase() : 'docker.io';
 }
 
 /** A registry host as image references name it: `ghcr.io`, `registry.example.com:5000`, `localhost`. */

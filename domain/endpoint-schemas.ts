@@ -7,11 +7,21 @@ export const EndpointTypeSchema = Type.Union([Type.Literal('QUEUE_BASED'), Type.
 export const ScalerTypeSchema = Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]);
 export const FlashBootSchema = Type.Union([Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')]);
 
-const Port = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', description: '`port/protocol`, e.g. `8000/http`' });
+/** A port 1-65535 and a protocol: anything else is a `--publish` the runtime refuses on every start. */
+const Port = Type.String({
+  pattern: '^(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])/(?:http|tcp|udp)$',
+  maxLength: 11,
+  description: '`port/protocol` with a port 1-65535, e.g. `8000/http`',
+});
+
+/** Lists and ids a tenant writes are bounded: every entry becomes a row value or a command word. */
+const MAX_LIST = 64;
+const Ref = (description?: string) => Type.String({ minLength: 1, maxLength: 200, ...(description ? { description } : {}) });
+const Pools = Type.Array(Ref(), { minItems: 1, maxItems: MAX_LIST, description: 'GPU pool ids from GET /v2/catalog/gpus' });
 
 export const GpuConfigSchema = Type.Object(
   {
-    pools: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'GPU pool ids from GET /v2/catalog/gpus' }),
+    pools: Pools,
     count: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
   },
   { additionalProperties: false },
@@ -36,9 +46,9 @@ const containerFields = {
   image: ImageSchema,
   args: Type.Optional(ArgsSchema),
   disk: Type.Optional(Type.Integer({ minimum: 1, description: 'container disk in GB' })),
-  ports: Type.Optional(Type.Array(Port)),
+  ports: Type.Optional(Type.Array(Port, { maxItems: MAX_LIST })),
   env: Type.Optional(EnvSchema),
-  registry: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
+  registry: Type.Optional(Type.Union([Ref('registry credential id; its registry must be the image\'s'), Type.Null()])),
 };
 
 export const CreateEndpointSchema = Type.Object(
@@ -51,8 +61,8 @@ export const CreateEndpointSchema = Type.Object(
     cpu: Type.Optional(Type.Unknown()),
     workers: Type.Optional(WorkersSchema),
     scaling: Type.Optional(ScalingSchema),
-    dataCenterIds: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
-    networkVolumes: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    dataCenterIds: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
+    networkVolumes: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
     timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
     flashboot: Type.Optional(FlashBootSchema),
   },
@@ -99,7 +109,7 @@ export const UpdateEndpointSchema = Type.Object(
     gpu: Type.Optional(
       Type.Object(
         {
-          pools: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'GPU pool ids from GET /v2/catalog/gpus' }),
+          pools: Pools,
           count: Type.Optional(Type.Integer({ minimum: 1 })),
         },
         { additionalProperties: false },
@@ -120,8 +130,8 @@ export const UpdateEndpointSchema = Type.Object(
         { additionalProperties: false },
       ),
     ),
-    dataCenterIds: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'empty: the scheduler chooses' })),
-    networkVolumes: Type.Optional(Type.Array(Type.String({ minLength: 1 }))),
+    dataCenterIds: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST, description: 'empty: the scheduler chooses' })),
+    networkVolumes: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
     timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
     flashboot: Type.Optional(FlashBootSchema),
     image: Type.Optional(ImageSchema),
@@ -135,7 +145,7 @@ export const UpdateEndpointSchema = Type.Object(
 );
 export type UpdateEndpointInput = Static<typeof UpdateEndpointSchema>;
 
-export const EndpointIdParamsSchema = Type.Object({ id: Type.String({ minLength: 1, description: 'endpoint id' }) });
+export const EndpointIdParamsSchema = Type.Object({ id: Ref('endpoint id') });
 
 /** What changed between two releases: one entry per container field, values as JSON. */
 export const ReleaseDiffEntrySchema = Type.Object({

@@ -27,7 +27,7 @@ import {
   type Retention,
   type TakenJob,
 } from './job-queue.ts';
-import { validate } from './validation.ts';
+import { unstorableJson, validate } from './validation.ts';
 import { forgetWorkerCredentials, type WorkerIdentity } from './workers-auth.ts';
 
 // ------------------------------------------------------------------ settings
@@ -828,6 +828,9 @@ function parseJsonBody(raw: unknown, what: string): Record<string, unknown> {
     }
   }
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new DomainError('bad_request', `${what} body must be a JSON object`);
+  // A worker's output with NUL (jsonb refuses it) or nested past stringify's stack: its error, not a 500.
+  const problem = unstorableJson(body);
+  if (problem) throw validationFailed([problem]);
   return body as Record<string, unknown>;
 }
 

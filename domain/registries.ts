@@ -2,7 +2,7 @@ import { Type } from 'typebox';
 import { Prisma } from '../generated/prisma/client.ts';
 import { requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
-import { DomainError, forbidden, notFound } from './errors.ts';
+import { DomainError, forbidden, notFound, validationFailed } from './errors.ts';
 import { newId } from './ids.ts';
 import { validate } from './validation.ts';
 import { RegistryHostSchema, registryOf } from './container-fields.ts';
@@ -24,7 +24,11 @@ export const CreateRegistrySchema = Type.Object(
 );
 
 export const RegistrySchema = Type.Object(
-  { id: Type.String(), name: Type.String(), registry: Type.String({ description: 'the registry host the credential is bound to' }) },
+  {
+    id: Type.String(),
+    name: Type.String(),
+    registry: Type.Union([Type.String(), Type.Null()], { description: 'the registry host the credential is bound to; null: not bound yet (a credential from before binding), refused until bound' }),
+  },
   { description: 'a registry credential; its secret parts are never returned' },
 );
 export const RegistryListSchema = Type.Object({ registries: Type.Array(RegistrySchema) });
@@ -32,7 +36,7 @@ export const RegistryListSchema = Type.Object({ registries: Type.Array(RegistryS
 export interface RegistryView {
   id: string;
   name: string;
-  registry: string;
+  registry: string | null;
 }
 
 const VIEW = { id: true, name: true, registry: true } as const;
@@ -60,6 +64,7 @@ function boundRegistry(name: string, given: string | undefined): string {
 export async function registryBindingProblems(db: DomainContext['db'] | Prisma.TransactionClient, accountId: string, registryId: string, image: string | undefined, path: string): Promise<string[]> {
   const row = await db.registryCredential.findFirst({ where: { id: registryId, accountId }, select: { registry: true } });
   if (!row) return [`${path}: no registry credential '${registryId}'`];
+  if (row.registry === null) return [`${path}: registry credential '${registryId}' is not bound to a registry yet; give its registry together with its login (updateRegistryAuth)`];
   if (image !== undefined && registryOf(image) !== row.registry) {
     return [`${path}: registry credential '${registryId}' is bound to ${row.registry}, and the image '${image}' is on ${registryOf(image)}`];
   }
@@ -129,7 +134,7 @@ export async function deleteRegistry(ctx: DomainContext, principal: Principal, i
  * The login of a credential, for pulling images (password over stdin, never on a command line).
  * Takes the owning account so that one account's worker can never pull with another's secret.
  */
-export async function openRegistryCredential(ctx: DomainContext, accountId: string, id: string): Promise<RegistryLogin & { registry: string }> {
+export async function openRegistryCredential(ctx: DomainContext, accountId: string, id: string): Promise<RegistryLogin & { registry: string | null }> {
   const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId }, select: { secret: true, registry: true } });
   if (!row) throw notFound('registry credential');
   const parsed = JSON.parse(ctx.secrets.open(row.secret)) as RegistryLogin;
@@ -146,18 +151,41 @@ export const UpdateRegistrySchema = Type.Object(
 );
 
 /**
- * Replaces the login of a credential (GraphQL `updateRegistryAuth`); the name stays. Moving it to
- * another registry takes the whole login again, so nobody redirects a password they do not know.
+ * Images that pull with credential `id` from somewhere other than `registry` (live endpoints,
+ * templates, pods): binding or moving the credential there would leave them unable to pull.
+ */
+async function usersElsewhere(tx: Prisma.TransactionClient, id: string, registry: string): Promise<string[]> {
+  const [endpoints, templates, pods] = await Promise.all([
+    tx.endpoint.findMany({ where: { registryId: id, deletingAt: null }, select: { id: true, image: true } }),
+    tx.template.findMany({ where: { registryId: id }, select: { id: true, imageName: true } }),
+    tx.pod.findMany({ where: { registryId: id }, select: { id: true, imageName: true } }),
+  ]);
+  const users = [...endpoints.map((e) => ['endpoint', e.id, e.image]), ...templates.map((t) => ['template', t.id, t.imageName]), ...pods.map((p) => ['pod', p.id, p.imageName])];
+  return users
+    .filter(([, , image]) => registryOf(image!) !== registry)
+    .slice(0, 10)
+    .map(([kind, userId, image]) => `$.registry: ${kind} ${userId} pulls '${image}' from ${registryOf(image!)} with this credential; change its image or credential first`);
+}
+
+/**
+ * Replaces the login of a credential (GraphQL `updateRegistryAuth`, REST PATCH); the name stays.
+ * Binding it to a registry, or moving it to another, takes the whole login again, so nobody
+ * redirects a password they do not know; and it is refused while images elsewhere use it.
  */
 export async function updateRegistry(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<RegistryView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(UpdateRegistrySchema, body);
   const login: RegistryLogin = { username: input.username, password: input.password };
-  const { count } = await ctx.db.registryCredential.updateMany({
-    where: { id, accountId: principal.accountId },
-    data: { secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))), ...(input.registry ? { registry: input.registry.toLowerCase() } : {}) },
+  const registry = input.registry?.toLowerCase();
+  await ctx.db.$transaction(async (tx) => {
+    const row = await tx.registryCredential.findFirst({ where: { id, accountId: principal.accountId }, select: { registry: true } });
+    if (!row) throw notFound('registry credential');
+    if (registry !== undefined && registry !== row.registry) {
+      const problems = await usersElsewhere(tx, id, registry);
+      if (problems.length > 0) throw validationFailed(problems);
+    }
+    await tx.registryCredential.update({ where: { id }, data: { secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))), ...(registry !== undefined ? { registry } : {}) } });
   });
-  if (count === 0) throw notFound('registry credential');
   return getRegistry(ctx, principal, id);
 }

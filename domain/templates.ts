@@ -19,7 +19,7 @@ import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } fr
 
 // ---------------------------------------------------------------- REST shapes
 
-const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', description: '`port/protocol`, e.g. `8000/http`' });
+const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', maxLength: 11, description: '`port/protocol`, e.g. `8000/http`' });
 
 // No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
 
@@ -38,7 +38,7 @@ const templateBodyFields = {
   disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
   ports: Type.Array(PortSchema, { maxItems: 64 }),
   env: EnvSchema,
-  registry: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { description: 'registry credential id, for private images' }),
+  registry: Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'registry credential id, for private images' }),
   serverless: Type.Boolean({ description: 'for serverless workers (true) or pods (false)' }),
   readme: Type.String({ maxLength: 65536 }),
 };
@@ -107,7 +107,7 @@ export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSc
 /** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
 export const SaveTemplateInputSchema = Type.Object(
   {
-    id: Type.Optional(Type.String({ minLength: 1 })),
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     name: Type.String({ minLength: 1, maxLength: 191 }),
     imageName: templateBodyFields.image,
     dockerArgs: Type.Optional(templateBodyFields.args),
@@ -118,7 +118,7 @@ export const SaveTemplateInputSchema = Type.Object(
     ports: Type.Optional(Type.String({ maxLength: 1024, description: 'comma-separated `port/protocol` entries' })),
     isServerless: Type.Optional(Type.Boolean()),
     readme: Type.Optional(templateBodyFields.readme),
-    containerRegistryAuthId: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
   },
   { additionalProperties: false },
 );
@@ -399,6 +399,7 @@ export async function listTemplateRecords(ctx: DomainContext, principal: Princip
 /** GraphQL `deleteTemplate(templateName)`: templates are named uniquely within an account. */
 export async function deleteTemplateByName(ctx: DomainContext, principal: Principal, name: string): Promise<void> {
   requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
   const row = await ctx.db.template.findFirst({ where: { accountId: principal.accountId, name }, select: { id: true } });
   if (!row) throw notFound('template');
   await deleteTemplate(ctx, principal, row.id);

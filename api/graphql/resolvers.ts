@@ -73,10 +73,10 @@ export const resolvers = {
       await deleteTemplateByName(ctx, principal, args.templateName ?? '');
       return null;
     },
-    saveRegistryAuth: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => createRegistry(ctx, principal, args.input),
-    updateRegistryAuth: (_: unknown, args: Args<{ id: string; username: string; password: string }>, { ctx, principal }: GraphqlContext) => {
+    saveRegistryAuth: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => createRegistry(ctx, principal, stripNulls(args.input)),
+    updateRegistryAuth: (_: unknown, args: Args<{ id: string; username: string; password: string; registry?: string | null }>, { ctx, principal }: GraphqlContext) => {
       const { id, ...login } = args.input ?? { id: '', username: '', password: '' };
-      return updateRegistry(ctx, principal, id, { ...login });
+      return updateRegistry(ctx, principal, id, stripNulls(login));
     },
     deleteRegistryAuth: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteRegistry(ctx, principal, args.registryAuthId ?? '');

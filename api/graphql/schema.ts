@@ -133,8 +133,8 @@ export const typeDefs = /* GraphQL */ `
   type ContainerRegistryAuth {
     id: String!
     name: String!
-    "The registry host the credential is bound to: images elsewhere cannot use it."
-    registry: String!
+    "The registry host the credential is bound to: images elsewhere cannot use it. Null: not bound yet (made before binding existed); refused until updateRegistryAuth gives the registry with the login."
+    registry: String
   }
 
   type User {
@@ -245,6 +245,7 @@ export const typeDefs = /* GraphQL */ `
     id: String!
     username: String!
     password: String!
+    "Registry host to bind the credential to (default: unchanged). Moving or binding it takes the whole login again."
     registry: String
   }
 

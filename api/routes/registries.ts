@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { createRegistry, CreateRegistrySchema, deleteRegistry, getRegistry, listRegistries, RegistryListSchema, RegistrySchema } from '../../domain/registries.ts';
+import { createRegistry, CreateRegistrySchema, deleteRegistry, getRegistry, listRegistries, RegistryListSchema, RegistrySchema, updateRegistry, UpdateRegistrySchema } from '../../domain/registries.ts';
 import { principalOf, scopeGuard } from '../auth.ts';
 
-const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'registry credential id' }) });
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200, description: 'registry credential id' }) });
 const tags = ['Registries'];
 const ACCESS = 'Needs a key for the whole account (not one limited to endpoints).';
 
@@ -18,7 +18,7 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         'x-required-scope': 'WRITE',
         operationId: 'createRegistry',
         summary: 'Create a container registry credential',
-        description: `Stores a user name and password for pulling private images, sealed with the server key. They are never returned by any read. Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
+        description: `Stores a user name and password for pulling private images, sealed with the server key. They are never returned by any read. The credential is bound to one registry host (\`registry\`; default: the name when it is a host such as ghcr.io, else docker.io) and is never sent to another: an endpoint, template or pod whose image is elsewhere is refused (422). Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
         tags,
         body: CreateRegistrySchema,
         response: { 201: RegistrySchema },
@@ -35,7 +35,7 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         'x-required-scope': 'READ',
         operationId: 'listRegistries',
         summary: 'List container registry credentials',
-        description: `The account's registry credentials: id and name only. ${ACCESS} Scope: READ.`,
+        description: `The account's registry credentials: id, name and the registry they are bound to (null: not bound yet, refused until bound with PATCH). ${ACCESS} Scope: READ.`,
         tags,
         response: { 200: RegistryListSchema },
       },
@@ -51,13 +51,31 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         'x-required-scope': 'READ',
         operationId: 'getRegistry',
         summary: 'Get a container registry credential',
-        description: `One credential: id and name only; the user name and password are never returned. Another account's credential is 404. ${ACCESS} Scope: READ.`,
+        description: `One credential: id, name and bound registry; the user name and password are never returned. Another account's credential is 404. ${ACCESS} Scope: READ.`,
         tags,
         params: IdParams,
         response: { 200: RegistrySchema },
       },
     },
     async (request) => getRegistry(ctx, await principalOf(ctx.db, request), request.params.id),
+  );
+
+  app.patch<{ Params: { id: string } }>(
+    '/v2/registries/:id',
+    {
+      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      schema: {
+        'x-required-scope': 'WRITE',
+        operationId: 'updateRegistry',
+        summary: 'Replace the login of a container registry credential, or bind it to a registry',
+        description: `Replaces the user name and password; with \`registry\`, binds the credential to that registry host (a credential made before binding has none and is refused until bound). Changing the registry takes the whole login again and is refused (422) while an endpoint, template or pod with an image elsewhere uses the credential. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: IdParams,
+        body: UpdateRegistrySchema,
+        response: { 200: RegistrySchema },
+      },
+    },
+    async (request) => updateRegistry(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
   );
 
   app.delete<{ Params: { id: string } }>(
