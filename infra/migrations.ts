@@ -458,6 +458,8 @@ function adapterFactory(mainUrl: string, opts: EngineOptions): SqlMigrationAware
     connectToShadowDb: async () => {
       const adapter = await open(opts.shadowDatabaseUrl ?? (await (scratchShadow ??= startScratchPglite())).url);
       await adapter.executeScript(WIPE_DATABASE_SQL);
+      // Data migrations may read their own history (20261124020000 does); the replay has none.
+      await adapter.executeScript(MIGRATIONS_TABLE_DDL);
       return adapter;
     },
     close: async () => {
