@@ -333,7 +333,7 @@ export class JobStore {
 
   /** Puts a FAILED or TIMED_OUT job back in the queue under the same id (a resubmission). */
   async retry(jobId: string, endpointId: string): Promise<{ row: JobRow; changed: boolean } | null> {
-    const client = await this.pool.connect();
+    const { client, release } = await this.checkout();
     try {
       await client.query('BEGIN');
       const r = await client.query({
@@ -354,7 +354,7 @@ export class JobStore {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      client.release();
+      release();
     }
     const current = await this.get(jobId, endpointId, false);
     return current ? { row: current, changed: false } : null;
@@ -583,7 +583,7 @@ export class JobStore {
 
   /** Runs `fn` only if no other process holds the named advisory lock (one sweeper at a time). */
   async exclusively(lockKey: number, fn: () => Promise<void>): Promise<boolean> {
-    const client = await this.pool.connect();
+    const { client, release } = await this.checkout();
     try {
       const { rows } = await client.query<{ locked: boolean }>({ text: 'SELECT pg_try_advisory_lock($1) AS locked', values: [lockKey] });
       if (!rows[0]?.locked) return false;
@@ -594,7 +594,29 @@ export class JobStore {
       }
       return true;
     } finally {
-      client.release();
+      release();
     }
+  }
+
+  /**
+   * A client of the pool for several statements. While checked out it has no error listener of the
+   * pool's: a server that goes away meanwhile (a PostgreSQL restart) would emit an unhandled 'error'
+   * and end the process. The listener here keeps it to the next query's failure, and a broken
+   * client is destroyed on release instead of going back to the pool.
+   */
+  private async checkout(): Promise<{ client: pg.PoolClient; release: () => void }> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    const onError = (err: Error): void => {
+      broken = err;
+    };
+    client.on('error', onError);
+    return {
+      client,
+      release: () => {
+        client.removeListener('error', onError);
+        client.release(broken);
+      },
+    };
   }
 }
