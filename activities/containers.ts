@@ -49,6 +49,8 @@ export interface ContainerSpec {
   memoryGb?: number;
   /** Named volumes (created on first use, kept when the container goes) and where they are mounted. */
   volumes?: Array<{ name: string; path: string }>;
+  /** Host directories (made when missing) and where they are mounted: network volumes on shared storage. */
+  binds?: Array<{ source: string; path: string }>;
 }
 
 export { registryOf } from '../domain/container-fields.ts';
@@ -92,6 +94,7 @@ export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
   if (spec.cpus !== undefined) args.push('--cpus', String(spec.cpus));
   if (spec.memoryGb !== undefined) args.push('--memory', `${spec.memoryGb}g`);
   for (const v of spec.volumes ?? []) args.push('--mount', `type=volume,source=${v.name},target=${v.path}`);
+  for (const b of spec.binds ?? []) args.push('--mount', `type=bind,source=${b.source},target=${b.path}`);
   // `--` ends the runtime's options: the image (checked against the reference grammar when it was
   // written) can never be read as one, and what follows it is the container's own command.
   args.push('--', spec.image, ...spec.args);
@@ -167,7 +170,10 @@ export async function ensureImage(
 
 /** Starts the container; returns its id. The environment goes through a private env file. */
 export async function runContainer(pool: SshPool, h: HostHandle, spec: ContainerSpec): Promise<string> {
-  const cmd = withStdinFile(`${h.runtime} ${runArgs(spec, ENV_FILE_SLOT).map((a) => (a === ENV_FILE_SLOT ? '"$f"' : shellQuote(a))).join(' ')}`);
+  // Bind sources must exist: a network volume's directory is made on its first use.
+  const dirs = (spec.binds ?? []).map((b) => b.source);
+  const mkdir = dirs.length > 0 ? `${shellJoin(['mkdir', '-p', '--', ...dirs])} || exit 96; ` : '';
+  const cmd = withStdinFile(`${mkdir}${h.runtime} ${runArgs(spec, ENV_FILE_SLOT).map((a) => (a === ENV_FILE_SLOT ? '"$f"' : shellQuote(a))).join(' ')}`);
   const r = await pool.exec(h.target, cmd, { stdin: envFile(spec.env), timeoutMs: 120_000 });
   if (r.code !== 0) throw failure(`starting container ${spec.name}`, r);
   const id = r.stdout.trim().split('\n').pop() ?? '';
@@ -181,19 +187,26 @@ export interface ContainerState {
   status: string;
   exitCode: number;
   running: boolean;
+  /** Bytes in the container's writable layer (what it wrote outside its volumes), when asked for. */
+  writtenBytes?: number;
 }
 
-/** The container's state, or null when there is no such container. */
-export async function inspectContainer(pool: SshPool, h: HostHandle, name: string): Promise<ContainerState | null> {
-  const r = await pool.exec(h.target, shellJoin([h.runtime, 'inspect', '--type', 'container', '--format', '{{.Id}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.Running}}', '--', name]), {
+/**
+ * The container's state, or null when there is no such container. `withSize` also measures its
+ * writable layer (the runtime walks it: not free, so callers ask now and then).
+ */
+export async function inspectContainer(pool: SshPool, h: HostHandle, name: string, options: { withSize?: boolean } = {}): Promise<ContainerState | null> {
+  const format = `{{.Id}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.Running}}${options.withSize ? '|{{.SizeRw}}' : ''}`;
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'inspect', '--type', 'container', ...(options.withSize ? ['--size'] : []), '--format', format, '--', name]), {
     timeoutMs: 60_000,
   });
   if (r.code !== 0) {
     if (/no such (object|container)/i.test(r.stderr)) return null;
     throw failure(`inspecting ${name}`, r);
   }
-  const [id = '', status = '', exitCode = '0', running = 'false'] = r.stdout.trim().split('|');
-  return { id, status, exitCode: Number(exitCode), running: running === 'true' };
+  const [id = '', status = '', exitCode = '0', running = 'false', size] = r.stdout.trim().split('|');
+  const written = size !== undefined && /^[0-9]+$/.test(size) ? Number(size) : undefined;
+  return { id, status, exitCode: Number(exitCode), running: running === 'true', ...(written !== undefined ? { writtenBytes: written } : {}) };
 }
 
 /** Stops (SIGTERM, then SIGKILL after graceSec) and removes the container; a missing one is fine. */
@@ -210,6 +223,12 @@ export async function removeContainer(pool: SshPool, h: HostHandle, name: string
  */
 export const podVolumePrefix = (hostId: string): string => `gantry-pod-${hostId}-`;
 export const podVolumeName = (hostId: string, podId: string): string => `${podVolumePrefix(hostId)}${podId}`;
+
+/** Removes a directory tree on the host (a deleted network volume's data on shared storage); a missing one is fine. */
+export async function removeDirectory(pool: SshPool, h: HostHandle, dir: string, timeoutMs = 600_000): Promise<void> {
+  const r = await pool.exec(h.target, shellJoin(['rm', '-rf', '--', dir]), { timeoutMs });
+  if (r.code !== 0) throw failure(`removing ${dir}`, r);
+}
 
 /** Removes a named volume and its data; a missing one is fine. */
 export async function removeVolume(pool: SshPool, h: HostHandle, name: string, timeoutMs = 60_000): Promise<void> {

@@ -57,6 +57,31 @@ export interface ContainerRuntimeInfo {
   rootDir: string | undefined;
   /** Docker only: the OCI runtimes the daemon knows (`nvidia` means `--gpus` works). */
   dockerRuntimes: string[];
+  /** Storage driver (overlay, overlay2, btrfs, zfs, vfs, ...). */
+  storageDriver: string | undefined;
+  /** File system under the storage and its mount options (`xfs rw,prjquota`). */
+  storageFs: string | undefined;
+}
+
+/**
+ * How a worker's container disk size is enforced on the host: the runtime's `--storage-opt size=`
+ * where its storage can (overlay on XFS mounted with project quotas; Docker's btrfs and zfs
+ * drivers), else a watchdog that measures the writable layer and stops a worker over its size.
+ */
+// A type, not an interface: it is stored as JSON (Host.probe).
+export type DiskLimit = {
+  method: 'storage-opt' | 'watchdog';
+  why: string;
+};
+
+export function diskLimitOf(runtime: Pick<ContainerRuntimeInfo, 'name' | 'storageDriver' | 'storageFs'> | undefined): DiskLimit {
+  if (!runtime) return { method: 'watchdog', why: 'no container runtime' };
+  const driver = runtime.storageDriver ?? 'unknown';
+  const [fsType = 'unknown', options = ''] = (runtime.storageFs ?? '').trim().split(/\s+/);
+  const quotas = /(^|,)(prjquota|pquota)(,|$)/.test(options);
+  if (/^overlay2?$/.test(driver) && fsType === 'xfs' && quotas) return { method: 'storage-opt', why: `${driver} on xfs with project quotas` };
+  if (runtime.name === 'docker' && (driver === 'btrfs' || driver === 'zfs')) return { method: 'storage-opt', why: `docker's ${driver} driver` };
+  return { method: 'watchdog', why: `${runtime.name}'s ${driver} storage on ${fsType}${fsType === 'xfs' && !quotas ? ' without project quotas' : ''} has no size option` };
 }
 
 export interface GpuPassthrough {
@@ -93,6 +118,8 @@ export interface HostProbe {
   diskTotalGb: number;
   /** The runtime to use: a Docker engine that answers, else Podman. */
   containerRuntime: ContainerRuntimeInfo | undefined;
+  /** How container disk sizes are enforced with that runtime. */
+  diskLimit: DiskLimit;
   runtimes: ContainerRuntimeInfo[];
   gpuPassthrough: GpuPassthrough;
   gpus: ProbedGpu[];
@@ -129,16 +156,20 @@ for rt in docker podman; do
       root=$(t 15 docker info --format '{{.DockerRootDir}}' 2>/dev/null)
       echo "root=$root"
       echo "runtimes=$(t 15 docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>/dev/null)"
+      echo "driver=$(t 15 docker info --format '{{.Driver}}' 2>/dev/null)"
     fi
   else
     if root=$(t 30 podman info --format '{{.Store.GraphRoot}}' 2>/dev/null) && [ -n "$root" ]; then
       echo "usable=1"
       echo "root=$root"
+      echo "driver=$(t 30 podman info --format '{{.Store.GraphDriverName}}' 2>/dev/null)"
     fi
   fi
   if [ -n "$root" ]; then
     d=$root; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname "$d"); done
     echo "disk=$(df -Pk "$d" 2>/dev/null | tail -n 1)"
+    fs=$(findmnt -n -o FSTYPE,OPTIONS --target "$d" 2>/dev/null | head -n 1); [ -n "$fs" ] || fs=$(stat -f -c %T "$d" 2>/dev/null)
+    echo "fs=$fs"
   fi
   root=
 done
@@ -227,6 +258,8 @@ export function parseProbeOutput(output: string): HostProbe {
       usable: kv.get('usable') === '1',
       rootDir,
       dockerRuntimes: (kv.get('runtimes') ?? '').split(/\s+/).filter(Boolean),
+      storageDriver: kv.get('driver') || undefined,
+      storageFs: kv.get('fs') || undefined,
     });
   }
   const realDocker = runtimes.find((r) => r.name === 'docker' && r.usable && !r.podmanWrapper);
@@ -283,6 +316,7 @@ export function parseProbeOutput(output: string): HostProbe {
     diskFreeGb: disk ? gb(disk.freeKb) : 0,
     diskTotalGb: disk ? gb(disk.totalKb) : 0,
     containerRuntime,
+    diskLimit: diskLimitOf(containerRuntime),
     runtimes,
     gpuPassthrough: { method, nvidiaCtkVersion, nvidiaContainerCliVersion, cdiSpecs, cdiDevices, hint },
     gpus,

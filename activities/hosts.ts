@@ -7,8 +7,9 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Db } from '../domain/db.ts';
 import type { Host } from '../generated/prisma/client.ts';
 import type { SecretBox } from '../domain/secrets.ts';
-import { probeHost, type HostProbe } from './host-probe.ts';
-import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeVolume, type HostHandle, type RuntimeName } from './containers.ts';
+import { probeHost, type DiskLimit, type HostProbe } from './host-probe.ts';
+import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle, type RuntimeName } from './containers.ts';
+import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/data-centers.ts';
 import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from './ssh.ts';
 
 /** Timings of the orchestration loops; defaults suit production, tests shorten them. */
@@ -23,6 +24,8 @@ export interface OrchestrationSettings {
   readyPollMs: number;
   /** How often a ready worker's container and pings are checked. */
   watchIntervalSec: number;
+  /** How often a ready worker's written disk is measured where the runtime cannot cap it (watchdog). */
+  diskCheckIntervalSec: number;
   /** A ready worker that has not pinged for this long is replaced. */
   silentAfterSec: number;
   /** A ready load-balancing worker whose health check keeps failing this long is replaced. */
@@ -52,6 +55,7 @@ export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
   readyTimeoutSec: 600,
   readyPollMs: 1000,
   watchIntervalSec: 5,
+  diskCheckIntervalSec: 30,
   silentAfterSec: 60,
   lbUnhealthySec: 60,
   pingIntervalMs: 10_000,
@@ -152,11 +156,61 @@ function probeDetails(probe: HostProbe): object {
     gpuError: probe.gpuError ?? null,
     gpuHint: probe.gpuPassthrough.hint ?? null,
     cdiDevices: probe.gpuPassthrough.cdiDevices.length,
+    storage: probe.containerRuntime ? { driver: probe.containerRuntime.storageDriver ?? null, fs: probe.containerRuntime.storageFs ?? null } : null,
+    diskLimit: probe.diskLimit,
   };
+}
+
+/**
+ * How the host enforces container disk sizes: what the probe found, unless the operator's label
+ * `gantry.io/disk-quota` says otherwise ("true": the runtime's size option works here; "false": use
+ * the watchdog).
+ */
+export function effectiveDiskLimit(probe: HostProbe, labels: Record<string, string>): DiskLimit {
+  const label = labels['gantry.io/disk-quota'];
+  if (label === 'true') return { method: 'storage-opt', why: 'the host label gantry.io/disk-quota=true' };
+  if (label === 'false') return { method: 'watchdog', why: 'the host label gantry.io/disk-quota=false' };
+  return probe.diskLimit;
 }
 
 export function createHostActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
+
+  /**
+   * The data of network volumes deleted by their owners, where this host holds it: its own named
+   * volumes, and directories on its data center's shared storage (any host there may remove those).
+   * A volume's row goes once its data has. Named network volumes of this host that no row knows of
+   * (their account was deleted) go too.
+   */
+  async function removeDeletedNetworkVolumes(h: HostHandle & { host: Host }): Promise<string[]> {
+    const removed: string[] = [];
+    const dc = await db.dataCenter.findUnique({ where: { id: h.host.dataCenterId } });
+    const deleted = await db.networkVolume.findMany({
+      where: { deletedAt: { not: null }, OR: [{ hostId: h.hostId }, { hostId: null, dataCenterId: h.host.dataCenterId }] },
+      select: { id: true, hostId: true },
+    });
+    for (const v of deleted) {
+      Context.current().heartbeat();
+      if (v.hostId) {
+        await removeVolume(rt.pool, h, hostVolumeName(v.hostId, v.id));
+        removed.push(hostVolumeName(v.hostId, v.id));
+      } else if (dc?.networkVolumePath) {
+        await removeDirectory(rt.pool, h, sharedVolumeDir(dc.networkVolumePath, v.id));
+        removed.push(sharedVolumeDir(dc.networkVolumePath, v.id));
+      }
+      await db.networkVolume.deleteMany({ where: { id: v.id, deletedAt: { not: null } } });
+    }
+    const prefix = hostVolumePrefix(h.hostId);
+    const named = await listVolumes(rt.pool, h, prefix);
+    const known = new Set((await db.networkVolume.findMany({ where: { id: { in: named.map((n) => n.slice(prefix.length)) } }, select: { id: true } })).map((v) => v.id));
+    for (const name of named) {
+      if (known.has(name.slice(prefix.length))) continue;
+      await removeVolume(rt.pool, h, name);
+      removed.push(name);
+    }
+    return removed;
+  }
+
   return {
     /** Settings every orchestration workflow runs with (recorded in its history once per run). */
     async orchestrationSettings(): Promise<OrchestrationSettings> {
@@ -211,8 +265,9 @@ export function createHostActivities(rt: OrchestrationRuntime) {
           containerRuntime: runtime?.name ?? null,
           gpuPassthrough: probe.gpuPassthrough.method !== 'none',
           gpuMethod: gpuMethodOf(probe),
+          diskLimitMethod: effectiveDiskLimit(probe, (host.labels ?? {}) as Record<string, string>).method,
           gpus: probe.gpus.map((g) => ({ uuid: g.uuid, name: g.name, memoryMb: g.memoryMb, driverVersion: g.driverVersion, pool: g.pool ?? null })),
-          probe: probeDetails(probe),
+          probe: { ...probeDetails(probe), diskLimit: effectiveDiskLimit(probe, (host.labels ?? {}) as Record<string, string>) },
           lastProbeAt: new Date(),
           lastSeenAt: new Date(),
         },
@@ -280,6 +335,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         await removeVolume(rt.pool, h, v);
         removedVolumes.push(v);
       }
+      removedVolumes.push(...(await removeDeletedNetworkVolumes(h)));
       return { adopted, removed, closed, removedVolumes };
     },
 

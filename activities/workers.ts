@@ -14,6 +14,8 @@ import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-
 import { lbEndpointLoad, lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
 import { podPorts } from '../domain/pods.ts';
+import { cpuInstanceId, recordedCpuInstance, type CpuInstance } from '../domain/cpu-instances.ts';
+import { ENDPOINT_VOLUME_MOUNT, hostVolumeName, sharedVolumeDir, volumeStorage } from '../domain/data-centers.ts';
 import { openRegistryCredential } from '../domain/registries.ts';
 import { registerWorkerCredential } from '../domain/workers-auth.ts';
 import type { QueueStats, ScalingWorker } from '../domain/scaling.ts';
@@ -72,6 +74,63 @@ export async function requeueWorkerJobs(db: Db | Prisma.TransactionClient, worke
     await db.$queryRaw`SELECT pg_notify(${JOB_CHANNEL}, ${`q:orchestration:${endpointId}`})::text`;
   }
   return rows.length;
+}
+
+type DbOrTx = Db | Prisma.TransactionClient;
+
+/** A CPU endpoint's instance (its row's flavor and size). */
+function endpointCpuInstance(e: { cpuFlavorId: string | null; cpuVcpuCount: number | null; cpuMemoryGb: number | null }): CpuInstance {
+  return e.cpuVcpuCount && e.cpuMemoryGb ? { flavorId: e.cpuFlavorId!, vcpus: e.cpuVcpuCount, memoryGb: e.cpuMemoryGb } : recordedCpuInstance(e.cpuFlavorId!);
+}
+
+/** What a placed CPU worker holds on its host (GPU workers hold their GPUs, no CPUs). */
+function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: number } | null {
+  if (!cpuFlavorId) return null;
+  const i = recordedCpuInstance(cpuFlavorId);
+  return { vcpus: i.vcpus, memoryMb: i.memoryGb * 1024 };
+}
+
+/**
+ * The hosts a worker mounting these network volumes may run on: every host of a data center with
+ * shared storage for its volume, or the one host holding it. `bindings`: hosts that would bind a
+ * not-yet-bound single-host volume to themselves. Undefined `onlyHostIds`: no volumes, no limit.
+ */
+async function networkVolumeHosts(db: DbOrTx, volumeIds: readonly string[]): Promise<{ onlyHostIds?: string[]; bindings: Map<string, string>; problems: string[] }> {
+  if (volumeIds.length === 0) return { bindings: new Map(), problems: [] };
+  const volumes = await db.networkVolume.findMany({ where: { id: { in: [...volumeIds] }, deletedAt: null } });
+  const dcIds = [...new Set(volumes.map((v) => v.dataCenterId))];
+  const [settings, hosts] = await Promise.all([
+    db.dataCenter.findMany({ where: { id: { in: dcIds } } }),
+    db.host.findMany({ where: { dataCenterId: { in: dcIds } }, select: { id: true, dataCenterId: true }, orderBy: { createdAt: 'asc' } }),
+  ]);
+  const allowed = new Set<string>();
+  const bindings = new Map<string, string>();
+  const problems = volumeIds.filter((id) => !volumes.some((v) => v.id === id)).map((id) => `network volume ${id} was deleted`);
+  for (const v of volumes) {
+    const inDc = hosts.filter((h) => h.dataCenterId === v.dataCenterId).map((h) => h.id);
+    const storage = volumeStorage(v, settings.find((d) => d.id === v.dataCenterId), inDc);
+    if (storage.kind === 'shared-path') inDc.forEach((id) => allowed.add(id));
+    else if (storage.kind === 'host') {
+      allowed.add(storage.hostId);
+      if (storage.bindTo) bindings.set(storage.bindTo, v.id);
+    } else problems.push(`network volume ${v.id}: ${storage.reason}`);
+  }
+  return { onlyHostIds: [...allowed], bindings, problems };
+}
+
+/**
+ * How a worker on `host` mounts the network volume of its data center: a named volume on the host
+ * that holds it, or the volume's directory on the data center's shared storage.
+ */
+async function networkVolumeMount(db: Db, volumeIds: readonly string[], host: { id: string; dataCenterId: string }, target: string): Promise<Pick<ContainerSpec, 'volumes' | 'binds'>> {
+  if (volumeIds.length === 0) return {};
+  const volumes = await db.networkVolume.findMany({ where: { id: { in: [...volumeIds] }, deletedAt: null } });
+  const bound = volumes.find((v) => v.hostId === host.id);
+  if (bound) return { volumes: [{ name: hostVolumeName(host.id, bound.id), path: target }] };
+  const dc = await db.dataCenter.findUnique({ where: { id: host.dataCenterId } });
+  const shared = volumes.find((v) => !v.hostId && v.dataCenterId === host.dataCenterId);
+  if (shared && dc?.networkVolumePath) return { binds: [{ source: sharedVolumeDir(dc.networkVolumePath, shared.id), path: target }] };
+  throw ApplicationFailure.nonRetryable(`none of the network volumes ${volumeIds.join(', ')} is reachable from host ${host.id} (data center ${host.dataCenterId})`, 'VolumeUnavailable');
 }
 
 export interface EndpointScalingState {
@@ -145,6 +204,23 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
 
   type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
 
+  /** When each watched worker's disk was last measured (a throttle only: a restart measures sooner). */
+  const diskCheckedAt = new Map<string, number>();
+  function diskCheckDue(workerId: string): boolean {
+    const last = diskCheckedAt.get(workerId) ?? 0;
+    if (Date.now() - last < rt.settings.diskCheckIntervalSec * 1000) return false;
+    if (diskCheckedAt.size > 100_000) diskCheckedAt.clear();
+    diskCheckedAt.set(workerId, Date.now());
+    return true;
+  }
+
+  /** The container disk (GB) a worker was started with: its release's for an endpoint worker, its pod's for a pod. */
+  async function workerDiskGb(w: { endpointId: string | null; podId: string | null; releaseVersion: number }): Promise<number> {
+    if (w.podId) return (await db.pod.findUnique({ where: { id: w.podId }, select: { containerDiskInGb: true } }))?.containerDiskInGb ?? Infinity;
+    const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: w.endpointId!, version: w.releaseVersion } }, select: { disk: true } });
+    return release?.disk ?? (await db.endpoint.findUnique({ where: { id: w.endpointId! }, select: { disk: true } }))?.disk ?? Infinity;
+  }
+
   /**
    * A pod's container: its own image, command, environment and disk, its exposed ports published on
    * the worker's block of host ports (always on a bridge network: a pod does not speak the worker
@@ -175,7 +251,6 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     ports.forEach((p, i) => {
       if (p.protocol !== 'udp' && w.hostPort) platform[`RUNPOD_TCP_PORT_${p.port}`] = String(w.hostPort + i);
     });
-    const labels = (w.host.labels ?? {}) as Record<string, string>;
     const spec: ContainerSpec = {
       name,
       image: pod.imageName,
@@ -186,8 +261,11 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       publishFixed: w.hostPort ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`) : [],
       gpuUuids: w.gpuUuids,
       gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
-      diskGb: labels['gantry.io/disk-quota'] === 'true' ? pod.containerDiskInGb : undefined,
-      volumes: pod.volumeInGb > 0 ? [{ name: podVolumeName(w.hostId, pod.id), path: pod.volumeMountPath }] : [],
+      diskGb: w.host.diskLimitMethod === 'storage-opt' ? pod.containerDiskInGb : undefined,
+      // A network volume is the pod's volume; otherwise its own (volumeInGb) on this host.
+      ...(pod.networkVolumeId
+        ? await networkVolumeMount(db, [pod.networkVolumeId], w.host, pod.volumeMountPath)
+        : { volumes: pod.volumeInGb > 0 ? [{ name: podVolumeName(w.hostId, pod.id), path: pod.volumeMountPath }] : [] }),
     };
     return runWorkerContainer(w.id, w.hostId, h, spec, 'waiting for the container to run');
   }
@@ -283,22 +361,29 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           const worker = await tx.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, pod: true } });
           if (!worker || (!worker.endpoint && !worker.pod)) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
           if (worker.hostId && worker.status !== 'PENDING') return { placed: true, hostId: worker.hostId };
+          const pending = async (reason: string): Promise<PlacementResult> => {
+            await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
+            return { placed: false, reason };
+          };
           // A pod's volume lives on one host: once it has one, the pod runs there or waits for it.
           const volumeHostId = worker.pod?.volumeHostId ?? null;
           const hosts = await tx.host.findMany({ where: { status: 'READY', ...(volumeHostId ? { id: volumeHostId } : {}) } });
-          if (volumeHostId && hosts.length === 0) {
-            const reason = `waiting for host ${volumeHostId}, which holds the pod's volume and is not ready`;
-            await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
-            return { placed: false, reason };
-          }
-          const placed = await tx.worker.findMany({
-            where: { hostId: { not: null }, status: { in: [...LIVE_STATUSES] }, id: { not: workerId } },
-            select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true, pod: { select: { ports: true } } },
-          });
+          if (volumeHostId && hosts.length === 0) return pending(`waiting for host ${volumeHostId}, which holds the pod's volume and is not ready`);
           const e = worker.endpoint;
           const pod = worker.pod;
+          // A network volume is where its data is: the worker runs there (and binds a single-host volume to its host).
+          const volumeIds = pod ? (pod.networkVolumeId ? [pod.networkVolumeId] : []) : e!.networkVolumeIds;
+          const volumes = await networkVolumeHosts(tx, volumeIds);
+          if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0) return pending(`no capacity: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`);
+          const placed = await tx.worker.findMany({
+            where: { hostId: { not: null }, status: { in: [...LIVE_STATUSES] }, id: { not: workerId } },
+            select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true, cpuFlavorId: true, pod: { select: { ports: true } } },
+          });
+          const countries = await tx.dataCenter.findMany({ where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } }, select: { id: true, country: true } });
+          const countryOf = new Map(countries.map((c) => [c.id, c.country]));
           const candidates: PlacementHost[] = hosts.map((h) => {
             const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
+            const overcommit = Number(((h.labels ?? {}) as Record<string, string>)['gantry.io/cpu-overcommit'] ?? 1);
             return {
               id: h.id,
               name: h.name,
@@ -308,20 +393,36 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               gpus: pod ? gpus.map((g) => ({ ...g, pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null })) : gpus,
               gpuMethod: h.gpuMethod,
               maxWorkers: h.maxWorkers,
+              country: countryOf.get(h.dataCenterId) ?? null,
+              cpuCount: h.cpuCount,
+              memoryMb: h.memoryMb,
+              cpuOvercommit: Number.isFinite(overcommit) && overcommit > 0 ? overcommit : 1,
             };
           });
+          const cpu = !pod && e!.gpuPools.length === 0 && e!.cpuFlavorId ? endpointCpuInstance(e!) : undefined;
+          const constraints = {
+            ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
+            ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
+          };
           const request = pod
-            ? { endpointId: `pod:${pod.id}`, gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [], gpuCount: pod.gpuCount, dataCenterIds: [], avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []) }
-            : { endpointId: e!.id, gpuPools: e!.gpuPools, gpuCount: e!.gpuCount ?? 1, dataCenterIds: e!.dataCenterIds, avoidHostIds: options.avoidHostIds ?? [] };
+            ? { endpointId: `pod:${pod.id}`, gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [], gpuCount: pod.gpuCount, dataCenterIds: [], avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []), ...constraints }
+            : {
+                endpointId: e!.id,
+                gpuPools: e!.gpuPools,
+                gpuCount: e!.gpuCount ?? 1,
+                dataCenterIds: e!.dataCenterIds,
+                avoidHostIds: options.avoidHostIds ?? [],
+                countries: e!.locations.split(',').filter(Boolean),
+                ...constraints,
+              };
           const p = placeWorker(
             request,
             candidates,
-            placed.map((w) => ({ hostId: w.hostId!, endpointId: w.endpointId, gpuUuids: w.gpuUuids })),
+            placed.map((w) => ({ hostId: w.hostId!, endpointId: w.endpointId, gpuUuids: w.gpuUuids, cpu: reservationOf(w.cpuFlavorId) })),
           );
-          if (!p.ok) {
-            await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: p.reason } });
-            return { placed: false, reason: p.reason };
-          }
+          if (!p.ok) return pending(volumes.problems.length > 0 ? `${p.reason}; ${volumes.problems.join('; ')}` : p.reason);
+          const binding = volumes.bindings.get(p.hostId);
+          if (binding) await tx.networkVolume.updateMany({ where: { id: binding, hostId: null }, data: { hostId: p.hostId } });
           // Host ports: one for a load-balancing worker (its PORT), a block of consecutive ones for a
           // pod (one per exposed port, in the order of its `ports`). A random free start rather than
           // the first: other software (or another installation) on the host may use ports of the
@@ -341,11 +442,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               const first = HOST_PORTS.first + ((offset + i) % size);
               if (Array.from({ length: wanted }, (_, k) => first + k).every((port) => !taken.has(port))) hostPort = first;
             }
-            if (hostPort === null) {
-              const reason = `no capacity: no ${wanted} free consecutive host ports on the chosen host`;
-              await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
-              return { placed: false, reason };
-            }
+            if (hostPort === null) return pending(`no capacity: no ${wanted} free consecutive host ports on the chosen host`);
           }
           await tx.worker.update({
             where: { id: workerId },
@@ -353,7 +450,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               hostId: p.hostId,
               gpuUuids: p.gpuUuids,
               gpuTypeId: p.gpuName ? gpuTypeId(p.gpuName) : null,
-              cpuFlavorId: p.gpuName || !e ? null : e.cpuFlavorId,
+              cpuFlavorId: cpu ? cpuInstanceId(cpu) : null,
               hostPort,
               status: 'INITIALIZING',
               statusReason: 'pulling the image',
@@ -457,7 +554,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         publishFixed.push(`${w.hostPort}:${appPort}`);
       }
       for (const p of config.ports) publish.push(`${p.split('/')[0]}/${p.endsWith('/udp') ? 'udp' : 'tcp'}`);
-      const labels = (w.host.labels ?? {}) as Record<string, string>;
+      const cpu = w.cpuFlavorId ? recordedCpuInstance(w.cpuFlavorId) : undefined;
       const spec: ContainerSpec = {
         name,
         image: config.image,
@@ -468,10 +565,11 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         publishFixed: [...new Set(publishFixed)],
         gpuUuids: w.gpuUuids,
         gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
-        // Quotas need a storage driver that supports them (overlay on xfs with pquota): opt-in per host.
-        diskGb: labels['gantry.io/disk-quota'] === 'true' ? config.disk : undefined,
-        ...(e.cpuFlavorId && e.cpuVcpuCount ? { cpus: e.cpuVcpuCount } : {}),
-        ...(e.cpuFlavorId && e.cpuMemoryGb ? { memoryGb: e.cpuMemoryGb } : {}),
+        // The runtime's size option where the host's storage has quotas; elsewhere the watchdog (inspectWorker).
+        diskGb: w.host.diskLimitMethod === 'storage-opt' ? config.disk : undefined,
+        // The instance the worker was placed (and reserved) with, not the endpoint's current one.
+        ...(cpu ? { cpus: cpu.vcpus, memoryGb: cpu.memoryGb } : {}),
+        ...(await networkVolumeMount(db, e.networkVolumeIds, w.host, ENDPOINT_VOLUME_MOUNT)),
       };
       return runWorkerContainer(workerId, w.hostId, h, spec, 'waiting for the worker to ask for a job');
     },
@@ -543,8 +641,16 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       }
       try {
         const h = await hostHandle(rt, w.hostId);
-        const state = await inspectContainer(rt.pool, h, containerNameOf(workerId));
+        // Where the runtime cannot cap the container's disk, its writable layer is measured now and then.
+        const measure = w.host.diskLimitMethod !== 'storage-opt' && diskCheckDue(workerId);
+        const state = await inspectContainer(rt.pool, h, containerNameOf(workerId), { withSize: measure });
         if (!state) return { state: 'failed', reason: 'the container is gone' };
+        if (state.running && state.writtenBytes !== undefined) {
+          const diskGb = await workerDiskGb(w);
+          if (state.writtenBytes > diskGb * 1024 ** 3) {
+            return { state: 'failed', reason: `the container wrote ${(state.writtenBytes / 1024 ** 3).toFixed(2)} GB outside its volumes, more than its disk of ${diskGb} GB` };
+          }
+        }
         if (!state.running) {
           // A worker that said it would leave (stopPod) and did is stopped, not failed.
           if (w.desiredStatus === 'EXITED' && state.exitCode === 0) return { state: 'stopped', reason: w.statusReason ?? 'the worker exited as it said it would' };

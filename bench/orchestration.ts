@@ -92,7 +92,8 @@ let benchHostId: string | undefined;
 const live = (endpointId: string) => db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
 
 try {
-  const host = await api('POST', '/v2/hosts', { name: 'bench-host', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'local' });
+  // This machine stands for a host of many: CPU workers (2 vCPUs each) may reserve more than its CPUs.
+  const host = await api('POST', '/v2/hosts', { name: 'bench-host', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'local', labels: { 'gantry.io/cpu-overcommit': '32' } });
   if (host.body?.status !== 'READY') throw new Error(`host not READY: ${JSON.stringify(host.body)}`);
   benchHostId = host.body.id as string;
 

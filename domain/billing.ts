@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
-import { MIN_VCPUS } from './catalog.ts';
+import { recordedCpuInstance } from './cpu-instances.ts';
 import type { DomainContext } from './context.ts';
 import type { Db, Prisma } from './db.ts';
 import { DomainError } from './errors.ts';
@@ -250,23 +250,13 @@ interface Charge {
   perSecond: number;
 }
 
-/**
- * A CPU worker's flavor may be recorded as an instance id, `<flavor>-<vCPUs>-<memory GB>` (e.g.
- * `cpu3c-4-8`); otherwise its vCPUs are those of its endpoint, or the smallest size.
- */
-export function cpuInstance(cpuFlavorId: string, endpointVcpus: number | null | undefined): { flavorId: string; vcpus: number } {
-  const m = /^([a-z0-9]+)-([0-9]+)-([0-9]+)$/.exec(cpuFlavorId);
-  if (m) return { flavorId: m[1]!, vcpus: Number(m[2]) };
-  return { flavorId: cpuFlavorId, vcpus: endpointVcpus ?? MIN_VCPUS };
-}
-
 function charge(row: UsageRow, table: PriceTable, product: 'serverless' | 'pod', endpointVcpus: Map<string, number | null>): Charge | undefined {
   if (row.gpuTypeId && row.gpuCount > 0) {
     const rate = gpuRate(table, row.gpuTypeId);
     return { kind: 'gpu', perSecond: ((product === 'serverless' ? rate.serverlessPerHour : rate.podPerHour) / 3600) * row.gpuCount };
   }
   if (row.cpuFlavorId) {
-    const { flavorId, vcpus } = cpuInstance(row.cpuFlavorId, row.endpointId ? endpointVcpus.get(row.endpointId) : undefined);
+    const { flavorId, vcpus } = recordedCpuInstance(row.cpuFlavorId, row.endpointId ? endpointVcpus.get(row.endpointId) : undefined);
     const rate = cpuRate(table, flavorId);
     return { kind: 'cpu', perSecond: ((product === 'serverless' ? rate.serverlessPerVcpuHour : rate.podPerVcpuHour) / 3600) * vcpus };
   }

@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
+import { CPU_FLAVORS, MIN_VCPUS, maxVcpusOnHost } from './cpu-instances.ts';
 import { DomainError, notFound } from './errors.ts';
 import { describeGpu, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
 import { cpuRate, gpuRate, priceTable } from './pricing.ts';
@@ -108,8 +109,9 @@ export const DataCenterSchema = Type.Object({
   id: Type.String({ description: 'the dataCenterId hosts were registered with' }),
   name: Type.String(),
   region: RegionSchema,
+  country: Type.Union([Type.String(), Type.Null()], { description: 'ISO 3166-1 alpha-2, as the operator set it; GraphQL `locations` places workers by it' }),
   globalNetwork: Type.Boolean(),
-  networkVolumeTypes: Type.Array(Type.Union([Type.Literal('STANDARD'), Type.Literal('HIGH_PERFORMANCE')])),
+  networkVolumeTypes: Type.Array(Type.Union([Type.Literal('STANDARD'), Type.Literal('HIGH_PERFORMANCE')]), { description: 'empty: network volumes cannot be made here (several hosts and no shared storage)' }),
   compliance: Type.Array(Type.String()),
   hosts: Type.Object({ total: Type.Integer(), ready: Type.Integer() }, { description: 'registered hosts here, and how many are READY' }),
   gpus: CountSchema,
@@ -129,37 +131,6 @@ export const DataCenterQuerySchema = Type.Object(
   },
   { additionalProperties: false },
 );
-
-// ---------------------------------------------------------------- CPU flavors
-
-export interface CpuFlavor {
-  id: string;
-  name: string;
-  group: string;
-  ramGbPerVcpu: number;
-}
-
-/**
- * Flavors by memory per vCPU: hosts are not told apart by CPU generation, so there is one family
- * and a flavor fits a host when the host has the vCPUs and the memory for them.
- */
-export const CPU_FLAVORS: readonly CpuFlavor[] = [
-  { id: 'cpu3c', name: 'Compute-Optimized', group: 'cpu3', ramGbPerVcpu: 2 },
-  { id: 'cpu3g', name: 'General Purpose', group: 'cpu3', ramGbPerVcpu: 4 },
-  { id: 'cpu3m', name: 'Memory-Optimized', group: 'cpu3', ramGbPerVcpu: 8 },
-];
-
-export const MIN_VCPUS = 2;
-
-const largestPowerOfTwoAtMost = (n: number): number => (n < 1 ? 0 : 2 ** Math.floor(Math.log2(n)));
-
-/** The most vCPUs (a power of two) one worker of `flavor` can have on a host, or 0 if it does not fit. */
-export function maxVcpusOnHost(flavor: CpuFlavor, cpuCount: number | null, memoryMb: number | null): number {
-  if (!cpuCount || !memoryMb) return 0;
-  const byMemory = Math.floor(memoryMb / 1024 / flavor.ramGbPerVcpu);
-  const max = largestPowerOfTwoAtMost(Math.min(cpuCount, byMemory));
-  return max >= MIN_VCPUS ? max : 0;
-}
 
 // ---------------------------------------------------------------- inventory
 
@@ -387,16 +358,19 @@ export async function knownDataCenterIds(ctx: DomainContext): Promise<string[]> 
 
 async function dataCenters(ctx: DomainContext, query: unknown): Promise<DataCenterView[]> {
   const include = new Set((validate(DataCenterQuerySchema, query).include ?? '').split(',').filter(Boolean));
-  const inv = await inventory(ctx);
+  const [inv, settings] = await Promise.all([inventory(ctx), ctx.db.dataCenter.findMany()]);
+  const settingsOf = new Map(settings.map((s) => [s.id, s]));
   return [...inv.dataCenters.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([id, dc]) => {
+      const s = settingsOf.get(id);
       const view: DataCenterView = {
         id,
         name: id,
         region: regionOf(id),
+        country: s?.country ?? null,
         globalNetwork: false,
-        networkVolumeTypes: ['STANDARD'],
+        networkVolumeTypes: s?.networkVolumePath || dc.hosts === 1 ? ['STANDARD'] : [],
         compliance: [],
         hosts: { total: dc.hosts, ready: dc.readyHosts },
         gpus: { total: dc.gpuTotal, available: dc.gpuAvailable },

@@ -4,6 +4,7 @@ import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import { requireAccountWide } from './registries.ts';
 import type { DomainContext } from './context.ts';
 import { createEndpoint, deleteEndpoint, updateEndpoint } from './endpoints.ts';
+import { cpuInstanceId, parseCpuInstanceId, type CpuInstance } from './cpu-instances.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { validate } from './validation.ts';
 
@@ -27,17 +28,20 @@ export interface EndpointRecord {
   workersMin: number;
   type: 'QB' | 'LB';
   gpuCount: number;
+  /** A CPU endpoint's instance (`cpu3c-2-4`); empty for a GPU endpoint. */
+  instanceIds: string[];
   executionTimeoutMs: number;
 }
-
-export const LOCATIONS = ['CZ', 'FR', 'GB', 'NO', 'RO', 'US'] as const;
 
 export const SaveEndpointInputSchema = Type.Object(
   {
     id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     name: Type.String({ minLength: 1, maxLength: 191 }),
     templateId: Type.String({ minLength: 1, maxLength: 200 }),
-    gpuIds: Type.String({ maxLength: 1024, pattern: '^\\s*-?[A-Z0-9_]+\\s*(,\\s*-?[A-Z0-9_]+\\s*)*$', description: 'GPU pool ids in order of preference, comma-separated' }),
+    gpuIds: Type.Optional(
+      Type.Union([Type.String({ maxLength: 1024, pattern: '^\\s*(-?[A-Z0-9_]+\\s*(,\\s*-?[A-Z0-9_]+\\s*)*)?$', description: 'GPU pool ids in order of preference, comma-separated; empty (or CPU) for a CPU endpoint' }), Type.Null()]),
+    ),
+    instanceIds: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 1, description: 'a CPU endpoint: its instance, `<flavor>-<vCPUs>-<memory GB>` such as cpu3c-2-4' }), Type.Null()])),
     type: Type.Optional(Type.Union([Type.Literal('QB'), Type.Literal('LB')])),
     idleTimeout: Type.Optional(Type.Integer({ minimum: 0 })),
     locations: Type.Optional(Type.Union([Type.String({ maxLength: 1024 }), Type.Null()])),
@@ -69,7 +73,8 @@ export function endpointRecord(e: Endpoint): EndpointRecord {
     workersMax: e.workersMax,
     workersMin: e.workersMin,
     type: e.type === 'LOAD_BALANCING' ? 'LB' : 'QB',
-    gpuCount: e.gpuCount ?? 1,
+    gpuCount: e.gpuCount ?? (e.cpuFlavorId ? 0 : 1),
+    instanceIds: e.cpuFlavorId ? [cpuInstanceId({ flavorId: e.cpuFlavorId, vcpus: e.cpuVcpuCount ?? 2, memoryGb: e.cpuMemoryGb ?? 4 })] : [],
     executionTimeoutMs: e.timeoutMs,
   };
 }
@@ -89,8 +94,10 @@ function normaliseLocations(locations: string | null | undefined): string | unde
     .split(',')
     .map((l) => l.trim().toUpperCase())
     .filter(Boolean);
-  const unknown = list.filter((l) => !(LOCATIONS as readonly string[]).includes(l));
-  if (unknown.length > 0) throw validationFailed([`$.locations: unknown location ${unknown.join(', ')}; one of ${LOCATIONS.join(', ')}`]);
+  // Countries of the data centers the operator describes (hosts configuration); one no data center
+  // has yet is kept, and workers wait for it (PENDING, saying so).
+  const bad = list.filter((l) => !/^[A-Z]{2}$/.test(l));
+  if (bad.length > 0) throw validationFailed([`$.locations: ${bad.join(', ')} ${bad.length > 1 ? 'are' : 'is'} not an ISO 3166-1 alpha-2 country code (US, CZ, ...)`]);
   return [...new Set(list)].join(',');
 }
 
@@ -104,11 +111,20 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   const template = await ctx.db.template.findFirst({ where: { id: input.templateId, accountId: principal.accountId } });
   if (!template) throw validationFailed([`$.templateId: no template '${input.templateId}'`]);
   // Exclusions ("-ADA_24") narrow the pools the scheduler may choose; the stored list keeps the wanted ones.
-  const pools = input.gpuIds
+  const pools = (input.gpuIds ?? '')
     .split(',')
     .map((p) => p.trim())
-    .filter((p) => p && !p.startsWith('-'));
-  if (pools.length === 0) throw validationFailed(['$.gpuIds: name at least one GPU pool']);
+    .filter((p) => p && !p.startsWith('-') && p !== 'CPU');
+  const instanceId = input.instanceIds?.[0];
+  let cpuInstance: CpuInstance | undefined;
+  if (instanceId !== undefined) {
+    if (pools.length > 0) throw validationFailed(['$.gpuIds: a CPU endpoint (instanceIds) names no GPU pools; leave gpuIds empty']);
+    cpuInstance = parseCpuInstanceId(instanceId);
+    if (!cpuInstance) throw validationFailed([`$.instanceIds[0]: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`]);
+  } else if (pools.length === 0 && !input.id) {
+    throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
+  }
+  const compute = cpuInstance ? { cpuInstance } : {};
   const container = {
     image: template.imageName,
     args: template.dockerArgs,
@@ -124,17 +140,19 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       name: input.name,
       type: input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
       ...container,
-      gpu: { pools, count: input.gpuCount ?? 1 },
+      ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
       workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
       scaling: { type: input.scalerType ?? 'QUEUE_DELAY', value: input.scalerValue ?? 4, idleTimeout: input.idleTimeout ?? 5 },
       networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
       flashboot: input.flashBootType ?? 'OFF',
       ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
-    });
+    }, compute);
     id = created.id;
   } else {
     const current = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
     if (!current) throw notFound('endpoint');
+    // A CPU endpoint saved again without gpuIds or instanceIds keeps its instance.
+    if (pools.length === 0 && !cpuInstance && !current.cpuFlavorId) throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
     const workers = input.workersMin !== undefined || input.workersMax !== undefined ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax } : undefined;
     const scaling =
       input.scalerType !== undefined || input.scalerValue !== undefined || input.idleTimeout !== undefined
@@ -142,14 +160,14 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
         : undefined;
     await updateEndpoint(ctx, principal, id, {
       name: input.name,
-      gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 },
+      ...(pools.length > 0 ? { gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 } } : {}),
       ...(template.id !== current.templateId ? container : {}),
       ...(workers ? { workers } : {}),
       ...(scaling ? { scaling } : {}),
       ...(input.networkVolumeId !== undefined ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] } : {}),
       ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
       ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
-    });
+    }, compute);
   }
   // The GraphQL-only fields.
   const row = await ctx.db.endpoint.update({

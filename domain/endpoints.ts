@@ -20,6 +20,8 @@ import {
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { isGpuPoolId } from './gpu-pools.ts';
 import { newId } from './ids.ts';
+import { cpuInstanceProblems, DEFAULT_CPU_INSTANCE, type CpuInstance } from './cpu-instances.ts';
+import { volumeReferenceProblems } from './network-volumes.ts';
 import { validate } from './validation.ts';
 
 /**
@@ -254,14 +256,33 @@ function sendLatestSpec(ctx: DomainContext, endpointId: string): Promise<void> {
   return sender.request();
 }
 
-export async function createEndpoint(ctx: DomainContext, principal: Principal, body: unknown): Promise<EndpointView> {
+/**
+ * How an endpoint's workers are sized when the REST body cannot say it: GraphQL `saveEndpoint`
+ * names a CPU instance (`instanceIds`); REST makes a CPU endpoint of the default size when `gpu`
+ * is left out, and keeps `cpu` read-only as the spec says.
+ */
+export interface EndpointComputeOptions {
+  cpuInstance?: CpuInstance;
+}
+
+const cpuColumns = (cpu: CpuInstance | null) => ({ cpuFlavorId: cpu?.flavorId ?? null, cpuVcpuCount: cpu?.vcpus ?? null, cpuMemoryGb: cpu?.memoryGb ?? null });
+
+function checkCpuInstance(cpu: CpuInstance, at: string): void {
+  const problems = cpuInstanceProblems(cpu);
+  if (problems.length > 0) throw validationFailed(problems.map((p) => `${at}: ${p}`));
+}
+
+export async function createEndpoint(ctx: DomainContext, principal: Principal, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
   requireScope(principal, 'WRITE');
   // A new endpoint uses the account's registry credentials and templates: not for a key limited to some endpoints.
   requireAccountWide(principal);
   const input = validate(CreateEndpointSchema, body);
   if (input.cpu !== undefined) {
-    throw new DomainError('bad_request', 'creating or updating CPU endpoints is unsupported through the REST API');
+    throw new DomainError('bad_request', '`cpu` is read-only: leave `gpu` out to make a CPU endpoint (its size is shown in `cpu`), or name a CPU instance with GraphQL saveEndpoint(instanceIds)');
   }
+  if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
+  const cpu = input.gpu ? null : (options.cpuInstance ?? DEFAULT_CPU_INSTANCE);
+  if (cpu) checkCpuInstance(cpu, '$.instanceIds');
   const workers = input.workers ?? { min: 0, max: 3 };
   const scaling = input.scaling ?? { type: 'QUEUE_DELAY' as const, value: 4, idleTimeout: 5 };
   const id = newId();
@@ -278,6 +299,7 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
     registryId: input.registry ?? null,
     gpuPools: input.gpu?.pools ?? [],
     gpuCount: input.gpu ? (input.gpu.count ?? 1) : null,
+    ...cpuColumns(cpu),
     workersMin: workers.min,
     workersMax: workers.max,
     scalerType: scaling.type,
@@ -361,13 +383,7 @@ async function referenceProblems(
     if (!isGpuPoolId(pool)) problems.push(`$.gpu.pools[${i}]: unknown GPU pool '${pool}'`);
   });
   if (refs.registry) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, refs.registry, refs.image, '$.registry')));
-  if (refs.networkVolumes && refs.networkVolumes.length > 0) {
-    const found = await ctx.db.networkVolume.findMany({ where: { id: { in: [...refs.networkVolumes] }, accountId: principal.accountId }, select: { id: true } });
-    const known = new Set(found.map((v) => v.id));
-    refs.networkVolumes.forEach((id, i) => {
-      if (!known.has(id)) problems.push(`$.networkVolumes[${i}]: no network volume '${id}'`);
-    });
-  }
+  if (refs.networkVolumes) problems.push(...(await volumeReferenceProblems(ctx, principal.accountId, refs.networkVolumes, (i) => `$.networkVolumes[${i}]`)));
   return problems;
 }
 
@@ -398,12 +414,13 @@ function canonical(value: unknown): string {
  * validator refuses the values (its rules are the domain's, so only a rule the domain lacks can),
  * the scaling fields of the row are put back and the answer is 422.
  */
-export async function updateEndpoint(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<EndpointView> {
+export async function updateEndpoint(ctx: DomainContext, principal: Principal, id: string, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
   requireScope(principal, 'WRITE');
   const current = await findOwned(ctx, principal, id);
   const input = validate(UpdateEndpointSchema, body);
-  if (current.cpuFlavorId) throw new DomainError('bad_request', 'updating CPU endpoints is unsupported through the REST API');
-  if (input.cpu !== undefined) throw new DomainError('bad_request', '`cpu` is read-only: creating or updating CPU endpoints is unsupported through the REST API');
+  if (input.cpu !== undefined) throw new DomainError('bad_request', '`cpu` is read-only: a CPU endpoint\'s size is named with GraphQL saveEndpoint(instanceIds); `gpu` moves an endpoint to GPUs');
+  if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
+  if (options.cpuInstance) checkCpuInstance(options.cpuInstance, '$.instanceIds');
   // The credential and the image are checked together whenever either changes.
   const registry = input.registry !== undefined ? input.registry : input.image !== undefined ? current.registryId : undefined;
   const refProblems = await referenceProblems(ctx, principal, { registry, image: input.image ?? current.image, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
@@ -425,8 +442,10 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
         ports: input.ports ?? row.ports,
         env: (input.env ?? row.env) as Prisma.InputJsonValue,
         registryId: input.registry !== undefined ? input.registry : row.registryId,
-        gpuPools: input.gpu?.pools ?? row.gpuPools,
-        gpuCount: input.gpu ? (input.gpu.count ?? row.gpuCount ?? 1) : row.gpuCount,
+        // Compute is placement: new workers get it, running ones keep theirs until replaced.
+        gpuPools: options.cpuInstance ? [] : (input.gpu?.pools ?? row.gpuPools),
+        gpuCount: options.cpuInstance ? null : input.gpu ? (input.gpu.count ?? row.gpuCount ?? 1) : row.gpuCount,
+        ...(options.cpuInstance ? cpuColumns(options.cpuInstance) : input.gpu ? cpuColumns(null) : {}),
         workersMin: input.workers?.min ?? row.workersMin,
         workersMax: input.workers?.max ?? row.workersMax,
         scalerType: input.scaling?.type ?? row.scalerType,

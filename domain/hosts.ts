@@ -261,11 +261,24 @@ export const HostsFileEntrySchema = Type.Object(
   },
   { additionalProperties: false },
 );
+/** A list of hosts, or an object with the hosts and the settings of their data centers. */
 export const HostsFileSchema = Type.Array(HostsFileEntrySchema);
+export const HostsFileObjectSchema = Type.Object(
+  { dataCenters: Type.Optional(Type.Array(DataCenterFileEntrySchema)), hosts: Type.Optional(Type.Array(HostsFileEntrySchema)) },
+  { additionalProperties: false },
+);
 export type HostsFileEntry = Static<typeof HostsFileEntrySchema>;
 
-/** Reads a hosts file: a JSON or YAML list of entries (YAML is a superset of JSON). */
-export function readHostsFile(file: string): HostsFileEntry[] {
+export interface HostsFile {
+  dataCenters: DataCenterFileEntry[];
+  hosts: HostsFileEntry[];
+}
+
+/**
+ * Reads a hosts file (JSON or YAML, a superset of JSON): a list of hosts, or
+ * `{dataCenters: [{id, country, networkVolumePath}], hosts: [...]}`.
+ */
+export function readHostsFile(file: string): HostsFile {
   let parsed: unknown;
   try {
     parsed = parseYaml(readFileSync(file, 'utf8'));
@@ -273,14 +286,27 @@ export function readHostsFile(file: string): HostsFileEntry[] {
     throw new Error(`GANTRY_HOSTS_FILE ${file}: ${err instanceof Error ? err.message : String(err)}`);
   }
   let entries: HostsFileEntry[];
+  let dataCenters: DataCenterFileEntry[];
   try {
-    entries = validate(HostsFileSchema, parsed ?? []);
+    if (Array.isArray(parsed ?? [])) {
+      entries = validate(HostsFileSchema, parsed ?? []);
+      dataCenters = [];
+    } else {
+      const content = validate(HostsFileObjectSchema, parsed);
+      entries = content.hosts ?? [];
+      dataCenters = content.dataCenters ?? [];
+    }
   } catch (err) {
     if (err instanceof DomainError) throw new Error(`GANTRY_HOSTS_FILE ${file}: ${(err.errors ?? [err.message]).join('; ')}`);
     throw err;
   }
+  const dcIds = new Set<string>();
+  for (const dc of dataCenters) {
+    if (dcIds.has(dc.id)) throw new Error(`GANTRY_HOSTS_FILE ${file}: data center '${dc.id}' appears twice`);
+    dcIds.add(dc.id);
+  }
   const names = new Set<string>();
-  return entries.map((e, i) => {
+  const hosts = entries.map((e, i) => {
     if (names.has(e.name)) throw new Error(`GANTRY_HOSTS_FILE ${file}: host name '${e.name}' appears twice`);
     names.add(e.name);
     if (e.privateKey && e.privateKeyFile) throw new Error(`GANTRY_HOSTS_FILE ${file}: $[${i}]: give privateKey or privateKeyFile, not both`);
@@ -293,6 +319,7 @@ export function readHostsFile(file: string): HostsFileEntry[] {
     }
     return { ...e, privateKey, privateKeyFile: undefined };
   });
+  return { dataCenters, hosts };
 }
 
 /**
@@ -359,7 +386,11 @@ export function localHostEntry(env: NodeJS.ProcessEnv): HostsFileEntry {
  * workflow for every registered host (mending any that a crash left without one).
  */
 export async function applyHostConfig(ctx: DomainContext, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  if (env.GANTRY_HOSTS_FILE) await applyHostEntries(ctx, readHostsFile(env.GANTRY_HOSTS_FILE), 'file');
+  if (env.GANTRY_HOSTS_FILE) {
+    const file = readHostsFile(env.GANTRY_HOSTS_FILE);
+    await applyDataCenterEntries(ctx, file.dataCenters);
+    await applyHostEntries(ctx, file.hosts, 'file');
+  }
   if (env.GANTRY_LOCAL_HOST === '1') await applyHostEntries(ctx, [localHostEntry(env)], 'local');
   const all = await ctx.db.host.findMany({ select: { id: true } });
   for (const { id } of all) await ensureHostWorkflow(ctx, id);

@@ -2,8 +2,11 @@
  * Worker placement: which host (and which GPUs on it) a new worker goes to. Pure: the caller reads
  * hosts and live workers inside one serialized transaction, asks here, and writes the answer.
  *
- * Rules: only READY hosts; a GPU worker takes `gpuCount` whole devices of one of the endpoint's pools
- * on one host, named by UUID, and a device is never given to two live workers; a host's maxWorkers
+ * Rules: only READY hosts; only hosts the request allows (its countries, the data centers or hosts
+ * that hold its network volume); a GPU worker takes `gpuCount` whole devices of one of the
+ * endpoint's pools on one host, named by UUID, and a device is never given to two live workers; a
+ * CPU worker reserves its instance's vCPUs and memory, which the host's CPUs and memory (times its
+ * overcommit factor) must hold besides the other CPU workers' reservations; a host's maxWorkers
  * caps its workers. Among hosts that fit, the preferred data centers come first, then the host with
  * the fewest workers of this endpoint (spreading an endpoint over hosts), then the fewest workers in
  * all, then, for CPU workers, hosts without GPUs (GPU boxes stay free for GPU work), then the pool
@@ -25,6 +28,12 @@ export interface PlacementHost {
   /** How containers get GPUs here; 'none' means GPUs cannot be handed to containers. */
   gpuMethod: string | null;
   maxWorkers: number | null;
+  /** The data center's country (ISO 3166-1 alpha-2), when the operator gave one. */
+  country?: string | null;
+  /** What CPU workers may reserve here: CPUs and memory as probed, times cpuOvercommit (default 1). */
+  cpuCount?: number | null;
+  memoryMb?: number | null;
+  cpuOvercommit?: number;
 }
 
 /** A worker that holds (or is about to hold) a place on a host. */
@@ -32,6 +41,13 @@ export interface PlacedWorker {
   hostId: string;
   endpointId: string | null;
   gpuUuids: readonly string[];
+  /** A CPU worker's reservation. */
+  cpu?: CpuReservation | null;
+}
+
+export interface CpuReservation {
+  vcpus: number;
+  memoryMb: number;
 }
 
 export interface PlacementRequest {
@@ -42,6 +58,13 @@ export interface PlacementRequest {
   dataCenterIds: readonly string[];
   /** Hosts not to use (e.g. the one a worker just failed on). */
   avoidHostIds?: readonly string[];
+  /** Only hosts whose data center is in one of these countries (GraphQL `locations`); empty: anywhere. */
+  countries?: readonly string[];
+  /** Only these data centers / hosts (where the worker's network volume lives); undefined: any. */
+  onlyDataCenterIds?: readonly string[];
+  onlyHostIds?: readonly string[];
+  /** A CPU worker's instance: reserved on the host it goes to. */
+  cpu?: CpuReservation;
 }
 
 export type Placement =
@@ -76,8 +99,16 @@ export function placeWorker(request: PlacementRequest, hosts: readonly Placement
   const byHost = new Map<string, PlacedWorker[]>();
   for (const w of workers) byHost.set(w.hostId, [...(byHost.get(w.hostId) ?? []), w]);
   const ready = hosts.filter((h) => h.status === 'READY');
-  const usable = ready.filter((h) => !avoid.has(h.id));
+  const countries = request.countries ?? [];
+  const outsideCountries = ready.filter((h) => countries.length > 0 && !countries.includes(h.country ?? ''));
+  const outsideVolume = ready.filter(
+    (h) => (request.onlyDataCenterIds !== undefined && !request.onlyDataCenterIds.includes(h.dataCenterId)) || (request.onlyHostIds !== undefined && !request.onlyHostIds.includes(h.id)),
+  );
+  const excluded = new Set([...outsideCountries, ...outsideVolume].map((h) => h.id));
+  const allowed = ready.filter((h) => !excluded.has(h.id));
+  const usable = allowed.filter((h) => !avoid.has(h.id));
   const full: string[] = [];
+  let noCpuRoom = 0;
   let poolDevices = 0;
   let noPassthrough = 0;
 
@@ -86,6 +117,10 @@ export function placeWorker(request: PlacementRequest, hosts: readonly Placement
     const onHost = byHost.get(host.id) ?? [];
     if (host.maxWorkers !== null && onHost.length >= host.maxWorkers) {
       full.push(host.id);
+      continue;
+    }
+    if (request.cpu && !cpuFits(request.cpu, host, onHost)) {
+      noCpuRoom++;
       continue;
     }
     const base = {
@@ -120,13 +155,36 @@ export function placeWorker(request: PlacementRequest, hosts: readonly Placement
     return { ok: true, hostId: best.host.id, gpuUuids: best.gpus.map((g) => g.uuid), pool: best.pool, gpuName: best.gpus[0]?.name ?? null };
   }
 
-  const want = wantsGpu ? `${count} free GPU${count > 1 ? 's' : ''} of pool ${request.gpuPools.join(' or ')} on one host` : 'room for a CPU worker';
+  const want = wantsGpu
+    ? `${count} free GPU${count > 1 ? 's' : ''} of pool ${request.gpuPools.join(' or ')} on one host`
+    : request.cpu
+      ? `room for a CPU worker of ${request.cpu.vcpus} vCPUs and ${request.cpu.memoryMb / 1024} GB`
+      : 'room for a CPU worker';
   const facts: string[] = [`${ready.length} of ${hosts.length} host${hosts.length === 1 ? '' : 's'} READY`];
-  if (avoid.size > 0) facts.push(`${ready.length - usable.length} avoided`);
+  if (outsideCountries.length > 0) facts.push(`${outsideCountries.length} outside the locations ${countries.join(', ')}`);
+  if (outsideVolume.length > 0) facts.push(`${outsideVolume.length} not where the network volume is`);
+  if (allowed.length - usable.length > 0) facts.push(`${allowed.length - usable.length} avoided`);
   if (full.length > 0) facts.push(`${full.length} at maxWorkers`);
+  if (noCpuRoom > 0) facts.push(`${noCpuRoom} without free vCPUs or memory for it`);
   if (wantsGpu) {
     facts.push(`${poolDevices} GPU${poolDevices === 1 ? '' : 's'} of those pools`);
     if (noPassthrough > 0) facts.push(`${noPassthrough} host${noPassthrough === 1 ? '' : 's'} without GPU passthrough for containers`);
   }
   return { ok: false, reason: `no capacity: no READY host has ${want} (${facts.join(', ')})` };
+}
+
+/**
+ * Whether a CPU worker's reservation fits beside the CPU workers already on the host. GPU workers
+ * reserve no CPUs (their GPUs are what they hold). A host whose size is unknown fits none.
+ */
+function cpuFits(want: CpuReservation, host: PlacementHost, onHost: readonly PlacedWorker[]): boolean {
+  if (!host.cpuCount || !host.memoryMb) return false;
+  const factor = host.cpuOvercommit ?? 1;
+  let vcpus = want.vcpus;
+  let memoryMb = want.memoryMb;
+  for (const w of onHost) {
+    vcpus += w.cpu?.vcpus ?? 0;
+    memoryMb += w.cpu?.memoryMb ?? 0;
+  }
+  return vcpus <= host.cpuCount * factor && memoryMb <= host.memoryMb * factor;
 }

@@ -285,7 +285,8 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
   problems.push(...envProblems(env));
   const registryId = i.containerRegistryAuthId !== undefined ? i.containerRegistryAuthId || null : (template?.registryId ?? null);
   if (registryId) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, registryId, imageName, '$.containerRegistryAuthId')));
-  if (i.networkVolumeId) problems.push('$.networkVolumeId: network volumes cannot be attached to pods yet');
+  const networkVolumeId = i.networkVolumeId || null;
+  if (networkVolumeId) problems.push(...(await volumeReferenceProblems(ctx, principal.accountId, [networkVolumeId], () => '$.networkVolumeId')));
   const gpuCount = i.gpuCount ?? 1;
   const gpuTypeId = i.gpuTypeId ?? null;
   problems.push(...(await gpuProblems(ctx, gpuTypeId, gpuCount)));
@@ -302,7 +303,9 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
         imageName: imageName!,
         dockerArgs,
         containerDiskInGb: i.containerDiskInGb ?? template?.containerDiskInGb ?? 10,
-        volumeInGb: i.volumeInGb ?? template?.volumeInGb ?? 0,
+        // A network volume is the pod's volume: no volume of its own beside it.
+        volumeInGb: networkVolumeId ? 0 : (i.volumeInGb ?? template?.volumeInGb ?? 0),
+        networkVolumeId,
         volumeMountPath: i.volumeMountPath ?? template?.volumeMountPath ?? '/workspace',
         env,
         ports,

@@ -79,8 +79,12 @@ export const typeDefs = /* GraphQL */ `
   type Endpoint {
     id: String!
     name: String!
+    "GPU pools in order of preference, comma-separated; empty for a CPU endpoint."
     gpuIds: String!
+    "GPUs per worker; 0 for a CPU endpoint."
     gpuCount: Int!
+    "A CPU endpoint's instance (<flavor>-<vCPUs>-<memory GB>, e.g. cpu3c-2-4); empty for a GPU endpoint."
+    instanceIds: [String!]!
     idleTimeout: Int!
     locations: String
     networkVolumeId: String
@@ -151,10 +155,14 @@ export const typeDefs = /* GraphQL */ `
     id: String
     name: String!
     templateId: String!
-    gpuIds: String!
+    "GPU pools in order of preference, comma-separated (a leading - excludes one); empty for a CPU endpoint."
+    gpuIds: String
+    "A CPU endpoint: one CPU instance, <flavor>-<vCPUs>-<memory GB> (cpu3c-2-4; vCPUs a power of two >= 2, memory as the flavor gives per vCPU)."
+    instanceIds: [String!]
     gpuCount: Int
     type: String
     idleTimeout: Int
+    "Countries (ISO 3166-1 alpha-2, comma-separated) whose data centers may run the workers; empty: anywhere."
     locations: String
     flashBootType: FlashBootType
     scalerType: String

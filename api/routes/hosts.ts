@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { createHost, CreateHostSchema, deleteHost, getHost, HostListSchema, HostSchema, listHosts, probeHostOnDemand } from '../../domain/hosts.ts';
+import { DataCenterSettingsListSchema, DataCenterSettingsSchema, DataCenterSettingsViewSchema, getDataCenterSettings, listDataCenterSettings, putDataCenterSettings } from '../../domain/data-centers.ts';
 import { principalOf, scopeGuard } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'host id' }) });
@@ -85,5 +86,58 @@ export function hostRoutes(app: FastifyInstance, ctx: DomainContext): void {
       const result = await deleteHost(ctx, await principalOf(ctx.db, request), request.params.id);
       return result.removed ? reply.code(204).send() : reply.code(202).send(result.host);
     },
+  );
+
+  dataCenterRoutes(app, ctx);
+}
+
+const DataCenterParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, description: 'data center id, as hosts name it' }) });
+const dcTags = ['Data centers'];
+
+/**
+ * REST /v2/datacenters: what the operator says of each data center (admin only). Tenants see data
+ * centers through /v2/catalog/datacenters.
+ */
+function dataCenterRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  const admin = scopeGuard(ctx.db, 'ADMIN');
+  app.get(
+    '/v2/datacenters',
+    {
+      onRequest: admin,
+      schema: {
+        operationId: 'listDataCenterSettings',
+        summary: 'List data centers and their settings',
+        description: `Every data center hosts name or settings describe: its country (GraphQL \`locations\` places workers by it), its shared storage for network volumes, and how network volumes work there. ${ACCESS}`,
+        tags: dcTags,
+        'x-required-scope': 'ADMIN',
+        response: { 200: DataCenterSettingsListSchema },
+      },
+    },
+    async (request) => ({ dataCenters: await listDataCenterSettings(ctx, await principalOf(ctx.db, request)) }),
+  );
+  app.get<{ Params: { id: string } }>(
+    '/v2/datacenters/:id',
+    {
+      onRequest: admin,
+      schema: { operationId: 'getDataCenterSettings', summary: 'Get a data center\'s settings', description: ACCESS, tags: dcTags, 'x-required-scope': 'ADMIN', params: DataCenterParams, response: { 200: DataCenterSettingsViewSchema } },
+    },
+    async (request) => getDataCenterSettings(ctx, await principalOf(ctx.db, request), request.params.id),
+  );
+  app.put<{ Params: { id: string } }>(
+    '/v2/datacenters/:id',
+    {
+      onRequest: admin,
+      schema: {
+        operationId: 'putDataCenterSettings',
+        summary: 'Set a data center\'s country and shared storage',
+        description: `\`country\`: ISO 3166-1 alpha-2. \`networkVolumePath\`: an absolute directory that every host of the data center mounts from the same shared storage (NFS, CephFS, ...); each network volume is a directory under it. Without it, a data center of a single host keeps network volumes as named volumes on that host. What the body leaves out is cleared; data already written is not moved. A hosts file's \`dataCenters\` wins at the next start. ${ACCESS}`,
+        tags: dcTags,
+        'x-required-scope': 'ADMIN',
+        params: DataCenterParams,
+        body: DataCenterSettingsSchema,
+        response: { 200: DataCenterSettingsViewSchema },
+      },
+    },
+    async (request) => putDataCenterSettings(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
   );
 }

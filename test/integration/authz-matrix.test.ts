@@ -34,8 +34,8 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
   const keys: Record<string, string> = {};
   /** Ids of account A's resources, by the first path segment after /v2. */
   const ownedIds: Record<string, string> = {};
-  /** Installation-wide resources (no owning account; hosts and accounts are admin-only): no cross-account check. */
-  const shared = new Set(['catalog', 'hosts', 'accounts']);
+  /** Installation-wide resources (no owning account; hosts, data centers and accounts are admin-only): no cross-account check. */
+  const shared = new Set(['catalog', 'hosts', 'datacenters', 'accounts']);
 
   beforeAll(async () => {
     // Hundreds of deliberately bad keys from one address: the failed-authentication throttle

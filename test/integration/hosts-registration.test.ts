@@ -181,6 +181,21 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
     expect(() => readHostsFile(json)).toThrow(/hosts\.json: .*\$\[1\]: additional properties 'nme' not allowed/);
     writeFileSync(json, JSON.stringify([{ name: 'x', address: 'a', dataCenterId: 'd', privateKey: 'nope' }]));
     expect(() => readHostsFile(json)).toThrow(/\$\[0\]\.privateKey: not a private key/);
+
+    // The object form also describes data centers: a country, and shared storage for network volumes.
+    const withDcs = path.join(dir, 'hosts-dcs.yaml');
+    writeFileSync(
+      withDcs,
+      ['dataCenters:', '  - id: dc-moved', '    country: no', '    networkVolumePath: /srv/gantry-volumes/', 'hosts:', '  - name: from-file', `    address: ${host.host}`, `    port: ${host.port}`, '    privateKeyFile: id_test', '    dataCenterId: dc-moved', ''].join('\n'),
+    );
+    await applyHostConfig(p.ctx, { GANTRY_HOSTS_FILE: withDcs });
+    expect(await p.ctx.db.dataCenter.findUniqueOrThrow({ where: { id: 'dc-moved' } })).toMatchObject({ country: 'NO', networkVolumePath: '/srv/gantry-volumes', source: 'file' });
+    const dcView = await call(p.url, 'GET', '/v2/datacenters/dc-moved', { key: p.adminKey });
+    expect(dcView.body).toMatchObject({ id: 'dc-moved', country: 'NO', networkVolumes: 'shared-path', hosts: 1, source: 'file' });
+    writeFileSync(withDcs, 'dataCenters:\n  - id: dc-moved\n    networkVolumePath: relative/dir\n');
+    expect(() => readHostsFile(withDcs)).toThrow(/hosts-dcs\.yaml: .*\$\.dataCenters\[0\]\.networkVolumePath/);
+    writeFileSync(withDcs, 'dataCenters:\n  - id: a\n  - id: a\n');
+    expect(() => readHostsFile(withDcs)).toThrow(/data center 'a' appears twice/);
   });
 
   it('registers this machine as the host "local" only when GANTRY_LOCAL_HOST=1', async () => {

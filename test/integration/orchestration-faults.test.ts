@@ -16,7 +16,7 @@ import { startPlatform, type Platform } from '../../infra/platform.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, until } from './orchestration-support.ts';
+import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, TEST_HOST_LABELS, until } from './orchestration-support.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
@@ -98,7 +98,7 @@ beforeAll(async () => {
     ['host-a', hostA],
     ['host-b', hostB],
   ] as const) {
-    const r = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { name, address: h.host, port: h.port, privateKey: h.privateKey, dataCenterId: 'dc-1' } });
+    const r = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { name, address: h.host, port: h.port, privateKey: h.privateKey, dataCenterId: 'dc-1', labels: TEST_HOST_LABELS } });
     expect(r.body.status).toBe('READY');
     hostIds.push(r.body.id);
   }

@@ -17,6 +17,7 @@ export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
   readyTimeoutSec: 60,
   readyPollMs: 200,
   watchIntervalSec: 1,
+  diskCheckIntervalSec: 1,
   silentAfterSec: 10,
   lbUnhealthySec: 3,
   pingIntervalMs: 1000,
@@ -33,11 +34,17 @@ export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
  * Polls `fn` until it returns a value. `describe`, when given, tells on a timeout what the state was
  * (a flaky wait is then diagnosable from the CI log alone).
  */
-/** Registers an SSH test host through the API (data center dc-1) and answers its id; it must come up READY. */
-export async function registerTestHost(p: TestPlatform, host: SshTestHost, name: string): Promise<string> {
+/**
+ * Test hosts are this small machine's Podman: CPU workers (2 vCPUs and 4 GB each by default) may
+ * reserve many times its CPUs and memory, as tests run several workers per host at once.
+ */
+export const TEST_HOST_LABELS = { 'gantry.io/cpu-overcommit': '32' } as const;
+
+/** Registers an SSH test host through the API (data center dc-1 unless told) and answers its id; it must come up READY. */
+export async function registerTestHost(p: TestPlatform, host: SshTestHost, name: string, extra: { dataCenterId?: string; labels?: Record<string, string> } = {}): Promise<string> {
   const h = await call(p.url, 'POST', '/v2/hosts', {
     key: p.adminKey,
-    body: { name, address: host.host, port: host.port, privateKey: host.privateKey, dataCenterId: 'dc-1' },
+    body: { name, address: host.host, port: host.port, privateKey: host.privateKey, dataCenterId: extra.dataCenterId ?? 'dc-1', labels: extra.labels ?? TEST_HOST_LABELS },
   });
   expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
   return h.body.id as string;

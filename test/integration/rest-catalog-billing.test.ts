@@ -122,8 +122,10 @@ describe('REST catalog and billing', () => {
         id: 'EU-RO-1',
         name: 'EU-RO-1',
         region: 'EUROPE',
+        country: null,
         globalNetwork: false,
-        networkVolumeTypes: ['STANDARD'],
+        // Two hosts and no shared storage: no network volumes there.
+        networkVolumeTypes: [],
         compliance: [],
         hosts: { total: 2, ready: 2 },
         gpus: { total: 3, available: 1 },
@@ -131,7 +133,7 @@ describe('REST catalog and billing', () => {
       });
       expect(byId['AP-JP-1']).toMatchObject({ region: 'ASIA', hosts: { total: 1, ready: 0 }, gpus: { total: 0, available: 0 } });
       expect(byId['AP-JP-1'].gpuAvailability).toBeUndefined();
-      expect(byId['US-TX-3']).toMatchObject({ region: 'NORTH_AMERICA', gpus: { total: 1, available: 1 } });
+      expect(byId['US-TX-3']).toMatchObject({ region: 'NORTH_AMERICA', gpus: { total: 1, available: 1 }, networkVolumeTypes: ['STANDARD'] });
       const one = await call(p.url, 'GET', '/v2/catalog/datacenters/US-TX-3', { key: p.adminKey });
       expect(one.body.gpuAvailability).toBeUndefined();
       expect(one.body.hosts).toEqual({ total: 1, ready: 1 });

@@ -124,7 +124,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(read.body).toEqual(ep);
   });
 
-  it('keeps names unique per account (409), refuses CPU endpoints and the read-only cpu field (400)', async () => {
+  it('keeps names unique per account (409), refuses the read-only cpu field (400), and changes CPU endpoints\' other fields', async () => {
     const a = await create({ name: `taken-${newId()}` });
     const b = await create();
     const clash = await patch(b.id, { name: a.name });
@@ -142,11 +142,14 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       data: { id: cpuId, accountId, name: `cpu-${cpuId}`, image: 'img:1', cpuFlavorId: 'cpu3c', cpuVcpuCount: 4, cpuMemoryGb: 8 },
     });
     const cpuPatch = await patch(cpuId, { workers: { max: 1 } });
-    expect(cpuPatch.status).toBe(400);
-    expect(cpuPatch.body.detail).toMatch(/CPU endpoints is unsupported/);
+    expect(cpuPatch.status, JSON.stringify(cpuPatch.body)).toBe(200);
     const cpuRead = await call(p.url, 'GET', `/v2/serverless/${cpuId}`, { key: p.adminKey });
     expect(cpuRead.body.cpu).toEqual({ id: 'cpu3c', vcpuCount: 4, memory: 8 });
-    expect(cpuRead.body.workers).toEqual({ min: 0, max: 3 });
+    expect(cpuRead.body.workers).toEqual({ min: 0, max: 1 });
+    expect((await patch(cpuId, { cpu: { id: 'cpu3g' } })).body).toMatchObject({ status: 400, detail: expect.stringMatching(/read-only/) });
+    // gpu moves it to GPUs.
+    const toGpu = await patch(cpuId, { gpu: { pools: ['ADA_24'] } });
+    expect(toGpu.body).toMatchObject({ gpu: { pools: ['ADA_24'], count: 1 }, cpu: null });
   });
 
   it('makes release N+1 for container changes only, and tells the workflow its version', async () => {

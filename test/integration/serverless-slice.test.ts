@@ -127,7 +127,7 @@ describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {
 
     const cpu = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { ...body, name: 'x4', cpu: [{ id: 'cpu3c', vcpuCount: 2 }] } });
     expect(cpu.status).toBe(400);
-    expect(cpu.body.detail).toMatch(/CPU endpoints is unsupported/);
+    expect(cpu.body.detail).toMatch(/`cpu` is read-only: leave `gpu` out to make a CPU endpoint/);
 
     // Nothing of the refused requests was stored.
     const names = (await p.ctx.db.endpoint.findMany({ select: { name: true } })).map((e) => e.name);

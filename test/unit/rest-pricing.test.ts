@@ -2,8 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { bucketShift, bucketStart, cpuInstance } from '../../domain/billing.ts';
-import { availabilityLevel, CPU_FLAVORS, maxVcpusOnHost, regionOf } from '../../domain/catalog.ts';
+import { bucketShift, bucketStart } from '../../domain/billing.ts';
+import { availabilityLevel, regionOf } from '../../domain/catalog.ts';
+import { CPU_FLAVORS, maxVcpusOnHost, recordedCpuInstance } from '../../domain/cpu-instances.ts';
 import { cpuRate, DEFAULT_PRICES, gpuRate, loadPriceFile, poolOfGpuType, priceTable } from '../../domain/pricing.ts';
 
 const d = (iso: string): Date => new Date(iso);
@@ -30,9 +31,9 @@ describe('billing buckets', () => {
   });
 
   it('reads vCPUs from a CPU instance id, else from the endpoint, else the smallest size', () => {
-    expect(cpuInstance('cpu3c-8-16', 4)).toEqual({ flavorId: 'cpu3c', vcpus: 8 });
-    expect(cpuInstance('cpu3g', 4)).toEqual({ flavorId: 'cpu3g', vcpus: 4 });
-    expect(cpuInstance('cpu3m', null)).toEqual({ flavorId: 'cpu3m', vcpus: 2 });
+    expect(recordedCpuInstance('cpu3c-8-16', 4)).toEqual({ flavorId: 'cpu3c', vcpus: 8, memoryGb: 16 });
+    expect(recordedCpuInstance('cpu3g', 4)).toEqual({ flavorId: 'cpu3g', vcpus: 4, memoryGb: 16 });
+    expect(recordedCpuInstance('cpu3m', null)).toEqual({ flavorId: 'cpu3m', vcpus: 2, memoryGb: 16 });
   });
 });
 
