@@ -5,6 +5,7 @@ import { apiKeyRoutes } from './api-keys.ts';
 import { billingRoutes } from './billing.ts';
 import { catalogRoutes } from './catalog.ts';
 import { networkVolumeRoutes } from './network-volumes.ts';
+import { podRoutes } from './pods.ts';
 import { registryRoutes } from './registries.ts';
 import { templateRoutes } from './templates.ts';
 import { hostRoutes } from './hosts.ts';
@@ -19,6 +20,7 @@ export function registerRoutes(app: FastifyInstance, ctx: DomainContext): void {
   registryRoutes(app, ctx);
   templateRoutes(app, ctx);
   networkVolumeRoutes(app, ctx);
+  podRoutes(app, ctx);
   catalogRoutes(app, ctx);
   billingRoutes(app, ctx);
   apiKeyRoutes(app, ctx);

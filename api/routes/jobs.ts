@@ -25,6 +25,7 @@ import {
   type Log,
 } from '../../domain/jobs.ts';
 import { cachedPrincipalOf } from '../auth.ts';
+import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
 import { JobNotifier } from '../job-notify.ts';
 import { workerProtocolRoutes } from './worker-protocol.ts';
 
@@ -77,68 +78,75 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
     await workerPool.end();
   });
 
-  // Route schemas document the shapes; the domain validates (attachValidation), so that a missing
-  // `input` wrapper is the clear 400 the job API promises and authentication comes first.
-  app.post<{ Params: { endpointId: string } }>(
-    '/v2/:endpointId/run',
-    { bodyLimit: RUN_BODY_LIMIT, attachValidation: true, schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } } },
-    async (request) => runJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body),
-  );
+  // The job API in its own scope, for its body parser: an empty `application/json` body means "no
+  // body" (the hosted service's Python client sends cancel and purge-queue so); any other body is
+  // parsed as everywhere else.
+  void app.register(async (scope) => {
+    acceptEmptyJsonBodies(scope);
 
-  app.post<{ Params: { endpointId: string } }>(
-    '/v2/:endpointId/runsync',
-    {
-      bodyLimit: RUNSYNC_BODY_LIMIT,
+    // Route schemas document the shapes; the domain validates (attachValidation), so that a missing
+    // `input` wrapper is the clear 400 the job API promises and authentication comes first.
+    scope.post<{ Params: { endpointId: string } }>(
+      '/v2/:endpointId/run',
+      { bodyLimit: RUN_BODY_LIMIT, attachValidation: true, schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } } },
+      async (request) => runJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body),
+    );
+
+    scope.post<{ Params: { endpointId: string } }>(
+      '/v2/:endpointId/runsync',
+      {
+        bodyLimit: RUNSYNC_BODY_LIMIT,
+        attachValidation: true,
+        schema: { params: EndpointParams, querystring: WaitQuerySchema, body: RunJobBodySchema, response: { 200: JobViewSchema } },
+      },
+      async (request, reply) => runJobSync(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body, request.query, hangupSignal(reply)),
+    );
+
+    scope.get<{ Params: { endpointId: string; jobId: string } }>(
+      '/v2/:endpointId/status/:jobId',
+      { schema: { params: JobParams, response: { 200: JobViewSchema } } },
+      async (request) => getJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
+    );
+
+    const statusSync = {
       attachValidation: true,
-      schema: { params: EndpointParams, querystring: WaitQuerySchema, body: RunJobBodySchema, response: { 200: JobViewSchema } },
-    },
-    async (request, reply) => runJobSync(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body, request.query, hangupSignal(reply)),
-  );
+      schema: { params: JobParams, querystring: WaitQuerySchema, response: { 200: JobViewSchema } },
+    };
+    const statusSyncHandler = async (request: FastifyRequest<{ Params: { endpointId: string; jobId: string } }>, reply: FastifyReply) =>
+      waitJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, request.query, hangupSignal(reply));
+    scope.get<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
+    scope.post<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
 
-  app.get<{ Params: { endpointId: string; jobId: string } }>(
-    '/v2/:endpointId/status/:jobId',
-    { schema: { params: JobParams, response: { 200: JobViewSchema } } },
-    async (request) => getJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
-  );
+    scope.get<{ Params: { endpointId: string; jobId: string } }>(
+      '/v2/:endpointId/stream/:jobId',
+      { schema: { params: JobParams, response: { 200: JobStreamSchema } } },
+      async (request, reply) => streamJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, hangupSignal(reply)),
+    );
 
-  const statusSync = {
-    attachValidation: true,
-    schema: { params: JobParams, querystring: WaitQuerySchema, response: { 200: JobViewSchema } },
-  };
-  const statusSyncHandler = async (request: FastifyRequest<{ Params: { endpointId: string; jobId: string } }>, reply: FastifyReply) =>
-    waitJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, request.query, hangupSignal(reply));
-  app.get<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
-  app.post<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
+    scope.post<{ Params: { endpointId: string; jobId: string } }>(
+      '/v2/:endpointId/cancel/:jobId',
+      { schema: { params: JobParams, response: { 200: JobAck } } },
+      async (request) => cancelJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
+    );
 
-  app.get<{ Params: { endpointId: string; jobId: string } }>(
-    '/v2/:endpointId/stream/:jobId',
-    { schema: { params: JobParams, response: { 200: JobStreamSchema } } },
-    async (request, reply) => streamJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, hangupSignal(reply)),
-  );
+    scope.post<{ Params: { endpointId: string; jobId: string } }>(
+      '/v2/:endpointId/retry/:jobId',
+      { schema: { params: JobParams, response: { 200: JobAck } } },
+      async (request) => retryJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
+    );
 
-  app.post<{ Params: { endpointId: string; jobId: string } }>(
-    '/v2/:endpointId/cancel/:jobId',
-    { schema: { params: JobParams, response: { 200: JobAck } } },
-    async (request) => cancelJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
-  );
+    scope.post<{ Params: { endpointId: string } }>(
+      '/v2/:endpointId/purge-queue',
+      { schema: { params: EndpointParams, response: { 200: Type.Object({ removed: Type.Integer(), status: Type.Literal('completed') }) } } },
+      async (request) => purgeQueue(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
+    );
 
-  app.post<{ Params: { endpointId: string; jobId: string } }>(
-    '/v2/:endpointId/retry/:jobId',
-    { schema: { params: JobParams, response: { 200: JobAck } } },
-    async (request) => retryJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
-  );
-
-  app.post<{ Params: { endpointId: string } }>(
-    '/v2/:endpointId/purge-queue',
-    { schema: { params: EndpointParams, response: { 200: Type.Object({ removed: Type.Integer(), status: Type.Literal('completed') }) } } },
-    async (request) => purgeQueue(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
-  );
-
-  app.get<{ Params: { endpointId: string } }>(
-    '/v2/:endpointId/health',
-    { schema: { params: EndpointParams, response: { 200: HealthSchema } } },
-    async (request) => endpointHealth(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
-  );
+    scope.get<{ Params: { endpointId: string } }>(
+      '/v2/:endpointId/health',
+      { schema: { params: EndpointParams, response: { 200: HealthSchema } } },
+      async (request) => endpointHealth(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
+    );
+  });
 
   workerProtocolRoutes(app, ctx);
 }

@@ -58,6 +58,7 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     ownedIds.templates = (await db.template.create({ data: { id: newId(), accountId: a.id, name: 'a-tpl', imageName: 'img:1' } })).id;
     ownedIds['network-volumes'] = (await db.networkVolume.create({ data: { id: newId(), accountId: a.id, name: 'a-vol', size: 10, dataCenterId: 'dc-1' } })).id;
     ownedIds.keys = (await issueApiKey(db, a.id, 'a-spare', ['READ'])).id;
+    ownedIds.pods = (await db.pod.create({ data: { id: newId(), accountId: a.id, name: 'a-pod', imageName: 'img:1', desiredStatus: 'EXITED' } })).id;
 
     const served = await call(p.url, 'GET', '/v2/openapi.json');
     expect(served.status).toBe(200);

@@ -10,9 +10,10 @@ import { podVolumeName } from '../../activities/containers.ts';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
 import type { SshTestHost } from '../../infra/ssh-test-host.ts';
-import { call, type TestPlatform } from '../support/platform.ts';
+import type { TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
-import { managedContainers, podVolumes, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
+import { podVolumes, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
+import { containerEnv, graphql, podContainers as podContainersOn } from './pod-support.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 const POD_FIELDS = 'id name imageName desiredStatus gpuCount env ports containerDiskInGb dockerArgs templateId machine { podHostId } runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } }';
@@ -32,12 +33,7 @@ afterAll(async () => {
   await fixture?.stop();
 }, 120_000);
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are arbitrary JSON
-async function gql(query: string, variables?: Record<string, unknown>, key: string | null = p.adminKey): Promise<any> {
-  const qs = key === null ? '' : `?api_key=${encodeURIComponent(key)}`;
-  const r = await call(p.url, 'POST', `/graphql${qs}`, { body: { query, variables } });
-  return { status: r.status, ...r.body };
-}
+const gql = (query: string, variables?: Record<string, unknown>, key: string | null = p.adminKey) => graphql(p, query, variables, key);
 
 const DEPLOY = `mutation Deploy($input: PodFindAndDeployOnDemandInput!) { podFindAndDeployOnDemand(input: $input) { ${POD_FIELDS} } }`;
 const GET = `query Pod($podId: String!) { pod(input: {podId: $podId}) { ${POD_FIELDS} } }`;
@@ -65,12 +61,7 @@ async function runningPod(podId: string, notWorker?: string) {
   );
 }
 
-const podContainers = (podId: string) => managedContainers(hostId).filter((c) => spawnSync('podman', ['inspect', '--format', '{{index .Config.Labels "gantry.pod"}}', c.id], { encoding: 'utf8' }).stdout.trim() === podId);
-
-function containerEnv(containerId: string): string[] {
-  const r = spawnSync('podman', ['inspect', '--format', '{{json .Config.Env}}', containerId], { encoding: 'utf8' });
-  return JSON.parse(r.stdout) as string[];
-}
+const podContainers = (podId: string) => podContainersOn(hostId, podId);
 
 describe('GraphQL pods on real containers', () => {
   it('deploys a pod whose container runs with its env and a mapped port, stops, resumes, survives its container dying, and terminates', async () => {

@@ -8,6 +8,7 @@ import { newId } from '../../domain/ids.ts';
 import { jobState } from '../../workflows/job.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
+import { rawRequest } from './lb-support.ts';
 
 const UUID_LIKE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[a-z0-9]+$/;
 
@@ -351,5 +352,59 @@ describe('cancel, retry, purge, health', () => {
     expect(state.ttlDeadline).toBe(row.createdAt.getTime() + 600_000);
     await call(p.url, 'POST', `/v2/${ep2}/cancel/${id}`, { key: p.adminKey });
     await eventually(async () => (await wf.describe()).status.name === 'COMPLETED', 20_000, 'workflow completed');
+  });
+});
+
+describe('empty JSON bodies', () => {
+  /**
+   * What the hosted service's Python client sends for cancel and purge-queue: `Content-Type:
+   * application/json` and no body at all (Content-Length 0), straight over node:http.
+   */
+  const emptyJsonPost = (route: string) =>
+    rawRequest(p.url + route, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json', 'content-length': '0' } });
+
+  it('mean no body: cancel stops a queued job, purge-queue empties the queue, the other POST calls answer as without a body', async () => {
+    const ep2 = await createQueueEndpoint(p);
+    const w2 = await createWorker(p, ep2);
+    const id = (await run({ input: {} }, ep2)).body.id as string;
+    const cancelled = await emptyJsonPost(`/v2/${ep2}/cancel/${id}`);
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.json()).toEqual({ id, status: 'CANCELLED' });
+    expect((await status(id, ep2)).body).toEqual({ id, status: 'CANCELLED' });
+
+    for (let i = 0; i < 3; i++) await run({ input: { n: i } }, ep2);
+    const purged = await emptyJsonPost(`/v2/${ep2}/purge-queue`);
+    expect(purged.status, purged.text).toBe(200);
+    expect(purged.json()).toEqual({ removed: 3, status: 'completed' });
+    expect((await take(w2, ep2)).status).toBe(204);
+
+    // The rest reach their own rules: retry refuses a cancelled job, status-sync answers its state.
+    const retried = await emptyJsonPost(`/v2/${ep2}/retry/${id}`);
+    expect(retried.status).toBe(400);
+    expect(retried.json().detail).toMatch(/only FAILED or TIMED_OUT/);
+    const synced = await emptyJsonPost(`/v2/${ep2}/status-sync/${id}?wait=1000`);
+    expect(synced.status, synced.text).toBe(200);
+    expect(synced.json()).toEqual({ id, status: 'CANCELLED' });
+  });
+
+  it('leave the other refusals as they were: /run and /runsync still need {input}, a non-empty invalid body is a 400 problem', async () => {
+    for (const action of ['run', 'runsync']) {
+      const r = await emptyJsonPost(`/v2/${ep}/${action}`);
+      expect(r.status, action).toBe(400);
+      expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(r.json().detail).toMatch(/"input"/);
+    }
+    const id = (await run({ input: {} })).body.id as string;
+    for (const body of ['{"oops', ' ', 'null x']) {
+      const r = await rawRequest(`${p.url}/v2/${ep}/cancel/${id}`, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' }, body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(r.json()).toMatchObject({ title: 'Bad Request', status: 400, detail: expect.stringMatching(/not valid JSON/) });
+    }
+    // Prototype poisoning is refused as Fastify refuses it everywhere else.
+    const poisoned = await rawRequest(`${p.url}/v2/${ep}/run`, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' }, body: '{"input": {}, "__proto__": {"x": 1}}' });
+    expect(poisoned.status).toBe(400);
+    expect((await status(id)).body).toEqual({ id, status: 'IN_QUEUE' });
+    await call(p.url, 'POST', `/v2/${ep}/cancel/${id}`, { key: p.adminKey });
   });
 });

@@ -74,6 +74,7 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
     ids.templates = (await db.template.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-tpl', imageName: 'img:1' } })).id;
     ids['network-volumes'] = (await db.networkVolume.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-vol', size: 10, dataCenterId: 'dc-1' } })).id;
     ids.keys = (await issueApiKey(db, account.id, 'fuzz-spare', ['READ'])).id;
+    ids.pods = (await db.pod.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-pod', imageName: 'img:1', desiredStatus: 'EXITED' } })).id;
     doc = (await call(p.url, 'GET', '/v2/openapi.json')).body;
   });
   afterAll(async () => {
