@@ -3,6 +3,7 @@ import { WorkflowNotFoundError } from '@temporalio/common';
 import type { Endpoint, WorkerStatus } from '../generated/prisma/client.ts';
 import { Prisma } from '../generated/prisma/client.ts';
 import { deleteEndpoint as deleteEndpointSignal, getSpec, updateSpec, type endpointWorkflow } from '../workflows/endpoint.ts';
+import { gantryMemo, gantrySearchAttributes } from '../workflows/search-attributes.ts';
 import { endpointWorkflowId, specProblems, type EndpointSpec, type EndpointSpecPatch } from '../workflows/types.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import { registryBindingProblems, requireAccountWide } from './registries.ts';
@@ -83,6 +84,7 @@ export async function ensureEndpointWorkflow(ctx: DomainContext, endpointId: str
       workflowId: endpointWorkflowId(endpointId),
       taskQueue: ctx.taskQueue,
       args: [{ endpointId }],
+      ...(await endpointWorkflowLabels(ctx, endpointId)),
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
     });
@@ -90,6 +92,18 @@ export async function ensureEndpointWorkflow(ctx: DomainContext, endpointId: str
     // A completed run with this id means the endpoint was deleted: nothing to start.
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
+}
+
+/**
+ * The search attributes and memo an endpoint's workflow starts with (workflows/search-attributes.ts);
+ * the workers and rollouts it starts inherit the account and name from them.
+ */
+async function endpointWorkflowLabels(ctx: DomainContext, endpointId: string): Promise<{ typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>; memo: Record<string, string> }> {
+  const row = await ctx.db.endpoint.findUnique({ where: { id: endpointId }, select: { accountId: true, name: true } });
+  return {
+    typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId, accountId: row?.accountId }),
+    memo: gantryMemo({ endpointName: row?.name }),
+  };
 }
 
 /**
@@ -527,12 +541,14 @@ async function revertScaling(ctx: DomainContext, before: Endpoint, after: Endpoi
  * its endpoint has nothing left to drain, so the row is removed here.
  */
 async function signalDeletion(ctx: DomainContext, endpointId: string, deadline: number): Promise<void> {
+  const labels = await endpointWorkflowLabels(ctx, endpointId);
   try {
     await callWorkflow(ctx, endpointId, deadline, () =>
       ctx.temporal.workflow.signalWithStart<typeof endpointWorkflow, []>('endpointWorkflow', {
         workflowId: endpointWorkflowId(endpointId),
         taskQueue: ctx.taskQueue,
         args: [{ endpointId }],
+        ...labels,
         signal: deleteEndpointSignal,
         signalArgs: [],
         workflowIdReusePolicy: 'REJECT_DUPLICATE',

@@ -18,8 +18,10 @@ import { sshTargetOf, type HostProbeResult } from '../activities/hosts.ts';
 import { SshPool, type ExecStream, type OutputLine } from '../activities/ssh.ts';
 import type { hostWorkflow } from '../workflows/host.ts';
 import { probeHostNow, removeHost } from '../workflows/host.ts';
+import { gantryMemo, gantrySearchAttributes } from '../workflows/search-attributes.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
+import { applyDataCenterEntries, DataCenterFileEntrySchema, type DataCenterFileEntry } from './data-centers.ts';
 import { DomainError, forbidden, notFound, validationFailed } from './errors.ts';
 import { newId } from './ids.ts';
 import { validate } from './validation.ts';
@@ -147,10 +149,13 @@ async function viewOf(ctx: DomainContext, id: string): Promise<HostView> {
 
 /** Starts the host's workflow unless it runs. */
 export async function ensureHostWorkflow(ctx: DomainContext, hostId: string): Promise<void> {
+  const host = await ctx.db.host.findUnique({ where: { id: hostId }, select: { name: true } });
   await ctx.temporal.workflow.start<typeof hostWorkflow>('hostWorkflow', {
     workflowId: hostWorkflowId(hostId),
     taskQueue: ctx.taskQueue,
     args: [{ hostId }],
+    typedSearchAttributes: gantrySearchAttributes('host', { hostId }),
+    memo: gantryMemo({ hostName: host?.name }),
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
 }

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { Type, type Static } from 'typebox';
 import type { JobWorkflowInput } from '../workflows/job.ts';
 import { jobChanged, jobWorkflowId, recheckJob } from '../workflows/job.ts';
+import { gantrySearchAttributes } from '../workflows/search-attributes.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
@@ -247,6 +248,9 @@ interface PendingSignal {
   snapshot?: ReturnType<typeof snapshotOf>;
   /** For a recheck of a final state left unsignalled: the seq whose mark it clears once sent. */
   seq?: number;
+  /** The job's endpoint and account, for the search attributes of a workflow this send starts. */
+  endpointId?: string;
+  accountId?: string;
   due: number;
   attempts: number;
 }
@@ -303,7 +307,7 @@ export class WorkflowSignals {
     this.warnedFull = false;
     const now = Date.now();
     const due = isTerminal(row.status) || this.closed ? now : Math.min(prev?.due ?? Infinity, now + this.settings.signalDelayMs);
-    this.pending.set(row.id, { kind: 'state', snapshot, due: prev?.kind === 'recheck' ? now : due, attempts: 0 });
+    this.pending.set(row.id, { kind: 'state', snapshot, endpointId: row.endpointId, accountId: row.accountId, due: prev?.kind === 'recheck' ? now : due, attempts: 0 });
     this.schedule(due);
   }
 
@@ -368,6 +372,12 @@ export class WorkflowSignals {
       workflowId: jobWorkflowId(jobId),
       taskQueue: this.ctx.taskQueue,
       args: [{ jobId, lostAfterMs: this.settings.lostAfterMs }] as [JobWorkflowInput],
+      // Used only when this starts the workflow; it upserts GantryJobStatus as the job changes.
+      typedSearchAttributes: gantrySearchAttributes('job', {
+        endpointId: p.endpointId,
+        accountId: p.accountId,
+        jobStatus: p.snapshot && p.snapshot.status !== 'GONE' ? p.snapshot.status : undefined,
+      }),
     };
     const snapshot = p.snapshot;
     const abort = new AbortController();

@@ -228,11 +228,15 @@ const WORKFLOW_CALL_BUDGET_MS = 8_000;
 
 /** Starts the pod's workflow if it is not running and tells it to read the row again. */
 async function tellWorkflow(ctx: DomainContext, podId: string): Promise<void> {
+  // Search attributes and memo count only when this starts the workflow (its workers inherit them).
+  const pod = await ctx.db.pod.findUnique({ where: { id: podId }, select: { accountId: true, name: true } });
   await ctx.temporal.withDeadline(Date.now() + WORKFLOW_CALL_BUDGET_MS, () =>
     ctx.temporal.workflow.signalWithStart<typeof podWorkflow, []>('podWorkflow', {
       workflowId: podWorkflowId(podId),
       taskQueue: ctx.taskQueue,
       args: [{ podId }],
+      typedSearchAttributes: gantrySearchAttributes('pod', { podId, accountId: pod?.accountId }),
+      memo: gantryMemo({ podName: pod?.name }),
       signal: podChanged,
       signalArgs: [],
     }),

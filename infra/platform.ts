@@ -18,7 +18,7 @@ import { isLoopbackUrl, localContainerGateway } from './container-network.ts';
 import type { GantryConfig } from './config.ts';
 import { applyMigrations } from './migrations.ts';
 import { startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
-import { ensureTemporal, type RunningTemporal } from './temporal.ts';
+import { ensureSearchAttributes, ensureTemporal, type RunningTemporal } from './temporal.ts';
 
 export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'prisma', 'migrations');
 
@@ -71,6 +71,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     stops.push(() => db.$disconnect());
     const connection = await Connection.connect({ address: temporal.address });
     stops.push(() => connection.close());
+    await ensureSearchAttributes(connection, config.temporalNamespace, log);
     // A loopback public URL is unreachable from containers (they never share the host's network):
     // they get the worker-facing listener on the local container bridge instead.
     const gateway = isLoopbackUrl(config.publicUrl) ? localContainerGateway() : undefined;

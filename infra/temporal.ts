@@ -3,6 +3,9 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, write
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
+import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
+import { GANTRY_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { GantryConfig } from './config.ts';
 
 /** The Temporal CLI release that `go install` can build (later ones carry `replace` directives). */
@@ -118,6 +121,9 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   }
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
+  // Gantry's search attributes, registered on a new database's namespaces (an existing SQLite file
+  // keeps what it had: the platform's start registers what is missing, ensureSearchAttributes).
+  for (const key of GANTRY_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`);
   args.push(...(opts.extraArgs ?? []));
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   if (pidFile && child.pid) writeFileSync(pidFile, String(child.pid));
@@ -198,7 +204,62 @@ export async function ensureTemporal(config: GantryConfig, log = console.error):
       uiPort: config.temporalUiPort,
       dbFilename: dbFile,
       namespace: config.temporalNamespace,
+      searchAttributes: [...GANTRY_SEARCH_ATTRIBUTES],
     },
   });
   return { address: env.address, uiUrl: `http://127.0.0.1:${config.temporalUiPort}`, stop: () => env.teardown() };
 }
+
+/** The CLI commands that register `names` (all of one type per command) on `namespace`. */
+function registrationCommands(namespace: string, names: readonly string[]): string[] {
+  const byType = new Map<string, string[]>();
+  for (const key of GANTRY_SEARCH_ATTRIBUTES.filter((k) => names.includes(k.name))) {
+    const type = TypedSearchAttributes.toMetadataType(key.type);
+    byType.set(type, [...(byType.get(type) ?? []), key.name]);
+  }
+  return [...byType].map(([type, list]) => `temporal operator search-attribute create --namespace ${namespace} ${list.map((n) => `--name ${n}`).join(' ')} --type ${type}`);
+}
+
+/**
+ * Registers Gantry's search attributes (workflows/search-attributes.ts) on the namespace where they
+ * are missing, through the operator service. Every workflow start carries them and fails while they
+ * are unknown, so this runs at each start: a cluster (TEMPORAL_ADDRESS) and a dev server whose
+ * SQLite file predates them alike. Another process registering at the same moment is fine; where
+ * this identity may not register them (a managed or locked-down cluster), the commands an operator
+ * must run are logged instead. Answers the names it added.
+ */
+export async function ensureSearchAttributes(connection: Connection, namespace: string, log: (msg: string) => void = console.error): Promise<string[]> {
+  let existing: Record<string, unknown>;
+  try {
+    existing = (await connection.operatorService.listSearchAttributes({ namespace })).customAttributes ?? {};
+  } catch (err) {
+    log(
+      `Could not list the search attributes of Temporal namespace '${namespace}' (${grpcMessage(err)}); if workflow starts fail with "search attribute ... is not defined", run:\n  ` +
+        registrationCommands(namespace, GANTRY_SEARCH_ATTRIBUTES.map((k) => k.name)).join('\n  '),
+    );
+    return [];
+  }
+  const wrongType = GANTRY_SEARCH_ATTRIBUTES.filter((k) => k.name in existing && existing[k.name] !== encodeSearchAttributeIndexedValueType(k.type));
+  for (const k of wrongType) log(`Temporal search attribute ${k.name} exists on namespace '${namespace}' with another type than ${TypedSearchAttributes.toMetadataType(k.type)}: visibility queries on it may fail.`);
+  const missing = GANTRY_SEARCH_ATTRIBUTES.filter((k) => !(k.name in existing));
+  if (missing.length === 0) return [];
+  try {
+    await connection.operatorService.addSearchAttributes({
+      namespace,
+      searchAttributes: Object.fromEntries(missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!])),
+    });
+  } catch (err) {
+    // ALREADY_EXISTS: another process registered them a moment ago.
+    if (grpcCode(err) === 6) return [];
+    log(
+      `Could not register Gantry's search attributes on Temporal namespace '${namespace}' (${grpcMessage(err)}); workflow starts fail until an operator runs:\n  ` +
+        registrationCommands(namespace, missing.map((k) => k.name)).join('\n  '),
+    );
+    return [];
+  }
+  log(`Registered Temporal search attributes on namespace '${namespace}': ${missing.map((k) => k.name).join(', ')}`);
+  return missing.map((k) => k.name);
+}
+
+const grpcCode = (err: unknown): number | undefined => (typeof (err as { code?: unknown })?.code === 'number' ? (err as { code: number }).code : undefined);
+const grpcMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));

@@ -12,6 +12,7 @@ import {
   proxyLocalActivities,
   setHandler,
   startChild,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { EndpointActivities } from '../activities/endpoints.ts';
@@ -19,6 +20,7 @@ import type { HostActivities, OrchestrationSettings } from '../activities/hosts.
 import type { EndpointScalingState, WorkerActivities } from '../activities/workers.ts';
 import { decideScaling, nextCheckMs } from '../domain/scaling.ts';
 import { cancelRollout, newWorkerId, rolloutFinished, rolloutWorkflow, rolloutWorkflowId, type RolloutResult } from './rollout.ts';
+import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from './search-attributes.ts';
 import { specProblems, type EndpointSpec, type EndpointSpecPatch, type EndpointWorkflowInput } from './types.ts';
 import { drainWorker, workerEvent, workerWorkflow, workflowNow } from './worker.ts';
 
@@ -152,9 +154,16 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
   }
 
   const endpointId = input.endpointId;
+  // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
+  if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
+    upsertSearchAttributes(gantrySearchAttributes('endpoint', { endpointId }));
+  }
   state ??= { settings: await orchestrationSettings(), rolledVersion: spec.releaseVersion, stableVersion: spec.releaseVersion, rollout: null, startFailures: 0, backoffUntil: 0 };
   const s = state;
   const drainTimeoutMs = (): number => (spec as EndpointSpec).timeoutMs;
+  // Workers and rollouts carry the endpoint's account and name on to their own search attributes and memo.
+  const accountId = workflowInfo().typedSearchAttributes.get(GantryAccountId);
+  const memo = gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') });
 
   const drain = async (workerId: string, reason: string): Promise<void> => {
     await getExternalWorkflowHandle(`worker:${workerId}`)
@@ -171,6 +180,8 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
           workflowId: `worker:${id}`,
           // Workers outlive this run: the endpoint continues as new many times in a worker's life.
           parentClosePolicy: 'ABANDON',
+          typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId, releaseVersion }),
+          memo,
           args: [{ workerId: id, endpointId, releaseVersion, settings: s.settings, drainTimeoutMs: drainTimeoutMs(), recorded: true }],
         }),
       ),
@@ -182,6 +193,8 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     await startChild(rolloutWorkflow, {
       workflowId: rolloutWorkflowId(endpointId, version),
       parentClosePolicy: 'ABANDON',
+      typedSearchAttributes: gantrySearchAttributes('rollout', { endpointId, accountId, releaseVersion: version }),
+      memo,
       args: [{ endpointId, version, previousVersion, rollback, settings: s.settings, drainTimeoutMs: drainTimeoutMs() }],
     });
   };

@@ -6,13 +6,16 @@ import {
   defineSignal,
   defineUpdate,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   sleep,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { HostActivities, HostProbeResult, OrchestrationSettings } from '../activities/hosts.ts';
+import { GantryKind, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH } from './search-attributes.ts';
 import { drainWorker } from './worker.ts';
 
 const { probeAndRecordHost, liveWorkersOnHost, deleteHostRecord } = proxyActivities<HostActivities>({
@@ -63,6 +66,10 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<void> {
   setHandler(getHostStatus, () => last);
 
   const settings = input.settings ?? (await orchestrationSettings());
+  // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
+  if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
+    upsertSearchAttributes(gantrySearchAttributes('host', { hostId }));
+  }
 
   while (!removing) {
     const round = requested;

@@ -1,5 +1,18 @@
-import { ActivityFailure, allHandlersFinished, condition, continueAsNew, defineQuery, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  patched,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { JobActivities } from '../activities/jobs.ts';
+import { GantryJobStatus } from './search-attributes.ts';
 
 export type JobStatus = 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'TIMED_OUT';
 
@@ -51,6 +64,21 @@ const { deliverWebhook } = proxyActivities<JobActivities>({
 /** Never wait less than this for a deadline: clocks of PostgreSQL and the worker may differ a little. */
 const MIN_WAIT_MS = 1_000;
 
+/** Runs recorded before jobs carried search attributes never upsert their status (their histories have no such command). */
+const STATUS_ATTRIBUTE_PATCH = 'job-status-search-attribute-v1';
+
+/**
+ * Keeps the `GantryJobStatus` search attribute equal to the job's status, in the workflow task that
+ * learned of the change (an upsert is a command of that task, never a task or activity of its own).
+ * A job whose start already carried its status costs nothing; otherwise one patch marker (once per
+ * run) and one upsert per change of status.
+ */
+function showStatus(status: JobSnapshot['status']): void {
+  if (workflowInfo().typedSearchAttributes.get(GantryJobStatus) === status) return;
+  if (!patched(STATUS_ATTRIBUTE_PATCH)) return;
+  upsertSearchAttributes([{ key: GantryJobStatus, value: status }]);
+}
+
 /**
  * One workflow per job (id `job:<jobId>`). PostgreSQL records every change of state (take,
  * completion, cancel, retry) the moment it happens; this workflow is told of each after the fact and
@@ -87,6 +115,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<void> {
       adoptAuthoritative(await readJob(input.jobId, input.lostAfterMs));
     }
     const s = snap as JobSnapshot;
+    // GONE too: a queued job whose TTL passed, or a purged queue, leaves no row behind.
+    showStatus(s.status);
     if (s.status === 'GONE') return;
 
     if (TERMINAL.has(s.status)) {

@@ -5,14 +5,17 @@ import {
   defineQuery,
   defineSignal,
   getExternalWorkflowHandle,
+  patched,
   proxyLocalActivities,
   setHandler,
   startChild,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
 import type { PodActivities, PodState } from '../activities/workers.ts';
 import { newWorkerId } from './rollout.ts';
+import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from './search-attributes.ts';
 import { drainWorker, workerEvent, workerWorkflow, workflowNow } from './worker.ts';
 
 // Short database reads and writes on the workflow's own path: local activities (one marker each).
@@ -85,6 +88,10 @@ export async function podWorkflow(input: PodWorkflowInput): Promise<void> {
   setHandler(getPodStatus, () => status);
 
   const settings = input.settings ?? (await orchestrationSettings());
+  // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
+  if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
+    upsertSearchAttributes(gantrySearchAttributes('pod', { podId }));
+  }
   const asked = new Map<string, number>();
 
   for (;;) {
@@ -104,6 +111,8 @@ export async function podWorkflow(input: PodWorkflowInput): Promise<void> {
             workflowId: `worker:${workerId}`,
             // The worker outlives this run: the pod continues as new during a worker's life.
             parentClosePolicy: 'ABANDON',
+            typedSearchAttributes: gantrySearchAttributes('worker', { podId, accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId) }),
+            memo: gantryMemo({ podName: memoName(workflowInfo().memo, 'podName') }),
             args: [{ workerId, endpointId: '', podId, releaseVersion: 1, settings, drainTimeoutMs: 0, recorded: true }],
           });
           continue;

@@ -15,6 +15,7 @@ import {
 } from '@temporalio/workflow';
 import type { OrchestrationSettings } from '../activities/hosts.ts';
 import type { WorkerActivities } from '../activities/workers.ts';
+import { GantryAccountId, gantryMemo, gantrySearchAttributes, memoName } from './search-attributes.ts';
 import { drainWorker, workerWorkflow, workflowNow } from './worker.ts';
 
 const { endpointScalingState } = proxyLocalActivities<WorkerActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });
@@ -170,6 +171,8 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
           startChild(workerWorkflow, {
             workflowId: `worker:${id}`,
             parentClosePolicy: 'ABANDON',
+            typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId), releaseVersion: version }),
+            memo: gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') }),
             args: [{ workerId: id, endpointId, releaseVersion: version, settings, drainTimeoutMs: input.drainTimeoutMs, recorded: true }],
           }),
         ),

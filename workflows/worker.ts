@@ -7,14 +7,17 @@ import {
   defineQuery,
   defineSignal,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   sleep,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { OrchestrationSettings } from '../activities/hosts.ts';
 import type { WorkerActivities } from '../activities/workers.ts';
+import { GantryHostId } from './search-attributes.ts';
 
 const quick = { startToCloseTimeout: '1 minute', retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 } } as const;
 const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<WorkerActivities>(quick);
@@ -71,6 +74,9 @@ export interface WorkerWorkflowInput {
   recorded?: boolean;
 }
 
+/** Runs recorded before workers carried search attributes never upsert their host. */
+const HOST_ATTRIBUTE_PATCH = 'worker-host-search-attribute-v1';
+
 /** Failures of activities that mean "this worker cannot start", with the reason for its record. */
 function failureReason(err: unknown): string {
   if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause.message;
@@ -116,7 +122,13 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
     for (;;) {
       const placed = await placeWorker(workerId, {}).catch((err: unknown) => ({ placed: false, reason: failureReason(err), fatal: true }));
       if ('fatal' in placed) return finish('FAILED', placed.reason ?? 'placement failed');
-      if (placed.placed) break;
+      if (placed.placed) {
+        // `GantryHostId`: operators find the workers of a host; a command of the task that goes on to start the container.
+        if (placed.hostId && workflowInfo().typedSearchAttributes.get(GantryHostId) !== placed.hostId && patched(HOST_ATTRIBUTE_PATCH)) {
+          upsertSearchAttributes([{ key: GantryHostId, value: placed.hostId }]);
+        }
+        break;
+      }
       if (await condition(() => drain !== undefined, wait)) return finish('STOPPED', `removed before it was placed: ${drain!.reason}`);
       wait = Math.min(wait * 2, settings.placementRetryMaxMs);
     }

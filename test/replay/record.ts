@@ -21,11 +21,12 @@ import { deleteEndpoint, getScalingStatus, getSpec, queueNonEmpty, updateSpec } 
 import { probeHostNow, removeHost } from '../../workflows/host.ts';
 import type { JobActivities } from '../../activities/jobs.ts';
 import { jobChanged, type JobSnapshot } from '../../workflows/job.ts';
+import { GANTRY_SEARCH_ATTRIBUTES, gantryMemo, gantrySearchAttributes } from '../../workflows/search-attributes.ts';
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'histories');
 const binary = resolveTemporalBinary(loadConfig());
 if (!binary) throw new Error('no Temporal CLI');
-const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: binary } } });
+const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: binary }, searchAttributes: [...GANTRY_SEARCH_ATTRIBUTES] } });
 
 /**
  * A small in-memory world for the orchestration workflows: workers become ready at once, the queue
@@ -176,9 +177,8 @@ try {
   });
 
   // The autoscaler: a queued job at zero workers starts one; a release rolls it over; deletion drains.
-  await recordMany(['endpointWorkflow-v2-autoscale-release-delete', 'workerWorkflow-v1-start-ready-drain', 'rolloutWorkflow-v1-replace-one'], async () => {
-    const endpointId = 'recorded00000002';
-    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId: `endpoint:${endpointId}`, taskQueue: 'record', args: [{ endpointId }] });
+  const autoscaleReleaseDelete = async (endpointId: string, labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> }): Promise<string[]> => {
+    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId: `endpoint:${endpointId}`, taskQueue: 'record', args: [{ endpointId }], ...labels });
     await until('the spec', async () => (await handle.query(getSpec)) !== null);
     world.queued = 1;
     await handle.signal(queueNonEmpty);
@@ -195,24 +195,53 @@ try {
     await handle.result();
     await env.client.workflow.getHandle(`worker:${firstWorker}`).result();
     return [`endpoint:${endpointId}`, `worker:${firstWorker}`, `rollout:${endpointId}:2`];
-  });
+  };
+  await recordMany(['endpointWorkflow-v2-autoscale-release-delete', 'workerWorkflow-v1-start-ready-drain', 'rolloutWorkflow-v1-replace-one'], () =>
+    autoscaleReleaseDelete('recorded00000002', {}),
+  );
+  // The same with search attributes and memo (workflows/search-attributes.ts): the endpoint started
+  // with them as domain/endpoints.ts starts it, its worker and rollout inheriting them, the worker
+  // upserting its host once placed.
+  await recordMany(['endpointWorkflow-v3-search-attributes', 'workerWorkflow-v3-host-search-attribute', 'rolloutWorkflow-v2-search-attributes'], () =>
+    autoscaleReleaseDelete('recorded00000004', {
+      typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId: 'recorded00000004', accountId: 'recordedaccount1' }),
+      memo: gantryMemo({ endpointName: 'recorded-endpoint' }),
+    }),
+  );
 
-  await record('hostWorkflow-v1-probe-remove', async () => {
-    const workflowId = 'host:recorded00000003';
-    const handle = await env.client.workflow.start('hostWorkflow', { workflowId, taskQueue: 'record', args: [{ hostId: 'recorded00000003' }] });
+  const probeRemove = async (hostId: string, labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> }): Promise<string> => {
+    const workflowId = `host:${hostId}`;
+    const handle = await env.client.workflow.start('hostWorkflow', { workflowId, taskQueue: 'record', args: [{ hostId }], ...labels });
     await handle.executeUpdate(probeHostNow, { args: [{}] });
     await handle.signal(removeHost);
     await handle.result();
     return workflowId;
-  });
+  };
+  await record('hostWorkflow-v1-probe-remove', () => probeRemove('recorded00000003', {}));
+  // Started without search attributes (as before they existed), today's code labels the run itself once.
+  await record('hostWorkflow-v2-labels-old-run', () => probeRemove('recorded00000005', {}));
+  // Started as domain/hosts.ts starts it now.
+  await record('hostWorkflow-v3-search-attributes', () =>
+    probeRemove('recorded00000006', { typedSearchAttributes: gantrySearchAttributes('host', { hostId: 'recorded00000006' }), memo: gantryMemo({ hostName: 'recorded-host' }) }),
+  );
 
   // A job: queued, taken, a liveness check while it runs, completed, its webhook delivered.
-  await record('jobWorkflow-v1-run-supervise-webhook', async () => {
-    const jobId = 'recorded-job-00000001';
+  const runSuperviseWebhook = async (jobId: string, withAttributes: boolean): Promise<string> => {
     const workflowId = `job:${jobId}`;
     const now = Date.now();
+    jobWorld.supervised = 0;
+    jobWorld.webhooks = 0;
     const queued: JobSnapshot = { seq: 0, status: 'IN_QUEUE', ttlDeadline: now + 86_400_000, startedAt: null, livenessDeadline: null, executionDeadline: null, webhookPending: true };
-    const handle = await env.client.workflow.signalWithStart('jobWorkflow', { workflowId, taskQueue: 'record', args: [{ jobId, lostAfterMs: 30_000 }], signal: jobChanged, signalArgs: [queued] });
+    // As domain/jobs.ts starts it: endpoint, account and the status of the state it carries.
+    const typedSearchAttributes = withAttributes ? gantrySearchAttributes('job', { endpointId: 'recorded00000004', accountId: 'recordedaccount1', jobStatus: 'IN_QUEUE' }) : undefined;
+    const handle = await env.client.workflow.signalWithStart('jobWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ jobId, lostAfterMs: 30_000 }],
+      ...(typedSearchAttributes ? { typedSearchAttributes } : {}),
+      signal: jobChanged,
+      signalArgs: [queued],
+    });
     const running: JobSnapshot = { ...queued, seq: 1, status: 'IN_PROGRESS', startedAt: now, livenessDeadline: now + 1_500, executionDeadline: now + 600_000 };
     // The liveness check finds the worker alive: a later deadline.
     jobWorld.snapshot = { ...running, livenessDeadline: now + 600_000 };
@@ -222,7 +251,10 @@ try {
     await handle.result();
     if (jobWorld.webhooks !== 1) throw new Error(`expected one webhook delivery, saw ${jobWorld.webhooks}`);
     return workflowId;
-  });
+  };
+  await record('jobWorkflow-v1-run-supervise-webhook', () => runSuperviseWebhook('recorded-job-00000001', false));
+  // The same started with search attributes: GantryJobStatus upserted on IN_PROGRESS and COMPLETED.
+  await record('jobWorkflow-v2-status-search-attribute', () => runSuperviseWebhook('recorded-job-00000002', true));
 } finally {
   await env.teardown();
 }
