@@ -3,7 +3,7 @@
  * images live, the container runtime, GPU passthrough support and the GPUs themselves.
  */
 import { describeGpu, type GpuPoolId } from '../domain/gpu-pools.ts';
-import { execOk, type SshConnection } from './ssh.ts';
+import { execOk, type SshConnection } from '../hostctl/ssh.ts';
 
 export interface NvidiaGpu {
   name: string;

@@ -7,10 +7,12 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Db } from '../domain/db.ts';
 import type { Host } from '../generated/prisma/client.ts';
 import type { SecretBox } from '../domain/secrets.ts';
+import { HostKeyMissingError, sshTargetOf } from '../domain/host-access.ts';
 import { probeHost, type DiskLimit, type HostProbe } from './host-probe.ts';
-import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle, type RuntimeName } from './containers.ts';
+import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle, type RuntimeName } from '../hostctl/containers.ts';
 import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/data-centers.ts';
-import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from './ssh.ts';
+import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from '../hostctl/ssh.ts';
+import { isLiveWorker, liveWorker } from '../domain/worker-status.ts';
 
 /** Timings of the orchestration loops; defaults suit production, tests shorten them. */
 export interface OrchestrationSettings {
@@ -98,16 +100,14 @@ export interface OrchestrationRuntime {
 export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
 export const workerWorkflowId = (workerId: string): string => `worker:${workerId}`;
 
-/** The SSH target of a host row, with the pinned key when there is one. */
-export function sshTargetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin: string | null | undefined = host.hostKeySha256): SshTarget {
-  if (!host.privateKey) throw ApplicationFailure.nonRetryable('the host has no private key stored (SSH agent authentication is not available)', 'NoHostKey');
-  return {
-    host: host.address,
-    port: host.port,
-    user: host.user,
-    privateKey: secrets.open(host.privateKey),
-    ...(pin ? { expectedHostKeySha256: pin } : {}),
-  };
+/** The SSH target of a host row (domain/host-access.ts); a host without a key fails the activity for good. */
+function targetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin?: string | null): SshTarget {
+  try {
+    return sshTargetOf(host, secrets, pin === undefined ? host.hostKeySha256 : pin);
+  } catch (err) {
+    if (err instanceof HostKeyMissingError) throw ApplicationFailure.nonRetryable(err.message, 'NoHostKey');
+    throw err;
+  }
 }
 
 /** Container commands on a READY host; fails without retries when the host cannot be used. */
@@ -116,7 +116,7 @@ export async function hostHandle(rt: OrchestrationRuntime, hostId: string): Prom
   if (!host) throw ApplicationFailure.nonRetryable(`host ${hostId} no longer exists`, 'HostGone');
   if (host.status === 'HOST_KEY_MISMATCH') throw ApplicationFailure.nonRetryable(`host ${host.name}: ${host.statusReason ?? 'host key mismatch'}`, 'HostKeyMismatch');
   const runtime = (host.containerRuntime ?? 'podman') as RuntimeName;
-  return { hostId, host, target: sshTargetOf(host, rt.secrets), runtime };
+  return { hostId, host, target: targetOf(host, rt.secrets), runtime };
 }
 
 /** Turns a HostKeyMismatchError into the host's status, so that no more work goes there. */
@@ -229,7 +229,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
       let probe: HostProbe;
       let seenKey: string;
       try {
-        const conn = await rt.pool.get(sshTargetOf(host, rt.secrets, pin));
+        const conn = await rt.pool.get(targetOf(host, rt.secrets, pin));
         seenKey = conn.hostKeySha256;
         probe = await probeHost(conn, { timeoutMs: 120_000 });
       } catch (err) {
@@ -304,7 +304,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
       for (const c of containers) {
         Context.current().heartbeat();
         const w = byId.get(c.workerId);
-        const live = w && w.hostId === hostId && !['STOPPED', 'FAILED'].includes(w.status) && (await running(w.id));
+        const live = w && w.hostId === hostId && isLiveWorker(w.status) && (await running(w.id));
         if (live) {
           if (w.containerId !== c.id) await db.worker.update({ where: { id: w.id }, data: { containerId: c.id, containerName: c.name } });
           adopted.push(c.name);
@@ -315,7 +315,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
       }
       const names = new Set(containers.map((c) => c.name));
       for (const w of workers) {
-        if (w.hostId !== hostId || ['STOPPED', 'FAILED'].includes(w.status)) continue;
+        if (w.hostId !== hostId || !isLiveWorker(w.status)) continue;
         if (names.has(containerNameOf(w.id)) || (await running(w.id))) continue;
         await db.$transaction([
           db.worker.update({ where: { id: w.id }, data: { status: 'FAILED', statusReason: 'its workflow was gone when the host was reconciled', stoppedAt: new Date(), credentialHash: null } }),
@@ -341,7 +341,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
 
     /** Live workers placed on the host (the host workflow drains them before the host is removed). */
     async liveWorkersOnHost(hostId: string): Promise<string[]> {
-      const rows = await db.worker.findMany({ where: { hostId, status: { notIn: ['STOPPED', 'FAILED'] } }, select: { id: true } });
+      const rows = await db.worker.findMany({ where: { hostId, ...liveWorker }, select: { id: true } });
       return rows.map((r) => r.id);
     },
 

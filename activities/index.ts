@@ -2,7 +2,6 @@ import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import { createEndpointActivities } from './endpoints.ts';
 import { createHostActivities, orchestrationSettingsFromEnv, type OrchestrationRuntime, type OrchestrationSettings } from './hosts.ts';
-import { SshPool } from './ssh.ts';
 import { createPodActivities, createWorkerActivities } from './workers.ts';
 import { createJobActivities } from './jobs.ts';
 
@@ -14,8 +13,8 @@ export function createActivities(deps: { db: Db; ctx: DomainContext; settings?: 
     publicUrl: deps.ctx.publicUrl,
     workerUrl: deps.ctx.workerUrl ?? deps.ctx.publicUrl,
     temporal: deps.ctx.temporal,
-    // One pool per worker process: SSH connections to a host are shared by all its activities.
-    pool: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
+    // One pool per process (the composition root's): SSH connections to a host are shared by all its activities.
+    pool: deps.ctx.ssh,
     settings: deps.settings ?? orchestrationSettingsFromEnv(),
   };
   return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db) };

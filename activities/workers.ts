@@ -14,6 +14,7 @@ import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-
 import { lbEndpointLoad, lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
 import { podPorts } from '../domain/pods.ts';
+import { FINAL_WORKER_STATUSES, liveWorker } from '../domain/worker-status.ts';
 import { cpuInstanceId, recordedCpuInstance, type CpuInstance } from '../domain/cpu-instances.ts';
 import { ENDPOINT_VOLUME_MOUNT, hostVolumeName, sharedVolumeDir, volumeStorage } from '../domain/data-centers.ts';
 import { openRegistryCredential } from '../domain/registries.ts';
@@ -32,13 +33,10 @@ import {
   removeVolume,
   runContainer,
   type ContainerSpec,
-} from './containers.ts';
+} from '../hostctl/containers.ts';
 import { hostHandle, recordHostKeyMismatch, type OrchestrationRuntime } from './hosts.ts';
-import { HostKeyMismatchError, SshConnectError } from './ssh.ts';
+import { HostKeyMismatchError, SshConnectError } from '../hostctl/ssh.ts';
 
-/** Statuses of a worker that still holds (or waits for) a place. */
-export const LIVE_STATUSES = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'UNHEALTHY', 'DRAINING'] as const;
-const DONE_STATUSES = ['STOPPED', 'FAILED'] as const;
 
 /** Host ports handed to load-balancing workers (their PORT) and to pods (their exposed ports). */
 const HOST_PORTS = { first: 20_000, last: 29_999 };
@@ -159,7 +157,7 @@ export interface PlacementResult {
 export function createWorkerActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
   // The registry lookup takes a domain context; it reads only the database and the secrets.
-  const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '' } satisfies DomainContext;
+  const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '', ssh: rt.pool } satisfies DomainContext;
 
   async function workerRow(workerId: string) {
     const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true, pod: true } });
@@ -376,7 +374,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           const volumes = await networkVolumeHosts(tx, volumeIds);
           if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0) return pending(`no capacity: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`);
           const placed = await tx.worker.findMany({
-            where: { hostId: { not: null }, status: { in: [...LIVE_STATUSES] }, id: { not: workerId } },
+            where: { hostId: { not: null }, ...liveWorker, id: { not: workerId } },
             select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true, cpuFlavorId: true, pod: { select: { ports: true } } },
           });
           const countries = await tx.dataCenter.findMany({ where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } }, select: { id: true, country: true } });
@@ -697,7 +695,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
 
     /** No new jobs for this worker from now on (the job API hands jobs only to IDLE/RUNNING workers). */
     async beginDrain(workerId: string, reason: string): Promise<void> {
-      await db.worker.updateMany({ where: { id: workerId, status: { in: [...LIVE_STATUSES] } }, data: { status: 'DRAINING', desiredStatus: 'EXITED', statusReason: reason } });
+      await db.worker.updateMany({ where: { id: workerId, ...liveWorker }, data: { status: 'DRAINING', desiredStatus: 'EXITED', statusReason: reason } });
     },
 
     /** Jobs under way on the worker, or for a load-balancing worker the requests (and proxies) that still use it. */
@@ -729,7 +727,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       return db.$transaction(async (tx) => {
         const requeued = await requeueWorkerJobs(tx, workerId);
         await tx.worker.updateMany({
-          where: { id: workerId, status: { notIn: [...DONE_STATUSES] } },
+          where: { id: workerId, status: { notIn: [...FINAL_WORKER_STATUSES] } },
           data: { status: outcome.status, statusReason: outcome.reason.slice(0, 4000), stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
         });
         await meterWorker(tx, workerId);
@@ -784,7 +782,7 @@ export function createPodActivities(rt: OrchestrationRuntime) {
     async podState(podId: string): Promise<PodState> {
       const pod = await db.pod.findUnique({
         where: { id: podId },
-        select: { desiredStatus: true, workers: { where: { status: { in: [...LIVE_STATUSES] } }, select: { id: true, status: true }, orderBy: { createdAt: 'asc' } } },
+        select: { desiredStatus: true, workers: { where: { ...liveWorker }, select: { id: true, status: true }, orderBy: { createdAt: 'asc' } } },
       });
       if (!pod) return { exists: false, desiredStatus: 'TERMINATED', workers: [] };
       return { exists: true, desiredStatus: pod.desiredStatus, workers: pod.workers };

@@ -22,6 +22,7 @@ import { loadConfig } from '../infra/config.ts';
 import { startPlatform, type Platform } from '../infra/platform.ts';
 import { startSshTestHost } from '../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../infra/test-image.ts';
+import { liveWorker } from '../domain/worker-status.ts';
 
 const coldRuns = Number(process.argv[2] ?? 5);
 const rolloutSizes = (process.argv[3] ?? '1,3,5').split(',').filter(Boolean).map(Number);
@@ -89,7 +90,7 @@ async function api(method: string, route: string, body?: unknown): Promise<{ sta
 }
 
 let benchHostId: string | undefined;
-const live = (endpointId: string) => db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
+const live = (endpointId: string) => db.worker.findMany({ where: { endpointId, ...liveWorker } });
 
 try {
   // This machine stands for a host of many: CPU workers (2 vCPUs each) may reserve more than its CPUs.

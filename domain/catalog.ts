@@ -6,6 +6,7 @@ import { DomainError, notFound } from './errors.ts';
 import { describeGpu, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
 import { cpuRate, gpuRate, priceTable } from './pricing.ts';
 import { validate } from './validation.ts';
+import { liveWorker } from './worker-status.ts';
 
 /**
  * The catalog: what the registered hosts offer. GPU types and CPU flavors come from hosts with
@@ -175,7 +176,7 @@ interface Inventory {
 async function inventory(ctx: DomainContext): Promise<Inventory> {
   const [hosts, workers] = await Promise.all([
     ctx.db.host.findMany({ select: { dataCenterId: true, status: true, cpuCount: true, memoryMb: true, gpus: true, gpuMethod: true }, orderBy: { name: 'asc' } }),
-    ctx.db.worker.findMany({ where: { status: { notIn: ['STOPPED', 'FAILED'] } }, select: { gpuUuids: true } }),
+    ctx.db.worker.findMany({ where: liveWorker, select: { gpuUuids: true } }),
   ]);
   const held = new Set(workers.flatMap((w) => w.gpuUuids));
   const inv: Inventory = { gpus: new Map(), dataCenters: new Map(), cpuHosts: new Map() };

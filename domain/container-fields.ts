@@ -34,12 +34,7 @@ const TAG = '[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}';
 const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}';
 export const IMAGE_REFERENCE = new RegExp(`^(?:${REGISTRY_HOST}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::${TAG})?(?:@${DIGEST})?$`);
 
-/** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`); host names are case-insensitive. */
-export function registryOf(image: string): string {
-  const first = image.split('/')[0]!;
-  if (!image.includes('/')) return 'docker.io';
-  return first.includes('.') || first.includes(':') || first === 'localhost' ? first.toLowerCase() : 'docker.io';
-}
+export { registryOf } from '../hostctl/image-references.ts';
 
 /** A registry host as image references name it: `ghcr.io`, `registry.example.com:5000`, `localhost`. */
 export const RegistryHostSchema = Type.String({

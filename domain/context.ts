@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { SshPool } from '../hostctl/ssh.ts';
 import type { Db } from './db.ts';
 import type { SecretBox } from './secrets.ts';
 
@@ -12,4 +13,6 @@ export interface DomainContext {
   /** Base address worker containers use (the worker-facing listener when publicUrl is loopback); default publicUrl. */
   workerUrl?: string;
   secrets: SecretBox;
+  /** SSH connections to hosts (log streaming; the activities of this process): one pool per process. */
+  ssh: SshPool;
 }

@@ -13,9 +13,10 @@ import { Type, type Static } from 'typebox';
 import { parse as parseYaml } from 'yaml';
 import type { Host } from '../generated/prisma/client.ts';
 import { Prisma } from '../generated/prisma/client.ts';
-import { logsCommand } from '../activities/containers.ts';
-import { sshTargetOf, type HostProbeResult } from '../activities/hosts.ts';
-import { SshPool, type ExecStream, type OutputLine } from '../activities/ssh.ts';
+import { logsCommand } from '../hostctl/containers.ts';
+import type { HostProbeResult } from '../activities/hosts.ts';
+import { sshTargetOf } from './host-access.ts';
+import type { ExecStream, OutputLine } from '../hostctl/ssh.ts';
 import type { hostWorkflow } from '../workflows/host.ts';
 import { probeHostNow, removeHost } from '../workflows/host.ts';
 import { gantryMemo, gantrySearchAttributes } from '../workflows/search-attributes.ts';
@@ -25,6 +26,7 @@ import { applyDataCenterEntries, DataCenterFileEntrySchema, type DataCenterFileE
 import { DomainError, forbidden, notFound, validationFailed } from './errors.ts';
 import { newId } from './ids.ts';
 import { validate } from './validation.ts';
+import { isLiveWorker, liveWorker } from './worker-status.ts';
 
 const Fingerprint = Type.String({ pattern: '^(SHA256:)?[A-Za-z0-9+/]{43}=?$', description: 'OpenSSH SHA-256 host key fingerprint, as `ssh-keygen -lf` prints it' });
 const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.String({ maxLength: 1024 }));
@@ -137,7 +139,7 @@ function checkCredentials(input: { privateKey?: string; useAgent?: boolean }, at
 const normalizePin = (fp: string | undefined): string | null => (fp ? `SHA256:${fp.replace(/^SHA256:/, '').replace(/=$/, '')}` : null);
 
 async function liveWorkerCounts(ctx: DomainContext, hostIds: string[]): Promise<Map<string, number>> {
-  const groups = await ctx.db.worker.groupBy({ by: ['hostId'], where: { hostId: { in: hostIds }, status: { notIn: ['STOPPED', 'FAILED'] } }, _count: { _all: true } });
+  const groups = await ctx.db.worker.groupBy({ by: ['hostId'], where: { hostId: { in: hostIds }, ...liveWorker }, _count: { _all: true } });
   return new Map(groups.map((g) => [g.hostId ?? '', g._count._all]));
 }
 
@@ -433,9 +435,6 @@ export function logTimeKey(time: string): bigint | undefined {
   return BigInt(seconds) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
 }
 
-/** API-side SSH (log streaming); activities have their own pool in the worker process. */
-let logPool: SshPool | undefined;
-
 /**
  * Streams a worker's container output, read on its host over SSH (`<runtime> logs --timestamps`).
  * `lastEventId` (the SSE Last-Event-ID) resumes after that line.
@@ -455,7 +454,7 @@ export async function openWorkerLogs(
   requireEndpointAccess(principal, endpointId);
   const worker = await ctx.db.worker.findFirst({ where: { id: workerId, endpointId }, include: { host: true } });
   if (!worker) throw notFound('worker');
-  if (!worker.host || !worker.containerId || ['STOPPED', 'FAILED'].includes(worker.status)) {
+  if (!worker.host || !worker.containerId || !isLiveWorker(worker.status)) {
     throw new DomainError('conflict', `the worker has no container to read logs from (status ${worker.status})`);
   }
   if (worker.host.status !== 'READY' && worker.host.status !== 'DISABLED') {
@@ -474,7 +473,6 @@ export async function openWorkerLogs(
   }
   const tail = since === undefined ? Number(q.tail ?? 100) : q.tail !== undefined && lastEventId === undefined ? Number(q.tail) : undefined;
 
-  logPool ??= new SshPool({ readyTimeoutMs: 10_000, idleTimeoutMs: 60_000 });
   const command = logsCommand((worker.host.containerRuntime ?? 'podman') as 'podman' | 'docker', worker.containerName ?? worker.containerId, {
     follow: q.follow !== 'false',
     ...(tail !== undefined ? { tail } : {}),
@@ -482,7 +480,7 @@ export async function openWorkerLogs(
   });
   let stream: ExecStream;
   try {
-    stream = await logPool.execStream(sshTargetOf(worker.host, ctx.secrets), command);
+    stream = await ctx.ssh.execStream(sshTargetOf(worker.host, ctx.secrets), command);
   } catch (err) {
     throw new DomainError('unavailable', `cannot reach host ${worker.host.name}: ${err instanceof Error ? err.message : String(err)}`);
   }

@@ -14,6 +14,7 @@ import { gpuRate, priceTable } from './pricing.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from './registries.ts';
 import { validate } from './validation.ts';
 import { volumeReferenceProblems } from './network-volumes.ts';
+import { liveWorker } from './worker-status.ts';
 import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } from './container-fields.ts';
 
 /**
@@ -28,7 +29,7 @@ import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } fr
 
 // ---------------------------------------------------------------- input shapes
 
-/** Container env files take POSIX names only (activities/containers.ts envFile). */
+/** Container env files take POSIX names only (hostctl/containers.ts envFile). */
 
 /** Most ports one pod may expose (each takes a host port). */
 const MAX_PORTS = 32;
@@ -116,7 +117,6 @@ export interface PodRecord {
   runtime: { uptimeInSeconds: number; ports: PodRuntimePort[]; gpus: Array<{ id: string }> } | null;
 }
 
-const LIVE = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'UNHEALTHY', 'DRAINING'] as const;
 
 type PodRow = Pod & { workers: Array<Worker & { host: Host | null }> };
 
@@ -170,7 +170,7 @@ function podRecord(row: PodRow, now = Date.now()): PodRecord {
   };
 }
 
-const withWorkers = { workers: { where: { status: { in: [...LIVE] } }, include: { host: true }, orderBy: { createdAt: 'asc' as const } } };
+const withWorkers = { workers: { where: liveWorker, include: { host: true }, orderBy: { createdAt: 'asc' as const } } };
 
 /** The caller's pod; others' pods and terminated ones are not found. */
 async function findPod(ctx: DomainContext, principal: Principal, podId: string): Promise<PodRow> {
@@ -638,7 +638,7 @@ function definedOnly<T extends object>(value: T): Partial<T> {
  * worker whose workflow has already ended needs nothing).
  */
 async function restartPodContainer(ctx: DomainContext, podId: string, reason: string): Promise<void> {
-  const workers = await ctx.db.worker.findMany({ where: { podId, status: { in: [...LIVE] } }, select: { id: true } });
+  const workers = await ctx.db.worker.findMany({ where: { podId, ...liveWorker }, select: { id: true } });
   try {
     await ctx.temporal.withDeadline(Date.now() + WORKFLOW_CALL_BUDGET_MS, () =>
       Promise.all(

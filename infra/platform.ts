@@ -12,6 +12,7 @@ import { reconcileEndpointWorkflows } from '../domain/endpoints.ts';
 import { applyHostConfig } from '../domain/hosts.ts';
 import { wakeAutoscalerOnQueuedJobs } from '../domain/autoscaler-wakeup.ts';
 import { SecretBox } from '../domain/secrets.ts';
+import { SshPool } from '../hostctl/ssh.ts';
 import { createTemporalWorker, installTemporalRuntime } from '../workers/temporal-worker.ts';
 import { startWorkerListener } from '../api/worker-listener.ts';
 import { isLoopbackUrl, localContainerGateway } from './container-network.ts';
@@ -83,7 +84,9 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       publicUrl: config.publicUrl,
       workerUrl: gateway ? `http://${gateway}:${config.workerPort}` : config.publicUrl,
       secrets: SecretBox.load(config.secretKey, config.dataDir),
+      ssh: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
     };
+    stops.push(() => ctx.ssh.close());
 
     let worker: Worker | undefined;
     if (config.role !== 'api') {

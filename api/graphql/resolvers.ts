@@ -6,6 +6,7 @@ import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '.
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates.ts';
 import { requireScope } from '../../domain/auth.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 export interface GraphqlContext {
   ctx: DomainContext;
@@ -58,7 +59,7 @@ export const resolvers = {
   },
   Endpoint: {
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
-      const workers = await ctx.db.worker.findMany({ where: { endpointId: endpoint.id, status: { notIn: ['STOPPED', 'FAILED'] } }, orderBy: { createdAt: 'asc' } });
+      const workers = await ctx.db.worker.findMany({ where: { endpointId: endpoint.id, ...liveWorker }, orderBy: { createdAt: 'asc' } });
       return workers.map((w) => ({ id: w.id, desiredStatus: w.desiredStatus, lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(), imageName: null, machineId: w.hostId }));
     },
   },

@@ -10,6 +10,7 @@ import { priceTable, cpuRate } from '../../domain/pricing.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, ORCHESTRATION_WORKER_IMAGE, registerTestHost, removeManagedContainers, startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let fixture: OneHostPlatform | undefined;
@@ -34,7 +35,7 @@ afterAll(async () => {
   await strictHost?.stop();
 }, 120_000);
 
-const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } }, orderBy: { createdAt: 'asc' } });
+const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, ...liveWorker }, orderBy: { createdAt: 'asc' } });
 
 async function readyWorker(endpointId: string) {
   return until(

@@ -6,7 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { podVolumeName } from '../../activities/containers.ts';
+import { podVolumeName } from '../../hostctl/containers.ts';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
 import type { SshTestHost } from '../../infra/ssh-test-host.ts';

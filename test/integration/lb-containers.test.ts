@@ -11,6 +11,7 @@ import { lbEndpointLoad } from '../../domain/load-balancing.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE, until } from './lb-support.ts';
 import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 
@@ -145,7 +146,7 @@ describe('a load-balancing endpoint on real containers', () => {
 
   it('scales on requests: from zero to a worker per request in flight (REQUEST_COUNT), and back to zero when idle', async () => {
     const { endpointId, base } = await lbEndpoint('lb-scale', { workers: { min: 0, max: 2 }, scaling: { type: 'REQUEST_COUNT', value: 1, idleTimeout: 2 } });
-    const live = () => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
+    const live = () => p.ctx.db.worker.findMany({ where: { endpointId, ...liveWorker } });
     expect(await live()).toEqual([]);
 
     // Two long requests at zero workers: the first worker starts for the waiting ones; with both

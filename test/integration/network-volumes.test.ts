@@ -15,6 +15,7 @@ import { hostVolumeName, sharedVolumeDir } from '../../domain/data-centers.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, FAST_ORCHESTRATION, ORCHESTRATION_WORKER_IMAGE, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let p: TestPlatform;
@@ -61,7 +62,7 @@ async function createEndpoint(body: Record<string, unknown>): Promise<string> {
   return r.body.id as string;
 }
 
-const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } }, include: { host: true } });
+const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, ...liveWorker }, include: { host: true } });
 
 async function readyWorker(endpointId: string) {
   const [w] = await until(

@@ -17,6 +17,7 @@ import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, TEST_HOST_LABELS, until } from './orchestration-support.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
@@ -114,7 +115,7 @@ afterAll(async () => {
 }, 120_000);
 
 const db = () => running.platform.ctx.db;
-const live = (endpointId: string) => db().worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
+const live = (endpointId: string) => db().worker.findMany({ where: { endpointId, ...liveWorker } });
 const allContainers = () => hostIds.flatMap((id) => managedContainers(id).map((c) => ({ ...c, hostId: id })));
 
 describe('faults', () => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../activities/hosts.ts';
-import { podVolumePrefix } from '../../activities/containers.ts';
+import { podVolumePrefix } from '../../hostctl/containers.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';

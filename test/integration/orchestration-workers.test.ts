@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getScalingStatus } from '../../workflows/endpoint.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
@@ -31,7 +32,7 @@ async function createEndpoint(body: Record<string, unknown>): Promise<string> {
   return r.body.id as string;
 }
 
-const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } }, orderBy: { createdAt: 'asc' } });
+const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, ...liveWorker }, orderBy: { createdAt: 'asc' } });
 
 async function runJob(endpointId: string, input: unknown, policy?: unknown): Promise<string> {
   const r = await call(p.url, 'POST', `/v2/${endpointId}/run`, { key: p.adminKey, body: { input, ...(policy ? { policy } : {}) } });

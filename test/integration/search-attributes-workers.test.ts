@@ -9,6 +9,7 @@ import { GantryAccountId, GantryEndpointId, GantryHostId, GantryKind, GantryRele
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 import { graphql } from './pod-support.ts';
+import { liveWorker } from '../../domain/worker-status.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
@@ -41,7 +42,7 @@ async function listEventually(query: string, expectedIds: string[], timeoutMs = 
   );
 }
 
-const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, status: { notIn: ['STOPPED', 'FAILED'] } } });
+const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId, ...liveWorker } });
 
 describe('search attributes of hosts, workers and rollouts', () => {
   it('finds the host, the workers on it with their endpoint and release, and a release rollout', async () => {

@@ -24,7 +24,7 @@ import {
   type OutputLine,
   type SshConnection,
   type SshTarget,
-} from '../../activities/ssh.ts';
+} from '../../hostctl/ssh.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 

@@ -3,7 +3,7 @@
  * function at a time (the integration tests run them on real containers).
  */
 import { describe, expect, it } from 'vitest';
-import { runArgs, type ContainerSpec } from '../../activities/containers.ts';
+import { runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
 import { diskLimitOf, parseProbeOutput } from '../../activities/host-probe.ts';
 import { effectiveDiskLimit } from '../../activities/hosts.ts';
 import { cpuInstanceId, cpuInstanceProblems, DEFAULT_CPU_INSTANCE, parseCpuInstanceId } from '../../domain/cpu-instances.ts';

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { envFile, isMutableReference, registryOf, runArgs, type ContainerSpec } from '../../activities/containers.ts';
+import { envFile, isMutableReference, registryOf, runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
 import { splitArgs } from '../../domain/container-args.ts';
 import { parseNvidiaSmi } from '../../activities/host-probe.ts';
 import { describeGpu } from '../../domain/gpu-pools.ts';

@@ -6,7 +6,7 @@
  * registry password and the container environment (which holds the worker's own credential) travel
  * over stdin into files that only root can read and that are removed when the command ends.
  */
-import { registryOf } from '../domain/container-fields.ts';
+import { isMutableReference, registryOf } from './image-references.ts';
 import { shellJoin, shellQuote, type ExecResult, type SshPool, type SshTarget } from './ssh.ts';
 
 export type RuntimeName = 'podman' | 'docker';
@@ -53,15 +53,7 @@ export interface ContainerSpec {
   binds?: Array<{ source: string; path: string }>;
 }
 
-export { registryOf } from '../domain/container-fields.ts';
-
-/** A tag that may point somewhere else tomorrow: no tag, or `latest`, and no digest. */
-export function isMutableReference(image: string): boolean {
-  if (image.includes('@')) return false;
-  const last = image.split('/').pop()!;
-  const colon = last.indexOf(':');
-  return colon < 0 || last.slice(colon + 1) === 'latest';
-}
+export { isMutableReference, registryOf } from './image-references.ts';
 
 /** The `.env` file content: KEY=VALUE lines, read literally by both runtimes (no quotes, no expansion). */
 export function envFile(env: Record<string, string>): string {
