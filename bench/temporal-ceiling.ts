@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   const { loadConfig } = await import('../infra/config.ts');
   const { resolveTemporalBinary, startTemporalDevServer } = await import('../infra/temporal.ts');
   const { freePort } = await import('../test/support/ports.ts');
-  const { jobChanged } = await import('../workflows/job.ts');
+  const { jobChanged, jobWorkflowId } = await import('../workflows/contracts.ts');
   const seconds = Number(args.seconds);
   const concurrency = Number(args.concurrency);
 
@@ -132,7 +132,7 @@ async function main(): Promise<void> {
       while (Date.now() < until) {
         const jobId = `${run}-${next++}`;
         const t = performance.now();
-        const workflowId = `job:${jobId}`;
+        const workflowId = jobWorkflowId(jobId);
         if (call === 'signal-with-start') {
           await client.workflow.signalWithStart('jobWorkflow', { workflowId, taskQueue: TASK_QUEUE, args: [{ jobId, lostAfterMs: 60_000 }], signal: jobChanged, signalArgs: [snapshot] });
         } else {

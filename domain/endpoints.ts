@@ -1,10 +1,8 @@
-import { WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/common';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Endpoint, WorkerStatus } from '../generated/prisma/client.ts';
 import { Prisma } from '../generated/prisma/client.ts';
-import { deleteEndpoint as deleteEndpointSignal, getSpec, updateSpec, type endpointWorkflow } from '../workflows/endpoint.ts';
+import { deleteEndpoint as deleteEndpointSignal, endpointChanged, endpointWorkflowId, specProblems, type EndpointWorkflow } from '../workflows/contracts.ts';
 import { gantryMemo, gantrySearchAttributes } from '../workflows/search-attributes.ts';
-import { endpointWorkflowId, specProblems, type EndpointSpec, type EndpointSpecPatch } from '../workflows/types.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import { registryBindingProblems, requireAccountWide } from './registries.ts';
 import type { DomainContext } from './context.ts';
@@ -61,213 +59,82 @@ export function endpointView(e: Endpoint, publicUrl: string): EndpointView {
   };
 }
 
-export function endpointSpec(e: Endpoint): EndpointSpec {
-  return {
-    endpointId: e.id,
-    workersMin: e.workersMin,
-    workersMax: e.workersMax,
-    scalerType: e.scalerType,
-    scalerValue: e.scalerValue,
-    idleTimeout: e.idleTimeout,
-    timeoutMs: e.timeoutMs,
-    releaseVersion: e.currentReleaseVersion,
-  };
-}
-
 /**
- * Starts the endpoint's workflow if it is not running. Idempotent: a start after a crash between the
- * database commit and the workflow start (or a second API process) finds the running one.
+ * The row is the one truth about an endpoint's settings; its workflow (workflows/endpoint.ts) is
+ * their executor. Every change is committed here first, then the workflow is told "your row
+ * changed, read it again" with signal-with-start (`endpointChanged`, which carries nothing), which
+ * also starts the workflow when it is missing. The signal is durable once Temporal has answered,
+ * and the workflow reads the row after it: changes that race (several requests, several API
+ * processes) all end in a read of the newest row, with nothing to order or compare here.
  */
-export async function ensureEndpointWorkflow(ctx: DomainContext, endpointId: string): Promise<void> {
-  try {
-    await ctx.temporal.workflow.start<typeof endpointWorkflow>('endpointWorkflow', {
-      workflowId: endpointWorkflowId(endpointId),
-      taskQueue: ctx.taskQueue,
-      args: [{ endpointId }],
-      ...(await endpointWorkflowLabels(ctx, endpointId)),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-    });
-  } catch (err) {
-    // A completed run with this id means the endpoint was deleted: nothing to start.
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-  }
-}
+
+/** How long a request waits for Temporal before it answers 503 (the row stays the truth). */
+const WORKFLOW_CALL_BUDGET_MS = 8_000;
+
+const unavailable = (detail: string): DomainError => new DomainError('unavailable', detail);
+
+type EndpointLabels = Pick<Endpoint, 'id' | 'accountId' | 'name'>;
 
 /**
  * The search attributes and memo an endpoint's workflow starts with (workflows/search-attributes.ts);
  * the workers and rollouts it starts inherit the account and name from them.
  */
-async function endpointWorkflowLabels(ctx: DomainContext, endpointId: string): Promise<{ typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>; memo: Record<string, string> }> {
-  const row = await ctx.db.endpoint.findUnique({ where: { id: endpointId }, select: { accountId: true, name: true } });
+function endpointWorkflowLabels(e: EndpointLabels): { typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>; memo: Record<string, string> } {
   return {
-    typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId, accountId: row?.accountId }),
-    memo: gantryMemo({ endpointName: row?.name }),
+    typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId: e.id, accountId: e.accountId }),
+    memo: gantryMemo({ endpointName: e.name }),
   };
 }
 
 /**
- * Run at process start. Starts the workflow of every live endpoint that lacks one, hands every
- * workflow whose desired state differs from its row the row's state (a change committed while
- * Temporal could not be reached), and resends the deletion of endpoints being deleted. The row is
- * the truth; each step is idempotent, so several processes may run it at once.
+ * Signals the endpoint's workflow (`signal`, no arguments), starting it if it is not running.
+ * Answers false when a finished run holds the id: the endpoint was deleted, nobody is left to tell.
+ */
+async function signalEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, signal: typeof endpointChanged | typeof deleteEndpointSignal, deadline: number): Promise<boolean> {
+  try {
+    await ctx.temporal.withDeadline(deadline, () =>
+      ctx.temporal.workflow.signalWithStart<EndpointWorkflow, []>('endpointWorkflow', {
+        workflowId: endpointWorkflowId(e.id),
+        taskQueue: ctx.taskQueue,
+        args: [{ endpointId: e.id }],
+        ...endpointWorkflowLabels(e),
+        signal,
+        signalArgs: [],
+        // A finished run means a deleted endpoint: never start another under its id.
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      }),
+    );
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
+/** Tells the endpoint's workflow that its row changed (starting the workflow if need be). */
+function tellEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, deadline = Date.now() + WORKFLOW_CALL_BUDGET_MS): Promise<boolean> {
+  return signalEndpointWorkflow(ctx, e, endpointChanged, deadline);
+}
+
+/**
+ * Run at process start: every live endpoint's workflow is made sure to exist and told to read its
+ * row (a change committed while Temporal could not be reached, or a crash between a commit and the
+ * workflow start, is mended so), and endpoints being deleted get their deletion again. One Temporal
+ * call per endpoint and no worker needed; idempotent, so several processes may run it at once.
+ * The first failure (Temporal unreachable) ends it with that error.
  */
 export async function reconcileEndpointWorkflows(ctx: DomainContext): Promise<number> {
-  const live = await ctx.db.endpoint.findMany({ where: { deletingAt: null } });
-  for (const { id } of live) await ensureEndpointWorkflow(ctx, id);
-  // Comparing needs a Temporal worker to answer queries; a process whose workers are down must
-  // still start, so the comparisons share one time budget and the rest wait for the next start.
-  const deadline = Date.now() + RECONCILE_BUDGET_MS;
+  const live = await ctx.db.endpoint.findMany({ where: { deletingAt: null }, select: { id: true, accountId: true, name: true } });
   await inBatches(live, 8, async (e) => {
-    if (Date.now() >= deadline) return;
-    try {
-      await syncEndpointSpec(ctx, e, deadline);
-    } catch {
-      // Best effort: the next change of the endpoint, or the next start, sends the row again.
-    }
+    await tellEndpointWorkflow(ctx, e);
   });
-  const deleting = await ctx.db.endpoint.findMany({ where: { deletingAt: { not: null } }, select: { id: true } });
-  await inBatches(deleting, 8, async ({ id }) => {
-    if (Date.now() >= deadline) return;
-    try {
-      await signalDeletion(ctx, id, deadline);
-    } catch {
-      // Best effort, as above.
-    }
-  });
+  const deleting = await ctx.db.endpoint.findMany({ where: { deletingAt: { not: null } }, select: { id: true, accountId: true, name: true } });
+  await inBatches(deleting, 8, (e) => signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS));
   return live.length;
 }
 
-const RECONCILE_BUDGET_MS = 10_000;
-
 async function inBatches<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
-}
-
-/** Sends the row's desired state to the endpoint's workflow when the workflow holds another. */
-async function syncEndpointSpec(ctx: DomainContext, e: Endpoint, deadline: number): Promise<void> {
-  const handle = ctx.temporal.workflow.getHandle(endpointWorkflowId(e.id));
-  const held = await ctx.temporal.withDeadline(deadline, () => handle.query(getSpec));
-  // null: the workflow has not loaded its spec yet, and will load it from this very row.
-  if (held === null || sameSpec(held, endpointSpec(e))) return;
-  await pushSpec(ctx, e, deadline);
-}
-
-const SPEC_KEYS = ['workersMin', 'workersMax', 'scalerType', 'scalerValue', 'idleTimeout', 'timeoutMs', 'releaseVersion'] as const;
-
-function sameSpec(a: EndpointSpec, b: EndpointSpec): boolean {
-  return SPEC_KEYS.every((k) => a[k] === b[k]);
-}
-
-/** How long a request waits for Temporal before it answers 503 (the row stays the truth). */
-const WORKFLOW_CALL_BUDGET_MS = 8_000;
-const WORKFLOW_ATTEMPT_TIMEOUT_MS = 4_000;
-
-const unavailable = (detail: string): DomainError => new DomainError('unavailable', detail);
-
-/**
- * Calls the endpoint's workflow, retrying transient failures (Temporal unreachable, the workflow
- * between runs) until `deadline`. Starts the workflow when it does not exist yet.
- */
-async function callWorkflow<T>(ctx: DomainContext, endpointId: string, deadline: number, call: () => Promise<T>): Promise<T> {
-  let delay = 100;
-  for (;;) {
-    try {
-      const attemptDeadline = Math.min(deadline, Date.now() + WORKFLOW_ATTEMPT_TIMEOUT_MS);
-      return await ctx.temporal.withDeadline(attemptDeadline, call);
-    } catch (err) {
-      // Answers, not outages: the workflow refused the values, or its id belongs to a finished run.
-      if (err instanceof WorkflowUpdateFailedError || err instanceof WorkflowExecutionAlreadyStartedError) throw err;
-      if (err instanceof WorkflowNotFoundError) await ensureEndpointWorkflow(ctx, endpointId).catch(() => undefined);
-      if (Date.now() + delay >= deadline) throw err;
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 1_000);
-    }
-  }
-}
-
-/** A rejection by the workflow's Update validator (or handler): the workflow refused the values. */
-export function refusedByWorkflow(err: WorkflowUpdateFailedError): DomainError {
-  const message = err.cause?.message ?? err.message;
-  return validationFailed(message.split('; ').map((m) => `$: ${m}`));
-}
-
-/**
- * Hands the endpoint's row to its workflow through the `updateSpec` Update, the whole desired state
- * each time (not only what one request changed): a retried or later send then mends any earlier
- * one that failed. After the Update the row is read again, and sent again if it changed meanwhile,
- * so that concurrent changes (from several API processes too) cannot leave an older state last.
- */
-async function pushSpec(ctx: DomainContext, committed: Endpoint, deadline: number): Promise<void> {
-  const handle = ctx.temporal.workflow.getHandle<typeof endpointWorkflow>(endpointWorkflowId(committed.id));
-  let row: Endpoint | null = committed;
-  for (let round = 0; row && !row.deletingAt && round < 5; round++) {
-    const { endpointId: _id, ...patch }: EndpointSpec = endpointSpec(row);
-    const sent: EndpointSpecPatch = patch;
-    await callWorkflow(ctx, row.id, deadline, () => handle.executeUpdate(updateSpec, { args: [sent] }));
-    const now: Endpoint | null = await ctx.db.endpoint.findUnique({ where: { id: committed.id } });
-    if (!now || sameSpec(endpointSpec(now), endpointSpec(row))) return;
-    row = now;
-  }
-}
-
-/**
- * One endpoint's sends in this process: a change waits for a send that begins after its commit, and
- * the changes committed while a send runs share the one after it, which reads the row then. Under
- * a burst of changes the workflow gets two Updates, not one per change.
- */
-class SpecSender {
-  private running: Promise<void> | undefined;
-  private queued: Promise<void> | undefined;
-
-  constructor(
-    private readonly send: () => Promise<void>,
-    private readonly onIdle: () => void,
-  ) {}
-
-  /** Resolves once a send that began after this call has finished. */
-  request(): Promise<void> {
-    if (!this.running) return this.begin();
-    this.queued ??= this.running
-      .catch(() => undefined)
-      .then(() => {
-        this.queued = undefined;
-        return this.begin();
-      });
-    return this.queued;
-  }
-
-  private begin(): Promise<void> {
-    const sending = this.send();
-    this.running = sending;
-    const settle = (): void => {
-      if (this.running === sending) this.running = undefined;
-      if (!this.running && !this.queued) this.onIdle();
-    };
-    sending.then(settle, settle);
-    return sending;
-  }
-}
-
-const specSenders = new WeakMap<object, Map<string, SpecSender>>();
-
-/** Hands the endpoint's current row to its workflow (see pushSpec), sharing sends as SpecSender says. */
-function sendLatestSpec(ctx: DomainContext, endpointId: string): Promise<void> {
-  let senders = specSenders.get(ctx.temporal);
-  if (!senders) specSenders.set(ctx.temporal, (senders = new Map()));
-  let sender = senders.get(endpointId);
-  if (!sender) {
-    const map = senders;
-    sender = new SpecSender(
-      async () => {
-        const row = await ctx.db.endpoint.findUnique({ where: { id: endpointId } });
-        if (row && !row.deletingAt) await pushSpec(ctx, row, Date.now() + WORKFLOW_CALL_BUDGET_MS);
-      },
-      () => map.delete(endpointId),
-    );
-    senders.set(endpointId, sender);
-  }
-  return sender.request();
 }
 
 /**
@@ -357,7 +224,11 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
     throw err;
   }
   // Acknowledged only once both the row and the workflow exist; a crash in between is mended at start-up.
-  await ensureEndpointWorkflow(ctx, id);
+  try {
+    await tellEndpointWorkflow(ctx, endpoint);
+  } catch {
+    throw unavailable('the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start');
+  }
   return endpointView(endpoint, ctx.publicUrl);
 }
 
@@ -418,15 +289,13 @@ function canonical(value: unknown): string {
 
 /**
  * PATCH /v2/serverless/{id}: only what the body names changes. The row (and, for container
- * changes, release N+1) is committed first, in one transaction; then the workflow gets the new
- * desired state through the `updateSpec` Update.
+ * changes, release N+1) is committed first, in one transaction, after the domain's rules
+ * (specProblems) passed; then the workflow is told to read the row again (`endpointChanged`).
  *
- * If the Update cannot be delivered in time, the answer is 503 and the row keeps the change: it is
- * the truth. The workflow catches up when the request is repeated (each send carries the whole
- * state), on the next change of the endpoint, or when an API process starts
- * (reconcileEndpointWorkflows compares the workflow's state with the row). If the workflow's
- * validator refuses the values (its rules are the domain's, so only a rule the domain lacks can),
- * the scaling fields of the row are put back and the answer is 422.
+ * If Temporal does not take the signal in time, the answer is 503 and the row keeps the change: it
+ * is the truth. The workflow catches up when the request is repeated, on the next change of the
+ * endpoint, or when an API process starts (reconcileEndpointWorkflows tells every workflow to
+ * read its row).
  */
 export async function updateEndpoint(ctx: DomainContext, principal: Principal, id: string, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
   requireScope(principal, 'WRITE');
@@ -440,10 +309,9 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
   const refProblems = await referenceProblems(ctx, principal, { registry, image: input.image ?? current.image, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
   if (refProblems.length > 0) throw validationFailed(refProblems);
 
-  let before: Endpoint;
   let after: Endpoint;
   try {
-    [before, after] = await ctx.db.$transaction(async (tx) => {
+    after = await ctx.db.$transaction(async (tx) => {
       // Changes of one endpoint apply one after another: release numbers and diffs stay exact.
       const locked = await tx.$queryRaw<Array<{ id: string }>>`SELECT id FROM "Endpoint" WHERE id = ${id} AND "deletingAt" IS NULL FOR UPDATE`;
       if (locked.length === 0) throw notFound('endpoint');
@@ -494,7 +362,7 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
         });
         data.currentReleaseVersion = version;
       }
-      return [row, await tx.endpoint.update({ where: { id }, data })];
+      return tx.endpoint.update({ where: { id }, data });
     });
   } catch (err) {
     if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
@@ -506,33 +374,12 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
   const reachesWorkflow = input.workers !== undefined || input.scaling !== undefined || input.timeout !== undefined || CONTAINER_FIELDS.some((f) => input[f] !== undefined);
   if (reachesWorkflow) {
     try {
-      await sendLatestSpec(ctx, id);
-    } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError) {
-        await revertScaling(ctx, before, after);
-        throw refusedByWorkflow(err);
-      }
+      await tellEndpointWorkflow(ctx, after);
+    } catch {
       throw unavailable('the change is saved but has not reached the running endpoint yet (Temporal did not answer in time); repeat the request to apply it');
     }
   }
   return endpointView(after, ctx.publicUrl);
-}
-
-/** Puts back the scaling fields a refused change wrote, unless the row changed again since. */
-async function revertScaling(ctx: DomainContext, before: Endpoint, after: Endpoint): Promise<void> {
-  const restored = await ctx.db.endpoint.updateMany({
-    where: { id: after.id, updatedAt: after.updatedAt },
-    data: {
-      workersMin: before.workersMin,
-      workersMax: before.workersMax,
-      scalerType: before.scalerType,
-      scalerValue: before.scalerValue,
-      idleTimeout: before.idleTimeout,
-      timeoutMs: before.timeoutMs,
-    },
-  });
-  // A release the same request made still has to reach the workflow.
-  if (restored.count > 0 && after.currentReleaseVersion !== before.currentReleaseVersion) await sendLatestSpec(ctx, after.id).catch(() => undefined);
 }
 
 /**
@@ -540,23 +387,9 @@ async function revertScaling(ctx: DomainContext, before: Endpoint, after: Endpoi
  * running (its first act is then the deletion). A workflow that has already finished cannot do it:
  * its endpoint has nothing left to drain, so the row is removed here.
  */
-async function signalDeletion(ctx: DomainContext, endpointId: string, deadline: number): Promise<void> {
-  const labels = await endpointWorkflowLabels(ctx, endpointId);
-  try {
-    await callWorkflow(ctx, endpointId, deadline, () =>
-      ctx.temporal.workflow.signalWithStart<typeof endpointWorkflow, []>('endpointWorkflow', {
-        workflowId: endpointWorkflowId(endpointId),
-        taskQueue: ctx.taskQueue,
-        args: [{ endpointId }],
-        ...labels,
-        signal: deleteEndpointSignal,
-        signalArgs: [],
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      }),
-    );
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    await ctx.db.endpoint.deleteMany({ where: { id: endpointId, deletingAt: { not: null } } });
+async function signalDeletion(ctx: DomainContext, e: EndpointLabels, deadline: number): Promise<void> {
+  if (!(await signalEndpointWorkflow(ctx, e, deleteEndpointSignal, deadline))) {
+    await ctx.db.endpoint.deleteMany({ where: { id: e.id, deletingAt: { not: null } } });
   }
 }
 
@@ -567,7 +400,7 @@ async function signalDeletion(ctx: DomainContext, endpointId: string, deadline: 
  */
 export async function deleteEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
   requireScope(principal, 'WRITE');
-  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true } });
+  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true, accountId: true, name: true } });
   if (!e) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
   const now = new Date();
@@ -576,7 +409,7 @@ export async function deleteEndpoint(ctx: DomainContext, principal: Principal, i
     ctx.db.job.updateMany({ where: { endpointId: id, status: 'IN_QUEUE' }, data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } } }),
   ]);
   try {
-    await signalDeletion(ctx, id, Date.now() + WORKFLOW_CALL_BUDGET_MS);
+    await signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS);
   } catch {
     throw unavailable('the deletion is recorded but the endpoint workflow did not answer in time; repeat the request, or it completes when the API next starts');
   }

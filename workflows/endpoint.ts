@@ -3,9 +3,6 @@ import {
   ApplicationFailure,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
   getExternalWorkflowHandle,
   patched,
   proxyActivities,
@@ -19,10 +16,29 @@ import type { EndpointActivities } from '../activities/endpoints.ts';
 import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
 import type { EndpointScalingState, WorkerActivities } from '../activities/workers.ts';
 import { decideScaling, nextCheckMs } from '../domain/scaling.ts';
-import { cancelRollout, newWorkerId, rolloutFinished, rolloutWorkflow, rolloutWorkflowId, type RolloutResult } from './rollout.ts';
+import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
+import {
+  cancelRollout,
+  deleteEndpoint,
+  drainWorker,
+  endpointChanged,
+  getScalingStatus,
+  getSpec,
+  queueNonEmpty,
+  rolloutFinished,
+  rolloutWorkflowId,
+  specProblems,
+  updateSpec,
+  workerEvent,
+  workerWorkflowId,
+  type EndpointSpec,
+  type EndpointWorkflowInput,
+  type RolloutResult,
+  type ScalingStatus,
+} from './contracts.ts';
+import { newWorkerId, rolloutWorkflow } from './rollout.ts';
 import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from './search-attributes.ts';
-import { specProblems, type EndpointSpec, type EndpointSpecPatch, type EndpointWorkflowInput } from './types.ts';
-import { drainWorker, workerEvent, workerWorkflow, workflowNow } from './worker.ts';
+import { workerWorkflow, workflowNow } from './worker.ts';
 
 const { loadEndpointSpec, removeEndpointRecord } = proxyActivities<EndpointActivities>({
   startToCloseTimeout: '30 seconds',
@@ -33,31 +49,11 @@ const { endpointScalingState, createWorkerRecords, closeOrphanWorkers } = proxyL
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
 });
+const { readEndpointSpec } = proxyLocalActivities<EndpointActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
+});
 const { orchestrationSettings } = proxyLocalActivities<HostActivities>({ startToCloseTimeout: '10 seconds' });
-
-/** Changes `workers`, `scaling` and `timeout` of the running endpoint; answers the new spec. */
-export const updateSpec = defineUpdate<EndpointSpec, [EndpointSpecPatch]>('updateSpec');
-/** The desired state the workflow holds; null until it has been loaded on first start. */
-export const getSpec = defineQuery<EndpointSpec | null>('getSpec');
-/** Asks the endpoint to drain and remove itself; the workflow completes once it has. */
-export const deleteEndpoint = defineSignal('deleteEndpoint');
-/**
- * Wakes the autoscaler at once. The job API sends it only when a job is queued for an endpoint
- * with no live worker (never once per job); otherwise the autoscaler's own look-ups find the queue.
- */
-export const queueNonEmpty = defineSignal('queueNonEmpty');
-/** What the autoscaler last decided and saw, for operators and tests. */
-export const getScalingStatus = defineQuery<ScalingStatus | null>('getScalingStatus');
-
-export interface ScalingStatus {
-  desired: number;
-  live: number;
-  reason: string;
-  queued: number;
-  inProgress: number;
-  rollout: { version: number; rollback: boolean } | null;
-  backoffUntil: number;
-}
 
 /** Autoscaler state carried across continue-as-new. */
 interface AutoscalerState {
@@ -72,7 +68,34 @@ interface AutoscalerState {
   backoffUntil: number;
 }
 
-type EndpointRunInput = EndpointWorkflowInput & { autoscaler?: AutoscalerState };
+/**
+ * Everything a run knows, in one object: the handlers write it, the loop reads it, and
+ * continue-as-new hands it whole to the next run (pending signals included).
+ */
+export interface EndpointRunState {
+  /** The desired state as last read from the row; undefined until the first read. */
+  spec?: EndpointSpec;
+  /** `endpointChanged` arrived since the last read: read the row again. */
+  specStale: boolean;
+  deleting: boolean;
+  /** Something happened that the autoscaler should look at now. */
+  wake: boolean;
+  /** Rollouts that ended and that the loop has not taken in yet. */
+  finishedRollouts: RolloutResult[];
+  autoscaler?: AutoscalerState;
+  /** Workflow time of the last look for orphaned PENDING workers. */
+  lastOrphanCheck?: number;
+  status: ScalingStatus | null;
+}
+
+export type EndpointRunInput = EndpointWorkflowInput & {
+  /** Carried across continue-as-new. */
+  state?: EndpointRunState;
+  /** What runs continued by earlier code carry instead of `state`. */
+  spec?: EndpointSpec;
+  autoscaler?: AutoscalerState;
+  test?: RunTestOptions;
+};
 
 /** How often PENDING workers are checked for a workflow that is gone. */
 const ORPHAN_CHECK_MS = 60_000;
@@ -81,92 +104,113 @@ const ORPHAN_CHECK_MS = 60_000;
 const AUTOSCALER_PATCH = 'endpoint-autoscaler-v1';
 
 /**
- * One entity workflow per endpoint (id `endpoint:<endpointId>`): it holds the desired configuration,
- * takes changes as validated Updates, autoscales its workers (one `worker:<id>` workflow each), rolls
- * out releases (one `rollout:<endpointId>:<version>` workflow each), drains everything before the
- * endpoint is removed, and continues as new before its history grows large.
+ * `endpointChanged` is acted on under this patch: a run that received it while its worker ran code
+ * without a handler for it (an upgrade) replays that signal as ignored, as it was, and takes the
+ * change in at its next live step.
+ */
+const REREAD_ON_CHANGE_PATCH = 'endpoint-reread-on-change-v1';
+
+/**
+ * One entity workflow per endpoint (id `endpoint:<endpointId>`): the executor of the endpoint's row.
+ * It reads the desired state from the row (again on every `endpointChanged`), autoscales its
+ * workers (one `worker:<id>` workflow each), rolls out releases (one `rollout:<endpointId>:<version>`
+ * workflow each), drains everything before the endpoint is removed, and continues as new before
+ * its history grows large, handing its whole run state (pending signals included) to the next run.
  */
 export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
-  let spec: EndpointSpec | undefined = input.spec;
-  let deleting = false;
-  let wake = false;
-  let finishedRollout: RolloutResult | undefined;
-  let state: AutoscalerState | undefined = input.autoscaler;
-  let status: ScalingStatus | null = null;
+  const { endpointId } = input;
+  const state: EndpointRunState = input.state ?? {
+    spec: input.spec,
+    specStale: false,
+    deleting: false,
+    wake: false,
+    finishedRollouts: [],
+    autoscaler: input.autoscaler,
+    status: null,
+  };
 
-  // Handlers come first: an Update may arrive in the very first workflow task.
-  setHandler(getSpec, () => spec ?? null);
+  // Handlers come first: a signal or Update may arrive in the very first workflow task.
+  setHandler(endpointChanged, () => {
+    state.specStale = true;
+    if (patched(REREAD_ON_CHANGE_PATCH)) state.wake = true;
+  });
+  setHandler(getSpec, () => state.spec ?? null);
   setHandler(
     updateSpec,
     async (patch) => {
-      await condition(() => spec !== undefined);
-      const next = { ...(spec as EndpointSpec), ...patch };
+      await condition(() => state.spec !== undefined);
+      const next = { ...(state.spec as EndpointSpec), ...patch };
       const problems = specProblems(next);
       if (problems.length > 0) throw ApplicationFailure.nonRetryable(problems.join('; '), 'InvalidEndpointSpec');
-      spec = next;
-      return spec;
+      state.spec = next;
+      return next;
     },
     {
       validator: (patch) => {
-        if (!spec) return; // checked again by the handler once the spec is loaded
-        const problems = specProblems({ ...spec, ...patch });
+        if (!state.spec) return; // checked again by the handler once the spec is loaded
+        const problems = specProblems({ ...state.spec, ...patch });
         if (problems.length > 0) throw new Error(problems.join('; '));
       },
     },
   );
   setHandler(deleteEndpoint, () => {
-    deleting = true;
+    state.deleting = true;
   });
   setHandler(queueNonEmpty, () => {
-    wake = true;
+    state.wake = true;
   });
   setHandler(workerEvent, (event) => {
-    wake = true;
-    if (!state) return;
+    state.wake = true;
+    const a = state.autoscaler;
+    if (!a) return;
     if (event.event === 'ready') {
-      state.startFailures = 0;
-      state.backoffUntil = 0;
+      a.startFailures = 0;
+      a.backoffUntil = 0;
     } else if (event.event === 'failed' && !event.wasReady) {
       // A worker that cannot start (bad image, no GPU driver) must not be retried in a tight loop.
-      state.startFailures++;
-      state.backoffUntil = workflowNow() + Math.min(60_000, 1000 * 2 ** Math.min(state.startFailures - 1, 6));
+      a.startFailures++;
+      a.backoffUntil = workflowNow() + Math.min(60_000, 1000 * 2 ** Math.min(a.startFailures - 1, 6));
     }
   });
   setHandler(rolloutFinished, (result) => {
-    wake = true;
-    finishedRollout = result;
+    state.wake = true;
+    state.finishedRollouts.push(result);
   });
-  setHandler(getScalingStatus, () => status);
+  setHandler(getScalingStatus, () => state.status);
 
-  spec ??= await loadEndpointSpec(input.endpointId);
+  if (!state.spec) {
+    // Cleared first: this read sees every change committed before it.
+    state.specStale = false;
+    state.spec = await loadEndpointSpec(endpointId);
+  }
 
   if (!patched(AUTOSCALER_PATCH)) {
     // The first shape: hold the spec until deletion. Runs recorded in it upgrade at their next
     // continue-as-new, which any autoscaler signal brings about.
-    await condition(() => deleting || workflowInfo().continueAsNewSuggested || wake);
-    if (!deleting) {
+    await condition(() => state.deleting || workflowInfo().continueAsNewSuggested || state.wake);
+    if (!state.deleting) {
       await condition(() => allHandlersFinished());
-      await continueAsNew<typeof endpointWorkflow>({ endpointId: input.endpointId, spec });
+      await continueAsNew<typeof endpointWorkflow>({ endpointId, state });
       return;
     }
-    await removeEndpointRecord(input.endpointId);
+    await removeEndpointRecord(endpointId);
     return;
   }
 
-  const endpointId = input.endpointId;
   // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
   if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
     upsertSearchAttributes(gantrySearchAttributes('endpoint', { endpointId }));
   }
-  state ??= { settings: await orchestrationSettings(), rolledVersion: spec.releaseVersion, stableVersion: spec.releaseVersion, rollout: null, startFailures: 0, backoffUntil: 0 };
-  const s = state;
-  const drainTimeoutMs = (): number => (spec as EndpointSpec).timeoutMs;
+  const first = state.spec;
+  state.autoscaler ??= { settings: await orchestrationSettings(), rolledVersion: first.releaseVersion, stableVersion: first.releaseVersion, rollout: null, startFailures: 0, backoffUntil: 0 };
+  const s = state.autoscaler;
+  const drainTimeoutMs = (): number => (state.spec as EndpointSpec).timeoutMs;
   // Workers and rollouts carry the endpoint's account and name on to their own search attributes and memo.
   const accountId = workflowInfo().typedSearchAttributes.get(GantryAccountId);
   const memo = gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') });
 
   const drain = async (workerId: string, reason: string): Promise<void> => {
-    await getExternalWorkflowHandle(`worker:${workerId}`)
+    await getExternalWorkflowHandle(workerWorkflowId(workerId))
       .signal(drainWorker, { reason })
       .catch(() => undefined);
   };
@@ -177,7 +221,7 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     await Promise.all(
       ids.map((id) =>
         startChild(workerWorkflow, {
-          workflowId: `worker:${id}`,
+          workflowId: workerWorkflowId(id),
           // Workers outlive this run: the endpoint continues as new many times in a worker's life.
           parentClosePolicy: 'ABANDON',
           typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId, releaseVersion }),
@@ -199,12 +243,17 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     });
   };
 
-  let lastOrphanCheck = workflowNow();
-  while (!deleting) {
-    let current: EndpointSpec = spec;
-    if (finishedRollout) {
-      const result = finishedRollout;
-      finishedRollout = undefined;
+  state.lastOrphanCheck ??= workflowNow();
+  while (!state.deleting) {
+    if (state.specStale && patched(REREAD_ON_CHANGE_PATCH)) {
+      // Cleared before the read: a change committed while it runs is read by the next step.
+      state.specStale = false;
+      const fresh = await readEndpointSpec(endpointId);
+      if (!fresh) break; // the row is gone: nothing left to keep running
+      state.spec = fresh;
+    }
+    let current: EndpointSpec = state.spec;
+    for (let result = state.finishedRollouts.shift(); result; result = state.finishedRollouts.shift()) {
       if (s.rollout?.version === result.version) s.rollout = null;
       if (result.status === 'COMPLETED' && !result.rollback) s.stableVersion = result.version;
       if (result.status === 'HALTED' && !result.rollback) {
@@ -213,8 +262,8 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
         // release are replaced below.
         s.rolledVersion = result.previousVersion;
         if (current.releaseVersion === result.version) {
-          spec = { ...current, releaseVersion: result.previousVersion };
-          current = spec;
+          current = { ...current, releaseVersion: result.previousVersion };
+          state.spec = current;
         }
       }
     }
@@ -227,8 +276,8 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
 
     const st: EndpointScalingState = await endpointScalingState(endpointId);
     if (!st.exists) break;
-    if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - lastOrphanCheck > ORPHAN_CHECK_MS) {
-      lastOrphanCheck = workflowNow();
+    if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - state.lastOrphanCheck > ORPHAN_CHECK_MS) {
+      state.lastOrphanCheck = workflowNow();
       // Rows of workers whose workflow is gone would count as starting for ever.
       if ((await closeOrphanWorkers(endpointId)).length > 0) continue;
     }
@@ -254,7 +303,7 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       rolloutActive: s.rollout !== null,
     });
     const backingOff = workflowNow() < s.backoffUntil;
-    status = {
+    state.status = {
       desired: decision.desired,
       live: st.workers.filter((w) => w.state !== 'draining').length,
       reason: backingOff && decision.start > 0 ? `${decision.reason}; backing off after ${s.startFailures} failed starts` : decision.reason,
@@ -266,15 +315,15 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     if (decision.start > 0 && !backingOff) await startWorkers(decision.start, current.releaseVersion);
     for (const id of decision.drain) await drain(id, 'idle past the idle timeout');
 
-    wake = false;
-    const seen = spec;
+    state.wake = false;
+    const seen = state.spec;
     let waitMs = nextCheckMs(st, s.settings.autoscaleActiveMs, s.settings.autoscaleRestMs);
     if (backingOff) waitMs = Math.min(waitMs, Math.max(1, s.backoffUntil - workflowNow()));
-    await condition(() => wake || deleting || spec !== seen || finishedRollout !== undefined, waitMs);
+    await condition(() => state.wake || state.deleting || state.spec !== seen || state.finishedRollouts.length > 0, waitMs);
 
-    if (!deleting && workflowInfo().continueAsNewSuggested) {
+    if (!state.deleting && continueAsNewDue(input.test)) {
       await condition(() => allHandlersFinished());
-      await continueAsNew<typeof endpointWorkflow>({ endpointId, spec, autoscaler: s });
+      await continueAsNew<typeof endpointWorkflow>({ endpointId, state, test: input.test });
     }
   }
 
@@ -288,16 +337,16 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
   for (;;) {
     const st = await endpointScalingState(endpointId);
     if (!st.exists || st.workers.length === 0) break;
-    if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - lastOrphanCheck > ORPHAN_CHECK_MS) {
-      lastOrphanCheck = workflowNow();
+    if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - state.lastOrphanCheck > ORPHAN_CHECK_MS) {
+      state.lastOrphanCheck = workflowNow();
       await closeOrphanWorkers(endpointId);
     }
     for (const w of st.workers.filter((x) => !asked.has(x.id))) {
       asked.add(w.id);
       await drain(w.id, 'the endpoint is being deleted');
     }
-    wake = false;
-    await condition(() => wake, 1000);
+    state.wake = false;
+    await condition(() => state.wake, 1000);
   }
   await removeEndpointRecord(endpointId);
 }

@@ -2,9 +2,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
   getExternalWorkflowHandle,
   patched,
   proxyActivities,
@@ -14,9 +11,10 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { HostActivities, HostProbeResult, OrchestrationSettings } from '../activities/hosts.ts';
+import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
+import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
+import { drainWorker, getHostStatus, probeHostNow, removeHost, workerWorkflowId, type HostProbeResult, type HostWorkflowInput } from './contracts.ts';
 import { GantryKind, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH } from './search-attributes.ts';
-import { drainWorker } from './worker.ts';
 
 const { probeAndRecordHost, liveWorkersOnHost, deleteHostRecord } = proxyActivities<HostActivities>({
   // A probe waits up to 20 s for the connection and 120 s for the script.
@@ -30,52 +28,59 @@ const { reconcileHostContainers } = proxyActivities<HostActivities>({
 });
 const { orchestrationSettings } = proxyLocalActivities<HostActivities>({ startToCloseTimeout: '10 seconds' });
 
-/** Probes the host now (and, with acceptHostKey, pins that key first); answers the result. */
-export const probeHostNow = defineUpdate<HostProbeResult, [{ acceptHostKey?: string }]>('probeHostNow');
-/** Drains the host's workers, then removes the host record; the workflow completes once it has. */
-export const removeHost = defineSignal('removeHost');
-export const getHostStatus = defineQuery<HostProbeResult | null>('getHostStatus');
-
-export interface HostWorkflowInput {
-  hostId: string;
+/** The host's whole run state: the handlers write it, continue-as-new hands it to the next run. */
+interface HostRunState {
   settings?: OrchestrationSettings;
+  /** Probes asked for through `probeHostNow`, and the last of them a finished probe covered. */
+  requested: number;
+  completed: number;
+  /** A host key to pin at the next probe (from `probeHostNow`). */
+  acceptHostKey?: string;
+  last: HostProbeResult | null;
+  removing: boolean;
 }
+
+export type HostRunInput = HostWorkflowInput & {
+  /** Carried across continue-as-new. */
+  state?: HostRunState;
+  /** What runs continued by earlier code carry instead of `state`. */
+  settings?: OrchestrationSettings;
+  test?: RunTestOptions;
+};
 
 /**
  * One workflow per host (id `host:<hostId>`): probes it periodically (more often while it is
  * unreachable) and on demand, keeps its status, rebuilds worker state from container labels while
  * it is READY, and drains it before it is removed.
  */
-export async function hostWorkflow(input: HostWorkflowInput): Promise<void> {
+export async function hostWorkflow(input: HostRunInput): Promise<void> {
   const { hostId } = input;
-  let requested = 0;
-  let completed = 0;
-  let acceptHostKey: string | undefined;
-  let last: HostProbeResult | null = null;
-  let removing = false;
+  const state: HostRunState = input.state ?? { settings: input.settings, requested: 0, completed: 0, last: null, removing: false };
 
   setHandler(probeHostNow, async (options) => {
-    if (options?.acceptHostKey) acceptHostKey = options.acceptHostKey;
-    const mine = ++requested;
-    await condition(() => completed >= mine || removing);
-    return last ?? { status: 'PENDING', statusReason: 'not probed yet', becameReady: false };
+    if (options?.acceptHostKey) state.acceptHostKey = options.acceptHostKey;
+    const mine = ++state.requested;
+    await condition(() => state.completed >= mine || state.removing);
+    return state.last ?? { status: 'PENDING', statusReason: 'not probed yet', becameReady: false };
   });
   setHandler(removeHost, () => {
-    removing = true;
+    state.removing = true;
   });
-  setHandler(getHostStatus, () => last);
+  setHandler(getHostStatus, () => state.last);
 
-  const settings = input.settings ?? (await orchestrationSettings());
+  state.settings ??= await orchestrationSettings();
+  const settings = state.settings;
   // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
   if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
     upsertSearchAttributes(gantrySearchAttributes('host', { hostId }));
   }
 
-  while (!removing) {
-    const round = requested;
-    const accept = acceptHostKey;
-    acceptHostKey = undefined;
-    last = await probeAndRecordHost(hostId, accept ? { acceptHostKey: accept } : {});
+  while (!state.removing) {
+    const round = state.requested;
+    const accept = state.acceptHostKey;
+    state.acceptHostKey = undefined;
+    const last = await probeAndRecordHost(hostId, accept ? { acceptHostKey: accept } : {});
+    state.last = last;
     if (last.status === 'GONE') return;
     if (last.status === 'READY') {
       // Cheap (one SSH command) and the only way to notice containers left by a crash.
@@ -85,12 +90,12 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<void> {
         // Tried again next round; the probe result stands.
       }
     }
-    completed = Math.max(completed, round);
+    state.completed = Math.max(state.completed, round);
     const interval = last.status === 'READY' || last.status === 'DISABLED' ? settings.hostProbeIntervalSec : settings.hostRetryIntervalSec;
-    await condition(() => removing || requested > completed, interval * 1000);
-    if (!removing && requested === completed && workflowInfo().continueAsNewSuggested) {
+    await condition(() => state.removing || state.requested > state.completed, interval * 1000);
+    if (!state.removing && state.requested === state.completed && continueAsNewDue(input.test)) {
       await condition(allHandlersFinished);
-      await continueAsNew<typeof hostWorkflow>({ hostId, settings });
+      await continueAsNew<typeof hostWorkflow>({ hostId, state, test: input.test });
     }
   }
 
@@ -102,7 +107,7 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<void> {
     if (live.length === 0) break;
     for (const id of live.filter((w) => !signalled.has(w))) {
       signalled.add(id);
-      await getExternalWorkflowHandle(`worker:${id}`)
+      await getExternalWorkflowHandle(workerWorkflowId(id))
         .signal(drainWorker, { reason: 'the host is being removed', replace: true })
         .catch(() => undefined);
     }

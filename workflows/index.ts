@@ -5,3 +5,18 @@ export { rolloutWorkflow } from './rollout.ts';
 export { hostWorkflow } from './host.ts';
 export { jobWorkflow } from './job.ts';
 export { podWorkflow } from './pod.ts';
+
+import type { EndpointWorkflow, HostWorkflow, JobWorkflow, PodWorkflow } from './contracts.ts';
+import type { endpointWorkflow } from './endpoint.ts';
+import type { hostWorkflow } from './host.ts';
+import type { jobWorkflow } from './job.ts';
+import type { podWorkflow } from './pod.ts';
+
+type Holds<T extends true> = T;
+/** The starters' types of these workflows (contracts.ts) stay true to them: otherwise a type error here. */
+export type StartersMatchWorkflows = [
+  Holds<typeof endpointWorkflow extends EndpointWorkflow ? true : false>,
+  Holds<typeof hostWorkflow extends HostWorkflow ? true : false>,
+  Holds<typeof podWorkflow extends PodWorkflow ? true : false>,
+  Holds<typeof jobWorkflow extends JobWorkflow ? true : false>,
+];

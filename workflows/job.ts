@@ -3,8 +3,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   patched,
   proxyActivities,
   setHandler,
@@ -12,42 +10,27 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { JobActivities } from '../activities/jobs.ts';
+import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
+import { jobChanged, jobState, recheckJob, type JobSnapshot, type JobWorkflowInput } from './contracts.ts';
 import { GantryJobStatus } from './search-attributes.ts';
 
-export type JobStatus = 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'TIMED_OUT';
-
-/**
- * The state of one job at one `seq` (PostgreSQL bumps `seq` on every change). Times are epoch ms.
- * `GONE`: the job no longer exists (purged, expired, TTL removed it).
- */
-export interface JobSnapshot {
-  seq: number;
-  status: JobStatus | 'GONE';
-  /** Submission + TTL: a job still queued then is removed, a running one stopped. */
-  ttlDeadline: number;
-  startedAt: number | null;
-  /** When its worker counts as lost unless a ping lists the job again. */
-  livenessDeadline: number | null;
-  executionDeadline: number | null;
-  webhookPending: boolean;
+/** The job's whole run state: the handlers write it, continue-as-new hands it to the next run. */
+interface JobRunState {
+  /** The newest snapshot (null until the first one arrives). */
+  snap: JobSnapshot | null;
+  /** `recheckJob` arrived: read the job from the database. */
+  recheck: boolean;
+  /** The seq whose webhook was already attempted. */
+  webhookTriedSeq: number;
 }
 
-export interface JobWorkflowInput {
-  jobId: string;
-  /** A worker is lost when no ping listed its job for this long. */
-  lostAfterMs: number;
+export type JobRunInput = JobWorkflowInput & {
   /** Carried across continue-as-new. */
+  state?: JobRunState;
+  /** What runs continued by earlier code carry instead of `state`. */
   snapshot?: JobSnapshot;
-}
-
-export const jobWorkflowId = (jobId: string): string => `job:${jobId}`;
-
-/** A new state of the job, sent after PostgreSQL committed it. Older snapshots are ignored. */
-export const jobChanged = defineSignal<[JobSnapshot]>('jobChanged');
-/** Re-read the job from the database (sent by the sweeps that mend lost signals). */
-export const recheckJob = defineSignal('recheckJob');
-/** The snapshot the workflow holds (null until the first one arrives). */
-export const jobState = defineQuery<JobSnapshot | null>('jobState');
+  test?: RunTestOptions;
+};
 
 const TERMINAL = new Set<JobSnapshot['status']>(['COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT']);
 
@@ -86,42 +69,40 @@ function showStatus(status: JobSnapshot['status']): void {
  * running (a worker is lost when its pings stop listing the job), and webhook delivery at the end.
  * A fast job costs one workflow task: its states arrive coalesced into one signal-with-start.
  */
-export async function jobWorkflow(input: JobWorkflowInput): Promise<void> {
-  let snap: JobSnapshot | null = input.snapshot ?? null;
-  let recheck = false;
-  /** The seq whose webhook was already attempted by this run. */
-  let webhookTriedSeq = -1;
+export async function jobWorkflow(input: JobRunInput): Promise<void> {
+  const state: JobRunState = input.state ?? { snap: input.snapshot ?? null, recheck: false, webhookTriedSeq: -1 };
+  const current = (): JobSnapshot => state.snap as JobSnapshot;
 
   // What the database says wins over what was signalled at the same or an older seq.
   const adoptAuthoritative = (s: JobSnapshot): void => {
-    if (!snap || s.seq >= snap.seq) snap = s;
+    if (!state.snap || s.seq >= state.snap.seq) state.snap = s;
   };
   setHandler(jobChanged, (s) => {
-    if (!snap || s.seq > snap.seq) snap = s;
+    if (!state.snap || s.seq > state.snap.seq) state.snap = s;
   });
   setHandler(recheckJob, () => {
-    recheck = true;
+    state.recheck = true;
   });
-  setHandler(jobState, () => snap);
+  setHandler(jobState, () => state.snap);
 
-  for (;;) {
-    await condition(() => snap !== null || recheck);
-    if (workflowInfo().continueAsNewSuggested) {
+  for (let steps = 0; ; steps++) {
+    await condition(() => state.snap !== null || state.recheck);
+    if (continueAsNewDue(input.test, steps)) {
       await condition(allHandlersFinished);
-      await continueAsNew<typeof jobWorkflow>({ ...input, snapshot: snap ?? undefined });
+      await continueAsNew<typeof jobWorkflow>({ jobId: input.jobId, lostAfterMs: input.lostAfterMs, state, test: input.test });
     }
-    if (recheck) {
-      recheck = false;
+    if (state.recheck) {
+      state.recheck = false;
       adoptAuthoritative(await readJob(input.jobId, input.lostAfterMs));
     }
-    const s = snap as JobSnapshot;
+    const s = current();
     // GONE too: a queued job whose TTL passed, or a purged queue, leaves no row behind.
     showStatus(s.status);
     if (s.status === 'GONE') return;
 
     if (TERMINAL.has(s.status)) {
-      if (s.webhookPending && webhookTriedSeq !== s.seq) {
-        webhookTriedSeq = s.seq;
+      if (s.webhookPending && state.webhookTriedSeq !== s.seq) {
+        state.webhookTriedSeq = s.seq;
         try {
           await deliverWebhook(input.jobId, s.seq);
         } catch (err) {
@@ -130,7 +111,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<void> {
         }
       }
       // Done unless something newer (a retry) arrived meanwhile.
-      if ((snap as JobSnapshot).seq === s.seq && !recheck) return;
+      if (current().seq === s.seq && !state.recheck) return;
       continue;
     }
 
@@ -138,7 +119,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<void> {
       s.status === 'IN_QUEUE'
         ? s.ttlDeadline
         : Math.min(s.executionDeadline ?? s.ttlDeadline, s.livenessDeadline ?? s.ttlDeadline, s.ttlDeadline);
-    const changed = await condition(() => (snap as JobSnapshot).seq !== s.seq || recheck, Math.max(deadline - Date.now(), MIN_WAIT_MS));
+    const changed = await condition(() => current().seq !== s.seq || state.recheck, Math.max(deadline - Date.now(), MIN_WAIT_MS));
     if (changed) continue;
     // A deadline passed: PostgreSQL decides what it means (the statements re-check every limit).
     adoptAuthoritative(s.status === 'IN_QUEUE' ? await expireJob(input.jobId, input.lostAfterMs) : await superviseJob(input.jobId, input.lostAfterMs));

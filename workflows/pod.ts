@@ -2,8 +2,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   getExternalWorkflowHandle,
   patched,
   proxyLocalActivities,
@@ -13,10 +11,12 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
-import type { PodActivities, PodState } from '../activities/workers.ts';
+import type { PodActivities } from '../activities/workers.ts';
+import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
+import { drainWorker, getPodStatus, podChanged, workerEvent, workerWorkflowId, type PodWorkflowInput, type PodWorkflowStatus } from './contracts.ts';
 import { newWorkerId } from './rollout.ts';
 import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from './search-attributes.ts';
-import { drainWorker, workerEvent, workerWorkflow, workflowNow } from './worker.ts';
+import { workerWorkflow, workflowNow } from './worker.ts';
 
 // Short database reads and writes on the workflow's own path: local activities (one marker each).
 const { podState, createPodWorker, removePodRecord } = proxyLocalActivities<PodActivities>({
@@ -25,29 +25,31 @@ const { podState, createPodWorker, removePodRecord } = proxyLocalActivities<PodA
 });
 const { orchestrationSettings } = proxyLocalActivities<HostActivities>({ startToCloseTimeout: '10 seconds' });
 
-export const podWorkflowId = (podId: string): string => `pod:${podId}`;
-
-/** The pod's row changed (desired status, GPU count): read it again. Carries nothing: the row is the truth. */
-export const podChanged = defineSignal('podChanged');
-/** What the workflow last saw, for operators and tests. */
-export const getPodStatus = defineQuery<PodWorkflowStatus | null>('getPodStatus');
-
-export interface PodWorkflowStatus {
-  desiredStatus: PodState['desiredStatus'];
-  workerIds: string[];
+/** The pod's whole run state: the handlers write it, continue-as-new hands it to the next run. */
+interface PodRunState {
+  settings?: OrchestrationSettings;
+  /** `podChanged` or a worker event arrived since the last read of the row. */
+  wake: boolean;
+  /** Replacements that died soon after their start, in a row. */
   failures: number;
   backoffUntil: number;
+  /** When the current worker became ready (workflow time), by worker id. */
+  readyAt: Record<string, number>;
+  /** When a drain was last asked of a worker (workflow time), by worker id. */
+  drainAsked: Record<string, number>;
+  status: PodWorkflowStatus | null;
 }
 
-export interface PodWorkflowInput {
-  podId: string;
+export type PodRunInput = PodWorkflowInput & {
   /** Carried across continue-as-new. */
+  state?: PodRunState;
+  /** What runs continued by earlier code carry instead of `state`. */
   settings?: OrchestrationSettings;
   failures?: number;
   backoffUntil?: number;
-  /** When the current worker became ready (workflow time), by worker id. */
   readyAt?: Record<string, number>;
-}
+  test?: RunTestOptions;
+};
 
 /** A worker that ran this long before it died counts as a fresh start, not as another failure in a row. */
 const STABLE_AFTER_MS = 60_000;
@@ -64,51 +66,55 @@ const REDRAIN_MS = 30_000;
  * drains the worker (the container goes, the pod stays); RUNNING again starts a new one.
  * TERMINATED drains it, removes the pod's row and ends.
  */
-export async function podWorkflow(input: PodWorkflowInput): Promise<void> {
+export async function podWorkflow(input: PodRunInput): Promise<void> {
   const { podId } = input;
-  let wake = false;
-  let failures = input.failures ?? 0;
-  let backoffUntil = input.backoffUntil ?? 0;
-  let readyAt: Record<string, number> = input.readyAt ?? {};
-  let status: PodWorkflowStatus | null = null;
+  const state: PodRunState = input.state ?? {
+    settings: input.settings,
+    wake: false,
+    failures: input.failures ?? 0,
+    backoffUntil: input.backoffUntil ?? 0,
+    readyAt: input.readyAt ?? {},
+    drainAsked: {},
+    status: null,
+  };
 
   setHandler(podChanged, () => {
-    wake = true;
+    state.wake = true;
   });
   setHandler(workerEvent, (event) => {
-    wake = true;
+    state.wake = true;
     if (event.event === 'ready') {
-      readyAt = { [event.workerId]: workflowNow() };
+      state.readyAt = { [event.workerId]: workflowNow() };
     } else if (event.event === 'failed') {
-      const since = readyAt[event.workerId];
-      failures = since !== undefined && workflowNow() - since >= STABLE_AFTER_MS ? 1 : failures + 1;
-      backoffUntil = workflowNow() + Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(failures - 1, 9));
+      const since = state.readyAt[event.workerId];
+      state.failures = since !== undefined && workflowNow() - since >= STABLE_AFTER_MS ? 1 : state.failures + 1;
+      state.backoffUntil = workflowNow() + Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(state.failures - 1, 9));
     }
   });
-  setHandler(getPodStatus, () => status);
+  setHandler(getPodStatus, () => state.status);
 
-  const settings = input.settings ?? (await orchestrationSettings());
+  state.settings ??= await orchestrationSettings();
+  const settings = state.settings;
   // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
   if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
     upsertSearchAttributes(gantrySearchAttributes('pod', { podId }));
   }
-  const asked = new Map<string, number>();
 
   for (;;) {
     // Cleared before the read: a signal that comes while this round runs wakes the next one.
-    wake = false;
+    state.wake = false;
     const st = await podState(podId);
     if (!st.exists) return;
-    status = { desiredStatus: st.desiredStatus, workerIds: st.workers.map((w) => w.id), failures, backoffUntil };
+    state.status = { desiredStatus: st.desiredStatus, workerIds: st.workers.map((w) => w.id), failures: state.failures, backoffUntil: state.backoffUntil };
     let waitMs = RECHECK_MS;
 
     if (st.desiredStatus === 'RUNNING') {
       if (st.workers.length === 0) {
-        if (workflowNow() >= backoffUntil) {
+        if (workflowNow() >= state.backoffUntil) {
           const workerId = newWorkerId();
           if (!(await createPodWorker({ podId, workerId }))) return;
           await startChild(workerWorkflow, {
-            workflowId: `worker:${workerId}`,
+            workflowId: workerWorkflowId(workerId),
             // The worker outlives this run: the pod continues as new during a worker's life.
             parentClosePolicy: 'ABANDON',
             typedSearchAttributes: gantrySearchAttributes('worker', { podId, accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId) }),
@@ -117,32 +123,35 @@ export async function podWorkflow(input: PodWorkflowInput): Promise<void> {
           });
           continue;
         }
-        waitMs = Math.max(1, backoffUntil - workflowNow());
+        waitMs = Math.max(1, state.backoffUntil - workflowNow());
       }
     } else {
       for (const w of st.workers) {
-        const last = asked.get(w.id);
+        const last = state.drainAsked[w.id];
         if (last !== undefined && workflowNow() - last < REDRAIN_MS) continue;
-        asked.set(w.id, workflowNow());
-        await getExternalWorkflowHandle(`worker:${w.id}`)
+        state.drainAsked[w.id] = workflowNow();
+        await getExternalWorkflowHandle(workerWorkflowId(w.id))
           .signal(drainWorker, { reason: st.desiredStatus === 'TERMINATED' ? 'the pod is terminated' : 'the pod is stopped' })
           .catch(() => undefined);
       }
+      // Only the workers still there are remembered, so that the state stays small.
+      const live = new Set(st.workers.map((w) => w.id));
+      for (const id of Object.keys(state.drainAsked)) if (!live.has(id)) delete state.drainAsked[id];
       if (st.workers.length > 0) waitMs = REDRAIN_MS;
       else if (st.desiredStatus === 'TERMINATED') {
         await removePodRecord(podId);
         return;
       } else {
         // A stopped pod that is resumed starts at once: the failures before the stop are history.
-        failures = 0;
-        backoffUntil = 0;
+        state.failures = 0;
+        state.backoffUntil = 0;
       }
     }
 
-    await condition(() => wake, waitMs);
-    if (workflowInfo().continueAsNewSuggested) {
+    await condition(() => state.wake, waitMs);
+    if (continueAsNewDue(input.test)) {
       await condition(allHandlersFinished);
-      await continueAsNew<typeof podWorkflow>({ podId, settings, failures, backoffUntil, readyAt });
+      await continueAsNew<typeof podWorkflow>({ podId, state, test: input.test });
     }
   }
 }

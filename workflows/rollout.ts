@@ -2,8 +2,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   getExternalWorkflowHandle,
   proxyActivities,
   proxyLocalActivities,
@@ -15,8 +13,10 @@ import {
 } from '@temporalio/workflow';
 import type { OrchestrationSettings } from '../activities/hosts.ts';
 import type { WorkerActivities } from '../activities/workers.ts';
+import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
+import { cancelRollout, drainWorker, endpointWorkflowId, getRolloutProgress, rolloutFinished, workerWorkflowId, type RolloutResult } from './contracts.ts';
 import { GantryAccountId, gantryMemo, gantrySearchAttributes, memoName } from './search-attributes.ts';
-import { drainWorker, workerWorkflow, workflowNow } from './worker.ts';
+import { workerWorkflow, workflowNow } from './worker.ts';
 
 const { endpointScalingState } = proxyLocalActivities<WorkerActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });
 const { createWorkerRecords, finishRelease } = proxyActivities<WorkerActivities>({
@@ -38,6 +38,7 @@ export interface RolloutInput {
   drainTimeoutMs: number;
   /** Carried across continue-as-new. */
   state?: RolloutState;
+  test?: RunTestOptions;
 }
 
 interface Pair {
@@ -48,6 +49,7 @@ interface Pair {
   oldReleased: boolean;
 }
 
+/** The rollout's whole run state: the handlers write it, continue-as-new hands it to the next run. */
 interface RolloutState {
   pairs: Pair[];
   failures: number;
@@ -57,23 +59,10 @@ interface RolloutState {
   failureReasons: string[];
   /** Old workers already asked to drain (their status says so a moment later). */
   released: string[];
+  /** `cancelRollout` arrived (absent in the state of runs continued by earlier code: false). */
+  cancelled?: boolean;
 }
 
-export interface RolloutResult {
-  version: number;
-  previousVersion: number;
-  rollback: boolean;
-  status: 'COMPLETED' | 'HALTED' | 'SUPERSEDED';
-  reason?: string;
-}
-
-/** Stops a rollout that a newer release (or the endpoint's deletion) made moot; new workers stay. */
-export const cancelRollout = defineSignal('cancelRollout');
-/** Sent to the endpoint workflow when a rollout ends (signals reach its current run after continue-as-new). */
-export const rolloutFinished = defineSignal<[RolloutResult]>('rolloutFinished');
-export const getRolloutProgress = defineQuery<{ replaced: number; pending: number; failures: number }>('getRolloutProgress');
-
-export const rolloutWorkflowId = (endpointId: string, version: number): string => `rollout:${endpointId}:${version}`;
 export const newWorkerId = (): string => uuid4().replace(/-/g, '').slice(0, 14);
 
 /**
@@ -85,15 +74,14 @@ export const newWorkerId = (): string => uuid4().replace(/-/g, '').slice(0, 14);
  */
 export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
   const { endpointId, version, settings } = input;
-  const state: RolloutState = input.state ?? { pairs: [], failures: 0, readyCount: 0, startedAt: workflowNow(), firstReplacementAt: null, failureReasons: [], released: [] };
-  let cancelled = false;
+  const state: RolloutState = input.state ?? { pairs: [], failures: 0, readyCount: 0, startedAt: workflowNow(), firstReplacementAt: null, failureReasons: [], released: [], cancelled: false };
   setHandler(cancelRollout, () => {
-    cancelled = true;
+    state.cancelled = true;
   });
   setHandler(getRolloutProgress, () => ({ replaced: state.readyCount, pending: state.pairs.length, failures: state.failures }));
 
   const drain = async (workerId: string, reason: string): Promise<void> => {
-    await getExternalWorkflowHandle(`worker:${workerId}`)
+    await getExternalWorkflowHandle(workerWorkflowId(workerId))
       .signal(drainWorker, { reason })
       .catch(() => undefined);
   };
@@ -105,14 +93,14 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
   const end = async (status: RolloutResult['status'], reason?: string): Promise<RolloutResult> => {
     if (!input.rollback) await finishRelease({ endpointId, version, previousVersion: input.previousVersion, outcome: status, ...(reason ? { reason } : {}) });
     const result: RolloutResult = { version, previousVersion: input.previousVersion, rollback: input.rollback, status, ...(reason ? { reason } : {}) };
-    await getExternalWorkflowHandle(`endpoint:${endpointId}`)
+    await getExternalWorkflowHandle(endpointWorkflowId(endpointId))
       .signal(rolloutFinished, result)
       .catch(() => undefined);
     return result;
   };
 
   for (;;) {
-    if (cancelled) return end('SUPERSEDED', 'a newer release or the endpoint deletion replaced this rollout');
+    if (state.cancelled) return end('SUPERSEDED', 'a newer release or the endpoint deletion replaced this rollout');
     const st = await endpointScalingState(endpointId);
     if (!st.exists) return end('SUPERSEDED', 'the endpoint is gone');
     const byId = new Map(st.workers.map((w) => [w.id, w]));
@@ -169,7 +157,7 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
       await Promise.all(
         ids.map((id) =>
           startChild(workerWorkflow, {
-            workflowId: `worker:${id}`,
+            workflowId: workerWorkflowId(id),
             parentClosePolicy: 'ABANDON',
             typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId), releaseVersion: version }),
             memo: gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') }),
@@ -183,8 +171,8 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
     // Done when every worker of another version is gone (drained ones included).
     if (outdated.length === 0 && state.pairs.length === 0 && !st.workers.some((w) => w.releaseVersion !== version)) return end('COMPLETED');
 
-    await condition(() => cancelled, settings.rolloutPollMs);
-    if (workflowInfo().continueAsNewSuggested) {
+    await condition(() => state.cancelled === true, settings.rolloutPollMs);
+    if (continueAsNewDue(input.test)) {
       await condition(allHandlersFinished);
       await continueAsNew<typeof rolloutWorkflow>({ ...input, state });
     }

@@ -4,8 +4,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   getExternalWorkflowHandle,
   patched,
   proxyActivities,
@@ -17,6 +15,8 @@ import {
 } from '@temporalio/workflow';
 import type { OrchestrationSettings } from '../activities/hosts.ts';
 import type { WorkerActivities } from '../activities/workers.ts';
+import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
+import { drainWorker, endpointWorkflowId, getWorkerPhase, podWorkflowId, workerEvent, type WorkerEvent, type WorkerPhase } from './contracts.ts';
 import { GantryHostId } from './search-attributes.ts';
 
 const quick = { startToCloseTimeout: '1 minute', retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 } } as const;
@@ -41,23 +41,6 @@ const { startWorkerContainer, removeWorkerContainer } = proxyActivities<WorkerAc
  */
 export const workflowNow = (): number => new Date().getTime();
 
-/** Asks the worker to leave: no new jobs, in-flight ones finish (up to the endpoint timeout), then stop. */
-export const drainWorker = defineSignal<[{ reason: string; replace?: boolean }]>('drainWorker');
-/** What a worker tells its endpoint or pod (one signal per worker life event, never per job). */
-export const workerEvent = defineSignal<[WorkerEvent]>('workerEvent');
-export const getWorkerPhase = defineQuery<WorkerPhase>('getWorkerPhase');
-
-export interface WorkerEvent {
-  workerId: string;
-  event: 'ready' | 'stopped' | 'failed';
-  releaseVersion: number;
-  /** For failures: whether it had been ready (a crash) or never got there (a start failure). */
-  wasReady: boolean;
-  reason?: string;
-}
-
-export type WorkerPhase = 'placing' | 'starting' | 'waiting-ready' | 'ready' | 'draining' | 'done';
-
 export interface WorkerWorkflowInput {
   workerId: string;
   /** The endpoint the worker serves; empty for a pod's worker. */
@@ -72,6 +55,18 @@ export interface WorkerWorkflowInput {
   resumeWatching?: boolean;
   /** The starter made the Worker row already (saves a round trip on the way to the first job). */
   recorded?: boolean;
+  /** Carried across continue-as-new. */
+  state?: WorkerRunState;
+  test?: RunTestOptions;
+}
+
+/** The worker's whole run state: the handlers write it, continue-as-new hands it to the next run. */
+interface WorkerRunState {
+  /** `drainWorker` arrived: the first request's reason. */
+  drain?: { reason: string };
+  phase: WorkerPhase;
+  /** The worker became ready at some point (a failure afterwards is a crash, not a failed start). */
+  wasReady: boolean;
 }
 
 /** Runs recorded before workers carried search attributes never upsert their host. */
@@ -93,22 +88,21 @@ function failureReason(err: unknown): string {
  */
 export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> {
   const { workerId, endpointId, releaseVersion, settings } = input;
-  let drain: { reason: string } | undefined;
-  let phase: WorkerPhase = input.resumeWatching ? 'ready' : 'placing';
-  let wasReady = input.resumeWatching ?? false;
+  const state: WorkerRunState = input.state ?? { phase: input.resumeWatching ? 'ready' : 'placing', wasReady: input.resumeWatching ?? false };
   setHandler(drainWorker, (request) => {
-    drain ??= { reason: request.reason };
+    state.drain ??= { reason: request.reason };
   });
-  setHandler(getWorkerPhase, () => phase);
+  setHandler(getWorkerPhase, () => state.phase);
+  const draining = (): boolean => state.drain !== undefined;
 
   const tellEndpoint = async (event: WorkerEvent['event'], reason?: string): Promise<void> => {
-    await getExternalWorkflowHandle(input.podId ? `pod:${input.podId}` : `endpoint:${endpointId}`)
-      .signal(workerEvent, { workerId, event, releaseVersion, wasReady, ...(reason ? { reason } : {}) })
+    await getExternalWorkflowHandle(input.podId ? podWorkflowId(input.podId) : endpointWorkflowId(endpointId))
+      .signal(workerEvent, { workerId, event, releaseVersion, wasReady: state.wasReady, ...(reason ? { reason } : {}) })
       .catch(() => undefined);
   };
 
   const finish = async (status: 'STOPPED' | 'FAILED', reason: string): Promise<void> => {
-    phase = 'done';
+    state.phase = 'done';
     await removeWorkerContainer(workerId).catch(() => false);
     await finishWorker(workerId, { status, reason });
     await tellEndpoint(status === 'STOPPED' ? 'stopped' : 'failed', reason);
@@ -129,11 +123,11 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
         }
         break;
       }
-      if (await condition(() => drain !== undefined, wait)) return finish('STOPPED', `removed before it was placed: ${drain!.reason}`);
+      if (await condition(draining, wait)) return finish('STOPPED', `removed before it was placed: ${state.drain!.reason}`);
       wait = Math.min(wait * 2, settings.placementRetryMaxMs);
     }
 
-    phase = 'starting';
+    state.phase = 'starting';
     const { prepareWorkerImage } = proxyActivities<WorkerActivities>({
       startToCloseTimeout: `${settings.pullTimeoutSec + 60} seconds`,
       heartbeatTimeout: '1 minute',
@@ -141,46 +135,47 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
     });
     try {
       await prepareWorkerImage(workerId);
-      if (drain) return finish('STOPPED', `removed before it started: ${drain.reason}`);
+      if (state.drain) return finish('STOPPED', `removed before it started: ${state.drain.reason}`);
       await startWorkerContainer(workerId);
     } catch (err) {
       return finish('FAILED', `could not start: ${failureReason(err)}`);
     }
 
-    phase = 'waiting-ready';
+    state.phase = 'waiting-ready';
     const deadline = workflowNow() + settings.readyTimeoutSec * 1000;
     for (;;) {
       const check = await checkWorkerReady(workerId).catch((err: unknown) => ({ state: 'waiting' as const, reason: failureReason(err) }));
       if (check.state === 'ready') break;
       if (check.state === 'failed') return finish('FAILED', check.reason);
       if (workflowNow() >= deadline) return finish('FAILED', `not ready within ${settings.readyTimeoutSec} s`);
-      if (await condition(() => drain !== undefined, settings.readyPollMs)) return finish('STOPPED', `removed before it was ready: ${drain!.reason}`);
+      if (await condition(draining, settings.readyPollMs)) return finish('STOPPED', `removed before it was ready: ${state.drain!.reason}`);
     }
     await markWorkerReady(workerId);
-    wasReady = true;
-    phase = 'ready';
+    state.wasReady = true;
+    state.phase = 'ready';
     await tellEndpoint('ready');
   }
 
   // Watching until asked to drain or found dead.
-  while (!drain) {
-    if (await condition(() => drain !== undefined, settings.watchIntervalSec * 1000)) break;
+  while (!state.drain) {
+    if (await condition(draining, settings.watchIntervalSec * 1000)) break;
     const health = await inspectWorker(workerId).catch((err: unknown) => ({ state: 'unknown' as const, reason: failureReason(err) }));
     if (health.state === 'gone') {
-      phase = 'done';
+      state.phase = 'done';
       return;
     }
     if (health.state === 'failed') return finish('FAILED', health.reason);
     if (health.state === 'stopped') return finish('STOPPED', health.reason);
-    if (workflowInfo().continueAsNewSuggested) {
+    if (continueAsNewDue(input.test)) {
       await condition(allHandlersFinished);
-      if (!drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true });
+      // A drain asked for meanwhile is done by this run (the loop ends); otherwise the next run watches on.
+      if (!state.drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true, state });
     }
   }
 
   // Drain: no new jobs; in-flight ones get up to the endpoint timeout, then go back to the queue.
-  phase = 'draining';
-  const reason = drain?.reason ?? 'asked to stop';
+  state.phase = 'draining';
+  const reason = state.drain?.reason ?? 'asked to stop';
   await beginDrain(workerId, `draining: ${reason}`);
   const drainDeadline = workflowNow() + input.drainTimeoutMs;
   let poll = 500;

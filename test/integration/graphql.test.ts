@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { endpointWorkflowId } from '../../workflows/contracts.ts';
 
 describe('GraphQL API against real PostgreSQL and Temporal', () => {
   let p: TestPlatform;
@@ -47,7 +48,13 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     const modified = await gql(`mutation { saveEndpoint(input: {id: "${ep.id}", name: "gq", templateId: "${templateId}", gpuIds: "AMPERE_24,ADA_24", workersMax: 6, scalerValue: 5}) { workersMax scalerValue workersMin } }`);
     expect(modified.errors).toBeUndefined();
     expect(modified.data.saveEndpoint).toEqual({ workersMax: 6, scalerValue: 5, workersMin: 0 });
-    const spec = await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).query<{ workersMax: number; scalerValue: number } | null>('getSpec');
+    // The workflow reads its row after the signal the answer waited for.
+    const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id));
+    let spec = await handle.query<{ workersMax: number; scalerValue: number } | null>('getSpec');
+    for (let i = 0; i < 200 && !(spec?.workersMax === 6 && spec.scalerValue === 5); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      spec = await handle.query<{ workersMax: number; scalerValue: number } | null>('getSpec');
+    }
     expect(spec).toMatchObject({ workersMax: 6, scalerValue: 5 });
 
     // REST writes, GraphQL reads.

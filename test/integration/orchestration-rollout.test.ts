@@ -4,7 +4,7 @@
  * halted and rolled back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getScalingStatus, getSpec } from '../../workflows/endpoint.ts';
+import { endpointWorkflowId, getScalingStatus, getSpec } from '../../workflows/contracts.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 
@@ -91,7 +91,7 @@ describe('releases', () => {
     const containers = managedContainers(hostId).filter((c) => c.endpointId === endpointId);
     expect(containers.map((c) => c.workerId).sort()).toEqual(now.map((w) => w.id).sort());
     expect((await p.ctx.db.release.findUniqueOrThrow({ where: { endpointId_version: { endpointId, version: 1 } } })).status).toBe('SUPERSEDED');
-    const spec = await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).query(getSpec);
+    const spec = await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getSpec);
     expect(spec?.releaseVersion).toBe(2);
   }, 240_000);
 
@@ -132,12 +132,12 @@ describe('releases', () => {
     expect(bad.length).toBeGreaterThanOrEqual(2);
     expect(bad.some((w) => /exited with code 3/.test(w.statusReason ?? '') && /failing on start as told/.test(w.statusReason ?? ''))).toBe(true);
     await until('the workflow to be back on v1 with no rollout', async () => {
-      const s = await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).query(getScalingStatus);
+      const s = await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getScalingStatus);
       return s?.rollout === null ? s : undefined;
     });
     const still = live(await workersOf(endpointId));
     expect(still.map((w) => w.id).sort()).toEqual(good.map((w) => w.id).sort());
-    expect((await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).query(getSpec))?.releaseVersion).toBe(1);
+    expect((await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getSpec))?.releaseVersion).toBe(1);
 
     // A later good release rolls out from there.
     const fixed = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'fixed' } } });

@@ -10,6 +10,7 @@ import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 import { graphql } from './pod-support.ts';
 import { liveWorker } from '../../domain/worker-status.ts';
+import { hostWorkflowId, podWorkflowId, rolloutWorkflowId, workerWorkflowId } from '../../workflows/contracts.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
@@ -46,7 +47,7 @@ const liveWorkers = (endpointId: string) => p.ctx.db.worker.findMany({ where: { 
 
 describe('search attributes of hosts, workers and rollouts', () => {
   it('finds the host, the workers on it with their endpoint and release, and a release rollout', async () => {
-    const [host] = await listEventually(`GantryKind = 'host' AND GantryHostId = '${hostId}'`, [`host:${hostId}`]);
+    const [host] = await listEventually(`GantryKind = 'host' AND GantryHostId = '${hostId}'`, [hostWorkflowId(hostId)]);
     expect(host!.memo).toEqual({ hostName: 'sa-box' });
 
     const name = 'sa-workers';
@@ -63,7 +64,7 @@ describe('search attributes of hosts, workers and rollouts', () => {
     });
 
     // "The workers on host Y": placed, the worker upserted its host.
-    const [onHost] = await listEventually(`GantryKind = 'worker' AND GantryHostId = '${hostId}' AND ExecutionStatus = 'Running'`, [`worker:${first!.id}`]);
+    const [onHost] = await listEventually(`GantryKind = 'worker' AND GantryHostId = '${hostId}' AND ExecutionStatus = 'Running'`, [workerWorkflowId(first!.id)]);
     expect(onHost!.typedSearchAttributes.get(GantryEndpointId)).toBe(endpointId);
     expect(onHost!.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
     expect(onHost!.typedSearchAttributes.get(GantryReleaseVersion)).toBe(1);
@@ -72,14 +73,14 @@ describe('search attributes of hosts, workers and rollouts', () => {
     // A release: its rollout, and the worker of release 2 on the same host.
     const patched = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'two' } } });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
-    const [rollout] = await listEventually(`GantryKind = 'rollout' AND GantryEndpointId = '${endpointId}'`, [`rollout:${endpointId}:2`]);
+    const [rollout] = await listEventually(`GantryKind = 'rollout' AND GantryEndpointId = '${endpointId}'`, [rolloutWorkflowId(endpointId, 2)]);
     expect(rollout!.typedSearchAttributes.get(GantryReleaseVersion)).toBe(2);
     expect(rollout!.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
     const [second] = await until('the worker of release 2 ready', async () => {
       const ws = (await liveWorkers(endpointId)).filter((w) => w.releaseVersion === 2 && w.status === 'IDLE');
       return ws.length === 1 ? ws : undefined;
     });
-    const [v2] = await listEventually(`GantryEndpointId = '${endpointId}' AND GantryKind = 'worker' AND GantryReleaseVersion = 2`, [`worker:${second!.id}`]);
+    const [v2] = await listEventually(`GantryEndpointId = '${endpointId}' AND GantryKind = 'worker' AND GantryReleaseVersion = 2`, [workerWorkflowId(second!.id)]);
     expect(v2!.typedSearchAttributes.get(GantryHostId)).toBe(hostId);
     expect(v2!.memo).toEqual({ endpointName: name });
   }, 180_000);
@@ -92,7 +93,7 @@ describe('search attributes of hosts, workers and rollouts', () => {
     const podId = created.data.podFindAndDeployOnDemand.id as string;
     const accountId = (await p.ctx.db.pod.findUniqueOrThrow({ where: { id: podId } })).accountId;
     const worker = await until('the pod worker row', async () => p.ctx.db.worker.findFirst({ where: { podId } }));
-    const found = await listEventually(`GantryPodId = '${podId}'`, [`pod:${podId}`, `worker:${worker.id}`]);
+    const found = await listEventually(`GantryPodId = '${podId}'`, [podWorkflowId(podId), workerWorkflowId(worker.id)]);
     for (const wf of found) {
       expect(wf.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
       expect(wf.memo).toEqual({ podName: 'sa-pod' });

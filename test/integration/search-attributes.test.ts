@@ -12,6 +12,7 @@ import { ensureSearchAttributes } from '../../infra/temporal.ts';
 import { GANTRY_SEARCH_ATTRIBUTES, GantryAccountId, GantryJobStatus, GantryKind } from '../../workflows/search-attributes.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
+import { endpointWorkflowId, jobWorkflowId } from '../../workflows/contracts.ts';
 
 let p: TestPlatform;
 
@@ -53,7 +54,7 @@ describe('search attributes on Gantry workflows', () => {
   const cancel = (endpointId: string, id: string) => call(p.url, 'POST', `/v2/${endpointId}/cancel/${id}`, { key: p.adminKey });
   const take = () => workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X&job_in_progress=0`, w.key);
   const done = (jobId: string, body: unknown) => workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${jobId}?gpu=X&isStream=false`, w.key, body);
-  const statusAttr = async (jobId: string) => (await p.ctx.temporal.workflow.getHandle(`job:${jobId}`).describe()).typedSearchAttributes.get(GantryJobStatus);
+  const statusAttr = async (jobId: string) => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(jobId)).describe()).typedSearchAttributes.get(GantryJobStatus);
 
   /** Submits a job and waits until its workflow runs with the IN_QUEUE it started with. */
   async function queued(endpointId: string, policy?: unknown): Promise<string> {
@@ -79,7 +80,7 @@ describe('search attributes on Gantry workflows', () => {
   });
 
   it('starts the endpoint workflow with its id, account and kind, and its name in the memo', async () => {
-    const [found] = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'endpoint'`, [`endpoint:${ep}`]);
+    const [found] = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'endpoint'`, [endpointWorkflowId(ep)]);
     expect(found!.memo).toEqual({ endpointName: name });
     expect(found!.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
     expect(found!.typedSearchAttributes.get(GantryKind)).toBe('endpoint');
@@ -106,19 +107,19 @@ describe('search attributes on Gantry workflows', () => {
     // One still queued.
     const waiting = await queued(ep);
 
-    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'CANCELLED'`, [`job:${cancelled}`]);
-    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'FAILED'`, [`job:${failed}`]);
-    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'COMPLETED'`, [`job:${completed}`]);
-    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'IN_QUEUE'`, [`job:${waiting}`]);
-    await listEventually(`GantryEndpointId = '${other}' AND GantryJobStatus = 'CANCELLED'`, [`job:${elsewhere}`]);
+    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'CANCELLED'`, [jobWorkflowId(cancelled)]);
+    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'FAILED'`, [jobWorkflowId(failed)]);
+    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'COMPLETED'`, [jobWorkflowId(completed)]);
+    await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'IN_QUEUE'`, [jobWorkflowId(waiting)]);
+    await listEventually(`GantryEndpointId = '${other}' AND GantryJobStatus = 'CANCELLED'`, [jobWorkflowId(elsewhere)]);
     // Every job of the endpoint, and nothing but jobs, by kind; the account is on each.
-    const jobs = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'job'`, [completed, failed, cancelled, waiting].map((id) => `job:${id}`));
+    const jobs = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'job'`, [completed, failed, cancelled, waiting].map((id) => jobWorkflowId(id)));
     for (const j of jobs) expect(j.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
-    await listEventually(`GantryAccountId = '${accountId}' AND GantryEndpointId IN ('${ep}', '${other}') AND GantryJobStatus = 'CANCELLED'`, [`job:${cancelled}`, `job:${elsewhere}`]);
+    await listEventually(`GantryAccountId = '${accountId}' AND GantryEndpointId IN ('${ep}', '${other}') AND GantryJobStatus = 'CANCELLED'`, [jobWorkflowId(cancelled), jobWorkflowId(elsewhere)]);
     // Finished jobs' workflows are closed; their status stays searchable.
-    expect((await p.ctx.temporal.workflow.getHandle(`job:${failed}`).describe()).status.name).toBe('COMPLETED');
+    expect((await p.ctx.temporal.workflow.getHandle(jobWorkflowId(failed)).describe()).status.name).toBe('COMPLETED');
     await cancel(ep, waiting);
-    await listEventually(`GantryEndpointId = '${other}' AND GantryJobStatus = 'GONE'`, [`job:${expired}`], 30_000);
+    await listEventually(`GantryEndpointId = '${other}' AND GantryJobStatus = 'GONE'`, [jobWorkflowId(expired)], 30_000);
   });
 });
 

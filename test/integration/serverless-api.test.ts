@@ -2,11 +2,9 @@ import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/clien
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/app.ts';
 import { issueApiKey } from '../../domain/auth.ts';
-import { loadBalancerBaseUrl, reconcileEndpointWorkflows, refusedByWorkflow } from '../../domain/endpoints.ts';
-import { DomainError } from '../../domain/errors.ts';
+import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints.ts';
 import { newId } from '../../domain/ids.ts';
-import { getSpec, updateSpec } from '../../workflows/endpoint.ts';
-import type { EndpointSpec } from '../../workflows/types.ts';
+import { endpointWorkflowId, getSpec, rolloutWorkflowId, updateSpec, type EndpointSpec } from '../../workflows/contracts.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 
@@ -44,7 +42,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
   const patch = (id: string, body: unknown, key = p.adminKey) => call(p.url, 'PATCH', `/v2/serverless/${id}`, { key, body });
 
   async function workflowSpec(id: string): Promise<EndpointSpec | null> {
-    const handle = p.ctx.temporal.workflow.getHandle(`endpoint:${id}`);
+    const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(id));
     let spec = await handle.query(getSpec);
     for (let i = 0; spec === null && i < 100; i++) {
       await new Promise((r) => setTimeout(r, 50));
@@ -53,7 +51,22 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     return spec;
   }
 
-  it('changes only what the body names and hands workers, scaling and timeout to the workflow at once', async () => {
+  /**
+   * Waits until the workflow holds `expected`: it reads its row after the `endpointChanged` signal
+   * that the answer waited for, a moment after the answer.
+   */
+  async function workflowHolds(id: string, expected: Partial<EndpointSpec>): Promise<void> {
+    const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(id));
+    let spec: EndpointSpec | null = null;
+    for (let i = 0; i < 200; i++) {
+      spec = await handle.query(getSpec);
+      if (spec && Object.entries(expected).every(([k, v]) => spec![k as keyof EndpointSpec] === v)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(spec).toMatchObject(expected);
+  }
+
+  it('changes only what the body names and hands workers, scaling and timeout to the workflow', async () => {
     const ep = await create();
     await workflowSpec(ep.id); // loaded
     const r = await patch(ep.id, { workers: { max: 7 }, scaling: { type: 'REQUEST_COUNT', value: 2.5 }, timeout: 30_000 });
@@ -65,9 +78,8 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       timeout: 30_000,
     });
     expect((await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey })).body).toEqual(r.body);
-    // The Update completed before the answer: the workflow already holds the new values.
-    const spec = await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).query(getSpec);
-    expect(spec).toMatchObject({ workersMin: 0, workersMax: 7, scalerType: 'REQUEST_COUNT', scalerValue: 2.5, idleTimeout: 5, timeoutMs: 30_000, releaseVersion: 1 });
+    // The signal was taken before the answer: the workflow reads the new values from the row.
+    await workflowHolds(ep.id, { workersMin: 0, workersMax: 7, scalerType: 'REQUEST_COUNT', scalerValue: 2.5, idleTimeout: 5, timeoutMs: 30_000, releaseVersion: 1 });
 
     // An empty body changes nothing and makes no release.
     const same = await patch(ep.id, {});
@@ -176,7 +188,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       { field: 'env', old: { A: '1' }, new: { A: '1', B: '2' } },
       { field: 'registry', old: null, new: registry.id },
     ]);
-    expect(await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).query(getSpec)).toMatchObject({ releaseVersion: 2 });
+    await workflowHolds(ep.id, { releaseVersion: 2 });
 
     // Same values again (env keys in another order): no release.
     expect((await patch(ep.id, { image: 'registry.local/app:2', env: { B: '2', A: '1' } })).status).toBe(200);
@@ -195,14 +207,14 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       { field: 'ports', old: [], new: ['8000/http'] },
       { field: 'registry', old: registry.id, new: null },
     ]);
-    expect(await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).query(getSpec)).toMatchObject({ releaseVersion: 3 });
+    await workflowHolds(ep.id, { releaseVersion: 3 });
   });
 
   it('lists releases newest first with their diff, worker counts by state and a rollout summary', async () => {
     const ep = await create();
     await patch(ep.id, { image: 'registry.local/app:2' });
     // The rows below are made up: no workflow may act on them (start rollouts, drain workers).
-    for (const id of [`endpoint:${ep.id}`, `rollout:${ep.id}:2`]) await p.ctx.temporal.workflow.getHandle(id).terminate('test: fixed rows').catch(() => undefined);
+    for (const id of [endpointWorkflowId(ep.id), rolloutWorkflowId(ep.id, 2)]) await p.ctx.temporal.workflow.getHandle(id).terminate('test: fixed rows').catch(() => undefined);
     const releaseStatus = (await p.ctx.db.release.findFirstOrThrow({ where: { endpointId: ep.id, version: 2 } })).status;
     const host = await p.ctx.db.host.create({ data: { id: newId(), name: `h-${newId()}`, address: '127.0.0.1', user: 'gantry', dataCenterId: 'dc-test' } });
     const started = new Date(Date.now() - 120_000);
@@ -307,7 +319,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(list.body.endpoints.map((e: { id: string }) => e.id)).not.toContain(ep.id);
 
     // The workflow drains and removes the row, then completes.
-    await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).result();
+    await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id)).result();
     expect(await p.ctx.db.endpoint.findUnique({ where: { id: ep.id } })).toBeNull();
     expect((await call(p.url, 'DELETE', `/v2/serverless/${ep.id}`, { key: p.adminKey })).status).toBe(404);
   });
@@ -315,7 +327,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
   it('deletes an endpoint whose workflow is gone by removing the row itself', async () => {
     const ep = await create();
     await workflowSpec(ep.id);
-    await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).terminate('test: the workflow is gone');
+    await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id)).terminate('test: the workflow is gone');
     expect((await call(p.url, 'DELETE', `/v2/serverless/${ep.id}`, { key: p.adminKey })).status).toBe(204);
     expect(await p.ctx.db.endpoint.findUnique({ where: { id: ep.id } })).toBeNull();
   });
@@ -353,21 +365,23 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     const results = await Promise.all(Array.from({ length: 12 }, (_, i) => patch(ep.id, { workers: { max: 20 + i }, scaling: { value: 1 + i } })));
     expect(results.map((r) => r.status)).toEqual(Array(12).fill(200));
     const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: ep.id } });
-    const spec = await p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`).query(getSpec);
-    expect(spec).toMatchObject({ workersMax: row.workersMax, scalerValue: row.scalerValue });
+    await workflowHolds(ep.id, { workersMax: row.workersMax, scalerValue: row.scalerValue });
+    // And it stays there: no older state arrives after the newest.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id)).query(getSpec)).toMatchObject({ workersMax: row.workersMax, scalerValue: row.scalerValue });
   });
 
-  it('maps a refusal by the workflow validator to 422', async () => {
+  it('keeps the legacy updateSpec Update working for API processes of the previous version (validator included)', async () => {
     const ep = await create();
     await workflowSpec(ep.id);
-    const handle = p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`);
+    const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id));
     const err = await handle.executeUpdate(updateSpec, { args: [{ workersMin: 5, workersMax: 1 }] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
-    const mapped = refusedByWorkflow(err as WorkflowUpdateFailedError);
-    expect(mapped).toBeInstanceOf(DomainError);
-    expect(mapped.kind).toBe('validation');
-    expect(mapped.errors).toEqual(['$: workers.min must not exceed workers.max']);
+    expect((err as WorkflowUpdateFailedError).cause?.message).toBe('workers.min must not exceed workers.max');
     expect(await handle.query(getSpec)).toMatchObject({ workersMin: 0, workersMax: 2 });
+    // An old API process sends the row's whole state after its commit: the workflow takes it.
+    expect(await handle.executeUpdate(updateSpec, { args: [{ workersMin: 1, workersMax: 3 }] })).toMatchObject({ workersMin: 1, workersMax: 3 });
+    expect(await handle.query(getSpec)).toMatchObject({ workersMin: 1, workersMax: 3 });
   });
 
   it('when Temporal cannot be reached after the commit: 503, the row is the truth, and the workflow converges', async () => {
@@ -387,19 +401,19 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       expect(Date.now() - started).toBeLessThan(20_000);
       // Committed: reads show it, release 2 exists; the workflow still has the old state.
       expect((await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey })).body).toMatchObject({ workers: { min: 0, max: 2 + 7 }, image: 'registry.local/app:9' });
-      const handle = p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`);
+      const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id));
       expect(await handle.query(getSpec)).toMatchObject({ workersMax: 2, releaseVersion: 1 });
 
-      // A process start reconciles: the workflow takes the row's state.
+      // A process start reconciles: the workflow reads the row.
       await reconcileEndpointWorkflows(p.ctx);
-      expect(await handle.query(getSpec)).toMatchObject({ workersMax: 9, releaseVersion: 2 });
+      await workflowHolds(ep.id, { workersMax: 9, releaseVersion: 2 });
 
-      // Repeating the request also applies it (each send carries the whole state).
+      // Repeating the request also applies it (the workflow reads the whole row).
       const r2 = await call(cutUrl, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, body: { timeout: 5000 } });
       expect(r2.status).toBe(503);
       const again = await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, body: { timeout: 5000 } });
       expect(again.status).toBe(200);
-      expect(await handle.query(getSpec)).toMatchObject({ timeoutMs: 5000 });
+      await workflowHolds(ep.id, { timeoutMs: 5000 });
 
       // A deletion that cannot reach the workflow is recorded (404 to reads, queued jobs cancelled)
       // and finished by a repeat.

@@ -13,17 +13,39 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalBinary } from '../../infra/temporal.ts';
-import { workflowsPath } from '../../workers/temporal-worker.ts';
 import type { EndpointActivities } from '../../activities/endpoints.ts';
 import { DEFAULT_ORCHESTRATION_SETTINGS, type HostActivities } from '../../activities/hosts.ts';
 import type { EndpointScalingState, WorkerActivities } from '../../activities/workers.ts';
-import { deleteEndpoint, getScalingStatus, getSpec, queueNonEmpty, updateSpec } from '../../workflows/endpoint.ts';
-import { probeHostNow, removeHost } from '../../workflows/host.ts';
+import {
+  cancelRollout,
+  deleteEndpoint,
+  endpointChanged,
+  endpointWorkflowId,
+  getScalingStatus,
+  getSpec,
+  hostWorkflowId,
+  jobChanged,
+  jobWorkflowId,
+  probeHostNow,
+  queueNonEmpty,
+  recheckJob,
+  removeHost,
+  rolloutWorkflowId,
+  updateSpec,
+  workerWorkflowId,
+  type EndpointSpec,
+  type JobSnapshot,
+} from '../../workflows/contracts.ts';
+import type { EndpointRunInput } from '../../workflows/endpoint.ts';
+import type { JobRunInput } from '../../workflows/job.ts';
+import type { RolloutInput } from '../../workflows/rollout.ts';
 import type { JobActivities } from '../../activities/jobs.ts';
-import { jobChanged, type JobSnapshot } from '../../workflows/job.ts';
 import { GANTRY_SEARCH_ATTRIBUTES, gantryMemo, gantrySearchAttributes } from '../../workflows/search-attributes.ts';
 
-const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'histories');
+const here = path.dirname(fileURLToPath(import.meta.url));
+const dir = path.join(here, 'histories');
+/** The worker's bundle entry (workers/temporal-worker.ts bundles the same file). */
+const workflowsPath = path.join(here, '..', '..', 'workflows', 'index.ts');
 const binary = resolveTemporalBinary(loadConfig());
 if (!binary) throw new Error('no Temporal CLI');
 const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: binary }, searchAttributes: [...GANTRY_SEARCH_ATTRIBUTES] } });
@@ -32,7 +54,15 @@ const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { 
  * A small in-memory world for the orchestration workflows: workers become ready at once, the queue
  * holds what a scenario puts in it. Enough for the workflows to walk every path of a scenario.
  */
-const world = { queued: 0, workers: new Map<string, { endpointId: string; status: string; releaseVersion: number }>() };
+const world = {
+  queued: 0,
+  workers: new Map<string, { endpointId: string; status: string; releaseVersion: number }>(),
+  /** Endpoint rows a scenario changed (the others hold the default below). */
+  rows: new Map<string, EndpointSpec>(),
+  /** Releases whose workers never become ready. */
+  stuckVersions: new Set<number>(),
+};
+const defaultRow = (endpointId: string): EndpointSpec => ({ endpointId, workersMin: 0, workersMax: 3, scalerType: 'QUEUE_DELAY', scalerValue: 4, idleTimeout: 5, timeoutMs: 600_000, releaseVersion: 1 });
 const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
 const fastSettings = { ...DEFAULT_ORCHESTRATION_SETTINGS, autoscaleActiveMs: 200, autoscaleRestMs: 1000, readyPollMs: 100, watchIntervalSec: 1, rolloutPollMs: 200 };
 
@@ -76,6 +106,7 @@ const orchestration: HostActivities & WorkerActivities = {
     return { containerId: 'c0ffee', adopted: false };
   },
   async checkWorkerReady(workerId) {
+    if (world.stuckVersions.has(world.workers.get(workerId)!.releaseVersion)) return { state: 'waiting' };
     world.workers.get(workerId)!.status = 'IDLE';
     return { state: 'ready' };
   },
@@ -103,7 +134,7 @@ const orchestration: HostActivities & WorkerActivities = {
 };
 
 /** The job workflow's activities over one job whose state the scenario sets. */
-const jobWorld: { snapshot: JobSnapshot | null; supervised: number; webhooks: number } = { snapshot: null, supervised: 0, webhooks: 0 };
+const jobWorld: { snapshot: JobSnapshot | null; supervised: number; webhooks: number; onWebhook?: () => Promise<void> } = { snapshot: null, supervised: 0, webhooks: 0 };
 const jobActivities: JobActivities = {
   async readJob() {
     return jobWorld.snapshot as JobSnapshot;
@@ -117,12 +148,16 @@ const jobActivities: JobActivities = {
   },
   async deliverWebhook() {
     jobWorld.webhooks++;
+    await jobWorld.onWebhook?.();
   },
 };
 
 const activities: EndpointActivities & typeof orchestration & JobActivities = {
   async loadEndpointSpec(endpointId) {
-    return { endpointId, workersMin: 0, workersMax: 3, scalerType: 'QUEUE_DELAY', scalerValue: 4, idleTimeout: 5, timeoutMs: 600_000, releaseVersion: 1 };
+    return world.rows.get(endpointId) ?? defaultRow(endpointId);
+  },
+  async readEndpointSpec(endpointId) {
+    return world.rows.get(endpointId) ?? defaultRow(endpointId);
   },
   async removeEndpointRecord() {},
   ...orchestration,
@@ -178,7 +213,7 @@ try {
 
   // The autoscaler: a queued job at zero workers starts one; a release rolls it over; deletion drains.
   const autoscaleReleaseDelete = async (endpointId: string, labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> }): Promise<string[]> => {
-    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId: `endpoint:${endpointId}`, taskQueue: 'record', args: [{ endpointId }], ...labels });
+    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId: endpointWorkflowId(endpointId), taskQueue: 'record', args: [{ endpointId }], ...labels });
     await until('the spec', async () => (await handle.query(getSpec)) !== null);
     world.queued = 1;
     await handle.signal(queueNonEmpty);
@@ -193,8 +228,8 @@ try {
     await until('the rollout to finish', async () => (await handle.query(getScalingStatus))?.rollout === null);
     await handle.signal(deleteEndpoint);
     await handle.result();
-    await env.client.workflow.getHandle(`worker:${firstWorker}`).result();
-    return [`endpoint:${endpointId}`, `worker:${firstWorker}`, `rollout:${endpointId}:2`];
+    await env.client.workflow.getHandle(workerWorkflowId(firstWorker)).result();
+    return [endpointWorkflowId(endpointId), workerWorkflowId(firstWorker), rolloutWorkflowId(endpointId, 2)];
   };
   await recordMany(['endpointWorkflow-v2-autoscale-release-delete', 'workerWorkflow-v1-start-ready-drain', 'rolloutWorkflow-v1-replace-one'], () =>
     autoscaleReleaseDelete('recorded00000002', {}),
@@ -210,7 +245,7 @@ try {
   );
 
   const probeRemove = async (hostId: string, labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> }): Promise<string> => {
-    const workflowId = `host:${hostId}`;
+    const workflowId = hostWorkflowId(hostId);
     const handle = await env.client.workflow.start('hostWorkflow', { workflowId, taskQueue: 'record', args: [{ hostId }], ...labels });
     await handle.executeUpdate(probeHostNow, { args: [{}] });
     await handle.signal(removeHost);
@@ -227,7 +262,7 @@ try {
 
   // A job: queued, taken, a liveness check while it runs, completed, its webhook delivered.
   const runSuperviseWebhook = async (jobId: string, withAttributes: boolean): Promise<string> => {
-    const workflowId = `job:${jobId}`;
+    const workflowId = jobWorkflowId(jobId);
     const now = Date.now();
     jobWorld.supervised = 0;
     jobWorld.webhooks = 0;
@@ -255,6 +290,96 @@ try {
   await record('jobWorkflow-v1-run-supervise-webhook', () => runSuperviseWebhook('recorded-job-00000001', false));
   // The same started with search attributes: GantryJobStatus upserted on IN_PROGRESS and COMPLETED.
   await record('jobWorkflow-v2-status-search-attribute', () => runSuperviseWebhook('recorded-job-00000002', true));
+
+  // The row as the one truth (endpoint-reread-on-change-v1): started as domain/endpoints.ts starts it
+  // (signal-with-start of `endpointChanged`), a release reaching it as a changed row and a signal.
+  await record('endpointWorkflow-v4-reread-on-change', async () => {
+    const endpointId = 'recorded00000007';
+    const workflowId = endpointWorkflowId(endpointId);
+    const handle = await env.client.workflow.signalWithStart('endpointWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ endpointId } satisfies EndpointRunInput],
+      typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId, accountId: 'recordedaccount1' }),
+      memo: gantryMemo({ endpointName: 'recorded-endpoint-7' }),
+      signal: endpointChanged,
+      signalArgs: [],
+    });
+    world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1 });
+    await handle.signal(endpointChanged);
+    await until('a ready worker', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'));
+    world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1, releaseVersion: 2 });
+    await handle.signal(endpointChanged);
+    await until('release 2 everywhere', () => {
+      const mine = [...world.workers.values()].filter((w) => w.endpointId === endpointId && liveStatuses.includes(w.status));
+      return mine.length === 1 && mine[0]!.releaseVersion === 2 && mine[0]!.status === 'IDLE';
+    });
+    await until('the rollout to finish', async () => (await handle.query(getScalingStatus))?.rollout === null);
+    await handle.signal(deleteEndpoint);
+    await handle.result();
+    return workflowId;
+  });
+
+  // Runs continued by today's code carry their whole state (workflows/continue-as-new.ts): the last
+  // run of a chain that continued as new after every step.
+  await record('endpointWorkflow-v5-continued-run', async () => {
+    const endpointId = 'recorded00000008';
+    const workflowId = endpointWorkflowId(endpointId);
+    world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1 });
+    await env.client.workflow.signalWithStart('endpointWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ endpointId, test: { continueAsNewEvery: 'step' } } satisfies EndpointRunInput],
+      signal: endpointChanged,
+      signalArgs: [],
+    });
+    const latest = env.client.workflow.getHandle(workflowId);
+    await until('a ready worker', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'));
+    world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1, releaseVersion: 2 });
+    await latest.signal(endpointChanged);
+    await until('release 2 rolled out and taken in', async () => (await latest.query(getSpec))?.releaseVersion === 2 && (await latest.query(getScalingStatus))?.rollout === null);
+    await latest.signal(deleteEndpoint);
+    await latest.result();
+    return workflowId;
+  });
+
+  await record('rolloutWorkflow-v3-continued-cancelled', async () => {
+    const endpointId = 'recorded00000009';
+    const workflowId = rolloutWorkflowId(endpointId, 2);
+    world.workers.set('recordedold0001', { endpointId, status: 'IDLE', releaseVersion: 1 });
+    world.stuckVersions.add(2);
+    const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: fastSettings, drainTimeoutMs: 1000, test: { continueAsNewEvery: 'step' } };
+    await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
+    await until('a replacement starting', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.releaseVersion === 2));
+    const latest = env.client.workflow.getHandle(workflowId);
+    await latest.signal(cancelRollout);
+    const result = await latest.result();
+    if (result.status !== 'SUPERSEDED') throw new Error(`expected a superseded rollout, got ${result.status}`);
+    return workflowId;
+  });
+
+  await record('jobWorkflow-v3-continued-recheck', async () => {
+    const jobId = 'recorded-job-00000003';
+    const workflowId = jobWorkflowId(jobId);
+    const done: JobSnapshot = { seq: 3, status: 'COMPLETED', ttlDeadline: Date.now() + 3_600_000, startedAt: Date.now(), livenessDeadline: null, executionDeadline: null, webhookPending: true };
+    jobWorld.snapshot = done;
+    jobWorld.webhooks = 0;
+    // A recheck while the webhook is on its way: the run that follows carries it, and the webhook is not sent twice.
+    jobWorld.onWebhook = async () => {
+      jobWorld.onWebhook = undefined;
+      await env.client.workflow.getHandle(workflowId).signal(recheckJob);
+    };
+    await env.client.workflow.signalWithStart('jobWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ jobId, lostAfterMs: 30_000, test: { continueAsNewEvery: 'step' } } satisfies JobRunInput],
+      signal: jobChanged,
+      signalArgs: [done],
+    });
+    await env.client.workflow.getHandle(workflowId).result();
+    if (jobWorld.webhooks !== 1) throw new Error(`expected one webhook delivery, saw ${jobWorld.webhooks}`);
+    return workflowId;
+  });
 } finally {
   await env.teardown();
 }

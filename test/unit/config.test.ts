@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../infra/config.ts';
-import { specProblems } from '../../workflows/types.ts';
+import { specProblems } from '../../workflows/contracts.ts';
 
 describe('loadConfig', () => {
   it('has embedded defaults when nothing is set', () => {

@@ -1,0 +1,218 @@
+/**
+ * Every contract of Gantry's workflows in one place: their ids, the signals, updates and queries
+ * they answer, and the plain data those carry. The API, the domain layer, the activities and the
+ * workflows themselves import these from here, never from a workflow file.
+ *
+ * The quoted names are wire names: running workflows and committed histories
+ * (test/replay/histories) hold them. Never rename one; add a new definition instead and keep the
+ * old handler registered while runs that may receive it exist.
+ *
+ * Plain data and definitions only (the workflow bundle imports this file): no I/O, no Node modules.
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+
+// ---------------------------------------------------------------- workflow types and ids
+
+/**
+ * The workflows the domain starts, as their starters see them (the name is the workflow type the
+ * worker registers; workflows/index.ts). For typed `start` and `signalWithStart` without importing
+ * workflow code.
+ */
+export type EndpointWorkflow = (input: EndpointWorkflowInput) => Promise<void>;
+export type HostWorkflow = (input: HostWorkflowInput) => Promise<void>;
+export type PodWorkflow = (input: PodWorkflowInput) => Promise<void>;
+export type JobWorkflow = (input: JobWorkflowInput) => Promise<void>;
+
+
+export const endpointWorkflowId = (endpointId: string): string => `endpoint:${endpointId}`;
+export const workerWorkflowId = (workerId: string): string => `worker:${workerId}`;
+export const rolloutWorkflowId = (endpointId: string, version: number): string => `rollout:${endpointId}:${version}`;
+export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
+export const podWorkflowId = (podId: string): string => `pod:${podId}`;
+export const jobWorkflowId = (jobId: string): string => `job:${jobId}`;
+
+// ---------------------------------------------------------------- endpoint (workflows/endpoint.ts)
+
+/** What the endpoint workflow needs to autoscale and release: the desired state of one endpoint, as its row holds it. */
+export interface EndpointSpec {
+  endpointId: string;
+  workersMin: number;
+  workersMax: number;
+  scalerType: 'QUEUE_DELAY' | 'REQUEST_COUNT';
+  scalerValue: number;
+  idleTimeout: number;
+  timeoutMs: number;
+  releaseVersion: number;
+}
+
+/** What the legacy `updateSpec` Update carries. */
+export type EndpointSpecPatch = Partial<Omit<EndpointSpec, 'endpointId'>>;
+
+/** How the domain starts an endpoint's workflow; the workflow reads everything else from the row. */
+export interface EndpointWorkflowInput {
+  endpointId: string;
+}
+
+/** Rules the domain enforces before it commits a row (and the legacy Update's validator with it). */
+export function specProblems(spec: EndpointSpec): string[] {
+  const problems: string[] = [];
+  if (!Number.isInteger(spec.workersMin) || spec.workersMin < 0) problems.push('workers.min must be an integer >= 0');
+  if (!Number.isInteger(spec.workersMax) || spec.workersMax < 0) problems.push('workers.max must be an integer >= 0');
+  if (spec.workersMin > spec.workersMax) problems.push('workers.min must not exceed workers.max');
+  if (!(spec.scalerValue >= 0.5)) problems.push('scaling.value must be >= 0.5');
+  if (!Number.isInteger(spec.idleTimeout) || spec.idleTimeout < 0) problems.push('scaling.idleTimeout must be an integer >= 0');
+  if (!Number.isInteger(spec.timeoutMs) || spec.timeoutMs < 1) problems.push('timeout must be a positive integer');
+  return problems;
+}
+
+/**
+ * The endpoint's row changed (scaling, timeout, a new release): read it again. Carries nothing:
+ * the row is the truth. Sent with signal-with-start after every commit, so it also starts a
+ * workflow that is missing.
+ */
+export const endpointChanged = defineSignal('endpointChanged');
+/**
+ * Legacy: how API processes before `endpointChanged` handed over the row's state (the whole desired
+ * state each time; answers the new spec). Today's API never sends it; the workflow keeps its handler
+ * for runs that received it and for API processes of the previous version during an upgrade.
+ */
+export const updateSpec = defineUpdate<EndpointSpec, [EndpointSpecPatch]>('updateSpec');
+/** The desired state the workflow last read; null until its first read. */
+export const getSpec = defineQuery<EndpointSpec | null>('getSpec');
+/** Asks the endpoint to drain and remove itself; the workflow completes once it has. */
+export const deleteEndpoint = defineSignal('deleteEndpoint');
+/**
+ * Wakes the autoscaler at once. The job API sends it only when a job is queued for an endpoint
+ * with no live worker (never once per job); otherwise the autoscaler's own look-ups find the queue.
+ */
+export const queueNonEmpty = defineSignal('queueNonEmpty');
+/** What the autoscaler last decided and saw, for operators and tests. */
+export const getScalingStatus = defineQuery<ScalingStatus | null>('getScalingStatus');
+
+export interface ScalingStatus {
+  desired: number;
+  live: number;
+  reason: string;
+  queued: number;
+  inProgress: number;
+  rollout: { version: number; rollback: boolean } | null;
+  backoffUntil: number;
+}
+
+// ---------------------------------------------------------------- rollout (workflows/rollout.ts)
+
+export interface RolloutResult {
+  version: number;
+  previousVersion: number;
+  rollback: boolean;
+  status: 'COMPLETED' | 'HALTED' | 'SUPERSEDED';
+  reason?: string;
+}
+
+export interface RolloutProgress {
+  replaced: number;
+  pending: number;
+  failures: number;
+}
+
+/** Stops a rollout that a newer release (or the endpoint's deletion) made moot; new workers stay. */
+export const cancelRollout = defineSignal('cancelRollout');
+/** Sent to the endpoint workflow when a rollout ends (signals reach its current run after continue-as-new). */
+export const rolloutFinished = defineSignal<[RolloutResult]>('rolloutFinished');
+export const getRolloutProgress = defineQuery<RolloutProgress>('getRolloutProgress');
+
+// ---------------------------------------------------------------- worker (workflows/worker.ts)
+
+export interface DrainRequest {
+  reason: string;
+  replace?: boolean;
+}
+
+export interface WorkerEvent {
+  workerId: string;
+  event: 'ready' | 'stopped' | 'failed';
+  releaseVersion: number;
+  /** For failures: whether it had been ready (a crash) or never got there (a start failure). */
+  wasReady: boolean;
+  reason?: string;
+}
+
+export type WorkerPhase = 'placing' | 'starting' | 'waiting-ready' | 'ready' | 'draining' | 'done';
+
+/** Asks the worker to leave: no new jobs, in-flight ones finish (up to the endpoint timeout), then stop. */
+export const drainWorker = defineSignal<[DrainRequest]>('drainWorker');
+/** What a worker tells its endpoint or pod (one signal per worker life event, never per job). */
+export const workerEvent = defineSignal<[WorkerEvent]>('workerEvent');
+export const getWorkerPhase = defineQuery<WorkerPhase>('getWorkerPhase');
+
+// ---------------------------------------------------------------- pod (workflows/pod.ts)
+
+export type PodDesiredStatus = 'RUNNING' | 'EXITED' | 'TERMINATED';
+
+export interface PodWorkflowInput {
+  podId: string;
+}
+
+export interface PodWorkflowStatus {
+  desiredStatus: PodDesiredStatus;
+  workerIds: string[];
+  failures: number;
+  backoffUntil: number;
+}
+
+/** The pod's row changed (desired status, GPU count): read it again. Carries nothing: the row is the truth. */
+export const podChanged = defineSignal('podChanged');
+/** What the workflow last saw, for operators and tests. */
+export const getPodStatus = defineQuery<PodWorkflowStatus | null>('getPodStatus');
+
+// ---------------------------------------------------------------- host (workflows/host.ts)
+
+export interface HostWorkflowInput {
+  hostId: string;
+}
+
+export interface HostProbeResult {
+  status: 'READY' | 'PENDING' | 'UNREACHABLE' | 'HOST_KEY_MISMATCH' | 'DISABLED' | 'GONE';
+  statusReason: string | null;
+  /** True when the host was not READY before this probe and is now. */
+  becameReady: boolean;
+}
+
+/** Probes the host now (and, with acceptHostKey, pins that key first); answers the result. */
+export const probeHostNow = defineUpdate<HostProbeResult, [{ acceptHostKey?: string }]>('probeHostNow');
+/** Drains the host's workers, then removes the host record; the workflow completes once it has. */
+export const removeHost = defineSignal('removeHost');
+export const getHostStatus = defineQuery<HostProbeResult | null>('getHostStatus');
+
+// ---------------------------------------------------------------- job (workflows/job.ts)
+
+export type JobStatus = 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'TIMED_OUT';
+
+/**
+ * The state of one job at one `seq` (PostgreSQL bumps `seq` on every change). Times are epoch ms.
+ * `GONE`: the job no longer exists (purged, expired, TTL removed it).
+ */
+export interface JobSnapshot {
+  seq: number;
+  status: JobStatus | 'GONE';
+  /** Submission + TTL: a job still queued then is removed, a running one stopped. */
+  ttlDeadline: number;
+  startedAt: number | null;
+  /** When its worker counts as lost unless a ping lists the job again. */
+  livenessDeadline: number | null;
+  executionDeadline: number | null;
+  webhookPending: boolean;
+}
+
+export interface JobWorkflowInput {
+  jobId: string;
+  /** A worker is lost when no ping listed its job for this long. */
+  lostAfterMs: number;
+}
+
+/** A new state of the job, sent after PostgreSQL committed it. Older snapshots are ignored. */
+export const jobChanged = defineSignal<[JobSnapshot]>('jobChanged');
+/** Re-read the job from the database (sent by the sweeps that mend lost signals). */
+export const recheckJob = defineSignal('recheckJob');
+/** The snapshot the workflow holds (null until the first one arrives). */
+export const jobState = defineQuery<JobSnapshot | null>('jobState');
