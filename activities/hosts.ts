@@ -5,7 +5,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Db } from '../domain/db.ts';
-import type { Host } from '../generated/prisma/client.ts';
+import type { Host, Prisma } from '../generated/prisma/client.ts';
 import type { SecretBox } from '../domain/secrets.ts';
 import { HostKeyMissingError, sshTargetOf } from '../domain/host-access.ts';
 import { probeHost, type DiskLimit, type HostProbe } from './host-probe.ts';
@@ -13,6 +13,9 @@ import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, r
 import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/data-centers.ts';
 import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from '../hostctl/ssh.ts';
 import { isLiveWorker, liveWorker } from '../domain/worker-status.ts';
+import { prismaSql, requeueLostJobs } from '../domain/job-queue.ts';
+import { jobSettings } from '../domain/jobs/settings.ts';
+import { workerWorkflowId, type HostProbeResult } from '../workflows/contracts.ts';
 
 /** Timings of the orchestration loops; defaults suit production, tests shorten them. */
 export interface OrchestrationSettings {
@@ -97,9 +100,6 @@ export interface OrchestrationRuntime {
   settings: OrchestrationSettings;
 }
 
-export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
-export const workerWorkflowId = (workerId: string): string => `worker:${workerId}`;
-
 /** The SSH target of a host row (domain/host-access.ts); a host without a key fails the activity for good. */
 function targetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin?: string | null): SshTarget {
   try {
@@ -128,13 +128,6 @@ export async function recordHostKeyMismatch(db: Db, hostId: string, err: HostKey
       statusReason: `host key changed: pinned ${err.expected}, the host now presents ${err.actual}. Work on this host has stopped. If the host was reinstalled, probe it with {"acceptHostKey": "${err.actual}"}.`,
     },
   });
-}
-
-export interface HostProbeResult {
-  status: 'READY' | 'PENDING' | 'UNREACHABLE' | 'HOST_KEY_MISMATCH' | 'DISABLED' | 'GONE';
-  statusReason: string | null;
-  /** True when the host was not READY before this probe and is now. */
-  becameReady: boolean;
 }
 
 function gpuMethodOf(probe: HostProbe): string {
@@ -175,6 +168,25 @@ export function effectiveDiskLimit(probe: HostProbe, labels: Record<string, stri
 
 export function createHostActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
+
+  /**
+   * Writes what a probe found under the row's lock, re-reading its status there: a host being
+   * removed (DISABLED, set by an operator while the probe ran) stays DISABLED whatever the probe saw.
+   */
+  async function recordStatus(
+    hostId: string,
+    found: { status: 'READY' | 'PENDING' | 'UNREACHABLE'; statusReason: string | null },
+    facts: Prisma.HostUpdateInput,
+    wasReady: boolean,
+  ): Promise<HostProbeResult> {
+    return db.$transaction(async (tx) => {
+      const [now] = await tx.$queryRaw<Array<{ status: string; statusReason: string | null }>>`SELECT status::text AS status, "statusReason" FROM "Host" WHERE id = ${hostId} FOR UPDATE`;
+      if (!now) return { status: 'GONE' as const, statusReason: null, becameReady: false };
+      const result = now.status === 'DISABLED' ? { status: 'DISABLED' as const, statusReason: now.statusReason } : found;
+      await tx.host.update({ where: { id: hostId }, data: { ...facts, ...result } });
+      return { ...result, becameReady: result.status === 'READY' && !wasReady };
+    });
+  }
 
   /**
    * The data of network volumes deleted by their owners, where this host holds it: its own named
@@ -242,22 +254,14 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         const reason = `unreachable: ${err instanceof Error ? err.message : String(err)}`.slice(0, 1000);
         // A mismatch stays a mismatch until the operator accepts the new key.
         if (host.status === 'HOST_KEY_MISMATCH' && !options.acceptHostKey) return { status: 'HOST_KEY_MISMATCH', statusReason: host.statusReason, becameReady: false };
-        const status = host.status === 'DISABLED' ? 'DISABLED' : 'UNREACHABLE';
-        await db.host.update({ where: { id: hostId }, data: { status, statusReason: reason, lastProbeAt: new Date() } });
-        return { status, statusReason: reason, becameReady: false };
+        return recordStatus(hostId, { status: 'UNREACHABLE', statusReason: reason }, { lastProbeAt: new Date() }, false);
       }
       const runtime = probe.containerRuntime;
-      let status: HostProbeResult['status'] = runtime ? 'READY' : 'PENDING';
-      let statusReason: string | null = runtime ? null : 'no usable container runtime: install Podman or Docker on the host';
-      if (host.status === 'DISABLED') {
-        status = 'DISABLED';
-        statusReason = host.statusReason;
-      }
-      await db.host.update({
-        where: { id: hostId },
-        data: {
-          status,
-          statusReason,
+      const found = runtime ? { status: 'READY' as const, statusReason: null } : { status: 'PENDING' as const, statusReason: 'no usable container runtime: install Podman or Docker on the host' };
+      return recordStatus(
+        hostId,
+        found,
+        {
           hostKeySha256: seenKey,
           cpuCount: probe.cpuCount,
           memoryMb: probe.memoryMb,
@@ -271,8 +275,8 @@ export function createHostActivities(rt: OrchestrationRuntime) {
           lastProbeAt: new Date(),
           lastSeenAt: new Date(),
         },
-      });
-      return { status, statusReason, becameReady: status === 'READY' && !wasReady };
+        wasReady,
+      );
     },
 
     /**
@@ -317,10 +321,11 @@ export function createHostActivities(rt: OrchestrationRuntime) {
       for (const w of workers) {
         if (w.hostId !== hostId || !isLiveWorker(w.status)) continue;
         if (names.has(containerNameOf(w.id)) || (await running(w.id))) continue;
-        await db.$transaction([
-          db.worker.update({ where: { id: w.id }, data: { status: 'FAILED', statusReason: 'its workflow was gone when the host was reconciled', stoppedAt: new Date(), credentialHash: null } }),
-          db.job.updateMany({ where: { workerId: w.id, status: 'IN_PROGRESS' }, data: { status: 'IN_QUEUE', workerId: null, startedAt: null, retries: { increment: 1 } } }),
-        ]);
+        await db.$transaction(async (tx) => {
+          await tx.worker.update({ where: { id: w.id }, data: { status: 'FAILED', statusReason: 'its workflow was gone when the host was reconciled', stoppedAt: new Date(), credentialHash: null } });
+          // Its jobs by the one rule for a lost worker (domain/job-queue.ts): back in the queue, or failed at their last loss.
+          await requeueLostJobs(prismaSql(tx), { workerId: w.id }, { tag: 'orchestration', retention: jobSettings().retention });
+        });
         closed.push(w.id);
       }
       const prefix = podVolumePrefix(hostId);

@@ -3,10 +3,11 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { Agent, fetch } from 'undici';
 import type { Db } from '../domain/db.ts';
 import { createJobPool, databaseUrlOf, GONE, JobStore, snapshotOf } from '../domain/job-queue.ts';
-import { jobSettings, jobView } from '../domain/jobs.ts';
+import { jobView } from '../domain/jobs/schemas.ts';
+import { jobSettings } from '../domain/jobs/settings.ts';
 import { randomString } from '../domain/ids.ts';
 import { guardedLookup, webhookUrlProblem } from '../domain/webhook-targets.ts';
-import type { JobSnapshot } from '../workflows/job.ts';
+import type { JobSnapshot } from '../workflows/contracts.ts';
 
 /** How long one webhook POST may take before it counts as failed. */
 const WEBHOOK_TIMEOUT_MS = 10_000;

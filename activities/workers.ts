@@ -10,7 +10,8 @@ import type { Db } from '../domain/db.ts';
 import { meterWorker } from '../domain/billing.ts';
 import { splitArgs } from '../domain/container-args.ts';
 import { gpuTypeId } from '../domain/gpu-pools.ts';
-import { JOB_CHANNEL, MAX_WORKER_LOSSES, RETENTION_RUN_MS } from '../domain/job-queue.ts';
+import { prismaSql, requeueLostJobs } from '../domain/job-queue.ts';
+import { jobSettings } from '../domain/jobs/settings.ts';
 import { lbEndpointLoad, lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
 import { podPorts } from '../domain/pods.ts';
@@ -35,6 +36,7 @@ import {
   type ContainerSpec,
 } from '../hostctl/containers.ts';
 import { hostHandle, recordHostKeyMismatch, type OrchestrationRuntime } from './hosts.ts';
+import { workerWorkflowId } from '../workflows/contracts.ts';
 import { HostKeyMismatchError, SshConnectError } from '../hostctl/ssh.ts';
 
 
@@ -46,33 +48,6 @@ const POD_GPU_POOL = 'pod-gpu-type';
 
 /** Label of a pod's container (pod workers carry no endpoint label). */
 export const POD_LABEL = 'gantry.pod';
-
-/**
- * Puts a dead or removed worker's jobs back in the queue (retries + 1), so that another worker takes
- * them, by the job API's rule for lost workers: after MAX_WORKER_LOSSES losses a job fails instead.
- * Jobs already finished are not touched; waiting job-take long-polls are woken.
- */
-export async function requeueWorkerJobs(db: Db | Prisma.TransactionClient, workerId: string): Promise<number> {
-  const lost = `worker lost while running the job (${MAX_WORKER_LOSSES} times)`;
-  const rows = await db.$queryRaw<Array<{ id: string; endpointId: string; status: string }>>`
-    UPDATE "Job" j SET
-      status = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN 'FAILED'::"JobStatus" ELSE 'IN_QUEUE'::"JobStatus" END,
-      error = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN ${lost} ELSE j.error END,
-      "completedAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN now() END,
-      "expiresAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES}
-        THEN LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond', now() + ${RETENTION_RUN_MS} * interval '1 millisecond')
-        ELSE j."expiresAt" END,
-      "workerId" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN j."workerId" END,
-      "startedAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN j."startedAt" END,
-      retries = j.retries + 1,
-      seq = j.seq + 1
-    WHERE j."workerId" = ${workerId} AND j.status = 'IN_PROGRESS'
-    RETURNING j.id, j."endpointId", j.status::text AS status`;
-  for (const endpointId of new Set(rows.filter((r) => r.status === 'IN_QUEUE').map((r) => r.endpointId))) {
-    await db.$queryRaw`SELECT pg_notify(${JOB_CHANNEL}, ${`q:orchestration:${endpointId}`})::text`;
-  }
-  return rows.length;
-}
 
 type DbOrTx = Db | Prisma.TransactionClient;
 
@@ -679,7 +654,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       for (const { id } of rows) {
         let running = false;
         try {
-          running = (await rt.temporal.workflow.getHandle(`worker:${id}`).describe()).status.name === 'RUNNING';
+          running = (await rt.temporal.workflow.getHandle(workerWorkflowId(id)).describe()).status.name === 'RUNNING';
         } catch (err) {
           if (!(err instanceof WorkflowNotFoundError)) throw err;
         }
@@ -725,7 +700,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     /** Final state: no credential, jobs it held back in the queue. */
     async finishWorker(workerId: string, outcome: { status: 'STOPPED' | 'FAILED'; reason: string }): Promise<{ requeued: number }> {
       return db.$transaction(async (tx) => {
-        const requeued = await requeueWorkerJobs(tx, workerId);
+        // The worker is gone: its jobs go back to the queue, or fail at their last loss (domain/job-queue.ts).
+        const requeued = (await requeueLostJobs(prismaSql(tx), { workerId }, { tag: 'orchestration', retention: jobSettings().retention })).length;
         await tx.worker.updateMany({
           where: { id: workerId, status: { notIn: [...FINAL_WORKER_STATUSES] } },
           data: { status: outcome.status, statusReason: outcome.reason.slice(0, 4000), stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },

@@ -5,7 +5,8 @@
  */
 import pg from 'pg';
 import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/job-queue.ts';
-import type { JobWakeups, Log, Waiter } from '../domain/jobs.ts';
+import type { Log } from '../domain/jobs/runtime.ts';
+import type { JobWakeups, Waiter } from '../domain/jobs/wakeups.ts';
 
 class PendingWaiter implements Waiter {
   woken = false;

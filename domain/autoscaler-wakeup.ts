@@ -3,16 +3,17 @@
  * that the first job at zero workers starts one at once instead of at the autoscaler's next look.
  * Never one signal per job: at most one live-worker check in flight per endpoint, at most one
  * check per CHECK_MS, and a signal only when no worker is live. Low-priority jobs never wake it.
+ * Subscribed to the job runtime's queued jobs by the background-task registry (infra/background-tasks.ts).
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { queueNonEmpty } from '../workflows/endpoint.ts';
-import { endpointWorkflowId } from '../workflows/types.ts';
+import { endpointWorkflowId, queueNonEmpty } from '../workflows/contracts.ts';
 import type { DomainContext } from './context.ts';
-import { onJobQueued } from './jobs.ts';
+import type { JobQueuedEvent } from './jobs/runtime.ts';
 
 const CHECK_MS = 500;
 
-export function wakeAutoscalerOnQueuedJobs(ctx: DomainContext, log: (msg: string, err: unknown) => void = () => {}): () => void {
+/** The listener for JobRuntime.onQueued; its throttling state is its own (one per subscription). */
+export function autoscalerWakeup(ctx: Pick<DomainContext, 'db' | 'temporal'>, log: (msg: string, err: unknown) => void = () => {}): (e: JobQueuedEvent) => void {
   const checking = new Set<string>();
   const lastCheck = new Map<string, number>();
 
@@ -27,7 +28,7 @@ export function wakeAutoscalerOnQueuedJobs(ctx: DomainContext, log: (msg: string
     }
   };
 
-  return onJobQueued((e) => {
+  return (e) => {
     if (e.lowPriority || checking.has(e.endpointId)) return;
     const now = Date.now();
     if (now - (lastCheck.get(e.endpointId) ?? 0) < CHECK_MS) return;
@@ -37,5 +38,5 @@ export function wakeAutoscalerOnQueuedJobs(ctx: DomainContext, log: (msg: string
     check(e.endpointId)
       .catch((err: unknown) => log(`waking the autoscaler of endpoint ${e.endpointId} failed`, err))
       .finally(() => checking.delete(e.endpointId));
-  });
+  };
 }

@@ -14,11 +14,9 @@ import { parse as parseYaml } from 'yaml';
 import type { Host } from '../generated/prisma/client.ts';
 import { Prisma } from '../generated/prisma/client.ts';
 import { logsCommand } from '../hostctl/containers.ts';
-import type { HostProbeResult } from '../activities/hosts.ts';
 import { sshTargetOf } from './host-access.ts';
 import type { ExecStream, OutputLine } from '../hostctl/ssh.ts';
-import type { hostWorkflow } from '../workflows/host.ts';
-import { probeHostNow, removeHost } from '../workflows/host.ts';
+import { hostWorkflowId, probeHostNow, removeHost, type HostProbeResult, type HostWorkflow } from '../workflows/contracts.ts';
 import { gantryMemo, gantrySearchAttributes } from '../workflows/search-attributes.ts';
 import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
@@ -89,8 +87,6 @@ export const HostSchema = Type.Object({
 export type HostView = Static<typeof HostSchema>;
 export const HostListSchema = Type.Object({ hosts: Type.Array(HostSchema) });
 
-export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
-
 export function hostView(h: Host, liveWorkers: number): HostView {
   return {
     id: h.id,
@@ -152,7 +148,7 @@ async function viewOf(ctx: DomainContext, id: string): Promise<HostView> {
 /** Starts the host's workflow unless it runs. */
 export async function ensureHostWorkflow(ctx: DomainContext, hostId: string): Promise<void> {
   const host = await ctx.db.host.findUnique({ where: { id: hostId }, select: { name: true } });
-  await ctx.temporal.workflow.start<typeof hostWorkflow>('hostWorkflow', {
+  await ctx.temporal.workflow.start<HostWorkflow>('hostWorkflow', {
     workflowId: hostWorkflowId(hostId),
     taskQueue: ctx.taskQueue,
     args: [{ hostId }],

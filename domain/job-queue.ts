@@ -8,10 +8,10 @@
  * single statement each, and Prisma's per-query overhead was a third of the round trip here.
  */
 import pg from 'pg';
-import type { Db } from './db.ts';
-import type { JobSnapshot, JobStatus } from '../workflows/job.ts';
+import type { Db, Prisma } from './db.ts';
+import type { JobSnapshot, JobStatus } from '../workflows/contracts.ts';
 
-export type { JobStatus } from '../workflows/job.ts';
+export type { JobStatus } from '../workflows/contracts.ts';
 
 export const TERMINAL: readonly JobStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
 export const isTerminal = (s: JobStatus): boolean => TERMINAL.includes(s);
@@ -67,9 +67,13 @@ export interface Retention {
 }
 export const DEFAULT_RETENTION: Retention = { runMs: RETENTION_RUN_MS, syncMs: RETENTION_SYNC_MS };
 
-/** `expiresAt` once a job is finished: retention after completion, never beyond its TTL. */
-const retainSql = (r: Retention): string => `LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond',
-  now() + CASE WHEN j.sync THEN interval '${Math.trunc(r.syncMs)} milliseconds' ELSE interval '${Math.trunc(r.runMs)} milliseconds' END)`;
+/**
+ * `expiresAt` once a job is finished: retention after completion, never beyond its TTL. `now` is the
+ * SQL of the current time as the columns store it (UTC `timestamp`): the queue's own sessions run in
+ * UTC, where `now()` converts so; any other session needs `now() AT TIME ZONE 'UTC'`.
+ */
+const retainSql = (r: Retention, now = 'now()'): string => `LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond',
+  ${now} + CASE WHEN j.sync THEN interval '${Math.trunc(r.syncMs)} milliseconds' ELSE interval '${Math.trunc(r.runMs)} milliseconds' END)`;
 
 const TIMESTAMP_OID = 1114;
 
@@ -162,7 +166,7 @@ export class JobStore {
   constructor(
     readonly pool: pg.Pool,
     readonly tag: string,
-    retention: Retention = DEFAULT_RETENTION,
+    readonly retention: Retention = DEFAULT_RETENTION,
   ) {
     this.RETAIN = retainSql(retention);
   }
@@ -170,6 +174,9 @@ export class JobStore {
   private async rows<T>(text: string, values: unknown[]): Promise<T[]> {
     return (await this.pool.query({ text, values })).rows as T[];
   }
+
+  /** This store's connections as a SqlRunner. */
+  private readonly sql: SqlRunner = <T>(text: string, values: unknown[]) => this.rows<T>(text, values);
 
   /**
    * Queues a job unless its endpoint already holds `maxQueued` queued jobs (undefined: the queue is
@@ -467,8 +474,8 @@ export class JobStore {
 
   /**
    * Enforces a running job's limits: past its execution timeout it is TIMED_OUT (and stopped on its
-   * worker); when its worker has not listed it in a ping for `lostAfterMs` it goes back to the queue
-   * (retries + 1), or fails after MAX_WORKER_LOSSES losses. Returns the row afterwards.
+   * worker); when its worker has not listed it in a ping for `lostAfterMs`, its worker counts as lost
+   * (requeueLostJobs). Returns the row afterwards.
    */
   async supervise(jobId: string, lostAfterMs: number): Promise<JobRow | null> {
     await this.rows(
@@ -480,22 +487,7 @@ export class JobStore {
        SELECT pg_notify('${JOB_CHANNEL}', 'j:' || $2 || ':' || j.id), pg_notify('${JOB_CHANNEL}', 's:' || $2 || ':' || j."workerId") FROM j`,
       [jobId, this.tag],
     );
-    await this.rows(
-      `WITH j AS (
-         UPDATE "Job" j SET
-           status = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN 'FAILED'::"JobStatus" ELSE 'IN_QUEUE'::"JobStatus" END,
-           error = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN 'worker lost while running the job (${MAX_WORKER_LOSSES} times)' END,
-           "completedAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN now() END,
-           "expiresAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN ${this.RETAIN} ELSE j."expiresAt" END,
-           "workerId" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN j."workerId" END,
-           "startedAt" = CASE WHEN j.retries + 1 >= ${MAX_WORKER_LOSSES} THEN j."startedAt" END,
-           retries = j.retries + 1, seq = j.seq + 1, "lastSeenAt" = NULL
-         WHERE j.id = $1 AND j.status = 'IN_PROGRESS'
-           AND GREATEST(j."startedAt", COALESCE(j."lastSeenAt", j."startedAt")) + $3::float8 * interval '1 millisecond' <= now()
-         RETURNING j.id, j."endpointId", j.status)
-       SELECT pg_notify('${JOB_CHANNEL}', CASE WHEN j.status = 'IN_QUEUE' THEN 'q:' || $2 || ':' || j."endpointId" ELSE 'j:' || $2 || ':' || j.id END) FROM j`,
-      [jobId, this.tag, lostAfterMs],
-    );
+    await requeueLostJobs(this.sql, { jobId, silentForMs: lostAfterMs }, { tag: this.tag, retention: this.retention });
     return this.snapshotRow(jobId);
   }
 
@@ -619,4 +611,73 @@ export class JobStore {
       },
     };
   }
+}
+
+// ------------------------------------------------------------------ a lost worker: one rule, every caller
+
+/** Runs one statement on the caller's connection and answers its rows. */
+export type SqlRunner = <T>(text: string, values: unknown[]) => Promise<T[]>;
+
+/** A Prisma client or interactive transaction as a SqlRunner: the statement commits with the caller's other writes. */
+export function prismaSql(db: Db | Prisma.TransactionClient): SqlRunner {
+  return <T>(text: string, values: unknown[]) => db.$queryRawUnsafe<T[]>(text, ...values);
+}
+
+/** Why a job failed whose worker was lost MAX_WORKER_LOSSES times. */
+export const WORKER_LOST_ERROR = `worker lost while running the job (${MAX_WORKER_LOSSES} times)`;
+
+/**
+ * Whose running jobs lost their worker: every job a worker held once the worker is known gone (its
+ * container ended, its workflow is gone: the orchestration), or one job its worker's pings have not
+ * listed for `silentForMs` (the job's own workflow, through JobStore.supervise).
+ */
+export type LostWorker = { workerId: string } | { jobId: string; silentForMs: number };
+
+export interface LostJob {
+  id: string;
+  endpointId: string;
+  /** IN_QUEUE: back in the queue for another worker; FAILED: lost MAX_WORKER_LOSSES times. */
+  status: 'IN_QUEUE' | 'FAILED';
+  seq: number;
+}
+
+/** The current time as the job columns store it (UTC `timestamp`), whatever the session's time zone. */
+const NOW_UTC = `(now() AT TIME ZONE 'UTC')`;
+
+/**
+ * THE rule for a lost worker, for every caller (the job workflow's liveness check, a worker's final
+ * state, a host's reconcile): each running job it held goes back to the queue (retries + 1) for
+ * another worker, or, at its MAX_WORKER_LOSSES-th loss, FAILS with WORKER_LOST_ERROR and is kept
+ * for the retention of finished jobs. Either way its `seq` moves on (its workflow adopts the new
+ * state at its next look) and the same statement NOTIFYs: a requeued job wakes a waiting job-take
+ * of its endpoint, a failed one wakes the runsync, status-sync and /stream calls waiting on it, in
+ * every API process. Jobs already finished are not touched. `tag` names the caller in the NOTIFY
+ * payloads (an API process skips its own); `retention` is the job settings' (jobSettings()).
+ */
+export async function requeueLostJobs(sql: SqlRunner, lost: LostWorker, opts: { tag: string; retention: Retention }): Promise<LostJob[]> {
+  const failed = `j.retries + 1 >= ${MAX_WORKER_LOSSES}`;
+  const [where, values] =
+    'workerId' in lost
+      ? [`j."workerId" = $1`, [lost.workerId, opts.tag, WORKER_LOST_ERROR]]
+      : [
+          `j.id = $1 AND GREATEST(j."startedAt", COALESCE(j."lastSeenAt", j."startedAt")) + $4::float8 * interval '1 millisecond' <= ${NOW_UTC}`,
+          [lost.jobId, opts.tag, WORKER_LOST_ERROR, lost.silentForMs],
+        ];
+  return sql<LostJob>(
+    `WITH j AS (
+       UPDATE "Job" j SET
+         status = CASE WHEN ${failed} THEN 'FAILED'::"JobStatus" ELSE 'IN_QUEUE'::"JobStatus" END,
+         error = CASE WHEN ${failed} THEN $3::text END,
+         "completedAt" = CASE WHEN ${failed} THEN ${NOW_UTC} END,
+         "expiresAt" = CASE WHEN ${failed} THEN ${retainSql(opts.retention, NOW_UTC)} ELSE j."expiresAt" END,
+         "workerId" = CASE WHEN ${failed} THEN j."workerId" END,
+         "startedAt" = CASE WHEN ${failed} THEN j."startedAt" END,
+         retries = j.retries + 1, seq = j.seq + 1, "lastSeenAt" = NULL
+       WHERE ${where} AND j.status = 'IN_PROGRESS'
+       RETURNING j.id, j."endpointId", j.status, j.seq)
+     SELECT j.id, j."endpointId", j.status::text AS status, j.seq,
+       pg_notify('${JOB_CHANNEL}', CASE WHEN j.status = 'IN_QUEUE' THEN 'q:' || $2 || ':' || j."endpointId" ELSE 'j:' || $2 || ':' || j.id END)::text AS notified
+     FROM j`,
+    values,
+  );
 }

@@ -2,8 +2,7 @@ import { isIP } from 'node:net';
 import { Type, type Static } from 'typebox';
 import type { Host, Pod, Prisma, Template, Worker } from '../generated/prisma/client.ts';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { podChanged, podWorkflowId, type podWorkflow } from '../workflows/pod.ts';
-import { drainWorker } from '../workflows/worker.ts';
+import { drainWorker, podChanged, podWorkflowId, workerWorkflowId, type PodWorkflow } from '../workflows/contracts.ts';
 import { gantryMemo, gantrySearchAttributes } from '../workflows/search-attributes.ts';
 import { requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
@@ -231,7 +230,7 @@ async function tellWorkflow(ctx: DomainContext, podId: string): Promise<void> {
   // Search attributes and memo count only when this starts the workflow (its workers inherit them).
   const pod = await ctx.db.pod.findUnique({ where: { id: podId }, select: { accountId: true, name: true } });
   await ctx.temporal.withDeadline(Date.now() + WORKFLOW_CALL_BUDGET_MS, () =>
-    ctx.temporal.workflow.signalWithStart<typeof podWorkflow, []>('podWorkflow', {
+    ctx.temporal.workflow.signalWithStart<PodWorkflow, []>('podWorkflow', {
       workflowId: podWorkflowId(podId),
       taskQueue: ctx.taskQueue,
       args: [{ podId }],
@@ -644,7 +643,7 @@ async function restartPodContainer(ctx: DomainContext, podId: string, reason: st
       Promise.all(
         workers.map((w) =>
           ctx.temporal.workflow
-            .getHandle(`worker:${w.id}`)
+            .getHandle(workerWorkflowId(w.id))
             .signal(drainWorker, { reason })
             .catch((err: unknown) => {
               if (!(err instanceof WorkflowNotFoundError)) throw err;

@@ -1,33 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { randomString } from '../../domain/ids.ts';
-import { createJobPool, databaseUrlOf, JobStore } from '../../domain/job-queue.ts';
-import {
-  attachJobRuntime,
-  cancelJob,
-  endpointHealth,
-  getJobStatus,
-  HealthSchema,
-  JobRuntime,
-  jobSettings,
-  JobStatusSchema,
-  JobStreamSchema,
-  JobViewSchema,
-  purgeQueue,
-  retryJob,
-  runJob,
-  RunJobBodySchema,
-  runJobSync,
-  streamJob,
-  waitJobStatus,
-  WaitQuerySchema,
-  type Log,
-} from '../../domain/jobs.ts';
+import { cancelJob, endpointHealth, getJobStatus, purgeQueue, retryJob, runJob, runJobSync, streamJob, waitJobStatus } from '../../domain/jobs/client-api.ts';
+import { jobRuntimeOf } from '../../domain/jobs/runtime.ts';
+import { HealthSchema, JobStatusSchema, JobStreamSchema, JobViewSchema, RunJobBodySchema, WaitQuerySchema } from '../../domain/jobs/schemas.ts';
 import { cachedPrincipalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
-import { JobNotifier } from '../job-notify.ts';
-import { workerProtocolRoutes } from './worker-protocol.ts';
+import { RequestWaits } from '../request-signals.ts';
 
 const EndpointParams = Type.Object({ endpointId: Type.String() });
 const JobParams = Type.Object({ endpointId: Type.String(), jobId: Type.String() });
@@ -37,46 +16,16 @@ const JobAck = Type.Object({ id: Type.String(), status: JobStatusSchema });
 const RUN_BODY_LIMIT = 10 * 1024 * 1024;
 const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
 
-/** Aborts when the client hangs up before the answer: long waits stop early. */
-export function hangupSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) ac.abort();
-  });
-  return ac.signal;
-}
-
 /**
  * The job API of queue-based endpoints (`/v2/{endpointId}/run` and friends, bearer key with the RUN
- * scope) and the worker protocol, with the per-process job runtime they share: a pool for the queue,
- * one LISTEN session, coalesced workflow signals and the mending sweeps.
+ * scope), on the job runtime the composition root put in `ctx` (its start and stop belong to the
+ * platform; the worker protocol, on the same runtime, is worker-protocol.ts). Waits (runsync,
+ * status-sync, stream) end when the client hangs up or the app starts closing: a graceful stop
+ * answers them as they stand.
  */
-export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
-  const databaseUrl = databaseUrlOf(ctx.db);
-  const tag = randomString(8);
-  const pool = createJobPool(databaseUrl, 10);
-  const workerPool = createJobPool(databaseUrl, 6);
-  const log: Log = (level, msg, err) => app.log[level]({ err }, msg);
-  const notifier = new JobNotifier(databaseUrl, tag, log);
-  const settings = jobSettings();
-  const runtime = new JobRuntime(ctx, new JobStore(pool, tag, settings.retention), notifier, settings, log, new JobStore(workerPool, tag, settings.retention));
-  attachJobRuntime(runtime);
-
-  app.addHook('onReady', async () => {
-    await notifier.start();
-    runtime.startSweeps();
-  });
-  // Long-polls and waits return now, so that closing does not wait out their hold time.
-  app.addHook('preClose', async () => {
-    runtime.closing = true;
-    notifier.wakeAll();
-  });
-  app.addHook('onClose', async () => {
-    await runtime.stop();
-    await notifier.stop();
-    await pool.end();
-    await workerPool.end();
-  });
+export function jobApiRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  const jobs = jobRuntimeOf(ctx);
+  const waits = new RequestWaits(app);
 
   // The job API in its own scope, for its body parser: an empty `application/json` body means "no
   // body" (the hosted service's Python client sends cancel and purge-queue so); any other body is
@@ -89,7 +38,7 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
     scope.post<{ Params: { endpointId: string } }>(
       '/v2/:endpointId/run',
       { bodyLimit: RUN_BODY_LIMIT, attachValidation: true, schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } } },
-      async (request) => runJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body),
+      async (request) => runJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body),
     );
 
     scope.post<{ Params: { endpointId: string } }>(
@@ -99,13 +48,13 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
         attachValidation: true,
         schema: { params: EndpointParams, querystring: WaitQuerySchema, body: RunJobBodySchema, response: { 200: JobViewSchema } },
       },
-      async (request, reply) => runJobSync(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.body, request.query, hangupSignal(reply)),
+      async (request, reply) => runJobSync(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body, request.query, waits.signal(reply)),
     );
 
     scope.get<{ Params: { endpointId: string; jobId: string } }>(
       '/v2/:endpointId/status/:jobId',
       { schema: { params: JobParams, response: { 200: JobViewSchema } } },
-      async (request) => getJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
+      async (request) => getJobStatus(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
     );
 
     const statusSync = {
@@ -113,40 +62,38 @@ export function jobRoutes(app: FastifyInstance, ctx: DomainContext): void {
       schema: { params: JobParams, querystring: WaitQuerySchema, response: { 200: JobViewSchema } },
     };
     const statusSyncHandler = async (request: FastifyRequest<{ Params: { endpointId: string; jobId: string } }>, reply: FastifyReply) =>
-      waitJobStatus(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, request.query, hangupSignal(reply));
+      waitJobStatus(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId, request.query, waits.signal(reply));
     scope.get<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
     scope.post<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
 
     scope.get<{ Params: { endpointId: string; jobId: string } }>(
       '/v2/:endpointId/stream/:jobId',
       { schema: { params: JobParams, response: { 200: JobStreamSchema } } },
-      async (request, reply) => streamJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId, hangupSignal(reply)),
+      async (request, reply) => streamJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId, waits.signal(reply)),
     );
 
     scope.post<{ Params: { endpointId: string; jobId: string } }>(
       '/v2/:endpointId/cancel/:jobId',
       { schema: { params: JobParams, response: { 200: JobAck } } },
-      async (request) => cancelJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
+      async (request) => cancelJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
     );
 
     scope.post<{ Params: { endpointId: string; jobId: string } }>(
       '/v2/:endpointId/retry/:jobId',
       { schema: { params: JobParams, response: { 200: JobAck } } },
-      async (request) => retryJob(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId, request.params.jobId),
+      async (request) => retryJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
     );
 
     scope.post<{ Params: { endpointId: string } }>(
       '/v2/:endpointId/purge-queue',
       { schema: { params: EndpointParams, response: { 200: Type.Object({ removed: Type.Integer(), status: Type.Literal('completed') }) } } },
-      async (request) => purgeQueue(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
+      async (request) => purgeQueue(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId),
     );
 
     scope.get<{ Params: { endpointId: string } }>(
       '/v2/:endpointId/health',
       { schema: { params: EndpointParams, response: { 200: HealthSchema } } },
-      async (request) => endpointHealth(ctx, await cachedPrincipalOf(ctx.db, request), request.params.endpointId),
+      async (request) => endpointHealth(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId),
     );
   });
-
-  workerProtocolRoutes(app, ctx);
 }

@@ -1,10 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { finishJob, PingQuerySchema, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs.ts';
+import { jobRuntimeOf } from '../../domain/jobs/runtime.ts';
+import { PingQuerySchema } from '../../domain/jobs/schemas.ts';
+import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/worker-protocol.ts';
 import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers-auth.ts';
 import { throttledAuth } from '../auth.ts';
-import { hangupSignal } from './jobs.ts';
+import { RequestWaits } from '../request-signals.ts';
 
 const WorkerParams = Type.Object({ endpointId: Type.String(), workerId: Type.String() });
 const WorkerJobParams = Type.Object({ endpointId: Type.String(), workerId: Type.String(), jobId: Type.String() });
@@ -25,7 +27,7 @@ const DONE_BODY_LIMIT = 20 * 1024 * 1024;
 type WorkerRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string } }>;
 
 function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdentity> {
-  return throttledAuth(request, () => authenticateWorker(ctx.db, workerKeyOf(request.headers.authorization), request.params.workerId, request.params.endpointId));
+  return throttledAuth(request, () => authenticateWorker(ctx, workerKeyOf(request.headers.authorization), request.params.workerId, request.params.endpointId));
 }
 
 /**
@@ -35,6 +37,9 @@ function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdent
  * `application/x-www-form-urlencoded`, so bodies here are read raw and parsed as JSON by the domain.
  */
 export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): void {
+  const jobs = jobRuntimeOf(ctx);
+  // Long-polls end when the worker hangs up or the app starts closing (a graceful stop does not wait out their hold time).
+  const waits = new RequestWaits(app);
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: DONE_BODY_LIMIT }, (_request, body, done) => done(null, body));
@@ -43,15 +48,15 @@ export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): 
     const take = (batch: boolean) => async (request: TakeRequest, reply: FastifyReply) => {
       const identity = await worker(ctx, request);
       const max = batch ? Math.min(MAX_BATCH, Math.max(1, Number(request.query.batch_size ?? 1) || 1)) : 1;
-      const abort = hangupSignal(reply);
-      const jobs = await takeJobs(ctx, identity, { max, abort });
-      if (jobs.length === 0) return reply.code(204).send();
-      if (abort.aborted || reply.raw.destroyed) {
+      const abort = waits.signal(reply);
+      const taken = await takeJobs(jobs, identity, { max, abort });
+      if (taken.length === 0) return reply.code(204).send();
+      if (reply.raw.destroyed || (abort.aborted && !waits.closing)) {
         // The worker is gone: the jobs go back to the queue rather than wait for worker-loss detection.
-        await untakeJobs(ctx, identity, jobs.map((j) => j.id));
+        await untakeJobs(jobs, identity, taken.map((j) => j.id));
         return reply.code(204).send();
       }
-      const out = jobs.map((j) => ({ id: j.id, input: j.input }));
+      const out = taken.map((j) => ({ id: j.id, input: j.input }));
       return reply.send(batch ? out : out[0]);
     };
     const takeOpts = (response: object) => ({ attachValidation: true, schema: { params: WorkerParams, querystring: TakeQuery, response: { 200: response } } });
@@ -65,14 +70,14 @@ export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): 
     scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
       '/v2/:endpointId/job-done/:workerId/:jobId',
       { schema: { params: WorkerJobParams } },
-      async (request) => finishJob(ctx, await worker(ctx, request), request.params.jobId, request.body),
+      async (request) => finishJob(jobs, await worker(ctx, request), request.params.jobId, request.body),
     );
 
     scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
       '/v2/:endpointId/job-stream/:workerId/:jobId',
       { schema: { params: WorkerJobParams } },
       async (request) => {
-        await postStreamChunk(ctx, await worker(ctx, request), request.params.jobId, request.body);
+        await postStreamChunk(jobs, await worker(ctx, request), request.params.jobId, request.body);
         return {};
       },
     );
@@ -82,7 +87,7 @@ export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): 
       { schema: { params: WorkerParams, response: { 200: Type.Object({ jobsToStop: Type.Array(Type.String()) }) } } },
       async (request, reply) => {
         const identity = await worker(ctx, request);
-        const ids = await waitForStops(ctx, identity, hangupSignal(reply));
+        const ids = await waitForStops(jobs, identity, waits.signal(reply));
         if (ids.length === 0) return reply.code(204).send();
         return { jobsToStop: ids };
       },
@@ -92,7 +97,7 @@ export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): 
       '/v2/:endpointId/ping/:workerId',
       { attachValidation: true, schema: { params: WorkerParams, querystring: PingQuerySchema } },
       async (request) => {
-        await workerPing(ctx, await worker(ctx, request), request.query);
+        await workerPing(jobs, await worker(ctx, request), request.query);
         return {};
       },
     );

@@ -14,6 +14,7 @@ import type { TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
 import { podVolumes, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
 import { containerEnv, graphql, podContainers as podContainersOn } from './pod-support.ts';
+import { podWorkflowId } from '../../workflows/contracts.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 const POD_FIELDS = 'id name imageName desiredStatus gpuCount env ports containerDiskInGb dockerArgs templateId machine { podHostId } runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } }';
@@ -87,7 +88,7 @@ describe('GraphQL pods on real containers', () => {
     expect([...pod.env].sort()).toEqual(['GREETING=hello pod', 'PORT=8080']);
     // Durable before answered: the row and the workflow exist.
     expect(await p.ctx.db.pod.findUnique({ where: { id: pod.id } })).not.toBeNull();
-    expect((await p.ctx.temporal.workflow.getHandle(`pod:${pod.id}`).describe()).status.name).toBe('RUNNING');
+    expect((await p.ctx.temporal.workflow.getHandle(podWorkflowId(pod.id)).describe()).status.name).toBe('RUNNING');
 
     // The name is unique within the account.
     const dup = await deploy({ name: 'web', imageName: IMAGE, gpuCount: 0 });
@@ -142,7 +143,7 @@ describe('GraphQL pods on real containers', () => {
     expect(gone.errors[0].extensions.code).toBe('NOT_FOUND');
     expect((await gql('{ myself { pods { id } } }')).data.myself.pods).not.toContainEqual({ id: pod.id });
     await until('the container and the row gone after podTerminate', async () => podContainers(pod.id).length === 0 && (await p.ctx.db.pod.findUnique({ where: { id: pod.id } })) === null, 60_000, 250);
-    await p.ctx.temporal.workflow.getHandle(`pod:${pod.id}`).result();
+    await p.ctx.temporal.workflow.getHandle(podWorkflowId(pod.id)).result();
 
     // Its name is free again.
     const reused = await deploy({ name: 'web', imageName: IMAGE, gpuCount: 0 });

@@ -12,6 +12,7 @@ import { applyHostConfig, readHostsFile } from '../../domain/hosts.ts';
 import { newId } from '../../domain/ids.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { hostWorkflowId } from '../../workflows/contracts.ts';
 
 let host: SshTestHost;
 let p: TestPlatform;
@@ -218,7 +219,7 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
     const removed = await call(p.url, 'DELETE', `/v2/hosts/${created.body.id}`, { key: p.adminKey });
     expect(removed.status).toBe(204);
     expect((await call(p.url, 'GET', `/v2/hosts/${created.body.id}`, { key: p.adminKey })).status).toBe(404);
-    const wf = await p.ctx.temporal.workflow.getHandle(`host:${created.body.id}`).describe();
+    const wf = await p.ctx.temporal.workflow.getHandle(hostWorkflowId(created.body.id)).describe();
     expect(wf.status.name).not.toBe('RUNNING');
   });
 });

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
-import { jobState } from '../../workflows/job.ts';
+import { jobState, jobWorkflowId } from '../../workflows/contracts.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
 import { rawRequest } from './lb-support.ts';
@@ -71,7 +71,7 @@ describe('POST /run and GET /status', () => {
     expect(finished.body.delayTime).toBeGreaterThanOrEqual(0);
 
     // The job's workflow, readable by id, learned of the completion and finished.
-    const handle = p.ctx.temporal.workflow.getHandle(`job:${id}`);
+    const handle = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
     await eventually(async () => (await handle.describe()).status.name === 'COMPLETED', 20_000, 'job workflow completed');
     expect((await handle.describe()).type).toBe('jobWorkflow');
   });
@@ -271,7 +271,7 @@ describe('cancel, retry, purge, health', () => {
     // Cancelling again reports the state; a finished job stays finished.
     expect((await call(p.url, 'POST', `/v2/${ep2}/cancel/${id}`, { key: p.adminKey })).body).toEqual({ id, status: 'CANCELLED' });
     expect((await call(p.url, 'POST', `/v2/${ep2}/cancel/nope`, { key: p.adminKey })).status).toBe(404);
-    const wf = p.ctx.temporal.workflow.getHandle(`job:${id}`);
+    const wf = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
     await eventually(async () => (await wf.describe()).status.name === 'COMPLETED', 20_000, 'cancelled job workflow completed');
   });
 
@@ -297,7 +297,7 @@ describe('cancel, retry, purge, health', () => {
     const health = await call(p.url, 'GET', `/v2/${ep2}/health`, { key: p.adminKey });
     expect(health.body.jobs).toMatchObject({ completed: 1, retried: 1 });
     // The workflow of the retried job ends with the second completion.
-    const wf = p.ctx.temporal.workflow.getHandle(`job:${id}`);
+    const wf = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
     await eventually(async () => (await wf.describe()).status.name === 'COMPLETED' && (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).status === 'COMPLETED', 20_000, 'retried workflow done');
   });
 
@@ -345,7 +345,7 @@ describe('cancel, retry, purge, health', () => {
   it('keeps the job workflow informed: its state follows the job', async () => {
     const ep2 = await createQueueEndpoint(p);
     const id = (await run({ input: {}, policy: { ttl: 600_000 } }, ep2)).body.id as string;
-    const wf = p.ctx.temporal.workflow.getHandle(`job:${id}`);
+    const wf = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
     const state = await eventually(async () => (await wf.query(jobState)) ?? undefined, 20_000, 'workflow started');
     expect(state).toMatchObject({ status: 'IN_QUEUE', webhookPending: false, startedAt: null });
     const row = await p.ctx.db.job.findUniqueOrThrow({ where: { id } });

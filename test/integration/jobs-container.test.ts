@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { COMPAT_WORKER_DIR, createQueueEndpoint, createWorker, eventually, workerEnv, wrapWorker, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
+import { jobWorkflowId } from '../../workflows/contracts.ts';
 
 const IMAGE = 'localhost/gantry-test-compat-worker:1';
 const LABEL = 'io.gantry.test=compat-worker';
@@ -99,6 +100,6 @@ describe('the compat worker in a Podman container', () => {
     const s = await call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey });
     expect(s.body).toMatchObject({ status: 'COMPLETED', workerId: w2.id, retries: 1, output: { slept: 2000 } });
     expect(second.proc.events.some((e) => e.event === 'job-done' && e.job === id)).toBe(true);
-    await eventually(async () => (await p.ctx.temporal.workflow.getHandle(`job:${id}`).describe()).status.name === 'COMPLETED', 30_000, 'workflow done');
+    await eventually(async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 30_000, 'workflow done');
   }, 180_000);
 });

@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobState } from '../../workflows/job.ts';
+import { jobState, jobWorkflowId } from '../../workflows/contracts.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, startCompatWorker, workerCall, workerEnv } from './jobs-helpers.ts';
 
@@ -33,7 +33,7 @@ const run = (ep: string, input: unknown, extra: Record<string, unknown> = {}) =>
   });
 const status = (ep: string, id: string) => call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey });
 const workflowDone = (id: string) =>
-  eventually(async () => (await p.ctx.temporal.workflow.getHandle(`job:${id}`).describe()).status.name === 'COMPLETED', 30_000, `workflow job:${id} completed`);
+  eventually(async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 30_000, `workflow job:${id} completed`);
 
 /** A webhook receiver that answers `codes` in turn (then 200) and records what it got. */
 async function webhookReceiver(codes: number[] = []): Promise<{ url: string; hits: Array<{ at: number; body: any }>; server: Server }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- webhook bodies are arbitrary JSON
@@ -242,7 +242,7 @@ describe('retention', () => {
       expect((await status(ep, async)).status).toBe(200);
       await eventually(async () => (await status(ep, async)).status === 404, 10_000, 'async result expired');
       // The workflow state of a finished job is readable for as long as Temporal keeps it.
-      const state = await p.ctx.temporal.workflow.getHandle(`job:${async}`).query(jobState);
+      const state = await p.ctx.temporal.workflow.getHandle(jobWorkflowId(async)).query(jobState);
       expect(state?.status).toBe('COMPLETED');
     } finally {
       await proc.kill();

@@ -20,6 +20,7 @@ import { freshDatabase } from '../support/databases.ts';
 import { call } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 import { eventually, startCompatWorker, workerEnv, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
+import { jobWorkflowId } from '../../workflows/contracts.ts';
 
 const PING_MS = 400;
 
@@ -138,7 +139,7 @@ async function expectSettled(s: Setup, ids: string[], status: string, starts: Wo
     expect(row.seq, row.id).toBe(2 + 2 * row.retries);
   }
   for (const id of ids) {
-    await eventually(async () => (await s.temporal.workflow.getHandle(`job:${id}`).describe()).status.name === 'COMPLETED', 60_000, `workflow job:${id} done`);
+    await eventually(async () => (await s.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 60_000, `workflow job:${id} done`);
   }
 }
 
@@ -242,7 +243,7 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     await kill9(api);
     const hasWorkflow = async (id: string): Promise<boolean> =>
       s.temporal.workflow
-        .getHandle(`job:${id}`)
+        .getHandle(jobWorkflowId(id))
         .describe()
         .then(() => true)
         .catch(() => false);

@@ -6,6 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { call } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
+import { endpointWorkflowId } from '../../workflows/contracts.ts';
 
 /**
  * `npm start`'s own process (infra/start.ts) on its embedded defaults: the embedded PostgreSQL server
@@ -113,7 +114,7 @@ describe('the platform on its embedded defaults', () => {
     const connection = await Connection.connect({ address: `127.0.0.1:${ports.temporal}` });
     const client = new Client({ connection });
     for (const e of list.body.endpoints as Array<{ id: string }>) {
-      const d = await client.workflow.getHandle(`endpoint:${e.id}`).describe();
+      const d = await client.workflow.getHandle(endpointWorkflowId(e.id)).describe();
       expect(d.status.name).toBe('RUNNING');
     }
     await connection.close();

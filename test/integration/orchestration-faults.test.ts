@@ -18,6 +18,7 @@ import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, TEST_HOST_LABELS, until } from './orchestration-support.ts';
 import { liveWorker } from '../../domain/worker-status.ts';
+import { endpointWorkflowId } from '../../workflows/contracts.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');
@@ -194,7 +195,7 @@ describe('faults', () => {
       async () => ({
         releases: await db().release.findMany({ where: { endpointId }, select: { version: true, status: true, statusReason: true } }),
         workers: await db().worker.findMany({ where: { endpointId }, select: { id: true, status: true, releaseVersion: true, statusReason: true, hostId: true } }),
-        workflow: (await running.platform.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).describe()).status.name,
+        workflow: (await running.platform.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).describe()).status.name,
       }),
     );
     console.info(`release 2 completed ${Date.now() - t0} ms after the restart`);

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getScalingStatus } from '../../workflows/endpoint.ts';
+import { endpointWorkflowId, getScalingStatus } from '../../workflows/contracts.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
 import { liveWorker } from '../../domain/worker-status.ts';
@@ -116,7 +116,7 @@ describe('workers on an SSH host', () => {
     await runJob(endpointId, { n: 1 }, { lowPriority: true });
     await new Promise((r) => setTimeout(r, 3000));
     expect(await liveWorkers(endpointId)).toEqual([]);
-    const status = await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).query(getScalingStatus);
+    const status = await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getScalingStatus);
     expect(status).toMatchObject({ desired: 0, live: 0, queued: 0 });
   }, 180_000);
 
@@ -205,7 +205,7 @@ describe('workers on an SSH host', () => {
     await until('the endpoint row to go', async () => (await p.ctx.db.endpoint.count({ where: { id: endpointId } })) === 0, 60_000);
     expect(managedContainers(hostId).filter((c) => ids.includes(c.workerId))).toEqual([]);
     // The workflow ends right after it removed the row.
-    await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).result();
-    expect((await p.ctx.temporal.workflow.getHandle(`endpoint:${endpointId}`).describe()).status.name).toBe('COMPLETED');
+    await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).result();
+    expect((await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).describe()).status.name).toBe('COMPLETED');
   }, 180_000);
 });

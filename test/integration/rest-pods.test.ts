@@ -11,6 +11,7 @@ import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE, rawRequest } from './lb-support.ts';
 import { type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
 import { containerEnv, graphql, podContainers } from './pod-support.ts';
+import { podWorkflowId } from '../../workflows/contracts.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 
@@ -105,7 +106,7 @@ describe('REST pods on real containers', () => {
     expect(pod.gpu).toBeUndefined();
     // Durable before answered: the row and the workflow exist.
     expect(await p.ctx.db.pod.findUnique({ where: { id: pod.id } })).not.toBeNull();
-    expect((await p.ctx.temporal.workflow.getHandle(`pod:${pod.id}`).describe()).status.name).toBe('RUNNING');
+    expect((await p.ctx.temporal.workflow.getHandle(podWorkflowId(pod.id)).describe()).status.name).toBe('RUNNING');
 
     const first = await runningPod(pod.id);
     expect(first.health).toEqual({ status: 'ok', worker: pod.id });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardedLookup, parseWebhookAllowList, refusedAddress, webhookUrlProblem } from '../../domain/webhook-targets.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall } from '../integration/jobs-helpers.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { jobWorkflowId } from '../../workflows/contracts.ts';
 
 const NONE = parseWebhookAllowList(undefined);
 
@@ -151,7 +152,7 @@ describe('webhooks through the job API', () => {
       const id = await finish();
       // The delivery is tried once, refused, and not retried: the listener hears nothing more.
       await eventually(async () => (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).webhookAttempts >= 1, 30_000, 'the refused webhook attempted');
-      await eventually(async () => (await p.ctx.temporal.workflow.getHandle(`job:${id}`).describe()).status.name === 'COMPLETED', 30_000, 'the job workflow done');
+      await eventually(async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 30_000, 'the job workflow done');
       expect(l.hits).toHaveLength(1);
       const row = await p.ctx.db.job.findUniqueOrThrow({ where: { id } });
       expect(row.webhookDeliveredAt).toBeNull();

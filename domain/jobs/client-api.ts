@@ -1,0 +1,222 @@
+/**
+ * The client job API (compat.md: `/run`, `/runsync`, `/status`, `/status-sync`, `/stream`, `/cancel`,
+ * `/retry`, `/purge-queue`, `/health`) as domain operations on the job runtime. Every change is one
+ * SQL statement committed before the answer; waiting requests are woken by the commits they wait
+ * for (wakeups.ts); workflows are told afterwards (workflow-signals.ts).
+ */
+import { randomUUID } from 'node:crypto';
+import { requireEndpointAccess, requireScope, type Principal } from '../auth.ts';
+import { DomainError, notFound, validationFailed } from '../errors.ts';
+import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from '../job-queue.ts';
+import { validate } from '../validation.ts';
+import { webhookUrlProblem } from '../webhook-targets.ts';
+import type { QueueEndpoint } from './queue-endpoints.ts';
+import type { JobRuntime } from './runtime.ts';
+import { jobView, RunJobBodySchema, WaitQuerySchema, type JobView } from './schemas.ts';
+import { REPOLL_MS, type Waiter } from './wakeups.ts';
+
+/** The queue-based endpoint a job call names, if the caller may use it (RUN scope, its account, its key's endpoints). */
+async function queueEndpoint(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<QueueEndpoint> {
+  requireScope(principal, 'RUN');
+  const e = await jobs.endpoints.find(endpointId);
+  if (!e || e.accountId !== principal.accountId) throw notFound('endpoint');
+  requireEndpointAccess(principal, endpointId);
+  if (e.type !== 'QUEUE_BASED') {
+    throw new DomainError('bad_request', 'this endpoint is load-balancing: send requests to its requestUrls.base, without an input wrapper');
+  }
+  return e;
+}
+
+function parseWait(query: unknown, fallback: number): number {
+  const q = validate(WaitQuerySchema, query ?? {});
+  if (q.wait === undefined) return fallback;
+  const wait = Number(q.wait);
+  if (wait < 1_000 || wait > 300_000) throw validationFailed(['$.wait: must be between 1000 and 300000 milliseconds']);
+  return wait;
+}
+
+function newJobId(sync: boolean): string {
+  return `${sync ? 'sync-' : ''}${randomUUID()}-g1`;
+}
+
+async function submit(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown, sync: boolean, id = newJobId(sync)): Promise<JobRow> {
+  const endpoint = await queueEndpoint(jobs, principal, endpointId);
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || !('input' in body) || (body as { input: unknown }).input == null) {
+    throw new DomainError('bad_request', 'the request body must be a JSON object with an "input" property: {"input": {...}}');
+  }
+  const req = validate(RunJobBodySchema, body);
+  const webhookProblem = req.webhook !== undefined ? webhookUrlProblem(req.webhook) : undefined;
+  if (webhookProblem) throw validationFailed([`$.webhook: ${webhookProblem}`]);
+  let row: JobRow | undefined;
+  try {
+    row = await jobs.store.insert({
+      id,
+      endpointId,
+      accountId: principal.accountId,
+      inputJson: JSON.stringify(req.input),
+      webhook: req.webhook ?? null,
+      executionTimeoutMs: req.policy?.executionTimeout ?? endpoint.timeoutMs,
+      ttlMs: req.policy?.ttl ?? 86_400_000,
+      lowPriority: req.policy?.lowPriority ?? false,
+      sync,
+    }, jobs.settings.maxQueuedPerEndpoint);
+  } catch (err) {
+    // The endpoint was deleted since it was cached.
+    if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
+    throw err;
+  }
+  if (!row) throw new DomainError('rate_limited', `endpoint ${endpointId} already holds ${jobs.settings.maxQueuedPerEndpoint} queued jobs, the most it may hold (GANTRY_MAX_QUEUED_JOBS); retry when workers have taken some`);
+  jobs.wakeups.wake('q', endpointId);
+  jobs.signals.state(row);
+  jobs.queued({ endpointId, jobId: row.id, lowPriority: row.lowPriority });
+  return row;
+}
+
+/** POST /run: queued and committed; answers at once. */
+export async function runJob(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown): Promise<{ id: string; status: JobStatus }> {
+  const row = await submit(jobs, principal, endpointId, body, false);
+  return { id: row.id, status: row.status };
+}
+
+/**
+ * Waits until the job is final or `deadline`; returns the last row read (null: the job is gone).
+ * The watcher is registered before every read, so a completion between the two is not missed.
+ */
+async function awaitFinal(jobs: JobRuntime, jobId: string, endpointId: string, deadline: number, first: Waiter, abort?: AbortSignal): Promise<JobRow | null> {
+  let waiter = first;
+  let row: JobRow | null = null;
+  for (;;) {
+    const left = deadline - Date.now();
+    const woke = left > 0 && !jobs.closing && !abort?.aborted ? await waiter.wait(Math.min(left, REPOLL_MS), abort) : { woken: false };
+    waiter.release();
+    if (woke.row && isTerminal(woke.row.status)) return woke.row;
+    waiter = jobs.wakeups.watch('j', jobId);
+    try {
+      row = await jobs.store.get(jobId, endpointId);
+    } catch (err) {
+      waiter.release();
+      throw err;
+    }
+    if (!row || isTerminal(row.status) || Date.now() >= deadline || jobs.closing || abort?.aborted) {
+      waiter.release();
+      return row;
+    }
+  }
+}
+
+/** POST /runsync?wait=: the final job when it finishes in time, else `{id, status}` to poll. */
+export async function runJobSync(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown, query: unknown, abort?: AbortSignal): Promise<JobView> {
+  const wait = parseWait(query, 90_000);
+  const deadline = Date.now() + wait;
+  const id = newJobId(true);
+  const waiter = jobs.wakeups.watch('j', id);
+  let row: JobRow | null;
+  try {
+    row = await submit(jobs, principal, endpointId, body, true, id);
+  } catch (err) {
+    waiter.release();
+    throw err;
+  }
+  row = (await awaitFinal(jobs, id, endpointId, deadline, waiter, abort)) ?? row;
+  return isTerminal(row.status) ? jobView(row) : { id: row.id, status: row.status };
+}
+
+/** GET /status/{id}: 404 once the job expired (TTL, retention) or never existed. */
+export async function getJobStatus(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<JobView> {
+  await queueEndpoint(jobs, principal, endpointId);
+  const row = await jobs.store.get(jobId, endpointId);
+  if (!row) throw notFound('job');
+  return jobView(row);
+}
+
+/** GET /status-sync/{id}?wait=: like /status, after waiting up to `wait` ms for the job to finish. */
+export async function waitJobStatus(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string, query: unknown, abort?: AbortSignal): Promise<JobView> {
+  await queueEndpoint(jobs, principal, endpointId);
+  const deadline = Date.now() + parseWait(query, 90_000);
+  const waiter = jobs.wakeups.watch('j', jobId);
+  let row: JobRow | null;
+  try {
+    row = await jobs.store.get(jobId, endpointId);
+  } catch (err) {
+    waiter.release();
+    throw err;
+  }
+  if (!row) {
+    waiter.release();
+    throw notFound('job');
+  }
+  if (isTerminal(row.status)) {
+    waiter.release();
+    return jobView(row);
+  }
+  row = await awaitFinal(jobs, jobId, endpointId, deadline, waiter, abort);
+  if (!row) throw notFound('job');
+  return jobView(row);
+}
+
+/** GET /stream/{id}: the chunks not yet handed to a caller; waits briefly for one while the job runs. */
+export async function streamJob(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  jobId: string,
+  abort?: AbortSignal,
+): Promise<{ status: JobStatus; stream: Array<{ output: unknown }> }> {
+  await queueEndpoint(jobs, principal, endpointId);
+  const deadline = Date.now() + jobs.settings.streamHoldMs;
+  for (;;) {
+    const waiter = jobs.wakeups.watch('j', jobId);
+    try {
+      const got = await jobs.store.takeStream(jobId, endpointId);
+      if (!got) throw notFound('job');
+      const left = deadline - Date.now();
+      if (got.outputs.length > 0 || isTerminal(got.status) || left <= 0 || jobs.closing || abort?.aborted) {
+        return { status: got.status, stream: got.outputs.map((output) => ({ output })) };
+      }
+      await waiter.wait(Math.min(left, REPOLL_MS), abort);
+    } finally {
+      waiter.release();
+    }
+  }
+}
+
+/** POST /cancel/{id}: a queued job never runs; a running one is stopped on its worker. */
+export async function cancelJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
+  await queueEndpoint(jobs, principal, endpointId);
+  const r = await jobs.store.cancel(jobId, endpointId);
+  if (!r) throw notFound('job');
+  if (r.changed) {
+    jobs.wakeups.wake('j', jobId, r.row);
+    const worker = (r.row as JobRow & { prevWorker?: string | null }).prevWorker;
+    if (worker) jobs.wakeups.wake('s', worker);
+    jobs.signals.state(r.row);
+  }
+  return { id: r.row.id, status: r.row.status };
+}
+
+/** POST /retry/{id}: a FAILED or TIMED_OUT job goes back to the queue under the same id. */
+export async function retryJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
+  await queueEndpoint(jobs, principal, endpointId);
+  const r = await jobs.store.retry(jobId, endpointId);
+  if (!r) throw notFound('job');
+  if (!r.changed) throw new DomainError('bad_request', `only FAILED or TIMED_OUT jobs can be retried; this one is ${r.row.status}`);
+  jobs.wakeups.wake('q', endpointId);
+  jobs.signals.state(r.row);
+  jobs.queued({ endpointId, jobId, lowPriority: r.row.lowPriority });
+  return { id: r.row.id, status: r.row.status };
+}
+
+/**
+ * POST /purge-queue: removes queued jobs (running ones finish). Their workflows, if started, end at
+ * their next timer when they find the job gone; signalling each one here would flood Temporal.
+ */
+export async function purgeQueue(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<{ removed: number; status: 'completed' }> {
+  await queueEndpoint(jobs, principal, endpointId);
+  const ids = await jobs.store.purge(endpointId);
+  return { removed: ids.length, status: 'completed' };
+}
+
+export async function endpointHealth(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<HealthCounts> {
+  await queueEndpoint(jobs, principal, endpointId);
+  return jobs.store.health(endpointId);
+}

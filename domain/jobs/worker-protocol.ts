@@ -1,0 +1,155 @@
+/**
+ * The worker protocol (compat.md: job-take, job-take-batch, job-done, job-stream, job-stop, ping) as
+ * domain operations on the job runtime, for a worker already authenticated by its own credential.
+ * Takes and results run on the runtime's worker connections, so that a flood of submissions never
+ * queues the work that drains it.
+ */
+import { DomainError, notFound, validationFailed } from '../errors.ts';
+import { isTerminal, type JobStatus, type TakenJob } from '../job-queue.ts';
+import { unstorableJson, validate } from '../validation.ts';
+import { forgetWorker, type WorkerIdentity } from '../workers-auth.ts';
+import type { JobRuntime } from './runtime.ts';
+import { PingQuerySchema } from './schemas.ts';
+import { REPOLL_MS, sleep } from './wakeups.ts';
+
+export interface TakeOptions {
+  /** Most jobs to hand over (1 for job-take). */
+  max: number;
+  /** Ends the wait: the worker hung up, or the API is closing. */
+  abort?: AbortSignal;
+}
+
+/**
+ * job-take / job-take-batch: jobs at once when any are queued, else holds the long-poll until one
+ * is queued (woken by the commit that queued it) or the hold time passes (then none).
+ */
+export async function takeJobs(jobs: JobRuntime, worker: WorkerIdentity, opts: TakeOptions): Promise<TakenJob[]> {
+  const deadline = Date.now() + jobs.settings.takeHoldMs;
+  if (!worker.acceptsJobs) {
+    // A draining or leaving worker gets nothing; holding keeps it from spinning.
+    await sleep(Math.min(jobs.settings.takeHoldMs, 5_000), opts.abort);
+    return [];
+  }
+  for (;;) {
+    const waiter = jobs.wakeups.watch('q', worker.endpointId);
+    try {
+      // A worker asks again right after each result; when nothing was queued since the last empty
+      // answer, it waits for the next wake-up without a query.
+      if (!jobs.wakeups.queueKnownEmpty(worker.endpointId)) {
+        const marker = jobs.wakeups.queueMarker(worker.endpointId);
+        const { jobs: taken, more } = await jobs.workerStore.take(worker.endpointId, worker.workerId, opts.max);
+        if (!more) jobs.wakeups.markQueueEmpty(worker.endpointId, marker);
+        if (taken.length > 0) {
+          for (const job of taken) jobs.signals.state(job);
+          return taken;
+        }
+      }
+      const left = deadline - Date.now();
+      if (left <= 0 || jobs.closing || opts.abort?.aborted) return [];
+      await waiter.wait(Math.min(left, REPOLL_MS), opts.abort);
+    } finally {
+      waiter.release();
+    }
+  }
+}
+
+/** Puts back jobs a take could not deliver (the worker hung up before the answer). */
+export async function untakeJobs(jobs: JobRuntime, worker: WorkerIdentity, jobIds: string[]): Promise<void> {
+  const rows = await jobs.workerStore.untake(jobIds, worker.workerId);
+  if (rows.length > 0) jobs.wakeups.wake('q', worker.endpointId);
+  for (const row of rows) jobs.signals.state(row);
+}
+
+function parseJsonBody(raw: unknown, what: string): Record<string, unknown> {
+  let body: unknown = raw;
+  if (typeof raw === 'string' || Buffer.isBuffer(raw)) {
+    try {
+      body = JSON.parse(raw.toString());
+    } catch {
+      throw new DomainError('bad_request', `${what} body must be JSON`);
+    }
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new DomainError('bad_request', `${what} body must be a JSON object`);
+  // A worker's output with NUL (jsonb refuses it) or nested past stringify's stack: its error, not a 500.
+  const problem = unstorableJson(body);
+  if (problem) throw validationFailed([problem]);
+  return body as Record<string, unknown>;
+}
+
+const jsonOrNull = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
+
+/**
+ * job-done: a result (output, error), a progress update (`status: "IN_PROGRESS"`), and maybe
+ * `stopPod`. Idempotent: the worker SDK posts up to three times and ignores the answer.
+ */
+export async function finishJob(jobs: JobRuntime, worker: WorkerIdentity, jobId: string, rawBody: unknown): Promise<{ status: JobStatus }> {
+  const body = parseJsonBody(rawBody, 'job-done');
+  if (body.status === 'IN_PROGRESS') {
+    if (!(await jobs.workerStore.progress(jobId, worker.workerId, jsonOrNull(body.output)))) throw await notHeld(jobs, jobId, worker);
+    jobs.wakeups.wake('j', jobId);
+    return { status: 'IN_PROGRESS' };
+  }
+  const error = body.error === undefined || body.error === null || body.error === '' ? null : typeof body.error === 'string' ? body.error : JSON.stringify(body.error);
+  const row = await jobs.workerStore.finish(jobId, worker.workerId, {
+    status: error === null ? 'COMPLETED' : 'FAILED',
+    outputJson: jsonOrNull(body.output),
+    error,
+  });
+  if (body.stopPod === true) {
+    await jobs.workerStore.workerLeaving(worker.workerId, 'the worker asked to stop (stopPod)');
+    forgetWorker(jobs.records, worker.workerId);
+  }
+  if (!row) {
+    const held = await jobs.workerStore.holder(jobId);
+    // A repeated post of a result already recorded from this worker: nothing to do.
+    if (held && held.workerId === worker.workerId && isTerminal(held.status)) return { status: held.status };
+    throw await notHeld(jobs, jobId, worker, held);
+  }
+  jobs.wakeups.wake('j', jobId, row);
+  jobs.signals.state(row);
+  return { status: row.status };
+}
+
+async function notHeld(jobs: JobRuntime, jobId: string, worker: WorkerIdentity, held?: { status: JobStatus; workerId: string | null } | null): Promise<DomainError> {
+  const h = held === undefined ? await jobs.workerStore.holder(jobId) : held;
+  if (!h) return notFound('job');
+  if (h.workerId !== worker.workerId) return new DomainError('conflict', 'this job is not held by this worker');
+  return new DomainError('conflict', `this job is ${h.status}`);
+}
+
+/** job-stream: one chunk of a streaming job's output. */
+export async function postStreamChunk(jobs: JobRuntime, worker: WorkerIdentity, jobId: string, rawBody: unknown): Promise<void> {
+  const body = parseJsonBody(rawBody, 'job-stream');
+  const output = 'output' in body ? body.output : body;
+  if (!(await jobs.workerStore.appendChunk(jobId, worker.workerId, JSON.stringify(output ?? null)))) throw await notHeld(jobs, jobId, worker);
+  jobs.wakeups.wake('j', jobId);
+}
+
+/** job-stop: ids of jobs this worker must stop (cancelled, timed out); long-polls while there are none. */
+export async function waitForStops(jobs: JobRuntime, worker: WorkerIdentity, abort?: AbortSignal): Promise<string[]> {
+  const deadline = Date.now() + jobs.settings.takeHoldMs;
+  for (;;) {
+    const waiter = jobs.wakeups.watch('s', worker.workerId);
+    try {
+      const ids = await jobs.workerStore.takeStops(worker.workerId);
+      const left = deadline - Date.now();
+      if (ids.length > 0 || left <= 0 || jobs.closing || abort?.aborted) return ids;
+      await waiter.wait(Math.min(left, REPOLL_MS), abort);
+    } finally {
+      waiter.release();
+    }
+  }
+}
+
+/** ping: the worker is alive, and so are the jobs it lists (a job no ping lists is lost after a while). */
+export async function workerPing(jobs: JobRuntime, worker: WorkerIdentity, query: unknown): Promise<void> {
+  const q = validate(PingQuerySchema, query ?? {});
+  const jobIds = (q.job_id ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0 && s.length <= 200)
+    .slice(0, 1000);
+  const unhealthy = q.status === 'unhealthy' ? `self-check failed${q.check ? ` (${q.check})` : ''}${q.reason ? `: ${q.reason}` : ''}` : null;
+  await jobs.workerStore.ping(worker.workerId, jobIds, unhealthy);
+  if (unhealthy) forgetWorker(jobs.records, worker.workerId);
+}
