@@ -9,9 +9,9 @@ import { surfaceLimitsFromEnv, type RateLimitQuotas, type SurfaceLimits } from '
 import { redactUrl } from './redact.ts';
 import { registerInputGuards } from './input-guards.ts';
 import { registerWorkerListenerGuard } from './worker-listener.ts';
-import { registerAuthentication } from './auth.ts';
+import { registerAuthThrottle } from './auth.ts';
 import { registerOpenApi } from './openapi.ts';
-import { registerRateLimit } from './rate-limit.ts';
+import { registerRateLimitPurge } from './rate-limit.ts';
 
 export interface AppOptions {
   logLevel: string;
@@ -31,7 +31,11 @@ declare module 'fastify' {
   }
 }
 
-/** The Fastify app: REST /v2 (and later the job API, worker protocol, proxy and GraphQL). */
+/**
+ * The Fastify app: the public routes (health, readiness, metrics, the OpenAPI document and its
+ * explorer) and what every surface shares; the surfaces themselves, each in its own scope with its
+ * own authentication and limits, in routes/index.ts.
+ */
 export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance {
   const app = Fastify({
     logger: {
@@ -83,12 +87,12 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   registerInputGuards(app);
   // Worker containers' own address answers the worker protocol and nothing else.
   registerWorkerListenerGuard(app);
-  // Every management route: authentication, then the account's rate limit, before the body is read.
-  registerAuthentication(app, ctx.db, limits.authFailuresPerMinute);
-  registerRateLimit(app, ctx, limits);
+  // Shared by every surface; each surface authenticates and counts in its own scope (routes/index.ts).
+  registerAuthThrottle(app, ctx.db, limits.authFailuresPerMinute);
+  registerRateLimitPurge(app, ctx);
 
   // The OpenAPI generator collects routes as they are added, so it loads before the route modules.
   registerOpenApi(app);
-  app.register(async (routes) => registerRoutes(routes, ctx));
+  app.register(registerRoutes, { ctx });
   return app;
 }

@@ -6,9 +6,8 @@ import { unstorableJson } from '../domain/validation.ts';
 export { MAX_JSON_DEPTH, unstorableJson } from '../domain/validation.ts';
 
 /**
- * Path parameters, query values and JSON bodies that no handler could store: 422 naming the field,
- * before authentication reads an id or a statement fails on it. GraphQL checks its own variables
- * (it answers in GraphQL's error shape).
+ * Path parameters and query values that no handler could store: 422 naming the field, before
+ * authentication reads an id or a statement fails on it. For the whole app.
  */
 export function registerInputGuards(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
@@ -20,10 +19,18 @@ export function registerInputGuards(app: FastifyInstance): void {
       }
     }
   });
-  app.addHook('preValidation', async (request) => {
-    // Parsed JSON only: the proxy's and the worker protocol's bodies are streams or raw text.
+}
+
+/**
+ * JSON bodies that no handler could store (NUL characters, nesting past MAX_JSON_DEPTH): 422 naming
+ * the field, before validation. For the scopes whose routes take JSON (management REST, the job
+ * API); GraphQL checks its own variables and answers in GraphQL's error shape.
+ */
+export function refuseUnstorableBodies(scope: FastifyInstance): void {
+  scope.addHook('preValidation', async (request) => {
+    // Parsed JSON only: bodies that arrive as streams or raw text are their handlers' to check.
     const body = request.body;
-    if (request.routeOptions.url === '/graphql' || body === null || typeof body !== 'object') return;
+    if (body === null || typeof body !== 'object') return;
     const proto = Object.getPrototypeOf(body) as unknown;
     if (!Array.isArray(body) && proto !== Object.prototype && proto !== null) return;
     const problem = unstorableJson(body);

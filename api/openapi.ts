@@ -2,7 +2,8 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import type { OpenAPIV3_1 } from 'openapi-types';
-import { isManagementRoute } from './auth.ts';
+// config.requiredScope, read below, is declared with the authentication hooks.
+import type {} from './auth.ts';
 
 /**
  * The REST /v2 description (OpenAPI 3.1), generated from the route schemas at start-up: every
@@ -113,8 +114,12 @@ export function registerOpenApi(app: FastifyInstance): void {
       },
       components,
     },
-    // Only the management API is described here; the job API and worker protocol have their own rules.
-    transform: ({ schema, url, route }) => ({ schema: isManagementRoute(route.url) ? schema : { ...schema, hide: true }, url }),
+    // Only the management API is described here: its routes, and only they, declare the key scope they
+    // need (routes/management.ts). The job API and worker protocol have their own rules.
+    transform: ({ schema, url, route }) => {
+      const scope = route.config?.requiredScope;
+      return { schema: scope ? { ...schema, 'x-required-scope': scope } : { ...schema, hide: true }, url };
+    },
     transformObject: (doc) => ('openapiObject' in doc ? completeDocument(doc.openapiObject as OpenAPIV3_1.Document) : doc.swaggerObject),
   });
   app.register(swaggerUi, {

@@ -1,9 +1,9 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { serializeList } from 'structured-headers';
+import type { Principal } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
 import { consumeCounter, purgeExpiredRateLimitCounters, type CounterSpec, type RateLimitDecision, type SurfaceLimits } from '../domain/rate-limit.ts';
-import { cachedPrincipalOf, isJobApiRoute, isManagementRoute, principalOf } from './auth.ts';
 
 const PURGE_EVERY_MS = 5 * 60_000;
 
@@ -36,24 +36,26 @@ export async function enforceRateLimit(ctx: Pick<DomainContext, 'db'>, reply: Fa
 }
 
 /**
- * Counts every authenticated management request against its account's quotas, and every job API
- * request against its account-and-endpoint quotas (registered after authentication, before body
- * parsing). GraphQL and the load-balancing proxy count theirs where they authenticate. Every
- * answer to a counted request carries the RateLimit headers; over quota is 429 with Retry-After.
+ * In `scope` (an encapsulated plugin, after its authentication hook) every request counts against
+ * the counter `counterOf` names for it, on `onRequest`, before the body is read. Every answer to a
+ * counted request carries the RateLimit headers; over quota it is 429 with Retry-After.
  */
-export function registerRateLimit(app: FastifyInstance, ctx: DomainContext, limits: SurfaceLimits): void {
-  app.addHook('onRequest', async (request, reply) => {
-    const url = request.routeOptions.url;
-    if (isManagementRoute(url)) {
-      const principal = await principalOf(ctx.db, request);
-      await enforceRateLimit(ctx, reply, { counter: principal.accountId, accountId: principal.accountId, quotas: limits.management });
-    } else if (isJobApiRoute(url)) {
-      const principal = await cachedPrincipalOf(ctx.db, request);
-      const endpointId = (request.params as { endpointId?: string }).endpointId ?? '';
-      await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/jobs/${endpointId}`, quotas: limits.jobs });
-    }
-  });
+export function countRequests(scope: FastifyInstance, ctx: Pick<DomainContext, 'db'>, counterOf: (request: FastifyRequest) => CounterSpec): void {
+  scope.addHook('onRequest', async (request, reply) => enforceRateLimit(ctx, reply, counterOf(request)));
+}
 
+/** The management API's quota: per account, REST and GraphQL together (README "Security"). */
+export function managementCounter(principal: Principal, limits: SurfaceLimits): CounterSpec {
+  return { counter: principal.accountId, accountId: principal.accountId, quotas: limits.management };
+}
+
+/** The job API's quota: per account and endpoint. */
+export function jobApiCounter(principal: Principal, endpointId: string, limits: SurfaceLimits): CounterSpec {
+  return { counter: `${principal.accountId}/jobs/${endpointId}`, quotas: limits.jobs };
+}
+
+/** Removes the counters of ended windows every few minutes while the app runs. */
+export function registerRateLimitPurge(app: FastifyInstance, ctx: DomainContext): void {
   let timer: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
     timer = setInterval(() => {

@@ -12,7 +12,7 @@ import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { bearerToken, throttledAuth } from '../auth.ts';
 import { unstorableJson } from '../input-guards.ts';
-import { enforceRateLimit } from '../rate-limit.ts';
+import { enforceRateLimit, managementCounter } from '../rate-limit.ts';
 import { registerExplorerAssets, sendExplorerPage, wantsExplorer } from './explorer.ts';
 import { resolvers, type GraphqlContext } from './resolvers.ts';
 import { typeDefs } from './schema.ts';
@@ -130,7 +130,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
       }
       principals.set(request, principal);
       try {
-        await enforceRateLimit(ctx, reply, { counter: principal.accountId, accountId: principal.accountId, quotas: app.surfaceLimits.management });
+        await enforceRateLimit(ctx, reply, managementCounter(principal, app.surfaceLimits));
       } catch (err) {
         if (err instanceof DomainError) return graphqlError(reply, err);
         throw err;

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import {
   AccountListSchema,
@@ -15,19 +15,18 @@ import {
   revokeApiKey,
 } from '../../domain/api-keys.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const RULES =
   'A key never makes or revokes a key stronger than itself: listing needs READ, creating and revoking need WRITE, within the caller\'s account; a new key gets only scopes the calling key has (ADMIN counts as all) and cannot outlive it; revoking needs every scope of the revoked key; keys limited to endpoints cannot manage keys (403). The platform admin (an admin account\'s key with ADMIN) may act on any account without these limits. Another account\'s key is 404.';
 
 /** REST /v2/keys and /v2/accounts: API keys, and accounts for the platform admin. */
-export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.post(
     '/v2/keys',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'createApiKey',
         summary: 'Create an API key',
         description: `Makes a key with the given scopes, optionally limited to endpoints and with an expiry. The key is in the answer this once; only its hash is stored. ${RULES}`,
@@ -36,15 +35,14 @@ export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 201: CreatedApiKeySchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createApiKey(ctx, await principalOf(ctx.db, request), request.body)),
+    async (request, reply) => reply.code(201).send(await createApiKey(ctx, principalOf(request), request.body)),
   );
 
   app.get(
     '/v2/keys',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listApiKeys',
         summary: 'List API keys',
         description: `The account's keys, revoked ones included (revokedAt set): never the key or its hash, only its first characters. ${RULES}`,
@@ -53,15 +51,14 @@ export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: ApiKeyListSchema },
       },
     },
-    async (request) => ({ keys: await listApiKeys(ctx, await principalOf(ctx.db, request), request.query) }),
+    async (request) => ({ keys: await listApiKeys(ctx, principalOf(request), request.query) }),
   );
 
-  app.delete<{ Params: { id: string } }>(
+  app.delete(
     '/v2/keys/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'revokeApiKey',
         summary: 'Revoke an API key',
         description: `Revokes a key at once (it answers 401 from then on); revoking a revoked key is a no-op. ${RULES}`,
@@ -71,17 +68,16 @@ export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
       },
     },
     async (request, reply) => {
-      await revokeApiKey(ctx, await principalOf(ctx.db, request), request.params.id);
-      return reply.code(204).send();
+      await revokeApiKey(ctx, principalOf(request), request.params.id);
+      return reply.code(204).send(null);
     },
   );
 
   app.post(
     '/v2/accounts',
     {
-      onRequest: scopeGuard(ctx.db, 'ADMIN'),
+      config: { requiredScope: 'ADMIN' },
       schema: {
-        'x-required-scope': 'ADMIN',
         operationId: 'createAccount',
         summary: 'Create an account',
         description:
@@ -91,15 +87,14 @@ export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 201: AccountSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createAccount(ctx, await principalOf(ctx.db, request), request.body)),
+    async (request, reply) => reply.code(201).send(await createAccount(ctx, principalOf(request), request.body)),
   );
 
   app.get(
     '/v2/accounts',
     {
-      onRequest: scopeGuard(ctx.db, 'ADMIN'),
+      config: { requiredScope: 'ADMIN' },
       schema: {
-        'x-required-scope': 'ADMIN',
         operationId: 'listAccounts',
         summary: 'List accounts',
         description: "Platform admin only (an admin account's key with ADMIN; 403 otherwise). Every account, oldest first.",
@@ -107,6 +102,6 @@ export function apiKeyRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: AccountListSchema },
       },
     },
-    async (request) => ({ accounts: await listAccounts(ctx, await principalOf(ctx.db, request)) }),
+    async (request) => ({ accounts: await listAccounts(ctx, principalOf(request)) }),
   );
-}
+};

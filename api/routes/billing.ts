@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
   billing,
   BillingQuerySchema,
@@ -10,20 +10,19 @@ import {
   ServerlessBillingResponseSchema,
 } from '../../domain/billing.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const tags = ['Billing'];
 const WINDOW =
   'The window is startTime/endTime (default: the last 30 days) or lastN buckets ending with the current one, in UTC buckets of bucketSize (hour, day, week from Monday, month, year; default day); its ends snap to bucket boundaries. Buckets without spend are left out. Amounts in USD at the prices of the price table (GANTRY_PRICES_FILE) in force now. Scope: READ.';
 
 /** REST /v2/billing: spend computed from worker usage and the price table. */
-export function billingRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const billingRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/billing',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listBilling',
         summary: 'Get aggregated billing history',
         description: `Spend per bucket: serverless workers (serverlessGpuAmount, serverlessCpuAmount, with the account's serverless discount) and pods (podGpuAmount, podCpuAmount). Components Gantry does not charge are 0. A key limited to endpoints sees only their spend. ${WINDOW}`,
@@ -32,15 +31,14 @@ export function billingRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: BillingResponseSchema },
       },
     },
-    async (request) => billing(ctx, await principalOf(ctx.db, request), request.query),
+    async (request) => billing(ctx, principalOf(request), request.query),
   );
 
   app.get(
     '/v2/billing/serverless',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listServerlessBilling',
         summary: 'Get serverless billing history',
         description: `Serverless spend, one record per endpoint per bucket: worker seconds x the price of the GPU type per GPU x GPUs (or of the CPU flavor per vCPU x vCPUs), times the account's serverless discount factor while it has not expired. serverlessId (or its alias endpointId) narrows to one endpoint; a key limited to endpoints sees only theirs (403 for another). ${WINDOW}`,
@@ -49,15 +47,14 @@ export function billingRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: ServerlessBillingResponseSchema },
       },
     },
-    async (request) => serverlessBilling(ctx, await principalOf(ctx.db, request), request.query),
+    async (request) => serverlessBilling(ctx, principalOf(request), request.query),
   );
 
   app.get(
     '/v2/billing/endpoints',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listEndpointBilling',
         summary: 'Get public endpoint billing history',
         description: `Spend on hosted public model endpoints. Gantry hosts none, so there are no records; the route exists for clients that read it. Spend per serverless endpoint is in GET /v2/billing/serverless. ${WINDOW}`,
@@ -66,6 +63,6 @@ export function billingRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: EndpointBillingResponseSchema },
       },
     },
-    async (request) => publicEndpointBilling(ctx, await principalOf(ctx.db, request), request.query),
+    async (request) => publicEndpointBilling(ctx, principalOf(request), request.query),
   );
-}
+};

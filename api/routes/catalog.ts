@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import {
   CpuTypeListSchema,
@@ -17,20 +17,19 @@ import {
   listGpuTypes,
 } from '../../domain/catalog.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const tags = ['Catalog'];
 const FROM_HOSTS =
   'Derived from the registered hosts: only hosts with status READY count, and a GPU is available when its host can pass GPUs to containers and no live worker holds it. Scope: READ.';
 
 /** REST /v2/catalog: GPU types, CPU flavors and data centers the hosts offer. */
-export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/catalog/gpus',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listGpuTypes',
         summary: 'List GPU types',
         description: `Every GPU type on the hosts, with its serverless pool (the ids endpoints name in gpu.pools), memory, count and list prices. include=AVAILABILITY (with product) adds availability overall and per data center for \`count\` GPUs on one host. ${FROM_HOSTS}`,
@@ -39,15 +38,14 @@ export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: GpuTypeListSchema },
       },
     },
-    async (request) => ({ gpus: await listGpuTypes(ctx, await principalOf(ctx.db, request), request.query) }),
+    async (request) => ({ gpus: await listGpuTypes(ctx, principalOf(request), request.query) }),
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v2/catalog/gpus/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'getGpuType',
         summary: 'Get a GPU type',
         description: `One GPU type by id (the name nvidia-smi prints, URL-encoded); 404 when no READY host has it. ${FROM_HOSTS}`,
@@ -57,15 +55,14 @@ export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: GpuTypeSchema },
       },
     },
-    async (request) => getGpuType(ctx, await principalOf(ctx.db, request), request.params.id, request.query),
+    async (request) => getGpuType(ctx, principalOf(request), request.params.id, request.query),
   );
 
   app.get(
     '/v2/catalog/cpus',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listCpuTypes',
         summary: 'List CPU flavors',
         description: `CPU flavors (by memory per vCPU: cpu3c 2 GB, cpu3g 4 GB, cpu3m 8 GB) that fit at least one host with 2 vCPUs; vcpu.max is the largest power of two a host can give. ${FROM_HOSTS}`,
@@ -73,15 +70,14 @@ export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: CpuTypeListSchema },
       },
     },
-    async (request) => ({ cpus: await listCpuTypes(ctx, await principalOf(ctx.db, request)) }),
+    async (request) => ({ cpus: await listCpuTypes(ctx, principalOf(request)) }),
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v2/catalog/cpus/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'getCpuType',
         summary: 'Get a CPU flavor',
         description: `One CPU flavor; 404 when unknown or no host fits it. ${FROM_HOSTS}`,
@@ -90,15 +86,14 @@ export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: CpuTypeSchema },
       },
     },
-    async (request) => getCpuType(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => getCpuType(ctx, principalOf(request), request.params.id),
   );
 
   app.get(
     '/v2/catalog/datacenters',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listDataCenters',
         summary: 'List data centers',
         description: `Every dataCenterId a registered host carries (whatever its status), with host and GPU counts; the region comes from the id's first segment (US-, EU-, AP-, ...). include=GPU_AVAILABILITY adds per-GPU-type availability. ${FROM_HOSTS}`,
@@ -107,15 +102,14 @@ export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: DataCenterListSchema },
       },
     },
-    async (request) => ({ dataCenters: await listDataCenters(ctx, await principalOf(ctx.db, request), request.query) }),
+    async (request) => ({ dataCenters: await listDataCenters(ctx, principalOf(request), request.query) }),
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v2/catalog/datacenters/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'getDataCenter',
         summary: 'Get a data center',
         description: `One data center; 404 when no host carries that id. ${FROM_HOSTS}`,
@@ -125,6 +119,6 @@ export function catalogRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: DataCenterSchema },
       },
     },
-    async (request) => getDataCenter(ctx, await principalOf(ctx.db, request), request.params.id, request.query),
+    async (request) => getDataCenter(ctx, principalOf(request), request.params.id, request.query),
   );
-}
+};

@@ -1,32 +1,38 @@
 import type { FastifyInstance } from 'fastify';
-import type { DomainContext } from '../../domain/context.ts';
-import { serverlessRoutes } from './serverless.ts';
-import { apiKeyRoutes } from './api-keys.ts';
-import { billingRoutes } from './billing.ts';
-import { catalogRoutes } from './catalog.ts';
-import { networkVolumeRoutes } from './network-volumes.ts';
-import { podRoutes } from './pods.ts';
-import { registryRoutes } from './registries.ts';
-import { templateRoutes } from './templates.ts';
-import { hostRoutes } from './hosts.ts';
-import { workerLogRoutes } from './worker-logs.ts';
-import { jobRoutes } from './jobs.ts';
 import { registerGraphql } from '../graphql/index.ts';
 import { lbProxyRoutes } from '../lb-proxy.ts';
+import { recordCachesOf } from '../../domain/record-cache.ts';
+import { authenticateRequests, principalOf } from '../auth.ts';
+import { refuseUnstorableBodies } from '../input-guards.ts';
+import { countRequests, jobApiCounter } from '../rate-limit.ts';
+import { jobApiRoutes } from './jobs.ts';
+import { managementRoutes, type ContextOptions } from './management.ts';
+import { workerProtocolRoutes } from './worker-protocol.ts';
 
-/** Every route module of the API, one line each. */
-export function registerRoutes(app: FastifyInstance, ctx: DomainContext): void {
-  serverlessRoutes(app, ctx);
-  registryRoutes(app, ctx);
-  templateRoutes(app, ctx);
-  networkVolumeRoutes(app, ctx);
-  podRoutes(app, ctx);
-  catalogRoutes(app, ctx);
-  billingRoutes(app, ctx);
-  apiKeyRoutes(app, ctx);
-  hostRoutes(app, ctx);
-  workerLogRoutes(app, ctx);
-  jobRoutes(app, ctx);
-  void app.register(async (scope) => registerGraphql(scope, ctx));
+/**
+ * Every surface of the API, each in its own scope with its own authentication and limits: the
+ * management REST API (management.ts), the job API (below), the worker protocol (a worker's own
+ * credential, checked by its handlers), GraphQL (key and quota on its route) and the
+ * load-balancing proxy (its scope's hooks). The public routes (health, readiness, metrics, the
+ * OpenAPI document and the explorers) are outside all of them.
+ */
+export async function registerRoutes(app: FastifyInstance, { ctx }: ContextOptions): Promise<void> {
+  await app.register(managementRoutes, { ctx });
+  await app.register(jobApi, { ctx });
+  workerProtocolRoutes(app, ctx);
+  await app.register(async (scope) => registerGraphql(scope, ctx));
   lbProxyRoutes(app, ctx);
+}
+
+/**
+ * The job API (`/v2/{endpointId}/run`, `status`, ...): an API key, through the failed-authentication
+ * throttle and a short cache, then the quota of the account and endpoint, both on `onRequest`,
+ * before the body is read; then JSON bodies no handler could store are refused (422). Which scope
+ * the key needs (RUN) and which endpoints it reaches, the domain decides.
+ */
+async function jobApi(scope: FastifyInstance, { ctx }: ContextOptions): Promise<void> {
+  authenticateRequests(scope, ctx.db, { cache: recordCachesOf(ctx) });
+  countRequests(scope, ctx, (request) => jobApiCounter(principalOf(request), (request.params as { endpointId: string }).endpointId, scope.surfaceLimits));
+  refuseUnstorableBodies(scope);
+  jobApiRoutes(scope, ctx);
 }

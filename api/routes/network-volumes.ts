@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import {
@@ -12,20 +12,19 @@ import {
   updateNetworkVolume,
   UpdateNetworkVolumeSchema,
 } from '../../domain/network-volumes.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'network volume id' }) });
 const tags = ['Network Volumes'];
 const ACCESS = "Needs a key for the whole account (not one limited to endpoints); another account's volume is 404.";
 
 /** REST /v2/network-volumes: named storage in a data center. */
-export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const networkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/network-volumes',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listNetworkVolumes',
         summary: 'List network volumes',
         description: `The account's network volumes, oldest first. ${ACCESS} Scope: READ.`,
@@ -33,15 +32,14 @@ export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): v
         response: { 200: NetworkVolumeListSchema },
       },
     },
-    async (request) => ({ networkVolumes: await listNetworkVolumes(ctx, await principalOf(ctx.db, request)) }),
+    async (request) => ({ networkVolumes: await listNetworkVolumes(ctx, principalOf(request)) }),
   );
 
   app.post(
     '/v2/network-volumes',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'createNetworkVolume',
         summary: 'Create a network volume',
         description: `Creates a volume of \`size\` GB in \`dataCenter\`, which must be the data center of a registered host (GET /v2/catalog/datacenters; 422 otherwise). Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
@@ -50,15 +48,14 @@ export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): v
         response: { 201: NetworkVolumeSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createNetworkVolume(ctx, await principalOf(ctx.db, request), request.body)),
+    async (request, reply) => reply.code(201).send(await createNetworkVolume(ctx, principalOf(request), request.body)),
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v2/network-volumes/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'getNetworkVolume',
         summary: 'Get a network volume',
         description: `One network volume. ${ACCESS} Scope: READ.`,
@@ -67,15 +64,14 @@ export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): v
         response: { 200: NetworkVolumeSchema },
       },
     },
-    async (request) => getNetworkVolume(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => getNetworkVolume(ctx, principalOf(request), request.params.id),
   );
 
-  app.patch<{ Params: { id: string } }>(
+  app.patch(
     '/v2/network-volumes/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'updateNetworkVolume',
         summary: 'Update a network volume',
         description: `Renames and/or grows a volume; at least one field. A smaller size is refused with 400. ${ACCESS} Scope: WRITE.`,
@@ -85,15 +81,14 @@ export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): v
         response: { 200: NetworkVolumeSchema },
       },
     },
-    async (request) => updateNetworkVolume(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
+    async (request) => updateNetworkVolume(ctx, principalOf(request), request.params.id, request.body),
   );
 
-  app.delete<{ Params: { id: string } }>(
+  app.delete(
     '/v2/network-volumes/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'deleteNetworkVolume',
         summary: 'Delete a network volume',
         description: `Deletes a volume. Refused with 400 while an endpoint mounts it. ${ACCESS} Scope: WRITE.`,
@@ -103,8 +98,8 @@ export function networkVolumeRoutes(app: FastifyInstance, ctx: DomainContext): v
       },
     },
     async (request, reply) => {
-      await deleteNetworkVolume(ctx, await principalOf(ctx.db, request), request.params.id);
-      return reply.code(204).send();
+      await deleteNetworkVolume(ctx, principalOf(request), request.params.id);
+      return reply.code(204).send(null);
     },
   );
-}
+};

@@ -1,21 +1,20 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { createRegistry, CreateRegistrySchema, deleteRegistry, getRegistry, listRegistries, RegistryListSchema, RegistrySchema, updateRegistry, UpdateRegistrySchema } from '../../domain/registries.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200, description: 'registry credential id' }) });
 const tags = ['Registries'];
 const ACCESS = 'Needs a key for the whole account (not one limited to endpoints).';
 
 /** REST /v2/registries: container registry credentials, write-only. */
-export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const registryRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.post(
     '/v2/registries',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'createRegistry',
         summary: 'Create a container registry credential',
         description: `Stores a user name and password for pulling private images, sealed with the server key. They are never returned by any read. The credential is bound to one registry host (\`registry\`; default: the name when it is a host such as ghcr.io, else docker.io) and is never sent to another: an endpoint, template or pod whose image is elsewhere is refused (422). Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
@@ -24,15 +23,14 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 201: RegistrySchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createRegistry(ctx, await principalOf(ctx.db, request), request.body)),
+    async (request, reply) => reply.code(201).send(await createRegistry(ctx, principalOf(request), request.body)),
   );
 
   app.get(
     '/v2/registries',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listRegistries',
         summary: 'List container registry credentials',
         description: `The account's registry credentials: id, name and the registry they are bound to (null: not bound yet, refused until bound with PATCH). ${ACCESS} Scope: READ.`,
@@ -40,15 +38,14 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: RegistryListSchema },
       },
     },
-    async (request) => ({ registries: await listRegistries(ctx, await principalOf(ctx.db, request)) }),
+    async (request) => ({ registries: await listRegistries(ctx, principalOf(request)) }),
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v2/registries/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'getRegistry',
         summary: 'Get a container registry credential',
         description: `One credential: id, name and bound registry; the user name and password are never returned. Another account's credential is 404. ${ACCESS} Scope: READ.`,
@@ -57,15 +54,14 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: RegistrySchema },
       },
     },
-    async (request) => getRegistry(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => getRegistry(ctx, principalOf(request), request.params.id),
   );
 
-  app.patch<{ Params: { id: string } }>(
+  app.patch(
     '/v2/registries/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'updateRegistry',
         summary: 'Replace the login of a container registry credential, or bind it to a registry',
         description: `Replaces the user name and password; with \`registry\`, binds the credential to that registry host (a credential made before binding has none and is refused until bound). Changing the registry takes the whole login again and is refused (422) while an endpoint, template or pod with an image elsewhere uses the credential. ${ACCESS} Scope: WRITE.`,
@@ -75,15 +71,14 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: RegistrySchema },
       },
     },
-    async (request) => updateRegistry(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
+    async (request) => updateRegistry(ctx, principalOf(request), request.params.id, request.body),
   );
 
-  app.delete<{ Params: { id: string } }>(
+  app.delete(
     '/v2/registries/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'deleteRegistry',
         summary: 'Delete a container registry credential',
         description: `Deletes a credential. Refused with 400 while a pod or an endpoint pulls with it; templates that name it lose the reference. ${ACCESS} Scope: WRITE.`,
@@ -93,8 +88,8 @@ export function registryRoutes(app: FastifyInstance, ctx: DomainContext): void {
       },
     },
     async (request, reply) => {
-      await deleteRegistry(ctx, await principalOf(ctx.db, request), request.params.id);
-      return reply.code(204).send();
+      await deleteRegistry(ctx, principalOf(request), request.params.id);
+      return reply.code(204).send(null);
     },
   );
-}
+};

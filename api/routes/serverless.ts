@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import {
@@ -19,70 +19,63 @@ import {
   listEndpoints,
   updateEndpoint,
 } from '../../domain/endpoints.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const tags = ['Serverless'];
-type IdRequest = { Params: { id: string } };
 
 /** REST /v2/serverless: a thin skin over the endpoint domain service. */
-export function serverlessRoutes(app: FastifyInstance, ctx: DomainContext): void {
-  const read = scopeGuard(ctx.db, 'READ');
-  const write = scopeGuard(ctx.db, 'WRITE');
-
+export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.post(
     '/v2/serverless',
     {
-      onRequest: write,
+      config: { requiredScope: 'WRITE' },
       schema: {
         operationId: 'createEndpoint',
         summary: 'Create a serverless endpoint',
         description: 'Creates an endpoint and starts its workflow. Names are unique within the account (409). Scope: WRITE.',
         tags,
-        'x-required-scope': 'WRITE',
         body: CreateEndpointSchema,
         response: { 201: EndpointSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createEndpoint(ctx, await principalOf(ctx.db, request), request.body)),
+    async (request, reply) => reply.code(201).send(await createEndpoint(ctx, principalOf(request), request.body)),
   );
 
   app.get(
     '/v2/serverless',
     {
-      onRequest: read,
+      config: { requiredScope: 'READ' },
       schema: {
         operationId: 'listEndpoints',
         summary: 'List serverless endpoints',
         description: 'The endpoints of the account (those the key reaches). Scope: READ.',
         tags,
-        'x-required-scope': 'READ',
         response: { 200: EndpointListSchema },
       },
     },
-    async (request) => ({ endpoints: await listEndpoints(ctx, await principalOf(ctx.db, request)) }),
+    async (request) => ({ endpoints: await listEndpoints(ctx, principalOf(request)) }),
   );
 
-  app.get<IdRequest>(
+  app.get(
     '/v2/serverless/:id',
     {
-      onRequest: read,
+      config: { requiredScope: 'READ' },
       schema: {
         operationId: 'getEndpoint',
         summary: 'Get a serverless endpoint',
         description: "One endpoint. Another account's endpoint, or one being deleted, is 404. Scope: READ.",
         tags,
-        'x-required-scope': 'READ',
         params: EndpointIdParamsSchema,
         response: { 200: EndpointSchema },
       },
     },
-    async (request) => getEndpoint(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => getEndpoint(ctx, principalOf(request), request.params.id),
   );
 
-  app.patch<IdRequest>(
+  app.patch(
     '/v2/serverless/:id',
     {
-      onRequest: write,
+      config: { requiredScope: 'WRITE' },
       schema: {
         operationId: 'updateEndpoint',
         summary: 'Update a serverless endpoint',
@@ -94,68 +87,64 @@ export function serverlessRoutes(app: FastifyInstance, ctx: DomainContext): void
           'When the change is saved but the endpoint workflow cannot be reached in time the answer is 503: repeat the request to apply it. Scope: WRITE.',
         ].join(' '),
         tags,
-        'x-required-scope': 'WRITE',
         params: EndpointIdParamsSchema,
         body: UpdateEndpointSchema,
         response: { 200: EndpointSchema },
       },
     },
-    async (request) => updateEndpoint(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
+    async (request) => updateEndpoint(ctx, principalOf(request), request.params.id, request.body),
   );
 
-  app.delete<IdRequest>(
+  app.delete(
     '/v2/serverless/:id',
     {
-      onRequest: write,
+      config: { requiredScope: 'WRITE' },
       schema: {
         operationId: 'deleteEndpoint',
         summary: 'Delete a serverless endpoint',
         description:
           'Starts the deletion: the endpoint disappears from reads at once, its queued jobs are cancelled, and its workflow drains the workers and removes it. Repeating the request while the deletion runs answers 204 again. Scope: WRITE.',
         tags,
-        'x-required-scope': 'WRITE',
         params: EndpointIdParamsSchema,
         response: { 204: Type.Null({ description: 'deletion started; no body' }) },
       },
     },
     async (request, reply) => {
-      await deleteEndpoint(ctx, await principalOf(ctx.db, request), request.params.id);
-      return reply.code(204).send();
+      await deleteEndpoint(ctx, principalOf(request), request.params.id);
+      return reply.code(204).send(null);
     },
   );
 
-  app.get<IdRequest>(
+  app.get(
     '/v2/serverless/:id/workers',
     {
-      onRequest: read,
+      config: { requiredScope: 'READ' },
       schema: {
         operationId: 'listEndpointWorkers',
         summary: 'List the workers of a serverless endpoint',
         description: 'Workers allocated to the endpoint (not stopped or failed), with counts by state. Scope: READ.',
         tags,
-        'x-required-scope': 'READ',
         params: EndpointIdParamsSchema,
         response: { 200: ListEndpointWorkersResponseSchema },
       },
     },
-    async (request) => listEndpointWorkers(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => listEndpointWorkers(ctx, principalOf(request), request.params.id),
   );
 
-  app.get<IdRequest>(
+  app.get(
     '/v2/serverless/:id/releases',
     {
-      onRequest: read,
+      config: { requiredScope: 'READ' },
       schema: {
         operationId: 'listEndpointReleases',
         summary: 'List the releases of a serverless endpoint',
         description:
           'Release history, newest first: version, status, what changed (`diff`: `[{field, old, new}]`), workers on each release by state, and a rollout summary (workers on the current release and on older ones). Scope: READ.',
         tags,
-        'x-required-scope': 'READ',
         params: EndpointIdParamsSchema,
         response: { 200: ListEndpointReleasesResponseSchema },
       },
     },
-    async (request) => listEndpointReleases(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => listEndpointReleases(ctx, principalOf(request), request.params.id),
   );
-}
+};

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import {
@@ -12,20 +12,19 @@ import {
   updateTemplate,
   UpdateTemplateSchema,
 } from '../../domain/templates.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'template id' }) });
 const tags = ['Templates'];
 const ACCESS = "Needs a key for the whole account (not one limited to endpoints); another account's template is 404.";
 
 /** REST /v2/templates: reusable container configurations. */
-export function templateRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const templateRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/templates',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'listTemplates',
         summary: 'List templates',
         description: `The account's templates, oldest first. ${ACCESS} Scope: READ.`,
@@ -33,15 +32,14 @@ export function templateRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: TemplateListSchema },
       },
     },
-    async (request) => ({ templates: await listTemplates(ctx, await principalOf(ctx.db, request)) }),
+    async (request) => ({ templates: await listTemplates(ctx, principalOf(request)) }),
   );
 
   app.post(
     '/v2/templates',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'createTemplate',
         summary: 'Create a template',
         description: `Creates a named container configuration (image, args, disk, ports, env, registry, persistent volume) to create endpoints and pods from. Names are unique within the account (409). Serverless templates cannot have a persistent volume. ${ACCESS} Scope: WRITE.`,
@@ -50,15 +48,14 @@ export function templateRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 201: TemplateSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createTemplate(ctx, await principalOf(ctx.db, request), request.body)),
+    async (request, reply) => reply.code(201).send(await createTemplate(ctx, principalOf(request), request.body)),
   );
 
-  app.get<{ Params: { id: string } }>(
+  app.get(
     '/v2/templates/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
-        'x-required-scope': 'READ',
         operationId: 'getTemplate',
         summary: 'Get a template',
         description: `One template. ${ACCESS} Scope: READ.`,
@@ -67,15 +64,14 @@ export function templateRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: TemplateSchema },
       },
     },
-    async (request) => getTemplate(ctx, await principalOf(ctx.db, request), request.params.id),
+    async (request) => getTemplate(ctx, principalOf(request), request.params.id),
   );
 
-  app.patch<{ Params: { id: string } }>(
+  app.patch(
     '/v2/templates/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'updateTemplate',
         summary: 'Update a template',
         description: `Changes the fields present in the body; the others keep their values. Endpoints and pods already made from the template do not change. ${ACCESS} Scope: WRITE.`,
@@ -85,15 +81,14 @@ export function templateRoutes(app: FastifyInstance, ctx: DomainContext): void {
         response: { 200: TemplateSchema },
       },
     },
-    async (request) => updateTemplate(ctx, await principalOf(ctx.db, request), request.params.id, request.body),
+    async (request) => updateTemplate(ctx, principalOf(request), request.params.id, request.body),
   );
 
-  app.delete<{ Params: { id: string } }>(
+  app.delete(
     '/v2/templates/:id',
     {
-      onRequest: scopeGuard(ctx.db, 'WRITE'),
+      config: { requiredScope: 'WRITE' },
       schema: {
-        'x-required-scope': 'WRITE',
         operationId: 'deleteTemplate',
         summary: 'Delete a template',
         description: `Deletes a template. Refused with 400 while a pod or an endpoint was made from it. ${ACCESS} Scope: WRITE.`,
@@ -103,8 +98,8 @@ export function templateRoutes(app: FastifyInstance, ctx: DomainContext): void {
       },
     },
     async (request, reply) => {
-      await deleteTemplate(ctx, await principalOf(ctx.db, request), request.params.id);
-      return reply.code(204).send();
+      await deleteTemplate(ctx, principalOf(request), request.params.id);
+      return reply.code(204).send(null);
     },
   );
-}
+};

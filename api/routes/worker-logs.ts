@@ -1,11 +1,11 @@
 // The OpenAPI fields of route schemas (operationId, summary, description, tags) are typed by @fastify/swagger.
 import type {} from '@fastify/swagger';
 import { once } from 'node:events';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { openWorkerLogs, WorkerLogsQuerySchema } from '../../domain/hosts.ts';
-import { principalOf, scopeGuard } from '../auth.ts';
+import { principalOf } from '../auth.ts';
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, description: 'endpoint id' }), workerId: Type.String({ minLength: 1, description: 'worker id' }) });
 
@@ -22,18 +22,17 @@ const sseEvent = (fields: { id?: string; event: string; data: unknown }): string
  * reconnecting EventSource resumes after the last line it saw (Last-Event-ID). The stream ends with
  * an `end` event when the container stops (or at once with follow=false).
  */
-export function workerLogRoutes(app: FastifyInstance, ctx: DomainContext): void {
-  app.get<{ Params: { id: string; workerId: string } }>(
+export const workerLogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
+  app.get(
     '/v2/serverless/:id/workers/:workerId/logs',
     {
-      onRequest: scopeGuard(ctx.db, 'READ'),
+      config: { requiredScope: 'READ' },
       schema: {
         operationId: 'streamWorkerLogs',
         summary: "Stream a worker's logs",
         description:
           'Server-Sent Events (`text/event-stream`): `log` events with data `{time, stream, line}` and id = time; resumable with `Last-Event-ID`; an `end` event when the output ends. `tail` lines of the past first (default 100), or the lines after `since`. Scope: READ.',
         tags: ['Serverless'],
-        'x-required-scope': 'READ',
         params: Params,
         querystring: WorkerLogsQuerySchema,
       },
@@ -42,7 +41,7 @@ export function workerLogRoutes(app: FastifyInstance, ctx: DomainContext): void 
       const lastEventId = request.headers['last-event-id'];
       const logs = await openWorkerLogs(
         ctx,
-        await principalOf(ctx.db, request),
+        principalOf(request),
         request.params.id,
         request.params.workerId,
         request.query,
@@ -82,4 +81,4 @@ export function workerLogRoutes(app: FastifyInstance, ctx: DomainContext): void 
       }
     },
   );
-}
+};

@@ -2,12 +2,13 @@ import { generateSync, type JsonSchema } from 'json-schema-faker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey, type Scope } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
 
 /**
  * Walks EVERY operation of the served OpenAPI document (so routes added later are covered without
  * touching this file) with: no key, malformed keys, an unknown key (401); keys of the owning
  * account without the needed scope (403); a key of another account on the owner's ids (404).
+ * Through `app.inject`: authorization needs no network, no Temporal worker and no workflow.
  */
 
 type Doc = { paths: Record<string, Record<string, Operation>>; components?: { schemas?: Record<string, JsonSchema> } };
@@ -29,7 +30,7 @@ function deref(schema: unknown, doc: Doc, depth = 0): unknown {
 }
 
 describe('authorization matrix over every /v2 operation in the OpenAPI document', () => {
-  let p: TestPlatform;
+  let p: TestApp;
   let doc: Doc;
   const keys: Record<string, string> = {};
   /** Ids of account A's resources, by the first path segment after /v2. */
@@ -40,7 +41,7 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
   beforeAll(async () => {
     // Hundreds of deliberately bad keys from one address: the failed-authentication throttle
     // (tested in test/security) would answer 429 long before the matrix is through.
-    p = await startTestPlatform({ GANTRY_AUTH_FAILURES_PER_MINUTE: '1000000' });
+    p = await startTestApp({ limits: { authFailuresPerMinute: 1_000_000 } });
     const db = p.ctx.db;
     const account = async (name: string) =>
       db.account.create({ data: { id: newId(), email: `${name}-${newId()}@example.test`, name, rateLimitPerMinute: 100_000, rateLimitPerHour: 1_000_000, rateLimitPerDay: 10_000_000 } });
@@ -51,16 +52,14 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     for (const scope of ALL) keys[`without-${scope}`] = (await issueApiKey(db, a.id, `a-no-${scope}`, ALL.filter((s) => s !== scope && s !== 'ADMIN'))).key;
     keys.b = (await issueApiKey(db, b.id, 'b-all', ['READ', 'WRITE', 'RUN'])).key;
 
-    const ep = await call(p.url, 'POST', '/v2/serverless', { key: keys.a, body: { name: 'a-endpoint', image: 'img:1', workers: { min: 0, max: 0 } } });
-    expect(ep.status).toBe(201);
-    ownedIds.serverless = ep.body.id;
+    ownedIds.serverless = (await db.endpoint.create({ data: { id: newId(), accountId: a.id, name: 'a-endpoint', image: 'img:1', workersMax: 0 } })).id;
     ownedIds.registries = (await db.registryCredential.create({ data: { id: newId(), accountId: a.id, name: 'a-reg', secret: Buffer.from([1]) } })).id;
     ownedIds.templates = (await db.template.create({ data: { id: newId(), accountId: a.id, name: 'a-tpl', imageName: 'img:1' } })).id;
     ownedIds['network-volumes'] = (await db.networkVolume.create({ data: { id: newId(), accountId: a.id, name: 'a-vol', size: 10, dataCenterId: 'dc-1' } })).id;
     ownedIds.keys = (await issueApiKey(db, a.id, 'a-spare', ['READ'])).id;
     ownedIds.pods = (await db.pod.create({ data: { id: newId(), accountId: a.id, name: 'a-pod', imageName: 'img:1', desiredStatus: 'EXITED' } })).id;
 
-    const served = await call(p.url, 'GET', '/v2/openapi.json');
+    const served = await p.call('GET', '/v2/openapi.json');
     expect(served.status).toBe(200);
     doc = served.body;
   });
@@ -102,7 +101,7 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
   }
 
   async function expectProblem(method: string, path: string, status: number, opts: { key?: string; headers?: Record<string, string>; body?: unknown }, why: string): Promise<void> {
-    const r = await call(p.url, method.toUpperCase(), path, opts);
+    const r = await p.call(method.toUpperCase(), path, opts);
     expect(r.status, `${method.toUpperCase()} ${path}: ${why} → ${JSON.stringify(r.body)}`).toBe(status);
     expect(r.headers.get('content-type'), `${method} ${path}: ${why}`).toMatch(/^application\/problem\+json/);
     expect(r.body).toMatchObject({ status, title: expect.any(String), detail: expect.any(String) });
@@ -134,7 +133,7 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
       await expectProblem(method, u, 403, { key: keys[`without-${neededScope(method, op)}`], body: b }, `key without ${neededScope(method, op)}`);
     }
     // Nothing was changed by the refused calls.
-    expect((await call(p.url, 'GET', `/v2/serverless/${ownedIds.serverless}`, { key: keys.a })).status).toBe(200);
+    expect((await p.call('GET', `/v2/serverless/${ownedIds.serverless}`, { key: keys.a })).status).toBe(200);
   });
 
   it("answers 404 to another account's key on the owner's resource ids", async () => {
@@ -148,6 +147,6 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     }
     expect(checked).toBeGreaterThanOrEqual(5);
     // The owner still has every resource.
-    expect((await call(p.url, 'GET', `/v2/serverless/${ownedIds.serverless}`, { key: keys.a })).status).toBe(200);
+    expect((await p.call('GET', `/v2/serverless/${ownedIds.serverless}`, { key: keys.a })).status).toBe(200);
   });
 });

@@ -1,12 +1,9 @@
-import type { FastifyInstance } from 'fastify';
 import { parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../api/app.ts';
 import { issueApiKey } from '../../domain/auth.ts';
-import { createDb, type Db } from '../../domain/db.ts';
 import { newId } from '../../domain/ids.ts';
 import { parseRateLimits, purgeExpiredRateLimitCounters } from '../../domain/rate-limit.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
 
 /** `"minute";r=1;t=2, ...` → {minute: {r: 1, t: 2}, ...}, read with the same structured-field library. */
 function fields(header: string | null): Record<string, Record<string, unknown>> {
@@ -20,21 +17,18 @@ async function awayFromMinuteEdge(): Promise<void> {
   if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 500));
 }
 
+/** Through `app.inject`: the limits are the API's own business, no network is needed to check them. */
 describe('rate limits per account in three windows, shared by every API process', () => {
-  let p: TestPlatform;
+  let p: TestApp;
   // A second API process: its own app and its own database pool, on the same database.
-  let second: { app: FastifyInstance; url: string; db: Db };
+  let second: Awaited<ReturnType<TestApp['another']>>;
   const quotas = { minute: 5, hour: 1000, day: 10_000 };
 
   beforeAll(async () => {
-    p = await startTestPlatform();
-    const db = createDb(p.databaseUrl, 4);
-    const app = buildApp({ ...p.ctx, db }, { logLevel: 'silent', rateLimits: quotas });
-    second = { app, url: await app.listen({ host: '127.0.0.1', port: 0 }), db };
+    p = await startTestApp();
+    second = await p.another({ rateLimits: quotas });
   });
   afterAll(async () => {
-    await second?.app.close();
-    await second?.db.$disconnect();
     await p?.stop();
   });
 
@@ -54,7 +48,7 @@ describe('rate limits per account in three windows, shared by every API process'
   it('sends RateLimit and RateLimit-Policy on every authenticated answer', async () => {
     const { key } = await freshKey();
     await awayFromMinuteEdge();
-    const ok = await call(p.url, 'GET', '/v2/serverless', { key });
+    const ok = await p.call('GET', '/v2/serverless', { key });
     expect(ok.status).toBe(200);
     // This process runs on the built-in defaults.
     expect(ok.headers.get('ratelimit-policy')).toBe('"minute";q=600;w=60, "hour";q=20000;w=3600, "day";q=200000;w=86400');
@@ -68,13 +62,13 @@ describe('rate limits per account in three windows, shared by every API process'
     expect(state.hour!.t).toBeLessThanOrEqual(3600);
     expect(state.day!.t).toBeLessThanOrEqual(86_400);
     // Errors of authenticated requests carry them too.
-    const missing = await call(p.url, 'GET', '/v2/serverless/nosuchendpoint', { key });
+    const missing = await p.call('GET', '/v2/serverless/nosuchendpoint', { key });
     expect(missing.status).toBe(404);
     expect(fields(missing.headers.get('ratelimit')).minute).toMatchObject({ r: 598 });
     // Not on unauthenticated answers, nor outside the management API.
-    expect((await call(p.url, 'GET', '/v2/serverless')).headers.get('ratelimit')).toBeNull();
+    expect((await p.call('GET', '/v2/serverless')).headers.get('ratelimit')).toBeNull();
     for (const path of ['/healthz', '/metrics', '/v2/openapi.json']) {
-      const r = await fetch(p.url + path, { headers: { authorization: `Bearer ${key}` } });
+      const r = await p.call('GET', path, { key });
       expect(r.status, path).toBe(200);
       expect(r.headers.get('ratelimit'), path).toBeNull();
     }
@@ -84,10 +78,10 @@ describe('rate limits per account in three windows, shared by every API process'
     const { key, accountId } = await freshKey();
     // The first process runs on the defaults; pin the account to the second's quotas so both agree.
     await p.ctx.db.account.update({ where: { id: accountId }, data: { rateLimitPerMinute: quotas.minute, rateLimitPerHour: quotas.hour, rateLimitPerDay: quotas.day } });
-    const bases = [p.url, second.url];
+    const processes = [p, second];
     await awayFromMinuteEdge();
     const answers = [];
-    for (let i = 0; i < 8; i++) answers.push(await call(bases[i % 2]!, 'GET', '/v2/serverless', { key }));
+    for (let i = 0; i < 8; i++) answers.push(await processes[i % 2]!.call('GET', '/v2/serverless', { key }));
     // If the two processes counted apart, each would allow 5.
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
     const refused = answers[5]!;
@@ -106,7 +100,7 @@ describe('rate limits per account in three windows, shared by every API process'
     // Concurrent requests through both processes never let more than the quota through.
     const other = await freshKey({ rateLimitPerMinute: 10 });
     await awayFromMinuteEdge();
-    const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => call(bases[i % 2]!, 'GET', '/v2/serverless', { key: other.key })));
+    const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => processes[i % 2]!.call('GET', '/v2/serverless', { key: other.key })));
     expect(burst.filter((b) => b.status === 200)).toHaveLength(10);
     expect(burst.filter((b) => b.status === 429)).toHaveLength(20);
   });
@@ -114,7 +108,7 @@ describe('rate limits per account in three windows, shared by every API process'
   it('uses the per-account override columns and names the exceeded window (hour, day)', async () => {
     const hourly = await freshKey({ rateLimitPerHour: 2 });
     const h = [];
-    for (let i = 0; i < 3; i++) h.push(await call(second.url, 'GET', '/v2/serverless', { key: hourly.key }));
+    for (let i = 0; i < 3; i++) h.push(await second.call('GET', '/v2/serverless', { key: hourly.key }));
     expect(h.map((r) => r.status)).toEqual([200, 200, 429]);
     expect(h[2]!.body.detail).toBe('rate limit exceeded for the hour window');
     expect(h[2]!.headers.get('ratelimit-policy')).toBe('"minute";q=5;w=60, "hour";q=2;w=3600, "day";q=10000;w=86400');
@@ -122,31 +116,31 @@ describe('rate limits per account in three windows, shared by every API process'
     expect(Number(h[2]!.headers.get('retry-after'))).toBe(hourState.t);
 
     const daily = await freshKey({ rateLimitPerDay: 1, rateLimitPerMinute: 50 });
-    await call(second.url, 'GET', '/v2/serverless', { key: daily.key });
-    const d = await call(second.url, 'GET', '/v2/serverless', { key: daily.key });
+    await second.call('GET', '/v2/serverless', { key: daily.key });
+    const d = await second.call('GET', '/v2/serverless', { key: daily.key });
     expect(d.status).toBe(429);
     expect(d.body.detail).toBe('rate limit exceeded for the day window');
     expect(Number(d.headers.get('retry-after'))).toBeGreaterThan(60);
 
     // A quota of zero refuses everything.
     const blocked = await freshKey({ rateLimitPerMinute: 0 });
-    expect((await call(p.url, 'GET', '/v2/serverless', { key: blocked.key })).status).toBe(429);
+    expect((await p.call('GET', '/v2/serverless', { key: blocked.key })).status).toBe(429);
   });
 
   it('limits every management route, writes included, before the body is read', async () => {
     const { key } = await freshKey({ rateLimitPerMinute: 1 });
     await awayFromMinuteEdge();
-    expect((await call(p.url, 'GET', '/v2/serverless', { key })).status).toBe(200);
+    expect((await p.call('GET', '/v2/serverless', { key })).status).toBe(200);
     // Over quota: 429 even for a body that would fail validation.
-    const write = await call(p.url, 'POST', '/v2/serverless', { key, body: { bogus: true } });
+    const write = await p.call('POST', '/v2/serverless', { key, body: { bogus: true } });
     expect(write.status).toBe(429);
-    const patch = await call(p.url, 'PATCH', '/v2/serverless/whatever', { key, body: {} });
+    const patch = await p.call('PATCH', '/v2/serverless/whatever', { key, body: {} });
     expect(patch.status).toBe(429);
   });
 
   it('purges the counters of ended windows and keeps the current ones', async () => {
     const { key, accountId } = await freshKey();
-    await call(p.url, 'GET', '/v2/serverless', { key });
+    await p.call('GET', '/v2/serverless', { key });
     const old = (secondsAgo: number) => new Date(Date.now() - secondsAgo * 1000);
     await p.ctx.db.rateLimitCounter.createMany({
       data: [

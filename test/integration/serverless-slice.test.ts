@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
-import { getSpec } from '../../workflows/endpoint.ts';
+import { endpointWorkflowId, getSpec } from '../../workflows/contracts.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {
@@ -51,7 +51,7 @@ describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {
     const list = await call(p.url, 'GET', '/v2/serverless', { key: p.adminKey });
     expect(list.body.endpoints.map((e: { id: string }) => e.id)).toContain(ep.id);
 
-    const handle = p.ctx.temporal.workflow.getHandle(`endpoint:${ep.id}`);
+    const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id));
     const described = await handle.describe();
     expect(described.status.name).toBe('RUNNING');
     expect(described.type).toBe('endpointWorkflow');
