@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { authenticate, authenticateCached, requireScope, type Principal, type Scope } from '../domain/auth.ts';
+import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
+import type { RecordCaches } from '../domain/record-cache.ts';
 import { DomainError } from '../domain/errors.ts';
 import { consumeCounter } from '../domain/rate-limit.ts';
 
@@ -11,9 +13,9 @@ declare module 'fastify' {
   interface FastifyInstance {
     authThrottle?: AuthFailureThrottle;
   }
-  interface FastifySchema {
-    /** The key scope the operation needs, shown in the OpenAPI document. */
-    'x-required-scope'?: Scope;
+  interface FastifyContextConfig {
+    /** The key scope a management route needs (see requireDeclaredScopes); the OpenAPI document shows it as `x-required-scope`. */
+    requiredScope?: Scope;
   }
 }
 
@@ -74,59 +76,59 @@ export function throttledAuth<T>(request: FastifyRequest, authenticate: () => Pr
   return throttle ? throttle.guard(request.ip, authenticate) : authenticate();
 }
 
-export async function principalOf(db: Db, request: FastifyRequest): Promise<Principal> {
-  if (!request.principal) request.principal = await throttledAuth(request, () => authenticate(db, bearerToken(request)));
-  return request.principal;
-}
-
-/**
- * Principals of the job API, cached briefly by key hash: every job call (run, runsync, status
- * polls) would otherwise cost a key lookup. A revoked key keeps working here for up to this long.
- */
-const PRINCIPAL_CACHE_MS = 5_000;
-
-export async function cachedPrincipalOf(db: Db, request: FastifyRequest): Promise<Principal> {
-  // Inside the throttle: a refused address is refused even with a key this process remembers.
-  request.principal ??= await throttledAuth(request, () => authenticateCached(db, bearerToken(request), PRINCIPAL_CACHE_MS));
-  return request.principal;
-}
-
-/** The job API's actions (`/v2/:endpointId/<action>/...`); the worker protocol's routes are not among them. */
-const JOB_API_ACTIONS = new Set(['run', 'runsync', 'status', 'status-sync', 'stream', 'cancel', 'retry', 'purge-queue', 'health']);
-
-export function isJobApiRoute(url: string | undefined): boolean {
-  if (!url?.startsWith('/v2/:endpointId/')) return false;
-  return JOB_API_ACTIONS.has(url.slice('/v2/:endpointId/'.length).split('/')[0] ?? '');
-}
-
-/** Paths under /v2 that anyone may read: the API description and its explorer. */
-const PUBLIC_V2 = new Set(['openapi.json', 'docs']);
-
-/**
- * The management REST API: routes `/v2/<static segment>/...` (serverless, templates, registries,
- * ...). Job API and worker routes begin with a parameter (`/v2/:endpointId/run`) and have their own
- * authentication, rules and limits. `url` is the route's pattern, not the request's path.
- */
-export function isManagementRoute(url: string | undefined): boolean {
-  if (!url?.startsWith('/v2/')) return false;
-  const first = url.slice(4).split('/')[0] ?? '';
-  return first !== '' && !first.startsWith(':') && !first.startsWith('*') && !PUBLIC_V2.has(first);
-}
-
-/**
- * Authenticates every management request before its body is parsed or validated, so a request
- * without a valid key is 401 whatever it carries; routes read the cached principal.
- */
-export function registerAuthentication(app: FastifyInstance, db: Db, authFailuresPerMinute: number): void {
+/** One failed-authentication throttle for the whole app: every surface counts into it (README "Security"). */
+export function registerAuthThrottle(app: FastifyInstance, db: Db, authFailuresPerMinute: number): void {
   app.decorate('authThrottle', new AuthFailureThrottle(db, authFailuresPerMinute));
-  app.addHook('onRequest', async (request) => {
-    if (isManagementRoute(request.routeOptions.url)) await principalOf(db, request);
+}
+
+/**
+ * The principal the scope's authentication hook resolved. Only routes inside an authenticated scope
+ * (see authenticateRequests) may call it; elsewhere it is a programming error, not a 401.
+ */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new Error(`${request.method} ${request.routeOptions.url ?? request.url}: no principal; the route is outside an authenticated scope`);
+  return request.principal;
+}
+
+/**
+ * Principals of the job API, through the process's record cache (`ctx.records`): every job call
+ * (run, runsync, status polls) would otherwise cost a key lookup. A revoked key keeps working here
+ * for at most the revocation bound (domain/record-cache.ts).
+ */
+export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records'>, request: FastifyRequest): Promise<Principal> {
+  // Inside the throttle: a refused address is refused even with a key this process remembers.
+  request.principal ??= await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
+  return request.principal;
+}
+
+/**
+ * In `scope` (an encapsulated plugin) every request presents an API key as `Authorization: Bearer
+ * <key>`, checked on `onRequest`: before the body is read, parsed or validated, so a request without
+ * a valid key is 401 whatever it carries, and the failed-authentication throttle refuses a flooding
+ * address before any key is looked up. Routes read the principal with principalOf. `cache`: through
+ * the process's record cache (cachedPrincipalOf; the job API); without it every request reads its key.
+ */
+export function authenticateRequests(scope: FastifyInstance, db: Db, opts: { cache?: RecordCaches } = {}): void {
+  const { cache } = opts;
+  scope.addHook('onRequest', async (request) => {
+    if (cache) await cachedPrincipalOf({ db, records: cache }, request);
+    else request.principal = await throttledAuth(request, () => authenticate(db, bearerToken(request)));
   });
 }
 
-/** Route-level onRequest hook: the scope check before validation, so the order is 401, 403, 422. */
-export const scopeGuard =
-  (db: Db, scope: Scope) =>
-  async (request: FastifyRequest): Promise<void> => {
-    requireScope(await principalOf(db, request), scope);
-  };
+/**
+ * Every route of `scope` declares the key scope it needs (`config: { requiredScope }`, shown in the
+ * OpenAPI document as `x-required-scope`); a route without one fails the app's start. The check
+ * runs on `onRequest`, after authentication and the rate limit and before validation, so the order
+ * of refusals is 401, 429, 403, 422. The domain functions check their own scopes as well: they are
+ * the rule, this is the early answer.
+ */
+export function requireDeclaredScopes(scope: FastifyInstance): void {
+  scope.addHook('onRoute', (route) => {
+    if (!route.config?.requiredScope) throw new Error(`${String(route.method)} ${route.url}: a route of this scope must declare config.requiredScope`);
+  });
+  scope.addHook('onRequest', async (request) => {
+    const needed = request.routeOptions.config.requiredScope;
+    if (needed) requireScope(principalOf(request), needed);
+  });
+}

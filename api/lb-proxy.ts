@@ -21,10 +21,10 @@ import type { FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, type Dispatcher } from 'undici';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { authenticateCached } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
 import {
-  authenticateLbCall,
   authorizeLbCall,
   chooseWorker,
   LbLoadTracker,
@@ -36,8 +36,7 @@ import {
   type LbEndpoint,
   type LbWorkerAddress,
 } from '../domain/load-balancing.ts';
-import { queueNonEmpty } from '../workflows/endpoint.ts';
-import { endpointWorkflowId } from '../workflows/types.ts';
+import { endpointWorkflowId, queueNonEmpty } from '../workflows/contracts.ts';
 import { bearerToken, throttledAuth } from './auth.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { LbHealthMonitor, lbHealthSettingsFromEnv, type LbHealthSettings } from './lb-health.ts';
@@ -178,6 +177,12 @@ export class LoadBalancer {
   readonly processId = `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`;
   readonly tracker = new LbLoadTracker();
   readonly health: LbHealthMonitor;
+  /**
+   * Live routing state, not a cache of records: each view's workers are re-read every REFRESH_MS,
+   * and every request checks its key and endpoint first (through ctx.records, within the
+   * revocation bound of domain/record-cache.ts): a deleted endpoint's view serves no request past
+   * that bound, and goes after EVICT_MS unused.
+   */
   private readonly views = new Map<string, EndpointView>();
   private readonly loading = new Map<string, Promise<EndpointView>>();
   private remote = new Map<string, number>();
@@ -452,7 +457,7 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
       const routing = request.routeOptions.config.lbRouting ?? 'path';
       const endpointId = routing === 'host' && domain ? endpointIdFromHost(request.headers.host, domain) : (request.params as { endpointId?: string }).endpointId;
       if (!endpointId) throw new DomainError('not_found', 'endpoint not found');
-      const principal = await throttledAuth(request, () => authenticateLbCall(ctx.db, bearerToken(request)));
+      const principal = await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
       const endpoint = await authorizeLbCall(ctx, principal, endpointId);
       await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: app.surfaceLimits.proxy });
       const started = Date.now();

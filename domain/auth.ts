@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
+import type { DomainContext } from './context.ts';
 import type { Db } from './db.ts';
 import { DomainError, forbidden } from './errors.ts';
 import { newApiKey, newId } from './ids.ts';
+import { recordCachesOf, type CachedKey } from './record-cache.ts';
 import type { ApiKeyScope } from '../generated/prisma/enums.ts';
 
 export type Scope = ApiKeyScope;
@@ -22,38 +24,46 @@ const KEY_SHAPE = /^[A-Za-z0-9_\-.]{16,200}$/;
 
 /** Resolves a presented key; throws `unauthenticated` for malformed, unknown, revoked or expired keys. */
 export async function authenticate(db: Db, presented: string | undefined): Promise<Principal> {
+  return (await resolveKey(db, presented)).principal;
+}
+
+/** The key's principal and expiry; throws as `authenticate` does. */
+async function resolveKey(db: Db, presented: string | undefined): Promise<CachedKey> {
   if (!presented) throw new DomainError('unauthenticated', 'missing bearer token');
   if (!KEY_SHAPE.test(presented)) throw new DomainError('unauthenticated', 'malformed bearer token');
   const key = await db.apiKey.findUnique({ where: { hash: hashKey(presented) }, include: { account: { select: { isAdmin: true } } } });
   if (!key || key.revokedAt) throw new DomainError('unauthenticated', 'invalid bearer token');
   if (key.expiresAt && key.expiresAt.getTime() <= Date.now()) throw new DomainError('unauthenticated', 'expired bearer token');
   return {
-    accountId: key.accountId,
-    keyId: key.id,
-    scopes: new Set(key.scopes),
-    endpointIds: key.endpointIds,
-    // A key limited to some endpoints is never the platform's administrator (hosts, accounts).
-    isAdmin: key.account.isAdmin && key.scopes.includes('ADMIN') && key.endpointIds.length === 0,
+    principal: {
+      accountId: key.accountId,
+      keyId: key.id,
+      scopes: new Set(key.scopes),
+      endpointIds: key.endpointIds,
+      // A key limited to some endpoints is never the platform's administrator (hosts, accounts).
+      isAdmin: key.account.isAdmin && key.scopes.includes('ADMIN') && key.endpointIds.length === 0,
+    },
+    expiresAt: key.expiresAt?.getTime() ?? null,
   };
 }
 
-const keyCache = new Map<string, { principal: Principal; at: number }>();
-
 /**
- * `authenticate`, remembered for `ttlMs` by key hash, for surfaces where a key lookup per request
- * would be most of the cost (the job API, the proxy). A revoked or expired key keeps working for at
- * most that long; failures are never remembered.
+ * `authenticate` through the process's record cache (`ctx.records`), for the surfaces where a key
+ * lookup per request would be most of the cost: the job API and the load-balancing proxy. A revoked
+ * key, or one whose scopes or endpoints changed, is seen within the revocation bound
+ * (domain/record-cache.ts); an expired key stops at its expiry; failures are never remembered.
  */
-export async function authenticateCached(db: Db, presented: string | undefined, ttlMs: number): Promise<Principal> {
-  if (!presented) return authenticate(db, presented);
+export async function authenticateCached(ctx: Pick<DomainContext, 'db' | 'records'>, presented: string | undefined): Promise<Principal> {
+  if (!presented) return authenticate(ctx.db, presented);
+  const keys = recordCachesOf(ctx).keys;
   const hash = hashKey(presented);
-  const now = Date.now();
-  const hit = keyCache.get(hash);
-  if (hit && now - hit.at < ttlMs) return hit.principal;
-  const principal = await authenticate(db, presented);
-  if (keyCache.size > 10_000) keyCache.clear();
-  keyCache.set(hash, { principal, at: now });
-  return principal;
+  const key = await keys.get(hash, () => resolveKey(ctx.db, presented));
+  if (!key) throw new DomainError('unauthenticated', 'invalid bearer token');
+  if (key.expiresAt !== null && key.expiresAt <= Date.now()) {
+    keys.delete(hash);
+    throw new DomainError('unauthenticated', 'expired bearer token');
+  }
+  return key.principal;
 }
 
 export function requireScope(principal: Principal, scope: Scope): void {

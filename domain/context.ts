@@ -1,6 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { SshPool } from '../hostctl/ssh.ts';
 import type { Db } from './db.ts';
+import type { JobRuntime } from './jobs/runtime.ts';
+import type { RecordCaches } from './record-cache.ts';
 import type { SecretBox } from './secrets.ts';
 
 /** What every domain operation may use; built once per process and shared by REST and GraphQL. */
@@ -15,4 +17,15 @@ export interface DomainContext {
   secrets: SecretBox;
   /** SSH connections to hosts (log streaming; the activities of this process): one pool per process. */
   ssh: SshPool;
+  /**
+   * The job service (queue connections, wake-ups, workflow signals): built by the composition root
+   * in processes that serve the API (infra/job-runtime.ts), absent in a Temporal-worker-only one.
+   */
+  jobs?: JobRuntime;
+  /**
+   * What the job API, the proxy and the worker protocol remember of keys, worker credentials and
+   * endpoints, for at most the revocation bound (domain/record-cache.ts): one per process, built by
+   * the composition root; contexts made for other uses (the activities') have none.
+   */
+  records?: RecordCaches;
 }

@@ -10,10 +10,11 @@
  * to the worker and none has a request on it.
  */
 import { Prisma } from '../generated/prisma/client.ts';
-import { authenticateCached, requireEndpointAccess, requireScope, type Principal } from './auth.ts';
+import { requireEndpointAccess, requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import type { Db } from './db.ts';
 import { DomainError, notFound } from './errors.ts';
+import { liveEndpoint } from './record-cache.ts';
 
 /** The health path of a load-balancing worker (compat.md): 200 ready, 204 still initializing. */
 export const LB_HEALTH_PATH = '/ping';
@@ -50,16 +51,6 @@ const NOW_UTC = Prisma.sql`(now() AT TIME ZONE 'UTC')`;
 
 // ------------------------------------------------------------------ access
 
-/**
- * How long a process trusts a key it has checked. Every proxied request needs the key, and a
- * database round trip per request was most of the proxy's cost; a revoked or expired key stops
- * working within this time.
- */
-export const LB_KEY_CACHE_MS = 1_000;
-
-/** `authenticate`, remembered for LB_KEY_CACHE_MS; failures are not remembered. */
-export const authenticateLbCall = (db: Db, presented: string | undefined): Promise<Principal> => authenticateCached(db, presented, LB_KEY_CACHE_MS);
-
 export interface LbEndpoint {
   id: string;
   accountId: string;
@@ -67,39 +58,22 @@ export interface LbEndpoint {
   workersMax: number;
 }
 
-/** Endpoints change rarely and every proxied request needs one: cached briefly (found ones only). */
-const ENDPOINT_CACHE_MS = 2_000;
-const endpointCache = new Map<string, { endpoint: LbEndpoint & { type: string }; until: number }>();
-
 /**
  * May `principal` call load-balancing endpoint `endpointId`? The RUN scope (403), an endpoint of
  * the caller's account (404 otherwise, as for every resource of another account), a key that
- * reaches it (403), and a load-balancing endpoint (400 for a queue-based one).
+ * reaches it (403), and a load-balancing endpoint (400 for a queue-based one). Every proxied request
+ * needs the endpoint: it comes from the process's record cache (found ones only), so a deleted
+ * endpoint is refused within the revocation bound (domain/record-cache.ts).
  */
-export async function authorizeLbCall(ctx: DomainContext, principal: Principal, endpointId: string): Promise<LbEndpoint> {
+export async function authorizeLbCall(ctx: Pick<DomainContext, 'db' | 'records'>, principal: Principal, endpointId: string): Promise<LbEndpoint> {
   requireScope(principal, 'RUN');
-  const now = Date.now();
-  let cached = endpointCache.get(endpointId);
-  if (!cached || cached.until <= now) {
-    const e = await ctx.db.endpoint.findFirst({
-      where: { id: endpointId, deletingAt: null },
-      select: { id: true, accountId: true, type: true, timeoutMs: true, workersMax: true },
-    });
-    if (!e) {
-      endpointCache.delete(endpointId);
-      throw notFound('endpoint');
-    }
-    if (endpointCache.size > 10_000) endpointCache.clear();
-    cached = { endpoint: e, until: now + ENDPOINT_CACHE_MS };
-    endpointCache.set(endpointId, cached);
-  }
-  const { type, ...e } = cached.endpoint;
-  if (e.accountId !== principal.accountId) throw notFound('endpoint');
+  const found = await liveEndpoint(ctx, endpointId);
+  if (!found || found.accountId !== principal.accountId) throw notFound('endpoint');
   requireEndpointAccess(principal, endpointId);
-  if (type !== 'LOAD_BALANCING') {
+  if (found.type !== 'LOAD_BALANCING') {
     throw new DomainError('bad_request', 'this endpoint is queue-based: submit jobs to its requestUrls.run or requestUrls.runSync with an {"input": ...} body');
   }
-  return e;
+  return { id: found.id, accountId: found.accountId, timeoutMs: found.timeoutMs, workersMax: found.workersMax };
 }
 
 // ------------------------------------------------------------------ worker choice

@@ -1,7 +1,9 @@
+import type { DomainContext } from './context.ts';
 import type { Db } from './db.ts';
 import { hashKey } from './auth.ts';
 import { DomainError, forbidden } from './errors.ts';
 import { randomString } from './ids.ts';
+import { recordCachesOf, type RecordCaches } from './record-cache.ts';
 
 /**
  * Worker credentials: each worker container gets its own key (RUNPOD_AI_API_KEY), sent back on every
@@ -22,7 +24,8 @@ export interface WorkerIdentity {
 /**
  * Gives the worker a fresh credential and returns it (shown once; only its hash is kept). Creates
  * the Worker row when it does not exist yet (status INITIALIZING); an existing row keeps its state.
- * A second call replaces the key: the old one stops working within the cache lifetime below.
+ * A second call replaces the key: the old one stops working within the revocation bound
+ * (domain/record-cache.ts).
  */
 export async function registerWorkerCredential(db: Db, input: { workerId: string; endpointId: string }): Promise<string> {
   const key = `gntr_wk_${randomString(40, BASE62)}`;
@@ -36,16 +39,8 @@ export async function registerWorkerCredential(db: Db, input: { workerId: string
     update: { credentialHash },
     create: { id: input.workerId, endpointId: input.endpointId, credentialHash, status: 'INITIALIZING' },
   });
-  workerCache.clear();
   return key;
 }
-
-/**
- * Positive answers are cached briefly: the worker hot path (take, done, ping) then costs no
- * database round trip for authentication. A revoked or drained worker is noticed within this time.
- */
-const CACHE_MS = 5_000;
-const workerCache = new Map<string, { identity: WorkerIdentity; until: number }>();
 
 /** `Authorization: <key>` as the worker SDK sends it; `Bearer <key>` is accepted too. */
 export function workerKeyOf(header: string | undefined): string | undefined {
@@ -54,33 +49,32 @@ export function workerKeyOf(header: string | undefined): string | undefined {
   return m?.[1];
 }
 
-/** Resolves a worker key; 401 when unknown, 403 when the path names another worker or endpoint. */
-export async function authenticateWorker(db: Db, key: string | undefined, workerId: string, endpointId: string): Promise<WorkerIdentity> {
+/**
+ * Resolves a worker key; 401 when unknown, 403 when the path names another worker or endpoint.
+ * Found identities are remembered in the process's record cache (`ctx.records`): the worker hot path
+ * (take, done, ping) then costs no database round trip for authentication. A revoked credential or
+ * a drained, stopped or unhealthy worker is noticed within the revocation bound
+ * (domain/record-cache.ts); unknown keys are never remembered.
+ */
+export async function authenticateWorker(ctx: Pick<DomainContext, 'db' | 'records'>, key: string | undefined, workerId: string, endpointId: string): Promise<WorkerIdentity> {
   if (!key) throw new DomainError('unauthenticated', 'missing worker credential');
   const hash = hashKey(key);
-  const now = Date.now();
-  let cached = workerCache.get(hash);
-  if (!cached || cached.until <= now) {
-    const w = await db.worker.findUnique({
+  const identity = await recordCachesOf(ctx).workers.get(hash, async () => {
+    const w = await ctx.db.worker.findUnique({
       where: { credentialHash: hash },
       select: { id: true, endpointId: true, status: true, desiredStatus: true },
     });
-    if (!w || !w.endpointId) {
-      workerCache.delete(hash);
-      throw new DomainError('unauthenticated', 'invalid worker credential');
-    }
+    if (!w || !w.endpointId) return undefined;
     const acceptsJobs = w.desiredStatus === 'RUNNING' && !['DRAINING', 'STOPPED', 'FAILED', 'UNHEALTHY'].includes(w.status);
-    cached = { identity: { workerId: w.id, endpointId: w.endpointId, acceptsJobs }, until: now + CACHE_MS };
-    if (workerCache.size > 10_000) workerCache.clear();
-    workerCache.set(hash, cached);
-  }
-  const identity = cached.identity;
+    return { workerId: w.id, endpointId: w.endpointId, acceptsJobs };
+  });
+  if (!identity) throw new DomainError('unauthenticated', 'invalid worker credential');
   if (identity.workerId !== workerId) throw forbidden('this credential belongs to another worker');
   if (identity.endpointId !== endpointId) throw forbidden('this worker belongs to another endpoint');
   return identity;
 }
 
-/** Forgets cached answers (after a worker's state changed in this process). */
-export function forgetWorkerCredentials(): void {
-  workerCache.clear();
+/** Forgets what `records` remembers of the worker (after its state changed in this process): its next call reads it again. */
+export function forgetWorker(records: RecordCaches, workerId: string): void {
+  records.workers.forget((identity) => identity.workerId === workerId);
 }

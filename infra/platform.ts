@@ -10,7 +10,10 @@ import type { DomainContext } from '../domain/context.ts';
 import { createDb, type Db } from '../domain/db.ts';
 import { reconcileEndpointWorkflows } from '../domain/endpoints.ts';
 import { applyHostConfig } from '../domain/hosts.ts';
-import { wakeAutoscalerOnQueuedJobs } from '../domain/autoscaler-wakeup.ts';
+import type { Log as JobLog } from '../domain/jobs/runtime.ts';
+import { backgroundTasks, startBackgroundTasks } from './background-tasks.ts';
+import { createJobRuntime } from './job-runtime.ts';
+import { RecordCaches } from '../domain/record-cache.ts';
 import { SecretBox } from '../domain/secrets.ts';
 import { SshPool } from '../hostctl/ssh.ts';
 import { createTemporalWorker, installTemporalRuntime } from '../workers/temporal-worker.ts';
@@ -85,6 +88,9 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       workerUrl: gateway ? `http://${gateway}:${config.workerPort}` : config.publicUrl,
       secrets: SecretBox.load(config.secretKey, config.dataDir),
       ssh: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
+      // What the job API, the proxy and the worker protocol remember of keys, worker credentials
+      // and endpoints: one per process, for at most the revocation bound (domain/record-cache.ts).
+      records: new RecordCaches(),
     };
     stops.push(() => ctx.ssh.close());
 
@@ -108,8 +114,16 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
       await reconcileEndpointWorkflows(ctx);
       await applyHostConfig(ctx);
-      const stopWakeups = wakeAutoscalerOnQueuedJobs(ctx);
-      stops.push(async () => stopWakeups());
+      // The job runtime and the background tasks: built here, handed to the routes in ctx, stopped
+      // after the API (stops run in reverse): the API's requests are answered first, then the tasks
+      // end, then the runtime sends its last workflow signals and closes its connections.
+      const jobLog: JobLog = (level, msg, err) => (app ? app.log[level]({ err }, msg) : log(`${msg}${err === undefined ? '' : `: ${String(err)}`}`));
+      const jobs = createJobRuntime(ctx, jobLog);
+      ctx.jobs = jobs;
+      stops.push(() => jobs.stop());
+      await jobs.start();
+      const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), { exclusively: (key, fn) => jobs.store.exclusively(key, fn), log: jobLog });
+      stops.push(() => tasks.stop());
       const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, limits: config.limits });
       app = built;
       await built.listen({ host: config.host, port: config.port });

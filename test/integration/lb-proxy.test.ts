@@ -10,8 +10,9 @@ import WebSocket from 'ws';
 import { buildApp } from '../../api/app.ts';
 import { issueApiKey } from '../../domain/auth.ts';
 import { newId } from '../../domain/ids.ts';
-import { LB_KEY_CACHE_MS, lbEndpointLoad, lbWorkerInFlight } from '../../domain/load-balancing.ts';
-import { endpointWorkflowId } from '../../workflows/types.ts';
+import { lbEndpointLoad, lbWorkerInFlight } from '../../domain/load-balancing.ts';
+import { REVOCATION_BOUND_MS } from '../../domain/record-cache.ts';
+import { endpointWorkflowId } from '../../workflows/contracts.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createLbEndpoint, createLoopbackHost, rawRequest, registerWorker, startLbWorker, until, type LbWorkerProcess } from './lb-support.ts';
 
@@ -113,11 +114,11 @@ describe('HTTP through the proxy', () => {
     expectProblem(await call(p.url, 'GET', `/lb/${queue.body.id}/health`, { key: p.adminKey }), 400, /queue-based/);
     expect((await stats(w!)).served).toBe(before + 1); // only the /stats call itself
 
-    // A RUN key limited to this endpoint works; once revoked, it stops working within LB_KEY_CACHE_MS.
+    // A RUN key limited to this endpoint works; once revoked, it stops working within the revocation bound.
     const scoped = await issueApiKey(p.ctx.db, adminAccountId, 'this endpoint', ['RUN'], undefined, [endpointId]);
     expect((await call(base, 'GET', '/health', { key: scoped.key })).status).toBe(200);
     await p.ctx.db.apiKey.update({ where: { id: scoped.id }, data: { revokedAt: new Date() } });
-    await new Promise((r) => setTimeout(r, LB_KEY_CACHE_MS + 100));
+    await new Promise((r) => setTimeout(r, REVOCATION_BOUND_MS + 100));
     expectProblem(await call(base, 'GET', '/health', { key: scoped.key }), 401, /invalid bearer token/);
 
     // The worker's own error answers pass through as they are, and are not retried.

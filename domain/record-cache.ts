@@ -1,0 +1,149 @@
+/**
+ * The records the hot request paths remember for a moment instead of reading them on every request:
+ * API keys (the job API, the load-balancing proxy), worker credentials (the worker protocol) and
+ * endpoints (the job API, the proxy). One library (lru-cache), one size bound, and one revocation
+ * bound for all of them.
+ *
+ * One `RecordCaches` per API process, built by the composition root (infra/platform.ts; the tests'
+ * test/support/app.ts) and handed down in the domain context (`ctx.records`); nothing is kept in a
+ * module, so two apps in one process share nothing unless they share a context.
+ *
+ * The management REST API and GraphQL cache nothing: every request reads its key.
+ */
+import { LRUCache } from 'lru-cache';
+import type { EndpointType } from '../generated/prisma/enums.ts';
+import type { Principal } from './auth.ts';
+import type { DomainContext } from './context.ts';
+import type { WorkerIdentity } from './workers-auth.ts';
+
+/**
+ * The revocation bound: the longest any change below takes to reach every request path of every
+ * API process. For that long after the change is committed, and never longer, a request may still
+ * be admitted on the job API, the load-balancing proxy or the worker protocol:
+ *
+ * - a revoked API key, or one whose scopes or endpoint list changed (the old ones still apply);
+ * - a revoked worker credential (a new one registered for the worker, the worker deleted) or a
+ *   worker that was drained, stopped or marked unhealthy (it may still be handed jobs);
+ * - a deleted endpoint (one being deleted), or one whose type or timeout changed.
+ *
+ * An expired key stops at its expiry exactly, a new key or endpoint works at once (failures are
+ * never remembered), and management REST and GraphQL see every change at once. Requests admitted
+ * before the bound ran out finish as they started (a job-take long-poll for up to its hold time, a
+ * runsync wait, a proxied request or WebSocket session).
+ *
+ * Every entry's age counts from the moment before its record was read, so what a read saw is never
+ * trusted past the bound, however long the read took.
+ */
+export const REVOCATION_BOUND_MS = 1_000;
+
+/** Most records each cache holds; past it the least recently used one goes. */
+export const RECORD_CACHE_MAX = 10_000;
+
+/** Records of one kind, by key, each kept at most `ttlMs` from the start of its read. */
+export class RecordCache<V extends object> {
+  private readonly lru: LRUCache<string, V>;
+  /** Bumped by delete, forget and clear: a read that began before them is not stored. */
+  private generation = 0;
+
+  constructor(
+    readonly ttlMs: number,
+    max = RECORD_CACHE_MAX,
+  ) {
+    // ttlResolution 0: every look reads the clock (the library otherwise reuses a reading for a
+    // timer tick, which a busy event loop can stretch past the bound).
+    this.lru = new LRUCache<string, V>({ max, ttl: ttlMs, ttlResolution: 0, updateAgeOnGet: false, allowStale: false });
+  }
+
+  /**
+   * The record under `key`: the remembered one while it is younger than the bound, else what `load`
+   * reads now, remembered. `undefined` (not found) and thrown errors are never remembered.
+   */
+  async get(key: string, load: () => Promise<V | undefined>): Promise<V | undefined> {
+    const hit = this.lru.get(key);
+    if (hit !== undefined) return hit;
+    const start = this.lru.perf.now();
+    const generation = this.generation;
+    const value = await load();
+    if (value !== undefined && generation === this.generation) this.lru.set(key, value, { start });
+    return value;
+  }
+
+  /** Forgets the record under `key`: its next use reads it again. */
+  delete(key: string): void {
+    this.generation++;
+    this.lru.delete(key);
+  }
+
+  /** Forgets the records `match` picks: their next use reads them again. */
+  forget(match: (value: V, key: string) => boolean): void {
+    this.generation++;
+    const keys: string[] = [];
+    for (const [key, value] of this.lru.entries()) if (match(value, key)) keys.push(key);
+    for (const key of keys) this.lru.delete(key);
+  }
+
+  clear(): void {
+    this.generation++;
+    this.lru.clear();
+  }
+
+  get size(): number {
+    return this.lru.size;
+  }
+}
+
+/** An API key as the cached paths remember it. */
+export interface CachedKey {
+  principal: Principal;
+  /** Epoch milliseconds; the key stops at this moment even while remembered. */
+  expiresAt: number | null;
+}
+
+/** An endpoint not being deleted, as the job API and the proxy need it. */
+export interface LiveEndpoint {
+  id: string;
+  accountId: string;
+  type: EndpointType;
+  timeoutMs: number;
+  workersMax: number;
+}
+
+/** The record caches of one API process (see the top of this file). */
+export class RecordCaches {
+  /** API keys by the SHA-256 of the key (domain/auth.ts authenticateCached). */
+  readonly keys: RecordCache<CachedKey>;
+  /** Worker identities by the SHA-256 of the worker's credential (domain/workers-auth.ts). */
+  readonly workers: RecordCache<WorkerIdentity>;
+  /** Endpoints by id, while not being deleted (liveEndpoint). */
+  readonly endpoints: RecordCache<LiveEndpoint>;
+
+  /** `boundMs`: REVOCATION_BOUND_MS; tests may shorten it. */
+  constructor(
+    readonly boundMs = REVOCATION_BOUND_MS,
+    max = RECORD_CACHE_MAX,
+  ) {
+    this.keys = new RecordCache(boundMs, max);
+    this.workers = new RecordCache(boundMs, max);
+    this.endpoints = new RecordCache(boundMs, max);
+  }
+}
+
+/**
+ * The record caches the composition root put in `ctx`. Every process that serves the API has them;
+ * asking for them elsewhere is a wiring mistake.
+ */
+export function recordCachesOf(ctx: Pick<DomainContext, 'records'>): RecordCaches {
+  if (!ctx.records) throw new Error('no record caches in the domain context: the composition root builds them (new RecordCaches()) for processes that serve the API');
+  return ctx.records;
+}
+
+/** The endpoint unless it does not exist or is being deleted, through the record cache. */
+export function liveEndpoint(ctx: Pick<DomainContext, 'db' | 'records'>, endpointId: string): Promise<LiveEndpoint | undefined> {
+  return recordCachesOf(ctx).endpoints.get(endpointId, async () => {
+    const e = await ctx.db.endpoint.findFirst({
+      where: { id: endpointId, deletingAt: null },
+      select: { id: true, accountId: true, type: true, timeoutMs: true, workersMax: true },
+    });
+    return e ?? undefined;
+  });
+}
