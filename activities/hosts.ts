@@ -14,79 +14,11 @@ import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/dat
 import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from '../hostctl/ssh.ts';
 import { isLiveWorker, liveWorker } from '../domain/worker-status.ts';
 import { prismaSql, requeueLostJobs } from '../domain/job-queue.ts';
-import { jobSettings } from '../domain/jobs/settings.ts';
+import type { OrchestrationSettings } from '../domain/orchestration-settings.ts';
+import type { PlatformSettings } from '../domain/settings.ts';
 import { workerWorkflowId, type HostProbeResult } from '../workflows/contracts.ts';
 
-/** Timings of the orchestration loops; defaults suit production, tests shorten them. */
-export interface OrchestrationSettings {
-  /** Autoscaler look-ups while an endpoint has workers or jobs, and at rest (a signal wakes it sooner). */
-  autoscaleActiveMs: number;
-  autoscaleRestMs: number;
-  /** Longest wait between placement attempts of a PENDING worker. */
-  placementRetryMaxMs: number;
-  /** A worker must become ready within this long of its container start. */
-  readyTimeoutSec: number;
-  readyPollMs: number;
-  /** How often a ready worker's container and pings are checked. */
-  watchIntervalSec: number;
-  /** How often a ready worker's written disk is measured where the runtime cannot cap it (watchdog). */
-  diskCheckIntervalSec: number;
-  /** A ready worker that has not pinged for this long is replaced. */
-  silentAfterSec: number;
-  /** A ready load-balancing worker whose health check keeps failing this long is replaced. */
-  lbUnhealthySec: number;
-  /** RUNPOD_PING_INTERVAL given to workers. */
-  pingIntervalMs: number;
-  /** SIGTERM-to-SIGKILL grace when a container stops. */
-  stopGraceSec: number;
-  /** Longest image pull. */
-  pullTimeoutSec: number;
-  /** A rollout halts after this many new workers failed to become ready... */
-  releaseMaxFailures: number;
-  /** ...or when none of its new workers became ready within this long. */
-  releaseReadyDeadlineSec: number;
-  rolloutPollMs: number;
-  /** A replacement that waits this long for capacity lets its idle predecessor go first. */
-  surgeWaitSec: number;
-  hostProbeIntervalSec: number;
-  /** Probe interval while a host is unreachable. */
-  hostRetryIntervalSec: number;
-}
-
-export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
-  autoscaleActiveMs: 1000,
-  autoscaleRestMs: 30_000,
-  placementRetryMaxMs: 15_000,
-  readyTimeoutSec: 600,
-  readyPollMs: 1000,
-  watchIntervalSec: 5,
-  diskCheckIntervalSec: 30,
-  silentAfterSec: 60,
-  lbUnhealthySec: 60,
-  pingIntervalMs: 10_000,
-  stopGraceSec: 10,
-  pullTimeoutSec: 1800,
-  releaseMaxFailures: 3,
-  releaseReadyDeadlineSec: 900,
-  rolloutPollMs: 1000,
-  surgeWaitSec: 30,
-  hostProbeIntervalSec: 60,
-  hostRetryIntervalSec: 10,
-};
-
-/** GANTRY_ORCHESTRATION: a JSON object overriding some of the settings. */
-export function orchestrationSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): OrchestrationSettings {
-  const raw = env.GANTRY_ORCHESTRATION;
-  if (!raw) return { ...DEFAULT_ORCHESTRATION_SETTINGS };
-  const parsed = JSON.parse(raw) as Record<string, unknown>;
-  const out = { ...DEFAULT_ORCHESTRATION_SETTINGS };
-  for (const [k, v] of Object.entries(parsed)) {
-    if (!(k in out)) throw new Error(`GANTRY_ORCHESTRATION: unknown setting '${k}'`);
-    if (typeof v !== 'number' || !(v >= 0)) throw new Error(`GANTRY_ORCHESTRATION: ${k} must be a non-negative number`);
-    (out as Record<string, number>)[k] = v;
-  }
-  return out;
-}
+export type { OrchestrationSettings } from '../domain/orchestration-settings.ts';
 
 /** What orchestration activities share: the database, secrets, the SSH pool, the Temporal client. */
 export interface OrchestrationRuntime {
@@ -98,6 +30,8 @@ export interface OrchestrationRuntime {
   temporal: Client;
   pool: SshPool;
   settings: OrchestrationSettings;
+  /** The rest of what the platform runs with (job retention, prices, ...). */
+  platform: PlatformSettings;
 }
 
 /** The SSH target of a host row (domain/host-access.ts); a host without a key fails the activity for good. */
@@ -324,7 +258,7 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         await db.$transaction(async (tx) => {
           await tx.worker.update({ where: { id: w.id }, data: { status: 'FAILED', statusReason: 'its workflow was gone when the host was reconciled', stoppedAt: new Date(), credentialHash: null } });
           // Its jobs by the one rule for a lost worker (domain/job-queue.ts): back in the queue, or failed at their last loss.
-          await requeueLostJobs(prismaSql(tx), { workerId: w.id }, { tag: 'orchestration', retention: jobSettings().retention });
+          await requeueLostJobs(prismaSql(tx), { workerId: w.id }, { tag: 'orchestration', retention: rt.platform.jobs.retention });
         });
         closed.push(w.id);
       }

@@ -1,12 +1,12 @@
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import { createEndpointActivities } from './endpoints.ts';
-import { createHostActivities, orchestrationSettingsFromEnv, type OrchestrationRuntime, type OrchestrationSettings } from './hosts.ts';
+import { createHostActivities, type OrchestrationRuntime } from './hosts.ts';
 import { createPodActivities, createWorkerActivities } from './workers.ts';
 import { createJobActivities } from './jobs.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
-export function createActivities(deps: { db: Db; ctx: DomainContext; settings?: OrchestrationSettings }) {
+export function createActivities(deps: { db: Db; ctx: DomainContext }) {
   const rt: OrchestrationRuntime = {
     db: deps.db,
     secrets: deps.ctx.secrets,
@@ -15,7 +15,8 @@ export function createActivities(deps: { db: Db; ctx: DomainContext; settings?: 
     temporal: deps.ctx.temporal,
     // One pool per process (the composition root's): SSH connections to a host are shared by all its activities.
     pool: deps.ctx.ssh,
-    settings: deps.settings ?? orchestrationSettingsFromEnv(),
+    settings: deps.ctx.settings.orchestration,
+    platform: deps.ctx.settings,
   };
-  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db) };
+  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db, deps.ctx.settings) };
 }

@@ -4,24 +4,24 @@ import { Agent, fetch } from 'undici';
 import type { Db } from '../domain/db.ts';
 import { createJobPool, databaseUrlOf, GONE, JobStore, snapshotOf } from '../domain/job-queue.ts';
 import { jobView } from '../domain/jobs/schemas.ts';
-import { jobSettings } from '../domain/jobs/settings.ts';
 import { randomString } from '../domain/ids.ts';
 import { guardedLookup, webhookUrlProblem } from '../domain/webhook-targets.ts';
+import type { PlatformSettings } from '../domain/settings.ts';
 import type { JobSnapshot } from '../workflows/contracts.ts';
 
 /** How long one webhook POST may take before it counts as failed. */
 const WEBHOOK_TIMEOUT_MS = 10_000;
 
 /** Side effects of the job workflow: conditional SQL on the job row, and the webhook POST. */
-export function createJobActivities(db: Db) {
+export function createJobActivities(db: Db, settings: Pick<PlatformSettings, 'jobs' | 'webhookAllow'>) {
   let store: JobStore | undefined;
   // Created on first use: a worker process that never runs a job activity opens no connections.
-  const jobs = (): JobStore => (store ??= new JobStore(createJobPool(databaseUrlOf(db), 4), `a${randomString(7)}`, jobSettings().retention));
+  const jobs = (): JobStore => (store ??= new JobStore(createJobPool(databaseUrlOf(db), 4), `a${randomString(7)}`, settings.jobs.retention));
   const snapshot = (row: Awaited<ReturnType<JobStore['snapshotRow']>>, lostAfterMs: number): JobSnapshot =>
     row ? snapshotOf(row, lostAfterMs) : GONE(Number.MAX_SAFE_INTEGER);
 
   // Every webhook connection resolves through the guard: only checked addresses are dialled.
-  const webhookAgent = new Agent({ connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0]) } });
+  const webhookAgent = new Agent({ connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0], () => settings.webhookAllow) } });
 
   return {
     async readJob(jobId: string, lostAfterMs: number): Promise<JobSnapshot> {
@@ -47,7 +47,7 @@ export function createJobActivities(db: Db) {
       const target = await store.webhookPayload(jobId, seq);
       if (!target) return; // delivered already, or the job moved on (retried, removed)
       // Checked when submitted; again now, as the operator's allow-list may have changed since.
-      const refused = webhookUrlProblem(target.url);
+      const refused = webhookUrlProblem(target.url, settings.webhookAllow);
       if (refused) {
         await store.webhookAttempted(jobId, seq, false);
         throw ApplicationFailure.nonRetryable(`webhook ${refused}`, 'WebhookRefused');

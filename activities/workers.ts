@@ -11,7 +11,6 @@ import { meterWorker } from '../domain/billing.ts';
 import { splitArgs } from '../domain/container-args.ts';
 import { gpuTypeId } from '../domain/gpu-pools.ts';
 import { prismaSql, requeueLostJobs } from '../domain/job-queue.ts';
-import { jobSettings } from '../domain/jobs/settings.ts';
 import { lbEndpointLoad, lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/placement.ts';
 import { podPorts } from '../domain/pods.ts';
@@ -132,7 +131,7 @@ export interface PlacementResult {
 export function createWorkerActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
   // The registry lookup takes a domain context; it reads only the database and the secrets.
-  const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '', ssh: rt.pool } satisfies DomainContext;
+  const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '', ssh: rt.pool, settings: rt.platform } satisfies DomainContext;
 
   async function workerRow(workerId: string) {
     const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true, pod: true } });
@@ -701,7 +700,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     async finishWorker(workerId: string, outcome: { status: 'STOPPED' | 'FAILED'; reason: string }): Promise<{ requeued: number }> {
       return db.$transaction(async (tx) => {
         // The worker is gone: its jobs go back to the queue, or fail at their last loss (domain/job-queue.ts).
-        const requeued = (await requeueLostJobs(prismaSql(tx), { workerId }, { tag: 'orchestration', retention: jobSettings().retention })).length;
+        const requeued = (await requeueLostJobs(prismaSql(tx), { workerId }, { tag: 'orchestration', retention: rt.platform.jobs.retention })).length;
         await tx.worker.updateMany({
           where: { id: workerId, status: { notIn: [...FINAL_WORKER_STATUSES] } },
           data: { status: outcome.status, statusReason: outcome.reason.slice(0, 4000), stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },

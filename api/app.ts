@@ -5,7 +5,7 @@ import { errorHandler, problem, sendProblem } from './problem.ts';
 import { registerRoutes } from './routes/index.ts';
 import { compileSchema, formatErrors } from '../domain/validation.ts';
 import { validationFailed } from '../domain/errors.ts';
-import { surfaceLimitsFromEnv, type RateLimitQuotas, type SurfaceLimits } from '../domain/rate-limit.ts';
+import type { RateLimitQuotas, SurfaceLimits } from '../domain/rate-limit.ts';
 import { redactUrl } from './redact.ts';
 import { registerInputGuards } from './input-guards.ts';
 import { registerWorkerListenerGuard } from './worker-listener.ts';
@@ -19,7 +19,7 @@ export interface AppOptions {
   isReady?: () => boolean;
   /** Default per-account quotas of the management API; default: GANTRY_RATE_LIMITS, else built in. */
   rateLimits?: RateLimitQuotas;
-  /** Every surface's limits; default: from the environment (surfaceLimitsFromEnv). */
+  /** Every surface's limits; default: the platform's (ctx.settings.limits). */
   limits?: Partial<SurfaceLimits>;
   /** Where log lines go; default: standard output. */
   logStream?: { write(line: string): void };
@@ -81,7 +81,7 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     return { status: 'ready' };
   });
 
-  const limits: SurfaceLimits = { ...surfaceLimitsFromEnv(), ...(opts.rateLimits ? { management: opts.rateLimits } : {}), ...opts.limits };
+  const limits: SurfaceLimits = { ...ctx.settings.limits, ...(opts.rateLimits ? { management: opts.rateLimits } : {}), ...opts.limits };
   app.decorate('surfaceLimits', limits);
   // Before anything reads them: ids and query values that no handler can store (NUL).
   registerInputGuards(app);

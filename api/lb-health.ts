@@ -4,30 +4,7 @@
  * workers it routes to and takes a worker out of its rotation when the probe fails (or a request
  * could not reach it), and back in once a probe passes again.
  */
-import { probeLbWorker, type ProbeResult } from '../domain/load-balancing.ts';
-
-export interface LbHealthSettings {
-  /** Between two probes of one worker. */
-  intervalMs: number;
-  /** Failed probes in a row that take a worker out of rotation. */
-  failuresToRemove: number;
-  timeoutMs: number;
-}
-
-export const DEFAULT_LB_HEALTH: LbHealthSettings = { intervalMs: 2_000, failuresToRemove: 2, timeoutMs: 2_000 };
-
-/** GANTRY_LB_HEALTH: a JSON object overriding some of the settings, e.g. `{"intervalMs": 500}`. */
-export function lbHealthSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): LbHealthSettings {
-  const out = { ...DEFAULT_LB_HEALTH };
-  if (!env.GANTRY_LB_HEALTH) return out;
-  const parsed = JSON.parse(env.GANTRY_LB_HEALTH) as Record<string, unknown>;
-  for (const [k, v] of Object.entries(parsed)) {
-    if (!(k in out)) throw new Error(`GANTRY_LB_HEALTH: unknown setting '${k}'`);
-    if (typeof v !== 'number' || !(v > 0)) throw new Error(`GANTRY_LB_HEALTH: ${k} must be a positive number`);
-    out[k as keyof LbHealthSettings] = v;
-  }
-  return out;
-}
+import { probeLbWorker, type LbHealthSettings, type ProbeResult } from '../domain/load-balancing.ts';
 
 interface Watched {
   host: string;

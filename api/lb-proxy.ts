@@ -34,12 +34,13 @@ import {
   retireLoad,
   routableWorkers,
   type LbEndpoint,
+  type LbHealthSettings,
   type LbWorkerAddress,
 } from '../domain/load-balancing.ts';
 import { endpointWorkflowId, queueNonEmpty } from '../workflows/contracts.ts';
 import { bearerToken, throttledAuth } from './auth.ts';
 import { enforceRateLimit } from './rate-limit.ts';
-import { LbHealthMonitor, lbHealthSettingsFromEnv, type LbHealthSettings } from './lb-health.ts';
+import { LbHealthMonitor } from './lb-health.ts';
 import { problem, sendProblem } from './problem.ts';
 
 type Routing = 'path' | 'host';
@@ -80,12 +81,6 @@ const CONNECT_TIMEOUT_MS = 5_000;
  * per-request signal of its own); a symbol key, so it is never sent as a header.
  */
 const HANGUP = Symbol('client hang-up');
-
-/** The wildcard DNS domain of load-balancing hosts, normalized as loadBalancerBaseUrl does. */
-export function lbDomain(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const d = env.GANTRY_LB_DOMAIN?.trim().replace(/^\.+|\.+$/g, '').toLowerCase();
-  return d ? d : undefined;
-}
 
 /** `<endpointId>.<domain>[:port]` to the endpoint id; undefined for any other host. */
 export function endpointIdFromHost(host: string | undefined, domain: string): string | undefined {
@@ -442,8 +437,8 @@ function upstreamErrorProblem(request: ProxiedRequest, error: Error): { status: 
  * when GANTRY_LB_DOMAIN is set.
  */
 export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
-  const domain = lbDomain();
-  const balancer = new LoadBalancer(ctx, app.log, lbHealthSettingsFromEnv());
+  const domain = ctx.settings.lbDomain;
+  const balancer = new LoadBalancer(ctx, app.log, ctx.settings.lbHealth);
 
   void app.register(async (scope) => {
     if (domain) scope.addConstraintStrategy(lbHostConstraint(domain) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]);

@@ -280,7 +280,6 @@ async function main(): Promise<void> {
     GANTRY_JOB_RATE_LIMITS: BENCH_QUOTAS,
     GANTRY_MAX_QUEUED_JOBS: '1000000',
   };
-  process.env.GANTRY_MAX_QUEUED_JOBS = common.GANTRY_MAX_QUEUED_JOBS; // job settings are read from the process environment
   // The API here (measured in this process); the Temporal worker in a process of its own, as
   // `GANTRY_ROLE=worker npm start` runs it, so that CPU and memory are told apart.
   const platform = await startPlatform(loadConfig({ ...common, PORT: String(port), GANTRY_ROLE: 'api' }), log);

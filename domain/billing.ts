@@ -348,7 +348,7 @@ export async function serverlessBilling(ctx: DomainContext, principal: Principal
   const w = resolveWindow(q);
   const [rows, discount] = await Promise.all([usageRows(ctx, principal, w, endpointId, true), accountDiscount(ctx, principal.accountId)]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
-  const table = priceTable();
+  const table = priceTable(ctx.settings.pricesFile);
 
   const buckets = new Map<string, { start: Date; endpointId: string; gpu: number; cpu: number }>();
   for (const row of rows) {
@@ -418,7 +418,7 @@ export async function billing(ctx: DomainContext, principal: Principal, query: u
   const w = resolveWindow(validate(BillingQuerySchema, query));
   const [rows, discount] = await Promise.all([usageRows(ctx, principal, w, undefined, false), accountDiscount(ctx, principal.accountId)]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
-  const table = priceTable();
+  const table = priceTable(ctx.settings.pricesFile);
   const buckets = new Map<number, AllAmounts>();
   for (const row of rows) {
     // Usage without an endpoint is a pod's.

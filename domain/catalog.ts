@@ -4,7 +4,7 @@ import type { DomainContext } from './context.ts';
 import { CPU_FLAVORS, MIN_VCPUS, maxVcpusOnHost } from './cpu-instances.ts';
 import { DomainError, notFound } from './errors.ts';
 import { describeGpu, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
-import { cpuRate, gpuRate, priceTable } from './pricing.ts';
+import { cpuRate, gpuRate, priceTable, type PriceTable } from './pricing.ts';
 import { validate } from './validation.ts';
 import { liveWorker } from './worker-status.ts';
 
@@ -236,8 +236,8 @@ export function availabilityLevel(available: number, total: number): Availabilit
 
 const poolOrder = (pool: string | null): number => (pool === null ? GPU_POOL_IDS.length : (GPU_POOL_IDS as readonly string[]).indexOf(pool));
 
-function gpuTypeView(stock: GpuStock, withAvailability: { count: number } | undefined): GpuTypeView {
-  const rate = gpuRate(priceTable(), stock.gpuTypeId, stock.pool);
+function gpuTypeView(stock: GpuStock, withAvailability: { count: number } | undefined, prices: PriceTable): GpuTypeView {
+  const rate = gpuRate(prices, stock.gpuTypeId, stock.pool);
   const view: GpuTypeView = {
     id: stock.gpuTypeId,
     name: stock.name,
@@ -274,9 +274,10 @@ function availabilityOption(query: GpuCatalogQuery): { count: number } | undefin
 /** Every GPU type on READY hosts, pools in catalog order (GraphQL `gpuTypes` reads this too). */
 export async function gpuTypes(ctx: DomainContext, availability?: { count: number }): Promise<GpuTypeView[]> {
   const inv = await inventory(ctx);
+  const prices = priceTable(ctx.settings.pricesFile);
   return [...inv.gpus.values()]
     .sort((a, b) => poolOrder(a.pool) - poolOrder(b.pool) || a.memoryGb - b.memoryGb || a.gpuTypeId.localeCompare(b.gpuTypeId))
-    .map((s) => gpuTypeView(s, availability));
+    .map((s) => gpuTypeView(s, availability, prices));
 }
 
 export async function listGpuTypes(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<GpuTypeView[]> {
@@ -296,7 +297,7 @@ export async function getGpuType(ctx: DomainContext, principal: Principal, id: s
 /** Flavors that fit at least one READY host at their minimum size. */
 export async function cpuTypes(ctx: DomainContext): Promise<CpuTypeView[]> {
   const inv = await inventory(ctx);
-  const table = priceTable();
+  const table = priceTable(ctx.settings.pricesFile);
   return CPU_FLAVORS.flatMap((f) => {
     const hosts = inv.cpuHosts.get(f.id);
     if (!hosts) return [];

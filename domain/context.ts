@@ -4,6 +4,7 @@ import type { Db } from './db.ts';
 import type { JobRuntime } from './jobs/runtime.ts';
 import type { RecordCaches } from './record-cache.ts';
 import type { SecretBox } from './secrets.ts';
+import type { PlatformSettings } from './settings.ts';
 
 /** What every domain operation may use; built once per process and shared by REST and GraphQL. */
 export interface DomainContext {
@@ -15,6 +16,8 @@ export interface DomainContext {
   /** Base address worker containers use (the worker-facing listener when publicUrl is loopback); default publicUrl. */
   workerUrl?: string;
   secrets: SecretBox;
+  /** What the platform runs with, read once from the environment (infra/config.ts). */
+  settings: PlatformSettings;
   /** SSH connections to hosts (log streaming; the activities of this process): one pool per process. */
   ssh: SshPool;
   /**

@@ -27,12 +27,13 @@ import { validate } from './validation.ts';
  * Base URL of a load-balancing endpoint: `https://<id>.<GANTRY_LB_DOMAIN>` when a wildcard domain
  * routes to the API, else the path-based proxy under the public URL.
  */
-export function loadBalancerBaseUrl(endpointId: string, publicUrl: string, lbDomain = process.env.GANTRY_LB_DOMAIN): string {
+export function loadBalancerBaseUrl(endpointId: string, publicUrl: string, lbDomain: string | undefined): string {
   const domain = lbDomain?.trim().replace(/^\.+|\.+$/g, '');
   return domain ? `https://${endpointId}.${domain}` : `${publicUrl}/lb/${endpointId}`;
 }
 
-export function endpointView(e: Endpoint, publicUrl: string): EndpointView {
+export function endpointView(e: Endpoint, ctx: Pick<DomainContext, 'publicUrl' | 'settings'>): EndpointView {
+  const { publicUrl } = ctx;
   return {
     id: e.id,
     name: e.name,
@@ -40,7 +41,7 @@ export function endpointView(e: Endpoint, publicUrl: string): EndpointView {
     requestUrls:
       e.type === 'QUEUE_BASED'
         ? { run: `${publicUrl}/v2/${e.id}/run`, runSync: `${publicUrl}/v2/${e.id}/runsync` }
-        : { base: loadBalancerBaseUrl(e.id, publicUrl) },
+        : { base: loadBalancerBaseUrl(e.id, publicUrl, ctx.settings.lbDomain) },
     image: e.image,
     args: e.args,
     disk: e.disk,
@@ -229,7 +230,7 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
   } catch {
     throw unavailable('the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start');
   }
-  return endpointView(endpoint, ctx.publicUrl);
+  return endpointView(endpoint, ctx);
 }
 
 async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
@@ -241,7 +242,7 @@ async function findOwned(ctx: DomainContext, principal: Principal, id: string): 
 
 export async function getEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<EndpointView> {
   requireScope(principal, 'READ');
-  return endpointView(await findOwned(ctx, principal, id), ctx.publicUrl);
+  return endpointView(await findOwned(ctx, principal, id), ctx);
 }
 
 export async function listEndpoints(ctx: DomainContext, principal: Principal): Promise<EndpointView[]> {
@@ -254,7 +255,7 @@ export async function listEndpoints(ctx: DomainContext, principal: Principal): P
     },
     orderBy: { createdAt: 'asc' },
   });
-  return rows.map((e) => endpointView(e, ctx.publicUrl));
+  return rows.map((e) => endpointView(e, ctx));
 }
 
 /** Ids the body names that must exist in the caller's account (or in the pool list). */
@@ -379,7 +380,7 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
       throw unavailable('the change is saved but has not reached the running endpoint yet (Temporal did not answer in time); repeat the request to apply it');
     }
   }
-  return endpointView(after, ctx.publicUrl);
+  return endpointView(after, ctx);
 }
 
 /**

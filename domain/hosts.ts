@@ -367,34 +367,46 @@ export async function applyHostEntries(ctx: DomainContext, entries: HostsFileEnt
   return ids;
 }
 
-/** The local machine as a host (GANTRY_LOCAL_HOST=1): its own sshd, reached on loopback. */
-export function localHostEntry(env: NodeJS.ProcessEnv): HostsFileEntry {
-  const keyFile =
-    env.GANTRY_LOCAL_HOST_KEY ?? ['id_ed25519', 'id_ecdsa', 'id_rsa'].map((f) => path.join(homedir(), '.ssh', f)).find((f) => existsSync(f)) ?? path.join(homedir(), '.ssh', 'id_ed25519');
+/** The local machine as a host (GANTRY_LOCAL_HOST=1 and its GANTRY_LOCAL_HOST_* variables). */
+export interface LocalHostSettings {
+  port: number;
+  user: string | undefined;
+  keyFile: string | undefined;
+  dataCenterId: string;
+}
+
+/** The local machine as a host: its own sshd, reached on loopback. */
+export function localHostEntry(local: LocalHostSettings): HostsFileEntry {
+  const keyFile = local.keyFile ?? ['id_ed25519', 'id_ecdsa', 'id_rsa'].map((f) => path.join(homedir(), '.ssh', f)).find((f) => existsSync(f)) ?? path.join(homedir(), '.ssh', 'id_ed25519');
   if (!existsSync(keyFile)) throw new Error(`GANTRY_LOCAL_HOST=1: no private key at ${keyFile} (set GANTRY_LOCAL_HOST_KEY)`);
-  const port = Number(env.GANTRY_LOCAL_HOST_PORT ?? 22);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error('GANTRY_LOCAL_HOST_PORT must be a port number');
+  if (!Number.isInteger(local.port) || local.port < 1 || local.port > 65535) throw new Error('GANTRY_LOCAL_HOST_PORT must be a port number');
   return {
     name: 'local',
     address: '127.0.0.1',
-    port,
-    user: env.GANTRY_LOCAL_HOST_USER ?? userInfo().username,
+    port: local.port,
+    user: local.user ?? userInfo().username,
     privateKey: readFileSync(keyFile, 'utf8'),
-    dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local',
+    dataCenterId: local.dataCenterId,
   };
 }
 
+/** The hosts the configuration names at start (GANTRY_HOSTS_FILE, GANTRY_LOCAL_HOST). */
+export interface HostsAtStart {
+  hostsFile?: string | undefined;
+  localHost?: LocalHostSettings | undefined;
+}
+
 /**
- * At start: the hosts of GANTRY_HOSTS_FILE, the local machine when GANTRY_LOCAL_HOST=1, and a
- * workflow for every registered host (mending any that a crash left without one).
+ * At start: the hosts of the hosts file, the local machine when asked for, and a workflow for
+ * every registered host (mending any that a crash left without one).
  */
-export async function applyHostConfig(ctx: DomainContext, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  if (env.GANTRY_HOSTS_FILE) {
-    const file = readHostsFile(env.GANTRY_HOSTS_FILE);
+export async function applyHostConfig(ctx: DomainContext, hosts: HostsAtStart): Promise<void> {
+  if (hosts.hostsFile) {
+    const file = readHostsFile(hosts.hostsFile);
     await applyDataCenterEntries(ctx, file.dataCenters);
     await applyHostEntries(ctx, file.hosts, 'file');
   }
-  if (env.GANTRY_LOCAL_HOST === '1') await applyHostEntries(ctx, [localHostEntry(env)], 'local');
+  if (hosts.localHost) await applyHostEntries(ctx, [localHostEntry(hosts.localHost)], 'local');
   const all = await ctx.db.host.findMany({ select: { id: true } });
   for (const { id } of all) await ensureHostWorkflow(ctx, id);
 }

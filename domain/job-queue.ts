@@ -85,7 +85,6 @@ export function databaseUrlOf(db: Db): string {
   const config = (db as unknown as { _engineConfig?: { adapter?: { config?: { connectionString?: unknown } } } })._engineConfig?.adapter?.config;
   const url = config?.connectionString;
   if (typeof url === 'string' && url) return url;
-  if (process.env.DATABASE_URL) return process.env.DATABASE_URL;
   throw new Error('cannot find the database URL of the Prisma client (expected a @prisma/adapter-pg client from createDb)');
 }
 

@@ -15,8 +15,24 @@ import type { DomainContext } from './context.ts';
 import type { Db } from './db.ts';
 import { DomainError, notFound } from './errors.ts';
 import { liveEndpoint } from './record-cache.ts';
+import { parseNumberOverrides } from './orchestration-settings.ts';
 
 /** The health path of a load-balancing worker (compat.md): 200 ready, 204 still initializing. */
+export interface LbHealthSettings {
+  /** Between two probes of one worker. */
+  intervalMs: number;
+  /** Failed probes in a row that take a worker out of rotation. */
+  failuresToRemove: number;
+  timeoutMs: number;
+}
+
+export const DEFAULT_LB_HEALTH: LbHealthSettings = { intervalMs: 2_000, failuresToRemove: 2, timeoutMs: 2_000 };
+
+/** Parses GANTRY_LB_HEALTH: a JSON object overriding some of the settings, e.g. `{"intervalMs": 500}`. */
+export function parseLbHealthSettings(raw: string | undefined): LbHealthSettings {
+  return parseNumberOverrides('GANTRY_LB_HEALTH', raw, DEFAULT_LB_HEALTH, (v) => v > 0, 'a positive number');
+}
+
 export const LB_HEALTH_PATH = '/ping';
 
 export type ProbeResult = { state: 'healthy' } | { state: 'initializing' } | { state: 'unhealthy'; reason: string };

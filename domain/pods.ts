@@ -9,7 +9,7 @@ import type { DomainContext } from './context.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from './gpu-pools.ts';
 import { newId } from './ids.ts';
-import { gpuRate, priceTable } from './pricing.ts';
+import { gpuRate, priceTable, type PriceTable } from './pricing.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from './registries.ts';
 import { validate } from './validation.ts';
 import { volumeReferenceProblems } from './network-volumes.ts';
@@ -130,7 +130,7 @@ function isPublicAddress(address: string): boolean {
   return false;
 }
 
-function podRecord(row: PodRow, now = Date.now()): PodRecord {
+function podRecord(row: PodRow, prices: PriceTable, now = Date.now()): PodRecord {
   // The newest live worker: at most one, except for a moment while a replacement starts.
   const worker = row.workers.at(-1);
   const host = worker?.host ?? null;
@@ -155,7 +155,7 @@ function podRecord(row: PodRow, now = Date.now()): PodRecord {
     containerRegistryAuthId: row.registryId,
     machineId: host?.id ?? null,
     machine: host && worker ? { podHostId: worker.id, gpuDisplayName: worker.gpuTypeId, gpuTypeId: worker.gpuTypeId, location: host.dataCenterId } : null,
-    costPerHr: row.gpuCount > 0 && gpuType ? Math.round(gpuRate(priceTable(), gpuType).podPerHour * row.gpuCount * 1e4) / 1e4 : null,
+    costPerHr: row.gpuCount > 0 && gpuType ? Math.round(gpuRate(prices, gpuType).podPerHour * row.gpuCount * 1e4) / 1e4 : null,
     uptimeSeconds: uptime,
     runtime: running
       ? {
@@ -256,7 +256,7 @@ async function changePod(
   } catch {
     throw new DomainError('unavailable', 'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it');
   }
-  return podRecord(await findPod(ctx, principal, podId));
+  return podRecord(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }
 
 // ---------------------------------------------------------------- operations
@@ -335,7 +335,7 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
     await ctx.db.pod.deleteMany({ where: { id } });
     throw new DomainError('unavailable', 'the pod could not be handed to its workflow (Temporal did not answer in time); nothing was created, try again');
   }
-  return podRecord(await findPod(ctx, principal, id));
+  return podRecord(await findPod(ctx, principal, id), priceTable(ctx.settings.pricesFile));
 }
 
 /** GraphQL `podStop`: the container goes, the pod stays (EXITED) and can be resumed. */
@@ -384,7 +384,7 @@ export async function getPod(ctx: DomainContext, principal: Principal, input: un
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const { podId } = validate(PodIdInputSchema, input);
-  return podRecord(await findPod(ctx, principal, podId));
+  return podRecord(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }
 
 /** GraphQL `myself { pods }`. */
@@ -393,7 +393,8 @@ export async function listPods(ctx: DomainContext, principal: Principal): Promis
   requireAccountWide(principal);
   const rows = await ctx.db.pod.findMany({ where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers, orderBy: { createdAt: 'asc' } });
   const now = Date.now();
-  return rows.map((r) => podRecord(r, now));
+  const prices = priceTable(ctx.settings.pricesFile);
+  return rows.map((r) => podRecord(r, prices, now));
 }
 
 // ---------------------------------------------------------------- REST (/v2/pods)
@@ -562,8 +563,8 @@ function podStatus(row: PodRow, record: PodRecord): PodStatus {
 }
 
 /** The REST shape of a pod: the GraphQL record's facts under the REST names. */
-function podView(row: PodRow, now = Date.now()): PodView {
-  const r = podRecord(row, now);
+function podView(row: PodRow, prices: PriceTable, now = Date.now()): PodView {
+  const r = podRecord(row, prices, now);
   const status = podStatus(row, r);
   const worker = row.workers.at(-1);
   const ports = r.runtime?.ports ?? [];
@@ -662,14 +663,15 @@ export async function listPodViews(ctx: DomainContext, principal: Principal): Pr
   requireAccountWide(principal);
   const rows = await ctx.db.pod.findMany({ where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers, orderBy: { createdAt: 'asc' } });
   const now = Date.now();
-  return rows.map((r) => podView(r, now));
+  const prices = priceTable(ctx.settings.pricesFile);
+  return rows.map((r) => podView(r, prices, now));
 }
 
 /** REST `GET /v2/pods/{id}`. */
 export async function getPodView(ctx: DomainContext, principal: Principal, podId: string): Promise<PodView> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  return podView(await findPod(ctx, principal, podId));
+  return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }
 
 /** REST `POST /v2/pods`: the body as `podFindAndDeployOnDemand`'s input, through `deployPod`. */
@@ -702,7 +704,7 @@ export async function createPod(ctx: DomainContext, principal: Principal, body: 
     startJupyter: b.startJupyter,
   });
   const created = await inRestTerms(restFieldPaths(network !== undefined), () => deployPod(ctx, principal, input));
-  return podView(await findPod(ctx, principal, created.id));
+  return podView(await findPod(ctx, principal, created.id), priceTable(ctx.settings.pricesFile));
 }
 
 /**
@@ -767,7 +769,7 @@ export async function updatePod(ctx: DomainContext, principal: Principal, podId:
     throw err;
   }
   if (containerChanged && pod.desiredStatus === 'RUNNING') await restartPodContainer(ctx, podId, 'the pod was updated; its container restarts with the new settings');
-  return podView(await findPod(ctx, principal, podId));
+  return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }
 
 /**
@@ -779,7 +781,7 @@ export async function podAction(ctx: DomainContext, principal: Principal, podId:
   requireAccountWide(principal);
   const { action } = validate(PodActionBodySchema, body);
   const row = await findPod(ctx, principal, podId);
-  const status = podStatus(row, podRecord(row));
+  const status = podStatus(row, podRecord(row, priceTable(ctx.settings.pricesFile)));
   const allowed = ACTIONS_BY_STATUS[status];
   if (!allowed.includes(action)) throw new DomainError('conflict', `the pod is ${status}: it allows ${allowed.join(', ')}, not ${action}`);
   if (action === 'terminate') {
@@ -789,5 +791,5 @@ export async function podAction(ctx: DomainContext, principal: Principal, podId:
   if (action === 'stop') await stopPod(ctx, principal, { podId });
   else if (action === 'start') await resumePod(ctx, principal, { podId });
   else await restartPodContainer(ctx, podId, 'restarted by its owner');
-  return podView(await findPod(ctx, principal, podId));
+  return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }

@@ -123,9 +123,8 @@ export function loadPriceFile(file: string): PriceTable {
 
 let cached: { key: string; table: PriceTable } | undefined;
 
-/** The prices in force: the defaults, or GANTRY_PRICES_FILE merged over them (re-read when it changes). */
-export function priceTable(env: NodeJS.ProcessEnv = process.env): PriceTable {
-  const file = env.GANTRY_PRICES_FILE;
+/** The prices in force: the defaults, or the price file (GANTRY_PRICES_FILE) merged over them, re-read when it changes. */
+export function priceTable(file: string | undefined): PriceTable {
   if (!file) return DEFAULT_PRICES;
   const stat = statSync(file, { throwIfNoEntry: false });
   if (!stat) throw new Error(`GANTRY_PRICES_FILE ${file}: no such file`);

@@ -21,19 +21,19 @@ export type RateLimitQuotas = Record<RateWindow, number>;
 
 export const DEFAULT_RATE_LIMITS: RateLimitQuotas = { minute: 600, hour: 20_000, day: 200_000 };
 
-/** `minute=600,hour=20000,day=200000` (any subset; the rest keep `defaults`). */
-export function parseRateLimits(value: string | undefined, defaults: RateLimitQuotas = DEFAULT_RATE_LIMITS): RateLimitQuotas {
+/** `minute=600,hour=20000,day=200000` (any subset; the rest keep `defaults`); errors name `variable`. */
+export function parseRateLimits(value: string | undefined, defaults: RateLimitQuotas = DEFAULT_RATE_LIMITS, variable = 'GANTRY_RATE_LIMITS'): RateLimitQuotas {
   const quotas = { ...defaults };
   if (!value?.trim()) return quotas;
   for (const part of value.split(',')) {
     const match = /^\s*(minute|hour|day)\s*=\s*(\d+)\s*$/.exec(part);
-    if (!match) throw new Error(`GANTRY_RATE_LIMITS: expected entries like "minute=600,hour=20000,day=200000", got "${part.trim()}"`);
+    if (!match) throw new Error(`${variable}: expected entries like "minute=600,hour=20000,day=200000", got "${part.trim()}"`);
     quotas[match[1] as RateWindow] = Number(match[2]);
   }
   return quotas;
 }
 
-/** Every surface's quotas, from the environment (README "Security"). */
+/** Every surface's quotas (README "Security"; infra/config.ts reads them). */
 export interface SurfaceLimits {
   management: RateLimitQuotas;
   jobs: RateLimitQuotas;
@@ -44,22 +44,6 @@ export interface SurfaceLimits {
 
 export const DEFAULT_JOB_RATE_LIMITS: RateLimitQuotas = { minute: 6_000, hour: 200_000, day: 2_000_000 };
 export const DEFAULT_PROXY_RATE_LIMITS: RateLimitQuotas = { minute: 12_000, hour: 400_000, day: 4_000_000 };
-
-function positiveInt(value: string | undefined, fallback: number, name: string): number {
-  if (value === undefined || value.trim() === '') return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got "${value}"`);
-  return n;
-}
-
-export function surfaceLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): SurfaceLimits {
-  return {
-    management: parseRateLimits(env.GANTRY_RATE_LIMITS),
-    jobs: parseRateLimits(env.GANTRY_JOB_RATE_LIMITS, DEFAULT_JOB_RATE_LIMITS),
-    proxy: parseRateLimits(env.GANTRY_PROXY_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS),
-    authFailuresPerMinute: positiveInt(env.GANTRY_AUTH_FAILURES_PER_MINUTE, 30, 'GANTRY_AUTH_FAILURES_PER_MINUTE'),
-  };
-}
 
 export interface WindowState {
   window: RateWindow;

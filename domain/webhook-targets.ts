@@ -37,15 +37,6 @@ export function parseWebhookAllowList(value: string | undefined): WebhookAllowLi
   return allow;
 }
 
-let fromEnv: { value: string | undefined; allow: WebhookAllowList } | undefined;
-
-/** The allow-list of this process's environment (re-read when the variable changes, as tests do). */
-export function webhookAllowList(): WebhookAllowList {
-  const value = process.env.GANTRY_WEBHOOK_ALLOW;
-  if (!fromEnv || fromEnv.value !== value) fromEnv = { value, allow: parseWebhookAllowList(value) };
-  return fromEnv.allow;
-}
-
 /**
  * Why an address may not be a webhook target, or undefined when it may: anything but public
  * unicast (loopback, private, link-local and metadata, CGNAT, unspecified, multicast, reserved,
@@ -72,7 +63,7 @@ function hostOf(url: URL): string {
  * What is wrong with a webhook URL before any DNS look-up, or undefined. WHATWG URL parsing has
  * already turned `2130706433`, `0x7f000001` and `0177.0.0.1` into 127.0.0.1.
  */
-export function webhookUrlProblem(raw: string, allow: WebhookAllowList = webhookAllowList()): string | undefined {
+export function webhookUrlProblem(raw: string, allow: WebhookAllowList): string | undefined {
   if (raw.length > MAX_WEBHOOK_URL_LENGTH) return `must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`;
   let url: URL;
   try {
@@ -100,7 +91,7 @@ type Resolver = (hostname: string, options: { all: true }, callback: (err: NodeJ
  * address is refused: the socket then connects only to addresses that were checked, so a rebinding
  * DNS answer cannot swap in a private one between the check and the connect.
  */
-export function guardedLookup(resolve: Resolver, allow: () => WebhookAllowList = webhookAllowList): LookupFunction {
+export function guardedLookup(resolve: Resolver, allow: () => WebhookAllowList): LookupFunction {
   const guarded = (hostname: string, options: { all?: boolean; family?: number | string } | number, callback: (...args: unknown[]) => void): void => {
     const all = typeof options === 'object' && options.all === true;
     const list = allow();

@@ -1,12 +1,75 @@
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { surfaceLimitsFromEnv, type SurfaceLimits } from '../domain/rate-limit.ts';
+import { Type, type Static } from 'typebox';
+import { DomainError } from '../domain/errors.ts';
+import type { LocalHostSettings } from '../domain/hosts.ts';
+import { jobSettings } from '../domain/jobs/settings.ts';
+import { parseLbHealthSettings } from '../domain/load-balancing.ts';
+import { parseOrchestrationSettings } from '../domain/orchestration-settings.ts';
+import { DEFAULT_JOB_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, DEFAULT_RATE_LIMITS, parseRateLimits } from '../domain/rate-limit.ts';
+import type { PlatformSettings } from '../domain/settings.ts';
+import { validate } from '../domain/validation.ts';
+import { parseWebhookAllowList } from '../domain/webhook-targets.ts';
 
 /**
- * The process's settings, with their defaults. Subsystems read their own tuning variables next to
- * their code (GANTRY_ORCHESTRATION, GANTRY_LB_HEALTH, GANTRY_JOB_*, ...); the README's configuration
- * table lists them all. Unset TEMPORAL_ADDRESS / DATABASE_URL mean "start the embedded default".
+ * Every environment variable Gantry reads, in one schema, read once at start (loadConfig): the
+ * README's configuration table lists exactly these (test/unit/config.test.ts checks it). Values
+ * are strings as the environment has them; the schema bounds their shape, loadConfig turns them
+ * into the typed GantryConfig, and nothing else in the platform reads process.env.
  */
+const Int = (description: string) => Type.Optional(Type.String({ pattern: '^\\s*[0-9]{1,10}\\s*$', description }));
+const Text = (description: string) => Type.Optional(Type.String({ description }));
+
+export const ENVIRONMENT_SCHEMA = Type.Object(
+  {
+    PORT: Int('API port'),
+    GANTRY_HOST: Text('address the API binds to'),
+    GANTRY_PUBLIC_URL: Text('address clients and worker containers use to reach the API'),
+    GANTRY_LB_DOMAIN: Text('wildcard DNS domain of load-balancing endpoints'),
+    GANTRY_RATE_LIMITS: Text('management API quotas per account'),
+    GANTRY_JOB_RATE_LIMITS: Text('job API quotas per account and endpoint'),
+    GANTRY_PROXY_RATE_LIMITS: Text('load-balancing proxy quotas per account and endpoint'),
+    GANTRY_AUTH_FAILURES_PER_MINUTE: Int('failed authentications one address may make in a minute'),
+    GANTRY_MAX_QUEUED_JOBS: Int('most jobs one endpoint may hold queued'),
+    GANTRY_WEBHOOK_ALLOW: Text('private CIDRs and host names job webhooks may reach'),
+    GANTRY_WORKER_PORT: Int('port of the worker-facing listener'),
+    GANTRY_DATA_DIR: Text('data directory'),
+    GANTRY_ADMIN_API_KEY: Text('the admin key'),
+    GANTRY_SECRET_KEY: Text('key sealing stored secrets'),
+    GANTRY_PRICES_FILE: Text('price file'),
+    GANTRY_ROLE: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], { description: 'the parts this process runs' })),
+    GANTRY_TASK_QUEUE: Text('Temporal task queue'),
+    DATABASE_URL: Text('PostgreSQL connection URL'),
+    GANTRY_PG_PORT: Int('port of the embedded PostgreSQL'),
+    TEMPORAL_ADDRESS: Text('Temporal frontend host:port'),
+    TEMPORAL_NAMESPACE: Text('Temporal namespace'),
+    TEMPORAL_PORT: Int('gRPC port of the embedded dev server'),
+    TEMPORAL_UI_PORT: Int('Web UI port of the embedded dev server'),
+    TEMPORAL_CLI_PATH: Text('the temporal executable'),
+    LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'log level' })),
+    GANTRY_HOSTS_FILE: Text('hosts file applied at start'),
+    GANTRY_LOCAL_HOST: Type.Optional(Type.Union([Type.Literal(''), Type.Literal('0'), Type.Literal('1')], { description: '1: register this machine as the host local' })),
+    GANTRY_LOCAL_HOST_PORT: Int('SSH port of the local host'),
+    GANTRY_LOCAL_HOST_USER: Text('SSH user of the local host'),
+    GANTRY_LOCAL_HOST_KEY: Text('SSH private key file of the local host'),
+    GANTRY_LOCAL_HOST_DATACENTER: Text('data center of the local host'),
+    GANTRY_ORCHESTRATION: Text('JSON object overriding orchestration timings'),
+    GANTRY_LB_HEALTH: Text('JSON object overriding the proxy health probes'),
+    GANTRY_JOB_TAKE_HOLD_MS: Int('job-take long-poll hold'),
+    GANTRY_JOB_SIGNAL_DELAY_MS: Int('workflow signal coalescing window'),
+    GANTRY_JOB_UNSIGNALLED_GRACE_MS: Int('wait before a job state whose signal was not confirmed is told again'),
+    GANTRY_JOB_RETENTION_MS: Int('how long /run results stay readable'),
+    GANTRY_JOB_SYNC_RETENTION_MS: Int('how long /runsync results stay readable'),
+    GANTRY_WORKER_PING_INTERVAL_MS: Int('RUNPOD_PING_INTERVAL given to workers'),
+    NODE_ENV: Text('development: error answers carry stack traces'),
+    XDG_CACHE_HOME: Text('where per-machine builds are cached'),
+  },
+  // The rest of the environment (PATH, HOME, ...) is not Gantry's.
+  { additionalProperties: true },
+);
+export type GantryEnvironment = Static<typeof ENVIRONMENT_SCHEMA>;
+
+/** The process's settings, with their defaults. Unset TEMPORAL_ADDRESS / DATABASE_URL mean "start the embedded default". */
 export interface GantryConfig {
   /** Which parts this process runs: everything, only the API, or only the Temporal worker. */
   role: 'all' | 'api' | 'worker';
@@ -30,44 +93,118 @@ export interface GantryConfig {
   secretKey: string | undefined;
   logLevel: string;
   cacheDir: string;
-  /** Request limits of every API surface (README "Security"). */
-  limits: SurfaceLimits;
+  /** Hosts applied at start: a hosts file, and the local machine. */
+  hostsFile: string | undefined;
+  localHost: LocalHostSettings | undefined;
+  /** What the domain, the activities and the API run with (DomainContext.settings). */
+  settings: PlatformSettings;
 }
 
-function int(value: string | undefined, fallback: number, name: string): number {
-  if (value === undefined || value === '') return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
+const intOf = (value: string | undefined, fallback: number): number => (value === undefined || value.trim() === '' ? fallback : Number(value.trim()));
+
+/** Like intOf, for values that must not be 0 (an interval, a count of allowed failures). */
+function positive(name: string, value: string | undefined, fallback: number, problems: string[]): number {
+  const n = intOf(value, fallback);
+  if (n < 1) problems.push(`${name} must be a positive integer, got "${value}"`);
   return n;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): GantryConfig {
-  const role = env.GANTRY_ROLE ?? 'all';
-  if (role !== 'all' && role !== 'api' && role !== 'worker') {
-    throw new Error(`GANTRY_ROLE must be all, api or worker, got "${role}"`);
+/** Runs a parser of a variable's value, collecting its error as a problem. */
+function parsed<T>(problems: string[], fallback: T, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    problems.push(err instanceof Error ? err.message : String(err));
+    return fallback;
   }
-  const port = int(env.PORT, 8080, 'PORT');
+}
+
+/**
+ * Reads the environment once: every variable's shape is checked against ENVIRONMENT_SCHEMA, every
+ * value parsed, and all problems are reported together, each naming its variable.
+ */
+export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfig {
+  // Empty means unset, as shells and compose files write it.
+  const cleaned = Object.fromEntries(Object.entries(rawEnv).filter(([, v]) => v !== undefined && v !== ''));
+  let env: GantryEnvironment;
+  try {
+    env = validate(ENVIRONMENT_SCHEMA, cleaned);
+  } catch (err) {
+    if (err instanceof DomainError) throw new Error(`configuration: ${(err.errors ?? [err.message]).map((e) => e.replace(/^\$\./, '')).join('; ')}`);
+    throw err;
+  }
+  const problems: string[] = [];
+  const port = intOf(env.PORT, 8080);
   const host = env.GANTRY_HOST ?? '127.0.0.1';
   const cacheHome = env.XDG_CACHE_HOME ?? path.join(homedir(), '.cache');
-  return {
-    role,
+
+  const orchestration = parsed(problems, parseOrchestrationSettings(undefined), () => parseOrchestrationSettings(env.GANTRY_ORCHESTRATION));
+  // One interval for what workers are told and for how their loss is detected: GANTRY_ORCHESTRATION
+  // may name it too, and then it must agree.
+  const pingIntervalMs = positive('GANTRY_WORKER_PING_INTERVAL_MS', env.GANTRY_WORKER_PING_INTERVAL_MS, orchestration.pingIntervalMs, problems);
+  if (env.GANTRY_WORKER_PING_INTERVAL_MS !== undefined && orchestration.pingIntervalMs !== parseOrchestrationSettings(undefined).pingIntervalMs && orchestration.pingIntervalMs !== pingIntervalMs) {
+    problems.push(`GANTRY_WORKER_PING_INTERVAL_MS (${pingIntervalMs}) and GANTRY_ORCHESTRATION's pingIntervalMs (${orchestration.pingIntervalMs}) disagree; set one`);
+  }
+  orchestration.pingIntervalMs = pingIntervalMs;
+  const jobs = jobSettings({
+    pingIntervalMs,
+    takeHoldMs: intOf(env.GANTRY_JOB_TAKE_HOLD_MS, 30_000),
+    signalDelayMs: intOf(env.GANTRY_JOB_SIGNAL_DELAY_MS, 100),
+    unsignalledGraceMs: intOf(env.GANTRY_JOB_UNSIGNALLED_GRACE_MS, 30_000),
+    maxQueuedPerEndpoint: intOf(env.GANTRY_MAX_QUEUED_JOBS, 10_000),
+    retention: { runMs: intOf(env.GANTRY_JOB_RETENTION_MS, 30 * 60_000), syncMs: intOf(env.GANTRY_JOB_SYNC_RETENTION_MS, 60_000) },
+  });
+  const settings: PlatformSettings = {
+    lbDomain: env.GANTRY_LB_DOMAIN?.trim().replace(/^\.+|\.+$/g, '').toLowerCase() || undefined,
+    lbHealth: parsed(problems, parseLbHealthSettings(undefined), () => parseLbHealthSettings(env.GANTRY_LB_HEALTH)),
+    webhookAllow: parsed(problems, parseWebhookAllowList(undefined), () => parseWebhookAllowList(env.GANTRY_WEBHOOK_ALLOW)),
+    pricesFile: env.GANTRY_PRICES_FILE,
+    jobs,
+    limits: {
+      management: parsed(problems, DEFAULT_RATE_LIMITS, () => parseRateLimits(env.GANTRY_RATE_LIMITS, DEFAULT_RATE_LIMITS, 'GANTRY_RATE_LIMITS')),
+      jobs: parsed(problems, DEFAULT_JOB_RATE_LIMITS, () => parseRateLimits(env.GANTRY_JOB_RATE_LIMITS, DEFAULT_JOB_RATE_LIMITS, 'GANTRY_JOB_RATE_LIMITS')),
+      proxy: parsed(problems, DEFAULT_PROXY_RATE_LIMITS, () => parseRateLimits(env.GANTRY_PROXY_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, 'GANTRY_PROXY_RATE_LIMITS')),
+      authFailuresPerMinute: positive('GANTRY_AUTH_FAILURES_PER_MINUTE', env.GANTRY_AUTH_FAILURES_PER_MINUTE, 30, problems),
+    },
+    orchestration,
+    stackTraces: env.NODE_ENV === 'development',
+  };
+  const config: GantryConfig = {
+    role: env.GANTRY_ROLE ?? 'all',
     dataDir: path.resolve(env.GANTRY_DATA_DIR ?? '.gantry/data'),
     host,
     port,
     publicUrl: (env.GANTRY_PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(/\/$/, ''),
-    workerPort: int(env.GANTRY_WORKER_PORT, port + 1, 'GANTRY_WORKER_PORT'),
-    temporalAddress: env.TEMPORAL_ADDRESS || undefined,
+    workerPort: intOf(env.GANTRY_WORKER_PORT, port + 1),
+    temporalAddress: env.TEMPORAL_ADDRESS,
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
-    temporalPort: int(env.TEMPORAL_PORT, 7233, 'TEMPORAL_PORT'),
-    temporalUiPort: int(env.TEMPORAL_UI_PORT, 8233, 'TEMPORAL_UI_PORT'),
-    temporalCliPath: env.TEMPORAL_CLI_PATH || undefined,
+    temporalPort: intOf(env.TEMPORAL_PORT, 7233),
+    temporalUiPort: intOf(env.TEMPORAL_UI_PORT, 8233),
+    temporalCliPath: env.TEMPORAL_CLI_PATH,
     taskQueue: env.GANTRY_TASK_QUEUE ?? 'gantry',
-    databaseUrl: env.DATABASE_URL || undefined,
-    embeddedPostgresPort: int(env.GANTRY_PG_PORT, 54329, 'GANTRY_PG_PORT'),
-    adminApiKey: env.GANTRY_ADMIN_API_KEY || undefined,
-    secretKey: env.GANTRY_SECRET_KEY || undefined,
+    databaseUrl: env.DATABASE_URL,
+    embeddedPostgresPort: intOf(env.GANTRY_PG_PORT, 54329),
+    adminApiKey: env.GANTRY_ADMIN_API_KEY,
+    secretKey: env.GANTRY_SECRET_KEY,
     logLevel: env.LOG_LEVEL ?? 'info',
     cacheDir: path.join(cacheHome, 'gantry'),
-    limits: surfaceLimitsFromEnv(env),
+    hostsFile: env.GANTRY_HOSTS_FILE,
+    localHost:
+      env.GANTRY_LOCAL_HOST === '1'
+        ? { port: intOf(env.GANTRY_LOCAL_HOST_PORT, 22), user: env.GANTRY_LOCAL_HOST_USER, keyFile: env.GANTRY_LOCAL_HOST_KEY, dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local' }
+        : undefined,
+    settings,
   };
+  for (const [name, value] of [
+    ['PORT', config.port],
+    ['GANTRY_WORKER_PORT', config.workerPort],
+    ['GANTRY_PG_PORT', config.embeddedPostgresPort],
+    ['TEMPORAL_PORT', config.temporalPort],
+    ['TEMPORAL_UI_PORT', config.temporalUiPort],
+    ['GANTRY_LOCAL_HOST_PORT', config.localHost?.port ?? 22],
+  ] as const) {
+    if (value > 65_535) problems.push(`${name} must be a port (0-65535), got ${value}`);
+  }
+  if (problems.length > 0) throw new Error(`configuration: ${problems.join('; ')}`);
+  return config;
 }

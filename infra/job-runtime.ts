@@ -9,14 +9,14 @@ import type { DomainContext } from '../domain/context.ts';
 import { randomString } from '../domain/ids.ts';
 import { createJobPool, databaseUrlOf, JobStore } from '../domain/job-queue.ts';
 import { JobRuntime, type Log } from '../domain/jobs/runtime.ts';
-import { jobSettings, type JobSettings } from '../domain/jobs/settings.ts';
+import type { JobSettings } from '../domain/jobs/settings.ts';
 import { JobNotifier } from '../api/job-notify.ts';
 
 /** Connections of the client-side pool and of the worker protocol's. */
 const CLIENT_POOL = 10;
 const WORKER_POOL = 6;
 
-export function createJobRuntime(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue'>, log: Log, settings: JobSettings = jobSettings()): JobRuntime {
+export function createJobRuntime(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records' | 'settings'>, log: Log, settings: JobSettings = ctx.settings.jobs): JobRuntime {
   const databaseUrl = databaseUrlOf(ctx.db);
   // Names this process in NOTIFY payloads: its own commits already woke its waiters.
   const tag = randomString(8);

@@ -91,6 +91,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       // What the job API, the proxy and the worker protocol remember of keys, worker credentials
       // and endpoints: one per process, for at most the revocation bound (domain/record-cache.ts).
       records: new RecordCaches(),
+      settings: config.settings,
     };
     stops.push(() => ctx.ssh.close());
 
@@ -113,7 +114,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       newAdminKey = (await ensureAdmin(db, config.adminApiKey)).newKey;
       // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
       await reconcileEndpointWorkflows(ctx);
-      await applyHostConfig(ctx);
+      await applyHostConfig(ctx, { hostsFile: config.hostsFile, localHost: config.localHost });
       // The job runtime and the background tasks: built here, handed to the routes in ctx, stopped
       // after the API (stops run in reverse): the API's requests are answered first, then the tasks
       // end, then the runtime sends its last workflow signals and closes its connections.
@@ -124,7 +125,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       await jobs.start();
       const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), { exclusively: (key, fn) => jobs.store.exclusively(key, fn), log: jobLog });
       stops.push(() => tasks.stop());
-      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, limits: config.limits });
+      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
       app = built;
       await built.listen({ host: config.host, port: config.port });
       if (gateway) {

@@ -72,7 +72,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
     stopOnTerminationSignals: false,
     parseOptions: { maxTokens: GRAPHQL_LIMITS.maxTokens },
     // Stack traces name server paths: only a developer's own machine gets them.
-    includeStacktraceInErrorResponses: process.env.NODE_ENV === 'development',
+    includeStacktraceInErrorResponses: ctx.settings.stackTraces,
     // Depth counts introspection too: the standard introspection query is 21 deep and the schema's own
     // deepest path is 4, so 25 refuses only crafted nesting. Cost leaves introspection out (the
     // standard query alone would cost 87k by the default weights).

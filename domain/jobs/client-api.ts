@@ -45,7 +45,7 @@ async function submit(jobs: JobRuntime, principal: Principal, endpointId: string
     throw new DomainError('bad_request', 'the request body must be a JSON object with an "input" property: {"input": {...}}');
   }
   const req = validate(RunJobBodySchema, body);
-  const webhookProblem = req.webhook !== undefined ? webhookUrlProblem(req.webhook) : undefined;
+  const webhookProblem = req.webhook !== undefined ? webhookUrlProblem(req.webhook, jobs.platform.webhookAllow) : undefined;
   if (webhookProblem) throw validationFailed([`$.webhook: ${webhookProblem}`]);
   let row: JobRow | undefined;
   try {

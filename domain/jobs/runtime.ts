@@ -16,6 +16,7 @@ import type { JobStore } from '../job-queue.ts';
 import { recordCachesOf, type RecordCaches } from '../record-cache.ts';
 import { QueueEndpoints } from './queue-endpoints.ts';
 import type { JobSettings } from './settings.ts';
+import type { PlatformSettings } from '../settings.ts';
 import type { JobWakeups } from './wakeups.ts';
 import { WorkflowSignals } from './workflow-signals.ts';
 
@@ -60,6 +61,8 @@ export class JobRuntime {
   readonly endpoints: QueueEndpoints;
   /** The process's record cache: the worker protocol forgets a worker there when it changes it. */
   readonly records: RecordCaches;
+  /** The platform's settings (the webhook allow-list is read from here when a job is submitted). */
+  readonly platform: PlatformSettings;
   /** Set by `stop`: waits return at once and take no new work. */
   closing = false;
   /** Final states signalled since the last flush: their marks are cleared in one statement. */
@@ -68,13 +71,14 @@ export class JobRuntime {
   private readonly queuedListeners = new Set<(e: JobQueuedEvent) => void>();
 
   /** `ctx.records` must be built first (the composition root does). */
-  constructor(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records'>, parts: JobRuntimeParts) {
+  constructor(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records' | 'settings'>, parts: JobRuntimeParts) {
     this.store = parts.store;
     this.workerStore = parts.workerStore ?? parts.store;
     this.wakeups = parts.wakeups;
     this.settings = parts.settings;
     this.log = parts.log;
     this.records = recordCachesOf(ctx);
+    this.platform = ctx.settings;
     this.endpoints = new QueueEndpoints(ctx.db, this.records);
     this.signals = new WorkflowSignals(ctx, parts.settings, parts.log, (id, seq) => {
       this.sent.ids.push(id);

@@ -1,4 +1,4 @@
-/** The job API's timings and limits, read from the environment once per runtime (tests shorten them). */
+/** The job API's timings and limits (infra/config.ts reads them once; tests shorten them). */
 import { DEFAULT_RETENTION, type Retention } from '../job-queue.ts';
 
 export interface JobSettings {
@@ -20,33 +20,32 @@ export interface JobSettings {
   maxQueuedPerEndpoint: number;
 }
 
-function envInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const v = env[name];
-  if (v === undefined || v === '') return fallback;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${v}"`);
-  return n;
-}
+/** The built-in timings; infra/config.ts reads the variables that override them (README "Configuration"). */
+export const DEFAULT_JOB_TIMINGS = {
+  pingIntervalMs: 10_000,
+  takeHoldMs: 30_000,
+  signalDelayMs: 100,
+  unsignalledGraceMs: 30_000,
+  maxQueuedPerEndpoint: 10_000,
+  retention: DEFAULT_RETENTION,
+} as const;
 
 /**
- * GANTRY_WORKER_PING_INTERVAL_MS (default 10000, the SDK's own default) sets the interval and with
- * it worker-loss detection; GANTRY_JOB_SIGNAL_DELAY_MS (default 100) the coalescing window;
- * GANTRY_JOB_TAKE_HOLD_MS (default 30000) the long-poll hold; GANTRY_JOB_RETENTION_MS and
+ * The job settings from their variables: GANTRY_WORKER_PING_INTERVAL_MS sets the interval given to
+ * workers and with it worker-loss detection (three intervals), GANTRY_JOB_SIGNAL_DELAY_MS the
+ * coalescing window, GANTRY_JOB_TAKE_HOLD_MS the long-poll hold, GANTRY_JOB_RETENTION_MS and
  * GANTRY_JOB_SYNC_RETENTION_MS the retention of results (tests shorten them).
  */
-export function jobSettings(env: NodeJS.ProcessEnv = process.env): JobSettings {
-  const pingIntervalMs = envInt(env, 'GANTRY_WORKER_PING_INTERVAL_MS', 10_000);
+export function jobSettings(values: Partial<Omit<JobSettings, 'lostAfterMs' | 'streamHoldMs'>> = {}): JobSettings {
+  const v = { ...DEFAULT_JOB_TIMINGS, ...values };
   return {
-    pingIntervalMs,
-    lostAfterMs: 3 * pingIntervalMs,
-    takeHoldMs: envInt(env, 'GANTRY_JOB_TAKE_HOLD_MS', 30_000),
+    pingIntervalMs: v.pingIntervalMs,
+    lostAfterMs: 3 * v.pingIntervalMs,
+    takeHoldMs: v.takeHoldMs,
     streamHoldMs: 10_000,
-    signalDelayMs: envInt(env, 'GANTRY_JOB_SIGNAL_DELAY_MS', 100),
-    unsignalledGraceMs: envInt(env, 'GANTRY_JOB_UNSIGNALLED_GRACE_MS', 30_000),
-    maxQueuedPerEndpoint: envInt(env, 'GANTRY_MAX_QUEUED_JOBS', 10_000),
-    retention: {
-      runMs: envInt(env, 'GANTRY_JOB_RETENTION_MS', DEFAULT_RETENTION.runMs),
-      syncMs: envInt(env, 'GANTRY_JOB_SYNC_RETENTION_MS', DEFAULT_RETENTION.syncMs),
-    },
+    signalDelayMs: v.signalDelayMs,
+    unsignalledGraceMs: v.unsignalledGraceMs,
+    maxQueuedPerEndpoint: v.maxQueuedPerEndpoint,
+    retention: { ...v.retention },
   };
 }

@@ -133,7 +133,7 @@ describe('CPU endpoints', () => {
     const day = new Date(Date.now() - 60 * 60 * 1000).toISOString();
     const bill = await call(p.url, 'GET', `/v2/billing/serverless?endpointId=${r.body.id}&bucketSize=day&startTime=${encodeURIComponent(day)}`, { key: p.adminKey });
     expect(bill.status, JSON.stringify(bill.body)).toBe(200);
-    const expected = usage[0]!.seconds * 2 * (cpuRate(priceTable(), 'cpu3c').serverlessPerVcpuHour / 3600);
+    const expected = usage[0]!.seconds * 2 * (cpuRate(priceTable(undefined), 'cpu3c').serverlessPerVcpuHour / 3600);
     expect(bill.body.metadata.totals.cpuAmount).toBeCloseTo(expected, 5);
     expect(bill.body.metadata.totals.gpuAmount).toBe(0);
   });

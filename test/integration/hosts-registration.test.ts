@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/auth.ts';
 import { applyHostConfig, readHostsFile } from '../../domain/hosts.ts';
+import { loadConfig } from '../../infra/config.ts';
 import { newId } from '../../domain/ids.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
@@ -165,7 +166,7 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
         '',
       ].join('\n'),
     );
-    await applyHostConfig(p.ctx, { GANTRY_HOSTS_FILE: file });
+    await applyHostConfig(p.ctx, { hostsFile: file });
     const h = await until('the file host READY', async () => {
       const row = await p.ctx.db.host.findUnique({ where: { name: 'from-file' } });
       return row?.status === 'READY' ? row : undefined;
@@ -174,7 +175,7 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
 
     const json = path.join(dir, 'hosts.json');
     writeFileSync(json, JSON.stringify([{ name: 'from-file', address: host.host, port: host.port, privateKey: host.privateKey, dataCenterId: 'dc-moved' }]));
-    await applyHostConfig(p.ctx, { GANTRY_HOSTS_FILE: json });
+    await applyHostConfig(p.ctx, { hostsFile: json });
     const moved = await p.ctx.db.host.findUniqueOrThrow({ where: { name: 'from-file' } });
     expect(moved).toMatchObject({ id: h.id, dataCenterId: 'dc-moved', maxWorkers: null });
 
@@ -189,7 +190,7 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
       withDcs,
       ['dataCenters:', '  - id: dc-moved', '    country: no', '    networkVolumePath: /srv/gantry-volumes/', 'hosts:', '  - name: from-file', `    address: ${host.host}`, `    port: ${host.port}`, '    privateKeyFile: id_test', '    dataCenterId: dc-moved', ''].join('\n'),
     );
-    await applyHostConfig(p.ctx, { GANTRY_HOSTS_FILE: withDcs });
+    await applyHostConfig(p.ctx, { hostsFile: withDcs });
     expect(await p.ctx.db.dataCenter.findUniqueOrThrow({ where: { id: 'dc-moved' } })).toMatchObject({ country: 'NO', networkVolumePath: '/srv/gantry-volumes', source: 'file' });
     const dcView = await call(p.url, 'GET', '/v2/datacenters/dc-moved', { key: p.adminKey });
     expect(dcView.body).toMatchObject({ id: 'dc-moved', country: 'NO', networkVolumes: 'shared-path', hosts: 1, source: 'file' });
@@ -203,9 +204,9 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
     const keyFile = path.join(dir, 'id_local');
     writeFileSync(keyFile, host.privateKey, { mode: 0o600 });
     const env = { GANTRY_LOCAL_HOST_KEY: keyFile, GANTRY_LOCAL_HOST_PORT: String(host.port), GANTRY_LOCAL_HOST_USER: 'root' };
-    await applyHostConfig(p.ctx, env);
+    await applyHostConfig(p.ctx, { localHost: loadConfig(env).localHost });
     expect(await p.ctx.db.host.findUnique({ where: { name: 'local' } })).toBeNull();
-    await applyHostConfig(p.ctx, { ...env, GANTRY_LOCAL_HOST: '1' });
+    await applyHostConfig(p.ctx, { localHost: loadConfig({ ...env, GANTRY_LOCAL_HOST: '1' }).localHost });
     const local = await until('the local host READY', async () => {
       const row = await p.ctx.db.host.findUnique({ where: { name: 'local' } });
       return row?.status === 'READY' ? row : undefined;

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { OrchestrationSettings } from '../../activities/hosts.ts';
+import type { OrchestrationSettings } from '../../domain/orchestration-settings.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';

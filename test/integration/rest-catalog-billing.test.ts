@@ -171,7 +171,7 @@ describe('REST catalog and billing', () => {
       await usage(w1, e1, '2026-02-01T00:00:00Z', '2026-02-01T01:00:00Z', 3600, { gpuTypeId: H100, gpuCount: 2 });
     });
     afterEach(async () => {
-      delete process.env.GANTRY_PRICES_FILE;
+      p.ctx.settings.pricesFile = undefined;
       await p.ctx.db.account.update({ where: { id: account.id }, data: { serverlessDiscountExpires: null } });
     });
 
@@ -235,7 +235,8 @@ describe('REST catalog and billing', () => {
     it('charges the prices of GANTRY_PRICES_FILE, in the catalog too', async () => {
       const file = path.join(priceDir, 'prices.json');
       writeFileSync(file, JSON.stringify({ gpuPools: { ADA_80_PRO: { serverlessPerHour: 3.6 } }, gpuTypes: { [RTX4090]: { serverlessPerHour: 0.72 } } }));
-      process.env.GANTRY_PRICES_FILE = file;
+      // The running platform's settings (what GANTRY_PRICES_FILE sets at start); the file is re-read when it changes.
+      p.ctx.settings.pricesFile = file;
       const res = await call(p.url, 'GET', `/v2/billing/serverless?${window}&serverlessId=${e1}`, { key: account.key });
       // 1800 s x 2 x 3.6/3600 x 0.8 = 2.88; the 4090 hour: 0.72 x 0.8 = 0.576, half on each day.
       expect(res.body.metadata.totals.gpuAmount).toBe(3.456);

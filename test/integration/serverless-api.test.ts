@@ -287,12 +287,13 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(qb.requestUrls).toEqual({ run: `${p.ctx.publicUrl}/v2/${qb.id}/run`, runSync: `${p.ctx.publicUrl}/v2/${qb.id}/runsync` });
     const lb = await create({ type: 'LOAD_BALANCING' });
     expect(lb.requestUrls).toEqual({ base: `${p.ctx.publicUrl}/lb/${lb.id}` });
-    process.env.GANTRY_LB_DOMAIN = 'lb.example.test';
+    // What GANTRY_LB_DOMAIN sets at start, on the running platform's settings.
+    p.ctx.settings.lbDomain = 'lb.example.test';
     try {
       const read = await call(p.url, 'GET', `/v2/serverless/${lb.id}`, { key: p.adminKey });
       expect(read.body.requestUrls).toEqual({ base: `https://${lb.id}.lb.example.test` });
     } finally {
-      delete process.env.GANTRY_LB_DOMAIN;
+      p.ctx.settings.lbDomain = undefined;
     }
     expect(loadBalancerBaseUrl('abc', 'http://h:1', '.wild.example.')).toBe('https://abc.wild.example');
     expect(loadBalancerBaseUrl('abc', 'http://h:1', '')).toBe('http://h:1/lb/abc');

@@ -12,7 +12,8 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_ORCHESTRATION_SETTINGS, createHostActivities, type OrchestrationRuntime } from '../../activities/hosts.ts';
+import { createHostActivities, type OrchestrationRuntime } from '../../activities/hosts.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/orchestration-settings.ts';
 import { createJobActivities } from '../../activities/jobs.ts';
 import { createWorkerActivities } from '../../activities/workers.ts';
 import { randomString } from '../../domain/ids.ts';
@@ -53,6 +54,7 @@ function orchestration(): OrchestrationRuntime {
     temporal: p.ctx.temporal,
     pool: p.ctx.ssh,
     settings: DEFAULT_ORCHESTRATION_SETTINGS,
+    platform: p.ctx.settings,
   };
 }
 
@@ -126,7 +128,7 @@ async function expectTheRule(s: Scenario, tag: RegExp): Promise<void> {
 describe('a lost worker: one rule, every caller (domain/job-queue.ts requeueLostJobs)', () => {
   it("the job workflow's liveness check (superviseJob -> JobStore.supervise)", async () => {
     const s = await scenario();
-    const jobs = createJobActivities(p.ctx.db);
+    const jobs = createJobActivities(p.ctx.db, p.ctx.settings);
     // No ping for longer than the loss time (0 here): the job's worker counts as lost.
     await jobs.superviseJob(s.lastLoss.id, 0);
     await jobs.superviseJob(s.firstLoss.id, 0);

@@ -14,7 +14,8 @@ import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalBinary } from '../../infra/temporal.ts';
 import type { EndpointActivities } from '../../activities/endpoints.ts';
-import { DEFAULT_ORCHESTRATION_SETTINGS, type HostActivities } from '../../activities/hosts.ts';
+import type { HostActivities } from '../../activities/hosts.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/orchestration-settings.ts';
 import type { EndpointScalingState, WorkerActivities } from '../../activities/workers.ts';
 import {
   cancelRollout,

@@ -50,13 +50,10 @@ describe('abuse limits on every surface', () => {
   beforeAll(async () => {
     // `npm start` sets no NODE_ENV: that is the environment whose errors must carry no stack trace.
     delete process.env.NODE_ENV;
-    // Job settings are read from the process environment, as its subsystem reads them.
-    process.env.GANTRY_MAX_QUEUED_JOBS = LIMITS.GANTRY_MAX_QUEUED_JOBS;
     p = await startTestPlatform(LIMITS);
   });
   afterAll(async () => {
     process.env.NODE_ENV = savedNodeEnv;
-    delete process.env.GANTRY_MAX_QUEUED_JOBS;
     await p?.stop();
   });
 

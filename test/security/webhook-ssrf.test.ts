@@ -140,7 +140,8 @@ describe('webhooks through the job API', () => {
       return id;
     };
     try {
-      process.env.GANTRY_WEBHOOK_ALLOW = '127.0.0.1/32';
+      // What GANTRY_WEBHOOK_ALLOW sets at start, changed on the running platform (API and activities read it there).
+      p.ctx.settings.webhookAllow = parseWebhookAllowList('127.0.0.1/32');
       const allowed = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { n: 1 }, webhook: l.url } });
       expect(allowed.status).toBe(200);
       await finish();
@@ -148,7 +149,7 @@ describe('webhooks through the job API', () => {
 
       const second = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { n: 2 }, webhook: l.url } });
       expect(second.status).toBe(200);
-      delete process.env.GANTRY_WEBHOOK_ALLOW;
+      p.ctx.settings.webhookAllow = parseWebhookAllowList(undefined);
       const id = await finish();
       // The delivery is tried once, refused, and not retried: the listener hears nothing more.
       await eventually(async () => (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).webhookAttempts >= 1, 30_000, 'the refused webhook attempted');

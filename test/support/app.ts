@@ -10,6 +10,7 @@ import { randomString } from '../../domain/ids.ts';
 import { RecordCaches } from '../../domain/record-cache.ts';
 import { SecretBox } from '../../domain/secrets.ts';
 import { SshPool } from '../../hostctl/ssh.ts';
+import { loadConfig } from '../../infra/config.ts';
 import { createJobRuntime } from '../../infra/job-runtime.ts';
 import { freshDatabase } from './databases.ts';
 
@@ -85,6 +86,8 @@ export async function startTestApp(options: Partial<AppOptions> & { revocationBo
     secrets: SecretBox.fromKey(randomBytes(32).toString('hex')),
     ssh: new SshPool(),
     records: new RecordCaches(revocationBoundMs),
+    // The settings the environment gives (a test sets GANTRY_* variables before it starts the app).
+    settings: loadConfig().settings,
   };
   const adminKey = `gntr_test_${randomString(32)}`;
   await ensureAdmin(db, adminKey);

@@ -20,6 +20,8 @@ export async function startTestPlatform(env: Record<string, string> = {}): Promi
   const adminKey = `gntr_test_${randomString(32)}`;
   const taskQueue = `test-${randomString(8)}`;
   const config = loadConfig({
+    // The settings a test file put in the environment (GANTRY_ORCHESTRATION, ...), under the suite's own.
+    ...process.env,
     PORT: String(port),
     // Worker containers' own listener (on the container bridge): a port no other test took either.
     GANTRY_WORKER_PORT: String(await freePort()),

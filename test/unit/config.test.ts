@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../infra/config.ts';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ENVIRONMENT_SCHEMA, loadConfig } from '../../infra/config.ts';
 import { specProblems } from '../../workflows/contracts.ts';
 
 describe('loadConfig', () => {
@@ -15,9 +18,55 @@ describe('loadConfig', () => {
     expect(c).toMatchObject({ port: 9000, role: 'api', temporalAddress: 'temporal:7233', databaseUrl: 'postgresql://x/y', publicUrl: 'https://gantry.example' });
   });
 
-  it('refuses nonsense with a message naming the variable', () => {
+  it('refuses nonsense with a message naming the variable, every problem at once', () => {
     expect(() => loadConfig({ PORT: 'eighty' })).toThrow(/PORT/);
     expect(() => loadConfig({ GANTRY_ROLE: 'both' })).toThrow(/GANTRY_ROLE/);
+    const all = (() => {
+      try {
+        loadConfig({ GANTRY_RATE_LIMITS: 'week=3', GANTRY_ORCHESTRATION: '{"nope": 1}', GANTRY_WEBHOOK_ALLOW: '10.0.0.0/99', PORT: '70000' });
+      } catch (err) {
+        return String(err);
+      }
+      return '';
+    })();
+    for (const name of ['GANTRY_RATE_LIMITS', 'GANTRY_ORCHESTRATION', 'GANTRY_WEBHOOK_ALLOW', 'PORT']) expect(all).toContain(name);
+  });
+
+  it('parses every subsystem\'s settings once, into the settings the domain runs with', () => {
+    const c = loadConfig({
+      GANTRY_LB_DOMAIN: '.Lb.Example.',
+      GANTRY_JOB_TAKE_HOLD_MS: '1500',
+      GANTRY_MAX_QUEUED_JOBS: '7',
+      GANTRY_ORCHESTRATION: '{"watchIntervalSec": 2}',
+      GANTRY_LB_HEALTH: '{"intervalMs": 300}',
+      GANTRY_JOB_RATE_LIMITS: 'minute=5',
+      NODE_ENV: 'development',
+    });
+    expect(c.settings).toMatchObject({
+      lbDomain: 'lb.example',
+      lbHealth: { intervalMs: 300, failuresToRemove: 2 },
+      jobs: { takeHoldMs: 1500, maxQueuedPerEndpoint: 7, pingIntervalMs: 10_000, lostAfterMs: 30_000 },
+      orchestration: { watchIntervalSec: 2, pingIntervalMs: 10_000 },
+      limits: { jobs: { minute: 5 } },
+      stackTraces: true,
+    });
+    expect(loadConfig({}).settings.stackTraces).toBe(false);
+  });
+
+  it('gives workers one ping interval, which worker-loss detection uses too', () => {
+    // Told through the orchestration settings: the job API detects losses by the same interval.
+    expect(loadConfig({ GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' }).settings.jobs).toMatchObject({ pingIntervalMs: 1000, lostAfterMs: 3000 });
+    expect(loadConfig({ GANTRY_WORKER_PING_INTERVAL_MS: '2000' }).settings.orchestration.pingIntervalMs).toBe(2000);
+    expect(() => loadConfig({ GANTRY_WORKER_PING_INTERVAL_MS: '2000', GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' })).toThrow(/disagree/);
+  });
+
+  it('is the one list of variables: the README\'s configuration table names exactly these', () => {
+    const readme = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
+    const table = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('### Production'));
+    const documented = new Set([...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((m) => [...m[1]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((v) => v[1]!)));
+    documented.delete('TEST_DATABASE_URL');
+    documented.delete('TEST_TEMPORAL_ADDRESS');
+    expect([...documented].sort()).toEqual(Object.keys(ENVIRONMENT_SCHEMA.properties).sort());
   });
 });
 

@@ -59,10 +59,10 @@ describe('price table', () => {
     expect(table.cpuFlavors.cpu5c).toEqual({ serverlessPerVcpuHour: 0.1, podPerVcpuHour: DEFAULT_PRICES.otherCpu.podPerVcpuHour });
     expect(table.cpuFlavors.cpu3c).toEqual(DEFAULT_PRICES.cpuFlavors.cpu3c);
 
-    expect(priceTable({})).toBe(DEFAULT_PRICES);
-    expect(priceTable({ GANTRY_PRICES_FILE: file }).gpuPools.AMPERE_16.podPerHour).toBe(0.2);
+    expect(priceTable(undefined)).toBe(DEFAULT_PRICES);
+    expect(priceTable(file).gpuPools.AMPERE_16.podPerHour).toBe(0.2);
     writeFileSync(file, JSON.stringify({ gpuPools: { AMPERE_16: { podPerHour: 0.25 } }, otherGpu: { podPerHour: 0.3 } }));
-    expect(priceTable({ GANTRY_PRICES_FILE: file }).gpuPools.AMPERE_16.podPerHour).toBe(0.25);
+    expect(priceTable(file).gpuPools.AMPERE_16.podPerHour).toBe(0.25);
   });
 
   it('names the file and every problem of a bad price file', () => {
@@ -72,7 +72,7 @@ describe('price table', () => {
     expect(() => loadPriceFile(file)).toThrow(`GANTRY_PRICES_FILE ${file}: $.currency: must be equal to constant; $.gpuPools.AMPERE_16.serverlessPerHour: must be >= 0`);
     writeFileSync(file, '{ not json');
     expect(() => loadPriceFile(file)).toThrow(/^GANTRY_PRICES_FILE .*bad\.json: /);
-    expect(() => priceTable({ GANTRY_PRICES_FILE: path.join(dir, 'missing.json') })).toThrow(/no such file/);
+    expect(() => priceTable(path.join(dir, 'missing.json'))).toThrow(/no such file/);
   });
 });
 

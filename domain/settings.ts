@@ -1,0 +1,29 @@
+/**
+ * The settings the domain, the activities and the API run with: parsed once from the environment
+ * by infra/config.ts (the one schema of every variable) and handed down in the DomainContext. No
+ * module reads process.env for itself.
+ */
+import type { JobSettings } from './jobs/settings.ts';
+import type { LbHealthSettings } from './load-balancing.ts';
+import type { OrchestrationSettings } from './orchestration-settings.ts';
+import type { SurfaceLimits } from './rate-limit.ts';
+import type { WebhookAllowList } from './webhook-targets.ts';
+
+export interface PlatformSettings {
+  /** Wildcard DNS domain of load-balancing endpoints (GANTRY_LB_DOMAIN), normalized; undefined: path-based URLs. */
+  lbDomain: string | undefined;
+  /** The proxy's health probes of load-balancing workers (GANTRY_LB_HEALTH). */
+  lbHealth: LbHealthSettings;
+  /** Private addresses and names job webhooks may reach (GANTRY_WEBHOOK_ALLOW). */
+  webhookAllow: WebhookAllowList;
+  /** Price file merged over the built-in list prices (GANTRY_PRICES_FILE); re-read when it changes. */
+  pricesFile: string | undefined;
+  /** Job API timings and limits (GANTRY_JOB_*, GANTRY_WORKER_PING_INTERVAL_MS, GANTRY_MAX_QUEUED_JOBS). */
+  jobs: JobSettings;
+  /** Request limits of every surface (GANTRY_*RATE_LIMITS, GANTRY_AUTH_FAILURES_PER_MINUTE). */
+  limits: SurfaceLimits;
+  /** Orchestration timings (GANTRY_ORCHESTRATION). */
+  orchestration: OrchestrationSettings;
+  /** Error answers may carry stack traces: only NODE_ENV=development, a developer's own machine. */
+  stackTraces: boolean;
+}
