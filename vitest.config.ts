@@ -5,9 +5,10 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     // Integration tests share one Temporal and one PostgreSQL server; files run in parallel, each
-    // with databases and task queues of its own.
+    // with databases and task queues of its own. Most of their time is waiting (workers starting,
+    // timers), so three at once on two cores: 6.6 min for the suite instead of 8.
     pool: 'forks',
-    poolOptions: { forks: { maxForks: 2 } },
+    poolOptions: { forks: { maxForks: 3 } },
     testTimeout: 60_000,
     hookTimeout: 180_000,
     reporters: ['default'],

@@ -165,8 +165,13 @@ describe('container disk', () => {
   it('stops a worker that writes more than its disk and says so; its endpoint replaces it', async () => {
     const r = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'disk-hog', image: IMAGE, disk: 1, workers: { min: 1, max: 1 } } });
     const w = await readyWorker(r.body.id);
-    const job = await call(p.url, 'POST', `/v2/${r.body.id}/runsync?wait=60000`, { key: p.adminKey, body: { input: { fillMb: 1100 } } });
-    expect(job.body.status, JSON.stringify(job.body)).toBe('COMPLETED');
+    // The job fills 1.1 GB and holds it: the watchdog finds the container over its 1 GB.
+    const job = await call(p.url, 'POST', `/v2/${r.body.id}/run`, { key: p.adminKey, body: { input: { fillMb: 1100, holdMs: 60_000 } } });
+    expect(job.status, JSON.stringify(job.body)).toBe(200);
+    // Cancelled once the worker has it (the fixture goes on filling): the lost worker's job then does
+    // not go back to the queue to fill the next worker too.
+    await until('the worker to take the job', async () => (await p.ctx.db.job.findUniqueOrThrow({ where: { id: job.body.id } })).status === 'IN_PROGRESS');
+    expect((await call(p.url, 'POST', `/v2/${r.body.id}/cancel/${job.body.id}`, { key: p.adminKey })).status).toBe(200);
     const failed = await until('the worker stopped for its disk', async () => {
       const row = await p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } });
       return row.status === 'FAILED' ? row : undefined;
