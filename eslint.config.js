@@ -3,7 +3,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'generated/', '.gantry/', 'coverage/'] },
+  { ignores: ['node_modules/', 'generated/', '.gantry/', 'coverage/', 'cli/dist/', 'cli/python/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

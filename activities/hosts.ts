@@ -32,6 +32,8 @@ export interface OrchestrationRuntime {
   settings: OrchestrationSettings;
   /** The rest of what the platform runs with (job retention, prices, ...). */
   platform: PlatformSettings;
+  /** Signs the artifact URLs handed to workers of deployed apps. */
+  signingKey: Buffer;
 }
 
 /** The SSH target of a host row (domain/host-access.ts); a host without a key fails the activity for good. */

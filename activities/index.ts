@@ -1,5 +1,6 @@
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
+import { createDeployActivities } from './deployments.ts';
 import { createEndpointActivities } from './endpoints.ts';
 import { createHostActivities, type OrchestrationRuntime } from './hosts.ts';
 import { createPodActivities, createWorkerActivities } from './workers.ts';
@@ -17,6 +18,7 @@ export function createActivities(deps: { db: Db; ctx: DomainContext }) {
     pool: deps.ctx.ssh,
     settings: deps.ctx.settings.orchestration,
     platform: deps.ctx.settings,
+    signingKey: deps.ctx.signingKey,
   };
-  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db, deps.ctx.settings) };
+  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db, deps.ctx.settings), ...createDeployActivities(deps.ctx) };
 }

@@ -17,6 +17,7 @@ import { podPorts } from '../domain/pods.ts';
 import { FINAL_WORKER_STATUSES, liveWorker } from '../domain/worker-status.ts';
 import { cpuInstanceId, recordedCpuInstance, type CpuInstance } from '../domain/cpu-instances.ts';
 import { ENDPOINT_VOLUME_MOUNT, hostVolumeName, sharedVolumeDir, volumeStorage } from '../domain/data-centers.ts';
+import { artifactDownloadUrl } from '../domain/apps.ts';
 import { openRegistryCredential } from '../domain/registries.ts';
 import { registerWorkerCredential } from '../domain/workers-auth.ts';
 import type { QueueStats, ScalingWorker } from '../domain/scaling.ts';
@@ -35,9 +36,13 @@ import {
   type ContainerSpec,
 } from '../hostctl/containers.ts';
 import { hostHandle, recordHostKeyMismatch, type OrchestrationRuntime } from './hosts.ts';
+import { ensureRuntimeImage } from './runtime-image.ts';
 import { workerWorkflowId } from '../workflows/contracts.ts';
 import { HostKeyMismatchError, SshConnectError } from '../hostctl/ssh.ts';
 
+
+/** Where a deployed app's worker finds its account's artifact cache (docs/apps.md). */
+const ARTIFACT_CACHE_MOUNT = '/var/cache/gantry/artifacts';
 
 /** Host ports handed to load-balancing workers (their PORT) and to pods (their exposed ports). */
 const HOST_PORTS = { first: 20_000, last: 29_999 };
@@ -131,7 +136,7 @@ export interface PlacementResult {
 export function createWorkerActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
   // The registry lookup takes a domain context; it reads only the database and the secrets.
-  const registryCtx = { db: rt.db, secrets: rt.secrets, temporal: rt.temporal, publicUrl: rt.publicUrl, taskQueue: '', ssh: rt.pool, settings: rt.platform } satisfies DomainContext;
+  const registryCtx = { db: rt.db, secrets: rt.secrets } satisfies Pick<DomainContext, 'db' | 'secrets'>;
 
   async function workerRow(workerId: string) {
     const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true, pod: true } });
@@ -463,6 +468,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       const h = await hostHandle(rt, w.hostId);
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
       try {
+        const built = await ensureRuntimeImage(rt.pool, h, image, rt.platform.apps, rt.settings.pullTimeoutSec * 1000);
+        if (built !== 'not-runtime') return { image, outcome: built, ms: Date.now() - started };
         const outcome = await ensureImage(rt.pool, h, image, login, { timeoutMs: rt.settings.pullTimeoutSec * 1000, signal: Context.current().cancellationSignal });
         return { image, outcome, ms: Date.now() - started };
       } catch (err) {
@@ -516,6 +523,16 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         RUNPOD_GPU_TYPE_ID: w.gpuTypeId ?? '',
         RUNPOD_DC_ID: w.host.dataCenterId,
       };
+      const env = config.env as Record<string, string>;
+      const artifact = env.GANTRY_BUILD_ID ? await artifactDownloadUrl(rt, base, e.accountId, env.GANTRY_BUILD_ID) : undefined;
+      const binds: NonNullable<ContainerSpec['binds']> = [];
+      if (artifact) {
+        // Workers of one account on one host share downloads; other accounts' artifacts are not there to read.
+        protocol.GANTRY_ARTIFACT_URL = artifact.url;
+        protocol.GANTRY_ARTIFACT_SHA256 = artifact.sha256;
+        protocol.GANTRY_ARTIFACT_CACHE = ARTIFACT_CACHE_MOUNT;
+        binds.push({ source: `${rt.platform.apps.artifactCacheDir}/${e.accountId}`, path: ARTIFACT_CACHE_MOUNT });
+      }
       const publish: string[] = [];
       const publishFixed: string[] = [];
       if (e.type === 'LOAD_BALANCING') {
@@ -531,7 +548,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         name,
         image: config.image,
         args: splitArgs(config.args),
-        env: { ...(config.env as Record<string, string>), ...protocol },
+        env: { ...env, ...protocol },
         labels: { [LABELS.endpoint]: e.id, [LABELS.worker]: workerId, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
         publish,
         publishFixed: [...new Set(publishFixed)],
@@ -543,6 +560,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         ...(cpu ? { cpus: cpu.vcpus, memoryGb: cpu.memoryGb } : {}),
         ...(await networkVolumeMount(db, e.networkVolumeIds, w.host, ENDPOINT_VOLUME_MOUNT)),
       };
+      if (binds.length > 0) spec.binds = [...(spec.binds ?? []), ...binds];
       return runWorkerContainer(workerId, w.hostId, h, spec, 'waiting for the worker to ask for a job');
     },
 

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { SshPool } from '../hostctl/ssh.ts';
+import type { BlobStore } from './blob-store.ts';
 import type { Db } from './db.ts';
 import type { JobRuntime } from './jobs/runtime.ts';
 import type { RecordCaches } from './record-cache.ts';
@@ -31,4 +32,8 @@ export interface DomainContext {
    * the composition root; contexts made for other uses (the activities') have none.
    */
   records?: RecordCaches;
+  /** Build artifacts (a directory of the data dir, or an S3-compatible store). */
+  blobs: BlobStore;
+  /** The key of the platform's signed URLs (artifact upload and download), derived from the secret key. */
+  signingKey: Buffer;
 }

@@ -145,6 +145,10 @@ async function inBatches<T>(items: readonly T[], size: number, fn: (item: T) => 
  */
 export interface EndpointComputeOptions {
   cpuInstance?: CpuInstance;
+  /** A deploy chooses the ids of the endpoints it makes before it makes them (service discovery). */
+  id?: string;
+  /** The app environment and resource a deploy makes the endpoint for. */
+  app?: { environmentId: string; resource: string };
 }
 
 const cpuColumns = (cpu: CpuInstance | null) => ({ cpuFlavorId: cpu?.flavorId ?? null, cpuVcpuCount: cpu?.vcpus ?? null, cpuMemoryGb: cpu?.memoryGb ?? null });
@@ -167,10 +171,12 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
   if (cpu) checkCpuInstance(cpu, '$.instanceIds');
   const workers = input.workers ?? { min: 0, max: 3 };
   const scaling = input.scaling ?? { type: 'QUEUE_DELAY' as const, value: 4, idleTimeout: 5 };
-  const id = newId();
+  const id = options.id ?? newId();
   const data = {
     id,
     accountId: principal.accountId,
+    appEnvironmentId: options.app?.environmentId ?? null,
+    appResource: options.app?.resource ?? null,
     name: input.name,
     type: input.type ?? 'QUEUE_BASED',
     image: input.image,

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 const LOWER_ALNUM = 'abcdefghijklmnopqrstuvwxyz0123456789';
 const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -21,3 +21,14 @@ export const newId = (): string => randomString(14);
 
 /** API keys: 40 base62 characters behind a recognisable prefix. */
 export const newApiKey = (): string => `gntr_${randomString(40, BASE62)}`;
+
+/**
+ * An id that the same inputs always give (a retried step makes the same record, never a second
+ * one), in the shape of newId. Ids are not credentials: knowing one reaches nothing without a key.
+ */
+export function stableId(...parts: string[]): string {
+  const digest = createHash('sha256').update(parts.join('\0')).digest();
+  let out = '';
+  for (let i = 0; out.length < 14; i++) out += LOWER_ALNUM[digest[i]! % LOWER_ALNUM.length];
+  return out;
+}

@@ -134,7 +134,7 @@ export async function deleteRegistry(ctx: DomainContext, principal: Principal, i
  * The login of a credential, for pulling images (password over stdin, never on a command line).
  * Takes the owning account so that one account's worker can never pull with another's secret.
  */
-export async function openRegistryCredential(ctx: DomainContext, accountId: string, id: string): Promise<RegistryLogin & { registry: string | null }> {
+export async function openRegistryCredential(ctx: Pick<DomainContext, 'db' | 'secrets'>, accountId: string, id: string): Promise<RegistryLogin & { registry: string | null }> {
   const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId }, select: { secret: true, registry: true } });
   if (!row) throw notFound('registry credential');
   const parsed = JSON.parse(ctx.secrets.open(row.secret)) as RegistryLogin;

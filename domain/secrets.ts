@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -22,6 +22,11 @@ export class SecretBox {
       chmodSync(file, 0o600);
     }
     return SecretBox.fromKey(readFileSync(file, 'utf8').trim());
+  }
+
+  /** A key of its own for one purpose (signed URLs, ...), so the sealing key is never used for anything else. */
+  derive(purpose: string): Buffer {
+    return createHmac('sha256', this.key).update(`gantry:${purpose}`).digest();
   }
 
   /** Layout: version byte, 12-byte IV, 16-byte tag, ciphertext. */

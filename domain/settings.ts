@@ -24,6 +24,21 @@ export interface PlatformSettings {
   limits: SurfaceLimits;
   /** Orchestration timings (GANTRY_ORCHESTRATION). */
   orchestration: OrchestrationSettings;
+  /** Apps: the runtime image of deployed Python code and where hosts cache artifacts (GANTRY_RUNTIME_*, GANTRY_ARTIFACT_CACHE_DIR). */
+  apps: AppSettings;
   /** Error answers may carry stack traces: only NODE_ENV=development, a developer's own machine. */
   stackTraces: boolean;
+}
+
+export interface AppSettings {
+  /** A runtime image to pull instead of building one (`{python}` is replaced by 3.10 .. 3.13); undefined: hosts build it. */
+  runtimeImage: string | undefined;
+  /** What hosts build the runtime image on (`{python}` replaced). */
+  runtimeBaseImage: string;
+  /** Digest of the runtime's build context and base: part of the built image's name. */
+  runtimeDigest: string;
+  /** The runtime's build context (sdk/python: the Containerfile and the Python package). */
+  runtimeContextDir: string;
+  /** Host directory where workers keep downloaded artifacts, one subdirectory per account. */
+  artifactCacheDir: string;
 }

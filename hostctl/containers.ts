@@ -160,6 +160,26 @@ export async function ensureImage(
   throw failure(`pulling ${image}`, r);
 }
 
+/**
+ * Builds `image` on the host from a build context sent as a tar over stdin (so the host needs
+ * nothing but its container runtime): unpacked into a temporary directory, built, removed.
+ * Concurrent builds of one image on one host each finish with the same tag.
+ */
+export async function buildImage(
+  pool: SshPool,
+  h: HostHandle,
+  image: string,
+  context: Buffer,
+  buildArgs: Record<string, string>,
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<void> {
+  const args = Object.entries(buildArgs).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
+  const build = shellJoin([h.runtime, 'build', '--quiet', ...args, '--tag', image, '--', '.']);
+  const script = `d=$(mktemp -d) || exit 97; trap 'rm -rf "$d"' EXIT; tar -x -C "$d" || exit 98; cd "$d" && ${build}`;
+  const r = await pool.exec(h.target, script, { stdin: context, timeoutMs: options.timeoutMs, signal: options.signal });
+  if (r.code !== 0) throw failure(`building ${image}`, r);
+}
+
 /** Starts the container; returns its id. The environment goes through a private env file. */
 export async function runContainer(pool: SshPool, h: HostHandle, spec: ContainerSpec): Promise<string> {
   // Bind sources must exist: a network volume's directory is made on its first use.

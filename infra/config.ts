@@ -1,7 +1,11 @@
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from 'typebox';
+import { validateBlobKey, type BlobStoreSettings } from '../domain/blob-store.ts';
+import { runtimeContextDigest } from '../domain/apps.ts';
 import { DomainError } from '../domain/errors.ts';
+import type { AppSettings } from '../domain/settings.ts';
+import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
 import type { LocalHostSettings } from '../domain/hosts.ts';
 import { jobSettings } from '../domain/jobs/settings.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing.ts';
@@ -37,6 +41,18 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_ADMIN_API_KEY: Text('the admin key'),
     GANTRY_SECRET_KEY: Text('key sealing stored secrets'),
     GANTRY_PRICES_FILE: Text('price file'),
+    GANTRY_BLOB_STORE: Type.Optional(Type.Union([Type.Literal('directory'), Type.Literal('s3')], { description: 'where build artifacts are kept' })),
+    GANTRY_BLOB_DIR: Text('directory of the directory blob store'),
+    GANTRY_S3_ENDPOINT: Text('S3 endpoint URL of the s3 blob store'),
+    GANTRY_S3_REGION: Text('S3 region'),
+    GANTRY_S3_BUCKET: Text('S3 bucket'),
+    GANTRY_S3_ACCESS_KEY_ID: Text('S3 access key id'),
+    GANTRY_S3_SECRET_ACCESS_KEY: Text('S3 secret access key'),
+    GANTRY_S3_FORCE_PATH_STYLE: Type.Optional(Type.Union(['true', 'false', '1', '0'].map((v) => Type.Literal(v)), { description: 'path-style S3 addressing' })),
+    GANTRY_S3_PREFIX: Text('key prefix inside the S3 bucket'),
+    GANTRY_RUNTIME_IMAGE: Text('runtime image of deployed apps to pull ({python} = 3.10..3.13); unset: hosts build it'),
+    GANTRY_RUNTIME_BASE_IMAGE: Text('base image hosts build the runtime image on ({python} replaced)'),
+    GANTRY_ARTIFACT_CACHE_DIR: Text("host directory of deployed apps' artifact cache"),
     GANTRY_ROLE: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], { description: 'the parts this process runs' })),
     GANTRY_TASK_QUEUE: Text('Temporal task queue'),
     DATABASE_URL: Text('PostgreSQL connection URL'),
@@ -98,6 +114,8 @@ export interface GantryConfig {
   localHost: LocalHostSettings | undefined;
   /** What the domain, the activities and the API run with (DomainContext.settings). */
   settings: PlatformSettings;
+  /** Where build artifacts (and later model outputs) are kept: createBlobStore(config.blobStore). */
+  blobStore: BlobStoreSettings;
 }
 
 const intOf = (value: string | undefined, fallback: number): number => (value === undefined || value.trim() === '' ? fallback : Number(value.trim()));
@@ -117,6 +135,59 @@ function parsed<T>(problems: string[], fallback: T, parse: () => T): T {
     problems.push(err instanceof Error ? err.message : String(err));
     return fallback;
   }
+}
+
+/** The runtime image of deployed apps: pulled when named, else built by each host from sdk/python on the base. */
+function appSettings(env: GantryEnvironment): AppSettings {
+  const runtimeBaseImage = env.GANTRY_RUNTIME_BASE_IMAGE?.trim() || 'docker.io/library/python:{python}-slim';
+  return {
+    runtimeImage: env.GANTRY_RUNTIME_IMAGE?.trim() || undefined,
+    runtimeBaseImage,
+    runtimeDigest: runtimeContextDigest(runtimeContextFiles(), runtimeBaseImage),
+    runtimeContextDir: RUNTIME_CONTEXT_DIR,
+    artifactCacheDir: env.GANTRY_ARTIFACT_CACHE_DIR?.trim().replace(/\/+$/, '') || '/var/tmp/gantry/artifacts',
+  };
+}
+
+/** GANTRY_BLOB_STORE and its companions; an s3 store's problems are collected with the others. */
+function blobStoreSettings(env: GantryEnvironment, dataDir: string, problems: string[]): BlobStoreSettings {
+  if ((env.GANTRY_BLOB_STORE ?? 'directory') === 'directory') {
+    return { kind: 'directory', dir: path.resolve(env.GANTRY_BLOB_DIR ?? path.join(dataDir, 'blobs')) };
+  }
+  const bucket = env.GANTRY_S3_BUCKET?.trim() ?? '';
+  if (!bucket) problems.push('GANTRY_S3_BUCKET is required with GANTRY_BLOB_STORE=s3');
+  const endpoint = env.GANTRY_S3_ENDPOINT?.trim().replace(/\/+$/, '') || undefined;
+  if (endpoint !== undefined) {
+    let protocol = '';
+    try {
+      protocol = new URL(endpoint).protocol;
+    } catch {
+      // reported below
+    }
+    if (protocol !== 'http:' && protocol !== 'https:') problems.push(`GANTRY_S3_ENDPOINT must be an http(s) URL, got "${endpoint}"`);
+  }
+  const accessKeyId = env.GANTRY_S3_ACCESS_KEY_ID;
+  const secretAccessKey = env.GANTRY_S3_SECRET_ACCESS_KEY;
+  // Neither: the AWS SDK's own credential chain (environment, profile, instance role).
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) problems.push('GANTRY_S3_ACCESS_KEY_ID and GANTRY_S3_SECRET_ACCESS_KEY go together: set both or neither');
+  const prefix = env.GANTRY_S3_PREFIX?.trim().replace(/^\/+|\/+$/g, '') || undefined;
+  if (prefix !== undefined) {
+    try {
+      validateBlobKey(prefix, 'prefix');
+    } catch (err) {
+      problems.push(`GANTRY_S3_PREFIX: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  return {
+    kind: 's3',
+    endpoint,
+    region: env.GANTRY_S3_REGION?.trim() || 'us-east-1',
+    bucket,
+    accessKeyId,
+    secretAccessKey,
+    forcePathStyle: env.GANTRY_S3_FORCE_PATH_STYLE === undefined || env.GANTRY_S3_FORCE_PATH_STYLE === 'true' || env.GANTRY_S3_FORCE_PATH_STYLE === '1',
+    prefix,
+  };
 }
 
 /**
@@ -167,11 +238,13 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
       authFailuresPerMinute: positive('GANTRY_AUTH_FAILURES_PER_MINUTE', env.GANTRY_AUTH_FAILURES_PER_MINUTE, 30, problems),
     },
     orchestration,
+    apps: appSettings(env),
     stackTraces: env.NODE_ENV === 'development',
   };
+  const dataDir = path.resolve(env.GANTRY_DATA_DIR ?? '.gantry/data');
   const config: GantryConfig = {
     role: env.GANTRY_ROLE ?? 'all',
-    dataDir: path.resolve(env.GANTRY_DATA_DIR ?? '.gantry/data'),
+    dataDir,
     host,
     port,
     publicUrl: (env.GANTRY_PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(/\/$/, ''),
@@ -194,6 +267,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
         ? { port: intOf(env.GANTRY_LOCAL_HOST_PORT, 22), user: env.GANTRY_LOCAL_HOST_USER, keyFile: env.GANTRY_LOCAL_HOST_KEY, dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local' }
         : undefined,
     settings,
+    blobStore: blobStoreSettings(env, dataDir, problems),
   };
   for (const [name, value] of [
     ['PORT', config.port],

@@ -6,6 +6,7 @@ import type { Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../api/app.ts';
 import { ensureAdmin } from '../domain/auth.ts';
+import { createBlobStore } from '../domain/blob-store.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { createDb, type Db } from '../domain/db.ts';
 import { reconcileEndpointWorkflows } from '../domain/endpoints.ts';
@@ -80,18 +81,21 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     // they get the worker-facing listener on the local container bridge instead.
     const gateway = isLoopbackUrl(config.publicUrl) ? localContainerGateway() : undefined;
     if (isLoopbackUrl(config.publicUrl) && !gateway) log('No local container bridge network found: worker containers cannot reach a loopback GANTRY_PUBLIC_URL; set it to an address the hosts reach.');
+    const secrets = SecretBox.load(config.secretKey, config.dataDir);
     const ctx: DomainContext = {
       db,
       temporal: new Client({ connection, namespace: config.temporalNamespace }),
       taskQueue: config.taskQueue,
       publicUrl: config.publicUrl,
       workerUrl: gateway ? `http://${gateway}:${config.workerPort}` : config.publicUrl,
-      secrets: SecretBox.load(config.secretKey, config.dataDir),
+      secrets,
       ssh: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
       // What the job API, the proxy and the worker protocol remember of keys, worker credentials
       // and endpoints: one per process, for at most the revocation bound (domain/record-cache.ts).
       records: new RecordCaches(),
       settings: config.settings,
+      blobs: createBlobStore(config.blobStore),
+      signingKey: secrets.derive('signed-urls'),
     };
     stops.push(() => ctx.ssh.close());
 

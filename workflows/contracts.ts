@@ -22,6 +22,7 @@ export type EndpointWorkflow = (input: EndpointWorkflowInput) => Promise<void>;
 export type HostWorkflow = (input: HostWorkflowInput) => Promise<void>;
 export type PodWorkflow = (input: PodWorkflowInput) => Promise<void>;
 export type JobWorkflow = (input: JobWorkflowInput) => Promise<void>;
+export type DeployWorkflow = (input: DeployWorkflowInput) => Promise<DeployWorkflowResult>;
 
 
 export const endpointWorkflowId = (endpointId: string): string => `endpoint:${endpointId}`;
@@ -30,6 +31,8 @@ export const rolloutWorkflowId = (endpointId: string, version: number): string =
 export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
 export const podWorkflowId = (podId: string): string => `pod:${podId}`;
 export const jobWorkflowId = (jobId: string): string => `job:${jobId}`;
+/** Names, not ids, so the Temporal UI reads as the CLI said it: `deploy:shop:production:b1x...`. */
+export const deployWorkflowId = (app: string, environment: string, buildId: string): string => `deploy:${app}:${environment}:${buildId}`;
 
 // ---------------------------------------------------------------- endpoint (workflows/endpoint.ts)
 
@@ -216,3 +219,14 @@ export const jobChanged = defineSignal<[JobSnapshot]>('jobChanged');
 export const recheckJob = defineSignal('recheckJob');
 /** The snapshot the workflow holds (null until the first one arrives). */
 export const jobState = defineQuery<JobSnapshot | null>('jobState');
+
+// ---------------------------------------------------------------- deploy (workflows/deploy.ts)
+
+export interface DeployWorkflowInput {
+  deploymentId: string;
+}
+
+export interface DeployWorkflowResult {
+  status: 'SUCCEEDED' | 'FAILED';
+  error?: string;
+}

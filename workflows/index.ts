@@ -5,8 +5,10 @@ export { rolloutWorkflow } from './rollout.ts';
 export { hostWorkflow } from './host.ts';
 export { jobWorkflow } from './job.ts';
 export { podWorkflow } from './pod.ts';
+export { deployWorkflow } from './deploy.ts';
 
-import type { EndpointWorkflow, HostWorkflow, JobWorkflow, PodWorkflow } from './contracts.ts';
+import type { DeployWorkflow, EndpointWorkflow, HostWorkflow, JobWorkflow, PodWorkflow } from './contracts.ts';
+import type { deployWorkflow } from './deploy.ts';
 import type { endpointWorkflow } from './endpoint.ts';
 import type { hostWorkflow } from './host.ts';
 import type { jobWorkflow } from './job.ts';
@@ -19,4 +21,5 @@ export type StartersMatchWorkflows = [
   Holds<typeof hostWorkflow extends HostWorkflow ? true : false>,
   Holds<typeof podWorkflow extends PodWorkflow ? true : false>,
   Holds<typeof jobWorkflow extends JobWorkflow ? true : false>,
+  Holds<typeof deployWorkflow extends DeployWorkflow ? true : false>,
 ];

@@ -1,3 +1,4 @@
+import { createApp, createEnvironment, deleteApp, deleteEnvironment, deployBuild, environmentOwner, finalizeArtifactUpload, getApp, getDeployment, listApps, prepareArtifactUpload, type AppView, type DeploymentView, type EnvironmentView } from '../../domain/apps.ts';
 import type { Principal } from '../../domain/auth.ts';
 import { gpuTypes } from '../../domain/catalog.ts';
 import type { DomainContext } from '../../domain/context.ts';
@@ -6,6 +7,7 @@ import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '.
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates.ts';
 import { requireScope } from '../../domain/auth.ts';
+import { validationFailed } from '../../domain/errors.ts';
 import { liveWorker } from '../../domain/worker-status.ts';
 
 export interface GraphqlContext {
@@ -47,6 +49,8 @@ export const resolvers = {
       }));
     },
     pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
+    flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
+    flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
   },
   User: {
     endpoints: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listEndpointRecords(ctx, principal),
@@ -56,6 +60,7 @@ export const resolvers = {
     },
     containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listRegistries(ctx, principal),
     pods: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listPods(ctx, principal),
+    flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => (await listApps(ctx, principal)).map(flashApp),
   },
   Endpoint: {
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
@@ -64,6 +69,36 @@ export const resolvers = {
     },
   },
   Mutation: {
+    createFlashApp: async (_: unknown, args: Args<{ name?: string; environmentName?: string | null }>, { ctx, principal }: GraphqlContext) =>
+      flashApp(await createApp(ctx, principal, stripNulls({ name: args.input?.name, environment: args.input?.environmentName }))),
+    createFlashEnvironment: async (_: unknown, args: Args<{ flashAppId: string; name: string }>, { ctx, principal }: GraphqlContext) =>
+      flashEnvironment(await createEnvironment(ctx, principal, args.input?.flashAppId ?? '', { name: args.input?.name })),
+    prepareFlashArtifactUpload: async (_: unknown, args: Args<{ flashAppId: string; tarballSize: number; sha256: string; manifest: string }>, { ctx, principal }: GraphqlContext) => {
+      const input = args.input;
+      let manifest: unknown;
+      try {
+        manifest = JSON.parse(input?.manifest ?? '');
+      } catch {
+        throw validationFailed(['$.input.manifest: not JSON text']);
+      }
+      const prepared = await prepareArtifactUpload(ctx, principal, input?.flashAppId ?? '', { sha256: input?.sha256, size: input?.tarballSize, manifest });
+      return { buildId: prepared.build.id, uploadUrl: prepared.upload.url, objectKey: prepared.build.id, expiresAt: prepared.upload.expiresAt };
+    },
+    finalizeFlashArtifactUpload: (_: unknown, args: Args<{ flashAppId: string; buildId: string }>, { ctx, principal }: GraphqlContext) =>
+      finalizeArtifactUpload(ctx, principal, args.input?.flashAppId ?? '', args.input?.buildId ?? ''),
+    deployBuildToEnvironment: async (_: unknown, args: Args<{ flashEnvironmentId: string; flashBuildId: string }>, { ctx, principal }: GraphqlContext) => {
+      const owner = await environmentOwner(ctx, principal, args.input?.flashEnvironmentId ?? '');
+      return flashDeployment(await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input?.flashBuildId }));
+    },
+    deleteFlashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      await deleteApp(ctx, principal, args.flashAppId ?? '');
+      return true;
+    },
+    deleteFlashEnvironment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      const owner = await environmentOwner(ctx, principal, args.flashEnvironmentId ?? '');
+      await deleteEnvironment(ctx, principal, owner.appId, owner.environmentId);
+      return true;
+    },
     saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => saveEndpoint(ctx, principal, stripNulls(args.input)),
     deleteEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
@@ -104,3 +139,7 @@ function stripAllNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }
+
+const flashEnvironment = (e: EnvironmentView) => ({ id: e.id, name: e.name, createdAt: e.createdAt, activeBuildId: e.currentBuildId, endpoints: e.endpoints });
+const flashApp = (a: AppView) => ({ id: a.id, name: a.name, createdAt: a.createdAt, flashEnvironments: a.environments.map(flashEnvironment) });
+const flashDeployment = (d: DeploymentView) => ({ id: d.id, name: d.workflowId, status: d.status, error: d.error, buildId: d.buildId });

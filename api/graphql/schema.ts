@@ -149,6 +149,88 @@ export const typeDefs = /* GraphQL */ `
     containerRegistryCreds: [ContainerRegistryAuth!]!
     serverlessDiscount: ServerlessDiscount
     pods: [Pod!]!
+    "Apps made by gantry deploy (REST /v2/apps)."
+    flashApps: [FlashApp!]!
+  }
+
+  type FlashApp {
+    id: String!
+    name: String!
+    createdAt: String!
+    flashEnvironments: [FlashEnvironment!]!
+  }
+
+  type FlashEnvironment {
+    id: String!
+    name: String!
+    createdAt: String!
+    "The build every endpoint of the environment runs; null before the first deployment."
+    activeBuildId: String
+    endpoints: [FlashEndpoint!]!
+  }
+
+  type FlashEndpoint {
+    resource: String!
+    id: String!
+    name: String!
+    type: String!
+    "Queue-based: {run_url}/v2/{id}; load-balanced: the base URL of its routes."
+    url: String!
+  }
+
+  type FlashArtifactUpload {
+    buildId: String!
+    "PUT the artifact bytes here; the URL is the credential."
+    uploadUrl: String!
+    objectKey: String!
+    expiresAt: String!
+  }
+
+  type FlashBuild {
+    id: String!
+    sha256: String!
+    size: Float!
+    status: String!
+    pythonVersion: String!
+  }
+
+  type FlashDeployment {
+    id: String!
+    "The deploy workflow's id: deploy:<app>:<env>:<build>."
+    name: String!
+    status: String!
+    error: String
+    buildId: String!
+  }
+
+  input CreateFlashAppInput {
+    name: String!
+    "Also creates this environment."
+    environmentName: String
+  }
+
+  input CreateFlashEnvironmentInput {
+    flashAppId: String!
+    name: String!
+  }
+
+  input PrepareFlashArtifactUploadInput {
+    flashAppId: String!
+    "Bytes of the gzip artifact."
+    tarballSize: Float!
+    sha256: String!
+    "The artifact's manifest.json, as JSON text."
+    manifest: String!
+  }
+
+  input FinalizeFlashArtifactUploadInput {
+    flashAppId: String!
+    buildId: String!
+  }
+
+  input DeployBuildToEnvironmentInput {
+    flashEnvironmentId: String!
+    flashBuildId: String!
   }
 
   input EndpointInput {
@@ -262,9 +344,22 @@ export const typeDefs = /* GraphQL */ `
     gpuTypes: [GpuType!]!
     "One of the caller's pods."
     pod(input: PodFilter!): Pod
+    "One of the caller's apps, by id or name."
+    flashApp(flashAppId: String!): FlashApp
+    flashDeployment(flashAppId: String!, deploymentId: String!): FlashDeployment
   }
 
   type Mutation {
+    createFlashApp(input: CreateFlashAppInput!): FlashApp!
+    createFlashEnvironment(input: CreateFlashEnvironmentInput!): FlashEnvironment!
+    prepareFlashArtifactUpload(input: PrepareFlashArtifactUploadInput!): FlashArtifactUpload!
+    finalizeFlashArtifactUpload(input: FinalizeFlashArtifactUploadInput!): FlashBuild!
+    "Starts the deploy workflow; poll flashDeployment for its outcome."
+    deployBuildToEnvironment(input: DeployBuildToEnvironmentInput!): FlashDeployment!
+    "Deletes the app, its environments' endpoints and its artifacts; answers true."
+    deleteFlashApp(flashAppId: String!): Boolean
+    "Deletes the environment and its endpoints; answers true."
+    deleteFlashEnvironment(flashEnvironmentId: String!): Boolean
     saveEndpoint(input: EndpointInput!): Endpoint!
     "Deletes an endpoint whose workersMin and workersMax are both 0; answers null."
     deleteEndpoint(id: String!): Boolean

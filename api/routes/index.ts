@@ -5,6 +5,7 @@ import { recordCachesOf } from '../../domain/record-cache.ts';
 import { authenticateRequests, principalOf } from '../auth.ts';
 import { refuseUnstorableBodies } from '../input-guards.ts';
 import { countRequests, jobApiCounter } from '../rate-limit.ts';
+import { artifactRoutes } from './apps.ts';
 import { jobApiRoutes } from './jobs.ts';
 import { managementRoutes, type ContextOptions } from './management.ts';
 import { workerProtocolRoutes } from './worker-protocol.ts';
@@ -12,7 +13,7 @@ import { workerProtocolRoutes } from './worker-protocol.ts';
 /**
  * Every surface of the API, each in its own scope with its own authentication and limits: the
  * management REST API (management.ts), the job API (below), the worker protocol (a worker's own
- * credential, checked by its handlers), GraphQL (key and quota on its route) and the
+ * credential, checked by its handlers), the signed artifact routes (the URL is the credential), GraphQL (key and quota on its route) and the
  * load-balancing proxy (its scope's hooks). The public routes (health, readiness, metrics, the
  * OpenAPI document and the explorers) are outside all of them.
  */
@@ -20,6 +21,7 @@ export async function registerRoutes(app: FastifyInstance, { ctx }: ContextOptio
   await app.register(managementRoutes, { ctx });
   await app.register(jobApi, { ctx });
   workerProtocolRoutes(app, ctx);
+  await app.register(artifactRoutes, { ctx });
   await app.register(async (scope) => registerGraphql(scope, ctx));
   lbProxyRoutes(app, ctx);
 }

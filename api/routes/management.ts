@@ -4,6 +4,7 @@ import { authenticateRequests, principalOf, requireDeclaredScopes } from '../aut
 import { refuseUnstorableBodies } from '../input-guards.ts';
 import { countRequests, managementCounter } from '../rate-limit.ts';
 import { apiKeyRoutes } from './api-keys.ts';
+import { appRoutes } from './apps.ts';
 import { billingRoutes } from './billing.ts';
 import { catalogRoutes } from './catalog.ts';
 import { hostRoutes } from './hosts.ts';
@@ -45,4 +46,5 @@ export async function managementRoutes(scope: FastifyInstance, { ctx }: ContextO
   await scope.register(billingRoutes, { ctx });
   await scope.register(apiKeyRoutes, { ctx });
   await scope.register(hostRoutes, { ctx });
+  await scope.register(appRoutes, { ctx });
 }

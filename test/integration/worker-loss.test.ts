@@ -53,6 +53,7 @@ function orchestration(): OrchestrationRuntime {
     workerUrl: p.ctx.workerUrl ?? p.ctx.publicUrl,
     temporal: p.ctx.temporal,
     pool: p.ctx.ssh,
+    signingKey: p.ctx.signingKey,
     settings: DEFAULT_ORCHESTRATION_SETTINGS,
     platform: p.ctx.settings,
   };

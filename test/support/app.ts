@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp, type AppOptions } from '../../api/app.ts';
 import { ensureAdmin } from '../../domain/auth.ts';
+import { createBlobStore } from '../../domain/blob-store.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { createDb } from '../../domain/db.ts';
 import { randomString } from '../../domain/ids.ts';
@@ -78,16 +82,20 @@ export async function startTestApp(options: Partial<AppOptions> & { revocationBo
   const databaseUrl = await freshDatabase();
   const db = createDb(databaseUrl, 4);
   const connection = await Connection.connect({ address: inject('temporalAddress') });
+  const secrets = SecretBox.fromKey(randomBytes(32).toString('hex'));
+  const config = loadConfig();
   const ctx: DomainContext = {
     db,
     temporal: new Client({ connection }),
     taskQueue: `inject-${randomString(8)}`,
     publicUrl: 'http://127.0.0.1:8080',
-    secrets: SecretBox.fromKey(randomBytes(32).toString('hex')),
+    secrets,
     ssh: new SshPool(),
     records: new RecordCaches(revocationBoundMs),
     // The settings the environment gives (a test sets GANTRY_* variables before it starts the app).
-    settings: loadConfig().settings,
+    settings: config.settings,
+    blobs: createBlobStore(config.blobStore.kind === 'directory' ? { kind: 'directory', dir: mkdtempSync(path.join(tmpdir(), 'gantry-blobs-')) } : config.blobStore),
+    signingKey: secrets.derive('signed-urls'),
   };
   const adminKey = `gntr_test_${randomString(32)}`;
   await ensureAdmin(db, adminKey);

@@ -1,0 +1,35 @@
+import { Context } from '@temporalio/activity';
+import { create } from 'tar';
+import { builtRuntimePython } from '../domain/apps.ts';
+import type { AppSettings } from '../domain/settings.ts';
+import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
+import type { SshPool } from '../hostctl/ssh.ts';
+
+/** The runtime's build context, made once per process: the Containerfile and the Python package. */
+let context: Promise<Buffer> | undefined;
+
+function buildContext(dir: string): Promise<Buffer> {
+  context ??= (async () => {
+    const chunks: Buffer[] = [];
+    const stream = create({ cwd: dir, portable: true, filter: (p) => !/(^|\/)(__pycache__|tests)(\/|$)|\.pyc$/.test(p) }, ['Containerfile', 'gantry']);
+    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  })();
+  return context;
+}
+
+/**
+ * Deployed apps run Gantry's runtime image. Unless an operator names one to pull
+ * (GANTRY_RUNTIME_IMAGE), each host builds it once from the Containerfile Gantry ships, on the
+ * configured base (a `python:3.X-slim` by default): a host needs no registry account of Gantry's,
+ * and the image name carries a digest of what went in, so a new Gantry builds a new one.
+ * Answers whether it built; other images are left to the ordinary pull.
+ */
+export async function ensureRuntimeImage(pool: SshPool, h: HostHandle, image: string, apps: AppSettings, timeoutMs: number): Promise<'built' | 'present' | 'not-runtime'> {
+  const python = builtRuntimePython(image);
+  if (!python) return 'not-runtime';
+  if (await imagePresent(pool, h, image)) return 'present';
+  const base = apps.runtimeBaseImage.replaceAll('{python}', python);
+  await buildImage(pool, h, image, await buildContext(apps.runtimeContextDir), { BASE_IMAGE: base }, { timeoutMs, signal: Context.current().cancellationSignal });
+  return 'built';
+}

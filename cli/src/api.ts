@@ -1,0 +1,176 @@
+import { openAsBlob } from 'node:fs';
+import { CliError, describeError } from './errors.ts';
+
+/** The platform's answers (docs/apps.md "Platform REST"). */
+export interface AppEndpoint {
+  resource: string;
+  id: string;
+  name: string;
+  type: 'QUEUE_BASED' | 'LOAD_BALANCING';
+  kind: 'queue' | 'lb';
+  url: string;
+  routes: Array<{ method: string; path: string }>;
+}
+
+export interface Environment {
+  id: string;
+  name: string;
+  createdAt: string;
+  currentBuildId: string | null;
+  endpoints: AppEndpoint[];
+}
+
+export interface App {
+  id: string;
+  name: string;
+  createdAt: string;
+  environments: Environment[];
+}
+
+export interface Build {
+  id: string;
+  sha256: string;
+  size: number;
+  fingerprint: string;
+  pythonVersion: string;
+  status: 'UPLOADING' | 'READY';
+  createdAt: string;
+}
+
+export interface PreparedUpload {
+  build: Build;
+  upload: { url: string; method: 'PUT'; headers: Record<string, string>; expiresAt: string };
+}
+
+export interface Deployment {
+  id: string;
+  workflowId: string;
+  status: 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+  error: string | null;
+  buildId: string;
+  environment: string;
+  createdAt: string;
+  finishedAt: string | null;
+  endpoints: AppEndpoint[];
+}
+
+/** RFC 9457 problem details, the error body of every REST answer. */
+interface Problem {
+  title?: string;
+  status?: number;
+  detail?: string;
+  errors?: unknown[];
+}
+
+/** An HTTP error answer, turned into one message: the problem's detail and its validation entries. */
+export class ApiError extends CliError {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+const REQUEST_TIMEOUT_MS = 60_000;
+/** An upload of up to 1.5 GB over a slow link. */
+const UPLOAD_TIMEOUT_MS = 60 * 60_000;
+
+export class PlatformClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly apiKey: string,
+  ) {}
+
+  private url(pathname: string): URL {
+    const base = this.baseUrl.endsWith('/') ? this.baseUrl : `${this.baseUrl}/`;
+    return new URL(pathname.replace(/^\//, ''), base);
+  }
+
+  async request<T>(method: string, pathname: string, body?: unknown): Promise<T> {
+    const url = this.url(pathname);
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.apiKey}`,
+          accept: 'application/json, application/problem+json',
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        body: body !== undefined ? JSON.stringify(body) : undefined,
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
+    } catch (err) {
+      throw unreachable(this.baseUrl, err);
+    }
+    if (!res.ok) throw await problemError(res, `${method} ${url.pathname}`);
+    if (res.status === 204) return undefined as T;
+    const text = await res.text();
+    if (!text) return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new CliError(`The platform answered ${method} ${url.pathname} with something other than JSON (is ${this.baseUrl} a Gantry API?).`);
+    }
+  }
+
+  listApps = (): Promise<{ apps: App[] }> => this.request('GET', '/v2/apps');
+  getApp = (app: string): Promise<App> => this.request('GET', `/v2/apps/${enc(app)}`);
+  createApp = (name: string, environment?: string): Promise<App> => this.request('POST', '/v2/apps', { name, ...(environment ? { environment } : {}) });
+  deleteApp = (app: string): Promise<void> => this.request('DELETE', `/v2/apps/${enc(app)}`);
+  listEnvironments = (app: string): Promise<{ environments: Environment[] }> => this.request('GET', `/v2/apps/${enc(app)}/environments`);
+  createEnvironment = (app: string, name: string): Promise<Environment> => this.request('POST', `/v2/apps/${enc(app)}/environments`, { name });
+  deleteEnvironment = (app: string, env: string): Promise<void> => this.request('DELETE', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
+  prepareUpload = (app: string, body: { sha256: string; size: number; manifest: unknown }): Promise<PreparedUpload> =>
+    this.request('POST', `/v2/apps/${enc(app)}/builds`, body);
+  finalizeUpload = (app: string, buildId: string): Promise<Build> => this.request('POST', `/v2/apps/${enc(app)}/builds/${enc(buildId)}/finalize`);
+  deploy = (app: string, env: string, buildId: string): Promise<Deployment> =>
+    this.request('POST', `/v2/apps/${enc(app)}/environments/${enc(env)}/deployments`, { buildId });
+  getDeployment = (app: string, id: string): Promise<Deployment> => this.request('GET', `/v2/apps/${enc(app)}/deployments/${enc(id)}`);
+  deleteEndpoint = (id: string): Promise<void> => this.request('DELETE', `/v2/serverless/${enc(id)}`);
+
+  /** The artifact's bytes to the signed URL: no bearer key (the URL is the credential), only the headers it came with. */
+  async upload(upload: PreparedUpload['upload'], file: string): Promise<void> {
+    const url = new URL(upload.url, this.url('/'));
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: upload.method || 'PUT',
+        headers: upload.headers,
+        body: await openAsBlob(file),
+        signal: AbortSignal.timeout(UPLOAD_TIMEOUT_MS),
+      });
+    } catch (err) {
+      throw unreachable(url.origin, err);
+    }
+    if (!res.ok) throw await problemError(res, 'the artifact upload');
+    await res.arrayBuffer();
+  }
+}
+
+const enc = encodeURIComponent;
+
+function unreachable(where: string, err: unknown): CliError {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  if ((err as Error).name === 'TimeoutError') return new CliError(`The platform at ${where} did not answer in time.`);
+  const why = cause?.code ?? cause?.message ?? describeError(err);
+  return new CliError(`Cannot reach the platform at ${where} (${why}); check that it runs and that GANTRY_API_URL (or \`gantry login --api-url\`) points at it.`);
+}
+
+/** One message from an error answer: the problem's detail, its errors entries, the status. */
+async function problemError(res: Response, what: string): Promise<ApiError> {
+  const text = await res.text().catch(() => '');
+  let problem: Problem = {};
+  try {
+    problem = JSON.parse(text) as Problem;
+  } catch {
+    // Not problem+json (a proxy's page): the status says what there is to say.
+  }
+  const entries = (problem.errors ?? []).map((e) => (typeof e === 'string' ? e : JSON.stringify(e)));
+  const detail = (problem.detail ?? problem.title ?? res.statusText) || `HTTP ${res.status}`;
+  const withEntries = entries.length > 0 ? `${detail.replace(/\.$/, '')}: ${entries.join('; ')}` : detail;
+  const hint = res.status === 401 ? '; the API key was refused: check SERVICE_API_KEY, the project .env, or run `gantry login`' : '';
+  return new ApiError(res.status, `${withEntries.replace(/\.$/, '')} (${what}: HTTP ${res.status})${hint}.`);
+}

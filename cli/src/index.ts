@@ -1,0 +1,52 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { registerApp } from './app.ts';
+import { registerBuild } from './build.ts';
+import { registerDeploy } from './deploy.ts';
+import { registerEnv } from './env.ts';
+import { CliError } from './errors.ts';
+import { registerInit } from './init.ts';
+import { registerLogin } from './login.ts';
+import { failActiveProgress } from './output.ts';
+import { CLI_ROOT } from './python.ts';
+import { registerUndeploy } from './undeploy.ts';
+
+const version = (JSON.parse(readFileSync(path.join(CLI_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+/** Usage errors (unknown flag, missing argument, bad choice) exit 2, as most command-line tools do. */
+const USAGE_EXIT = 2;
+
+function program(): Command {
+  const root = new Command('gantry')
+    .description('Scaffold, build and deploy Python functions as Gantry endpoints.')
+    .version(version, '-v, --version')
+    // Set before the subcommands exist: they inherit it.
+    .exitOverride((err: CommanderError) => {
+      // Help and --version exit 0; every other commander exit is a usage error.
+      process.exit(err.exitCode === 0 ? 0 : USAGE_EXIT);
+    })
+    .showSuggestionAfterError(true);
+  registerInit(root);
+  registerBuild(root);
+  registerDeploy(root);
+  registerUndeploy(root);
+  registerEnv(root);
+  registerApp(root);
+  registerLogin(root);
+  return root;
+}
+
+try {
+  await program().parseAsync(process.argv);
+} catch (err) {
+  failActiveProgress();
+  if (err instanceof CliError) {
+    process.stderr.write(`error: ${err.message}\n`);
+    process.exitCode = err.exitCode;
+  } else {
+    // Not a message written for the user: a bug, so the stack helps whoever reports it.
+    process.stderr.write(`error: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}
