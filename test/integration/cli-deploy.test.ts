@@ -1,0 +1,217 @@
+/**
+ * From Python code to URLs, as a user does it: the real `gantry` CLI (a child process) in a temporary
+ * project against the whole platform with an SSH test host in front of this machine's Podman.
+ * Hosts build the runtime image from sdk/python/Containerfile on a Debian-made Python base
+ * (infra/python-base-image.ts; no registry is reachable here), workers fetch their artifact by a
+ * signed URL, and every call goes through the public job API or the load-balancing proxy.
+ *
+ * The GPU template's endpoint is created and takes jobs, but the test host has no GPU, so nothing
+ * runs them here: the queue runtime is exercised by the CPU template (the same code path).
+ */
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
+import { call, type TestPlatform } from '../support/platform.ts';
+import { gantry, tempDir } from '../cli/helpers.ts';
+import { startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+
+let fixture: OneHostPlatform | undefined;
+let p: TestPlatform;
+const root = tempDir('gantry-deploy-');
+const home = path.join(root, 'home');
+const project = path.join(root, 'shop');
+const cli = (args: string[], cwd = project, env: Record<string, string | undefined> = {}, timeoutMs = 300_000) =>
+  gantry(args, { cwd, home, env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url, ...env }, timeoutMs });
+
+beforeAll(async () => {
+  await ensurePythonBaseImage('3.11');
+  await ensurePythonBaseImage('3.13');
+  process.env.GANTRY_RUNTIME_BASE_IMAGE = 'localhost/gantry-python:{python}';
+  process.env.GANTRY_ARTIFACT_CACHE_DIR = path.join(root, 'host-cache');
+  process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
+  fixture = await startOneHostPlatform('apps-box');
+  p = fixture.p;
+}, 900_000);
+
+afterAll(async () => {
+  await fixture?.stop();
+  delete process.env.GANTRY_RUNTIME_BASE_IMAGE;
+  delete process.env.GANTRY_ARTIFACT_CACHE_DIR;
+}, 180_000);
+
+interface DeployedEndpoint {
+  resource: string;
+  id: string;
+  name: string;
+  kind: 'queue' | 'lb';
+  url: string;
+  routes: Array<{ method: string; path: string }>;
+}
+
+async function deployJson(args: string[] = [], cwd = project): Promise<{ deployment: { status: string; endpoints: DeployedEndpoint[] } }> {
+  const r = await cli(['deploy', '--json', ...args], cwd);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+/** Submits a job and waits for its end through the public job API. */
+async function runJob(url: string, input: unknown, timeoutMs = 240_000): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON
+  const submitted = await call(url, 'POST', '/run', { key: p.adminKey, body: { input } });
+  expect(submitted.status, JSON.stringify(submitted.body)).toBe(200);
+  return until(
+    `job ${submitted.body.id}`,
+    async () => {
+      const s = await call(url, 'GET', `/status/${submitted.body.id}`, { key: p.adminKey });
+      return ['COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'].includes(s.body.status) ? s.body : undefined;
+    },
+    timeoutMs,
+    250,
+  );
+}
+
+/** A load-balanced route, retried while the first worker starts (the proxy answers 503 until one is ready). */
+async function lbCall(base: string, method: string, route: string, body?: unknown, timeoutMs = 240_000): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON
+  return until(
+    `${method} ${route}`,
+    async () => {
+      const r = await call(base, method, route, { key: p.adminKey, body });
+      return r.status === 200 ? r.body : undefined;
+    },
+    timeoutMs,
+    500,
+  );
+}
+
+describe('gantry init, build and deploy on real workers', () => {
+  let endpoints: Record<string, DeployedEndpoint>;
+
+  it('deploys the three template workers and each URL answers', async () => {
+    const init = await gantry(['init', 'shop'], { cwd: root, home });
+    expect(init.code, init.stderr).toBe(0);
+    const out = await deployJson();
+    expect(out.deployment.status).toBe('SUCCEEDED');
+    endpoints = Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e]));
+    expect(Object.keys(endpoints).sort()).toEqual(['cpu-worker', 'gpu-worker', 'lb-worker']);
+    expect(endpoints['lb-worker']!.routes).toEqual(expect.arrayContaining([{ method: 'POST', path: '/process' }, { method: 'GET', path: '/health' }]));
+
+    // The queue-based CPU function, through /run and /status, then /runsync once it is warm.
+    const job = await runJob(endpoints['cpu-worker']!.url, { a: 2, b: 3 });
+    expect(job, JSON.stringify(job)).toMatchObject({ status: 'COMPLETED', output: { sum: 5 } });
+    const sync = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 40, b: 2 } } });
+    expect(sync.body).toMatchObject({ status: 'COMPLETED', output: { sum: 42 } });
+    // Bad input is the job's error, not a dead worker.
+    const bad = await runJob(endpoints['cpu-worker']!.url, { a: 1 });
+    expect(bad.status).toBe('FAILED');
+    expect(JSON.stringify(bad)).toMatch(/b/);
+
+    // The load-balanced routes.
+    const base = endpoints['lb-worker']!.url;
+    expect(await lbCall(base, 'POST', '/process', { text: 'one two three' })).toEqual({ text: 'one two three', words: 3 });
+    expect(await lbCall(base, 'GET', '/health')).toEqual({ status: 'ok' });
+    expect((await call(base, 'GET', '/health')).status).toBe(401);
+
+    // The GPU function's endpoint exists and queues jobs (no GPU here to run them).
+    const gpu = await call(endpoints['gpu-worker']!.url, 'POST', '/run', { key: p.adminKey, body: { input: { prompt: 'a cat' } } });
+    expect(gpu.body.status).toBe('IN_QUEUE');
+    const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpoints['gpu-worker']!.id } });
+    expect(row.gpuPools).toEqual(['ADA_24']);
+    await call(endpoints['gpu-worker']!.url, 'POST', `/cancel/${gpu.body.id}`, { key: p.adminKey });
+  }, 900_000);
+
+  it('rolls a source change out with no failed call on the way', async () => {
+    const cpuFile = path.join(project, 'cpu_worker.py');
+    writeFileSync(cpuFile, readFileSync(cpuFile, 'utf8').replace('return {"sum": a + b}', 'return {"sum": a + b, "version": 2}'));
+    const lbFile = path.join(project, 'lb_worker.py');
+    writeFileSync(lbFile, readFileSync(lbFile, 'utf8').replace('return {"status": "ok"}', 'return {"status": "ok", "version": 2}'));
+
+    // Calls keep going while the release replaces the workers.
+    let stop = false;
+    const failures: string[] = [];
+    let calls = 0;
+    const loop = (async () => {
+      while (!stop) {
+        const [q, l] = await Promise.all([
+          call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 1, b: 1 } } }),
+          call(endpoints['lb-worker']!.url, 'GET', '/health', { key: p.adminKey }),
+        ]);
+        calls++;
+        if (q.status !== 200 || q.body.status !== 'COMPLETED') failures.push(`queue: ${q.status} ${JSON.stringify(q.body)}`);
+        if (l.status !== 200) failures.push(`lb: ${l.status} ${JSON.stringify(l.body)}`);
+      }
+    })();
+    try {
+      const out = await deployJson();
+      expect(out.deployment.status).toBe('SUCCEEDED');
+      // The same endpoints (same URLs), new code.
+      expect(Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e.url]))).toEqual(Object.fromEntries(Object.values(endpoints).map((e) => [e.resource, e.url])));
+      await until('the new code to answer', async () => {
+        const r = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 1, b: 1 } } });
+        return r.body.output?.version === 2;
+      }, 120_000);
+      expect(await lbCall(endpoints['lb-worker']!.url, 'GET', '/health')).toEqual({ status: 'ok', version: 2 });
+    } finally {
+      stop = true;
+      await loop;
+    }
+    expect(calls).toBeGreaterThan(3);
+    expect(failures).toEqual([]);
+    const releases = await p.ctx.db.release.findMany({ where: { endpointId: endpoints['cpu-worker']!.id }, orderBy: { version: 'asc' } });
+    expect(releases.at(-1)).toMatchObject({ version: 2, status: 'COMPLETED' });
+  }, 900_000);
+
+  it('follows the environment rules and undeploys', async () => {
+    // Rule 3: several environments and no --env: the command fails naming them.
+    expect((await cli(['env', 'create', 'staging'])).code).toBe(0);
+    const ambiguous = await cli(['deploy']);
+    expect(ambiguous.code).toBe(1);
+    expect(ambiguous.stderr).toMatch(/production/);
+    expect(ambiguous.stderr).toMatch(/staging/);
+    // Rule 1: an app that does not exist is made with the named environment.
+    const other = await deployJson(['--app', 'shop-two', '--env', 'dev']);
+    expect(other.deployment.status).toBe('SUCCEEDED');
+    expect(other.deployment.endpoints.map((e) => e.name).sort()).toEqual(['shop-two-dev-cpu-worker', 'shop-two-dev-gpu-worker', 'shop-two-dev-lb-worker']);
+    const apps = await call(p.url, 'GET', '/v2/apps', { key: p.adminKey });
+    expect(apps.body.apps.map((a: { name: string; environments: Array<{ name: string }> }) => [a.name, a.environments.map((e) => e.name)])).toEqual([
+      ['shop', ['production', 'staging']],
+      ['shop-two', ['dev']],
+    ]);
+
+    const listed = await cli(['undeploy', 'list', '--json', '--env', 'production']);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(JSON.stringify(JSON.parse(listed.stdout))).toMatch(/shop-cpu-worker/);
+    const one = await cli(['undeploy', 'gpu-worker', '--env', 'production']);
+    expect(one.code, one.stderr).toBe(0);
+    expect((await call(p.url, 'GET', `/v2/serverless/${endpoints['gpu-worker']!.id}`, { key: p.adminKey })).status).toBe(404);
+    // --all without a terminal and without --yes refuses; with --yes it removes the rest.
+    expect((await cli(['undeploy', '--all', '--env', 'production'])).code).toBe(1);
+    const all = await cli(['undeploy', '--all', '--yes', '--env', 'production']);
+    expect(all.code, all.stderr).toBe(0);
+    expect((await call(p.url, 'GET', `/v2/serverless/${endpoints['cpu-worker']!.id}`, { key: p.adminKey })).status).toBe(404);
+  }, 600_000);
+
+  it('deploys for another Python version (3.13)', async () => {
+    const dir = path.join(root, 'py313');
+    expect((await gantry(['init', 'py313'], { cwd: root, home })).code).toBe(0);
+    rmSync(path.join(dir, 'gpu_worker.py'));
+    rmSync(path.join(dir, 'lb_worker.py'));
+    writeFileSync(
+      path.join(dir, 'cpu_worker.py'),
+      'import platform\nfrom gantry import endpoint\n\n@endpoint(name="version", cpu="cpu3c-2-4")\ndef version() -> dict:\n    """Which Python runs me."""\n    return {"python": platform.python_version()}\n',
+    );
+    const out = await deployJson(['--python-version', '3.13'], dir);
+    const [e] = out.deployment.endpoints;
+    const job = await runJob(e!.url, {});
+    expect(job.output.python).toMatch(/^3\.13\./);
+  }, 600_000);
+
+  it('says clearly what is wrong: a refused key, a broken file', async () => {
+    const wrong = await cli(['deploy'], project, { SERVICE_API_KEY: 'gntr_not_a_real_key_0000000000000000000000' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr.trim().split('\n').at(-1)).toMatch(/key/i);
+    writeFileSync(path.join(project, 'broken.py'), 'from gantry import endpoint\n\ndef oops(:\n    pass\n');
+    const broken = await cli(['deploy', '--env', 'production']);
+    expect(broken.code).toBe(1);
+    expect(broken.stderr).toMatch(/broken\.py:3/);
+  }, 120_000);
+});
