@@ -163,6 +163,18 @@ describe('artifact upload', () => {
     expect((await fetch(url, { method: 'PUT', body: bytes })).status).toBe(409);
   });
 
+  it('counts forged signatures as failed authentications: an address that keeps guessing is refused', async () => {
+    const other = await startTestPlatform({ GANTRY_AUTH_FAILURES_PER_MINUTE: '5' });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 7; i++) statuses.push((await fetch(`${other.url}/v2/artifacts/nobuild${i}?expires=4102444800&sig=${'A'.repeat(43)}`)).status);
+      expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+      expect(statuses.slice(5)).toEqual([429, 429]);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it('validates the manifest, naming the field', async () => {
     const bad = manifest([{ name: 'a', compute: { gpu: { pools: ['NOT_A_POOL'], count: 1 } } }, { name: 'a' }, { name: 'b', env: { GANTRY_APP: 'x' } }]);
     const r = await call(p.url, 'POST', '/v2/apps/uploads/builds', { key, body: { sha256: 'b'.repeat(64), size: 10, manifest: bad } });

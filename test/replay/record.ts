@@ -20,6 +20,7 @@ import type { EndpointScalingState, WorkerActivities } from '../../activities/wo
 import {
   cancelRollout,
   deleteEndpoint,
+  deployWorkflowId,
   endpointChanged,
   endpointWorkflowId,
   getScalingStatus,
@@ -40,6 +41,7 @@ import {
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
+import type { DeployActivities } from '../../activities/deployments.ts';
 import type { JobActivities } from '../../activities/jobs.ts';
 import { GANTRY_SEARCH_ATTRIBUTES, gantryMemo, gantrySearchAttributes } from '../../workflows/search-attributes.ts';
 
@@ -153,7 +155,28 @@ const jobActivities: JobActivities = {
   },
 };
 
-const activities: EndpointActivities & typeof orchestration & JobActivities = {
+/** The deploy workflow's activities over one in-memory deployment: releases finish or halt as the scenario says. */
+const deployWorld = { halt: false, reverted: 0, outcome: '' };
+const deployActivities: DeployActivities = {
+  async applyDeployment() {
+    return { releases: [{ endpointId: 'recorded-ep-1', resource: 'api', version: 2, created: false }, { endpointId: 'recorded-ep-2', resource: 'worker', version: 1, created: true }] };
+  },
+  async waitForReleases() {
+    return { failed: deployWorld.halt ? [{ resource: 'api', reason: 'workers of v2 never became ready' }] : [] };
+  },
+  async revertDeployment() {
+    deployWorld.reverted++;
+  },
+  async completeDeployment() {
+    deployWorld.outcome = 'SUCCEEDED';
+  },
+  async failDeployment() {
+    deployWorld.outcome = 'FAILED';
+  },
+};
+
+const activities: EndpointActivities & typeof orchestration & JobActivities & DeployActivities = {
+  ...deployActivities,
   async loadEndpointSpec(endpointId) {
     return world.rows.get(endpointId) ?? defaultRow(endpointId);
   },
@@ -379,6 +402,21 @@ try {
     });
     await env.client.workflow.getHandle(workflowId).result();
     if (jobWorld.webhooks !== 1) throw new Error(`expected one webhook delivery, saw ${jobWorld.webhooks}`);
+    return workflowId;
+  });
+  await record('deployWorkflow-v1-released', async () => {
+    deployWorld.halt = false;
+    const workflowId = deployWorkflowId('recorded', 'production', 'build00000001');
+    const result = await env.client.workflow.execute('deployWorkflow', { workflowId, taskQueue: 'record', args: [{ deploymentId: 'recorded-deployment-1' }] });
+    if (result.status !== 'SUCCEEDED' || deployWorld.outcome !== 'SUCCEEDED') throw new Error(`expected a successful deployment, got ${JSON.stringify(result)}`);
+    return workflowId;
+  });
+
+  await record('deployWorkflow-v1-halted-reverted', async () => {
+    deployWorld.halt = true;
+    const workflowId = deployWorkflowId('recorded', 'production', 'build00000002');
+    const result = await env.client.workflow.execute('deployWorkflow', { workflowId, taskQueue: 'record', args: [{ deploymentId: 'recorded-deployment-2' }] });
+    if (result.status !== 'FAILED' || deployWorld.reverted !== 1) throw new Error(`expected a reverted deployment, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 } finally {
