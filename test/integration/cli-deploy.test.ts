@@ -160,6 +160,39 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(releases.at(-1)).toMatchObject({ version: 2, status: 'COMPLETED' });
   }, 900_000);
 
+  it('leaves the environment on its previous build when a release fails', async () => {
+    const before = (await call(p.url, 'GET', '/v2/apps/shop/environments/production', { key: p.adminKey })).body.currentBuildId;
+    const cpuFile = path.join(project, 'cpu_worker.py');
+    const good = readFileSync(cpuFile, 'utf8');
+    writeFileSync(cpuFile, `${good}\nraise RuntimeError("broken at import")\n`);
+    // Calls keep a worker of the good build busy, so the release has one to replace (and must not lose it).
+    let stop = false;
+    const failures: string[] = [];
+    const loop = (async () => {
+      while (!stop) {
+        const q = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 2, b: 2 } } });
+        if (q.status !== 200 || q.body.status !== 'COMPLETED') failures.push(`${q.status} ${JSON.stringify(q.body)}`);
+      }
+    })();
+    try {
+      await until('a worker of the good build', async () => (await p.ctx.db.worker.count({ where: { endpointId: endpoints['cpu-worker']!.id, status: { in: ['IDLE', 'RUNNING'] } } })) > 0, 120_000);
+      const r = await cli(['deploy', '--env', 'production']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/cpu-worker/);
+      expect(r.stderr).toMatch(/previous build/);
+    } finally {
+      stop = true;
+      await loop;
+      writeFileSync(cpuFile, good);
+    }
+    expect(failures).toEqual([]);
+    expect((await call(p.url, 'GET', '/v2/apps/shop/environments/production', { key: p.adminKey })).body.currentBuildId).toBe(before);
+    const answer = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 1, b: 1 } } });
+    expect(answer.body).toMatchObject({ status: 'COMPLETED', output: { sum: 2, version: 2 } });
+    const releases = await p.ctx.db.release.findMany({ where: { endpointId: endpoints['cpu-worker']!.id }, orderBy: { version: 'asc' } });
+    expect(releases.map((x) => x.status)).toContain('HALTED');
+  }, 600_000);
+
   it('follows the environment rules and undeploys', async () => {
     // Rule 3: several environments and no --env: the command fails naming them.
     expect((await cli(['env', 'create', 'staging'])).code).toBe(0);
