@@ -11,6 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from './config.ts';
 import { stopChild } from './temporal.ts';
+import { freeLoopbackPort } from './local-port.ts';
 
 /** Pinned: the flags startVersityGw passes are the ones this release takes. */
 export const VERSITYGW_MODULE = 'github.com/versity/versitygw/cmd/versitygw@v1.8.0';
@@ -116,19 +117,6 @@ async function waitForGateway(endpoint: string, child: ChildProcess, timeoutMs: 
   throw new Error(`versitygw at ${endpoint} did not answer within ${timeoutMs} ms: ${String(lastError)}; ${output()}`);
 }
 
-/** Asks the kernel for a loopback port that is free now. */
-async function freeLoopbackPort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * Starts versitygw's POSIX backend over `dir` on a loopback port, with one root account, and waits

@@ -12,11 +12,12 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
+import { imageBuildLockPath, releaseImageBuildLock, tryImageBuildLock } from './image-build-lock.ts';
 
 export type PythonBaseVersion = '3.11' | '3.13';
 
@@ -95,27 +96,13 @@ function existingImage(podman: string, name: string): { id: string; label: strin
 
 /** Parallel test files may want the same image at once: one builds, the others wait for it. */
 async function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
-  const lock = path.join(tmpdir(), `gantry-image-${createHash('sha256').update(name).digest('hex').slice(0, 16)}.lock`);
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      let age = 0;
-      try {
-        age = Date.now() - statSync(lock).mtimeMs;
-      } catch {
-        continue;
-      }
-      // A cold debootstrap takes minutes; only a lock far older than that was left by a killed build.
-      if (age > 30 * 60_000) rmSync(lock, { recursive: true, force: true });
-      else await sleep(500);
-    }
-  }
+  const lock = imageBuildLockPath(name);
+  // A cold debootstrap takes minutes; only a lock far older than that was left by a killed build.
+  while (!tryImageBuildLock(lock, 30 * 60_000)) await sleep(500);
   try {
     return await fn();
   } finally {
-    rmSync(lock, { recursive: true, force: true });
+    releaseImageBuildLock(lock);
   }
 }
 

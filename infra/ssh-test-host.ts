@@ -6,10 +6,11 @@
 import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freeLoopbackPort } from './local-port.ts';
 
 /**
  * What a test host needs from Debian. podman pulls in conmon, containernetworking-plugins and
@@ -116,17 +117,6 @@ function keygen(file: string, comment: string): void {
   if (r.status !== 0) throw new Error(`ssh-keygen failed: ${r.stderr}`);
 }
 
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** True once something on the port speaks SSH (sends its `SSH-2.0-` banner). */
 function answersSsh(port: number): Promise<boolean> {

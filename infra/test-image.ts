@@ -9,6 +9,7 @@ import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, r
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
+import { imageBuildLockPath, releaseImageBuildLock, tryImageBuildLock } from './image-build-lock.ts';
 
 export const DEFAULT_TEST_IMAGE = 'localhost/gantry-test-worker:1';
 /** Image label holding a hash of what went in, so a changed app directory or node rebuilds. */
@@ -123,23 +124,8 @@ export function ensureTestWorkerImage(name: string = DEFAULT_TEST_IMAGE, options
   if (existingImage(podman, name)?.label === hash) return { name, built: false, ms: Date.now() - started };
 
   // Test files run in parallel and may ask for the same image at once: one builds, the others wait.
-  const lock = path.join(tmpdir(), `gantry-image-${createHash('sha256').update(name).digest('hex').slice(0, 16)}.lock`);
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      let age = 0;
-      try {
-        age = Date.now() - statSync(lock).mtimeMs;
-      } catch {
-        continue;
-      }
-      // A lock left by a killed process.
-      if (age > 5 * 60_000) rmSync(lock, { recursive: true, force: true });
-      else spawnSync('sleep', ['0.2']);
-    }
-  }
+  const lock = imageBuildLockPath(name);
+  while (!tryImageBuildLock(lock, 5 * 60_000)) spawnSync('sleep', ['0.2']);
   const work = mkdtempSync(path.join(tmpdir(), 'gantry-image-'));
   try {
     const previous = existingImage(podman, name);
@@ -160,7 +146,7 @@ export function ensureTestWorkerImage(name: string = DEFAULT_TEST_IMAGE, options
     if (previous?.id) spawnSync(podman, ['rmi', previous.id], { stdio: 'ignore' });
   } finally {
     rmSync(work, { recursive: true, force: true });
-    rmSync(lock, { recursive: true, force: true });
+    releaseImageBuildLock(lock);
   }
   return { name, built: true, ms: Date.now() - started };
 }

@@ -1,14 +1,1 @@
-import { createServer } from 'node:net';
-
-/** A TCP port that was free a moment ago on loopback. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freeLoopbackPort as freePort } from '../../infra/local-port.ts';
