@@ -4,8 +4,13 @@
  * every release finishes at once). The CLI and real workers are in test/cli/deploy.test.ts.
  */
 import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactDownloadUrl, discoveryVariable, type Manifest } from '../../domain/apps.ts';
+import { startVersityGw } from '../../infra/ensure-versitygw.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { until } from './orchestration-support.ts';
 
@@ -200,6 +205,47 @@ describe('artifact upload', () => {
     forged.searchParams.set('expires', '4102444800');
     expect((await fetch(forged)).status).toBe(401);
   });
+});
+
+describe('artifacts in an S3-compatible store', () => {
+  it('uploads straight to the store by a presigned URL, checks the digest there, and serves workers from it', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'gantry-apps-s3-'));
+    const gateway = await startVersityGw({ dir, accessKey: 'appsaccess', secretKey: 'appssecret0123456789' });
+    const admin = new S3Client({ endpoint: gateway.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'appsaccess', secretAccessKey: 'appssecret0123456789' } });
+    await admin.send(new CreateBucketCommand({ Bucket: 'artifacts' }));
+    const s3 = await startTestPlatform({
+      GANTRY_BLOB_STORE: 's3',
+      GANTRY_S3_ENDPOINT: gateway.endpoint,
+      GANTRY_S3_BUCKET: 'artifacts',
+      GANTRY_S3_ACCESS_KEY_ID: 'appsaccess',
+      GANTRY_S3_SECRET_ACCESS_KEY: 'appssecret0123456789',
+    });
+    try {
+      await call(s3.url, 'POST', '/v2/apps', { key: s3.adminKey, body: { name: 'on-s3', environment: 'production' } });
+      const bytes = Buffer.from('an artifact kept in S3');
+      const prepared = await call(s3.url, 'POST', '/v2/apps/on-s3/builds', { key: s3.adminKey, body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) } });
+      expect(prepared.status).toBe(201);
+      // The bytes go to the store, not through the API.
+      expect(prepared.body.upload.url.startsWith(gateway.endpoint)).toBe(true);
+      expect((await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: Buffer.from('not the declared bytes!') })).status).toBe(200);
+      expect((await call(s3.url, 'POST', `/v2/apps/on-s3/builds/${prepared.body.build.id}/finalize`, { key: s3.adminKey })).status).toBe(422);
+      expect((await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes })).status).toBe(200);
+      const fin = await call(s3.url, 'POST', `/v2/apps/on-s3/builds/${prepared.body.build.id}/finalize`, { key: s3.adminKey });
+      expect(fin.body.status).toBe('READY');
+      const stored = await admin.send(new ListObjectsV2Command({ Bucket: 'artifacts' }));
+      expect(stored.Contents?.map((o) => o.Key)).toEqual([expect.stringMatching(new RegExp(`^artifacts/.+/${prepared.body.build.id}\\.tar\\.gz$`))]);
+      const app = await s3.ctx.db.app.findFirstOrThrow({ where: { name: 'on-s3' } });
+      const signed = await artifactDownloadUrl(s3.ctx, s3.url, app.accountId, prepared.body.build.id);
+      const got = await fetch(signed!.url);
+      expect(Buffer.from(await got.arrayBuffer())).toEqual(bytes);
+      expect(got.headers.get('x-gantry-sha256')).toBe(sha256(bytes));
+    } finally {
+      await s3.stop();
+      admin.destroy();
+      await gateway.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 300_000);
 });
 
 describe('deployments', () => {
