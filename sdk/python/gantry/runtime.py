@@ -27,6 +27,7 @@ import inspect
 import json
 import keyword
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -452,7 +453,16 @@ class QueueWorker:
         except ValueError:
             raise Fatal(f"RUNPOD_PING_INTERVAL must be milliseconds, got {env.get('RUNPOD_PING_INTERVAL')!r}", 2) from None
         self.hostname = env.get("RUNPOD_POD_HOSTNAME") or socket.gethostname()
-        self.client = Client(self.key)
+        self.client = Client(self.key)       # the taker's connection
+        self.post_client = Client(self.key)  # the poster's
+        self._take_url_idle = self.take_url
+        self._take_url_busy = _with_param(take, "job_in_progress=1")
+        self._ready = queue.Queue()
+        self._results = queue.Queue()
+        self._slot = threading.Semaphore(1)
+        self._running = threading.Event()
+        self._flight_lock = threading.Lock()
+        self._flight = []  # taken, not yet posted: what pings report
         self.current_job = None
         self.jobs_done = 0
         self._poll_lock = threading.Lock()
@@ -566,7 +576,7 @@ class QueueWorker:
         backoff = Backoff(0.2, 5.0)
         for attempt in range(1, 11):
             try:
-                status, data = self.client.request("POST", url, body=body)
+                status, data = self.post_client.request("POST", url, body=body)
                 if 200 <= status < 300:
                     return True
                 if status != 429 and status < 500:
@@ -587,7 +597,7 @@ class QueueWorker:
         client = Client(self.key)
         failing = False
         while True:
-            url = _with_param(self.ping_url, "job_id=" + urllib.parse.quote(self.current_job or "", safe=""))
+            url = _with_param(self.ping_url, "job_id=" + urllib.parse.quote(self._in_flight(), safe=","))
             try:
                 status, _ = client.request("GET", url, timeout=10)
                 ok = status < 400
@@ -598,42 +608,88 @@ class QueueWorker:
             failing = not ok
             time.sleep(self.ping_interval)
 
+    def _in_flight(self):
+        with self._flight_lock:
+            return ",".join(self._flight)
+
+    def _take_ahead(self):
+        """The taker: keeps one job waiting beside the one that runs (a take while a job runs says
+        job_in_progress=1), so the next job's round trip overlaps this one's work."""
+        unreachable = Backoff(0.5, 10.0)  # the platform cannot be reached
+        refused = Backoff(0.5, 5.0)       # it answered, but not with a job (429, 5xx, ...)
+        while not self.stopper.is_set():
+            self._slot.acquire()  # released when the runner picks up the job waiting here
+            while not self.stopper.is_set():
+                self.take_url = self._take_url_busy if self._running.is_set() else self._take_url_idle
+                try:
+                    job = self.take()
+                except RequestFailed as e:
+                    if self.stopper.is_set():
+                        break
+                    if e.reused:
+                        continue
+                    if e.status is None:
+                        delay = unreachable.delay()
+                    else:
+                        unreachable.reset()
+                        delay = refused.delay()
+                    if e.status != 429:  # 429 is routine back-pressure, not worth a log line
+                        log_error(f"{e}; asking again in {delay:.1f} s")
+                    self.stopper.wait(delay)
+                    continue
+                unreachable.reset()
+                refused.reset()
+                if job is not None:
+                    with self._flight_lock:
+                        self._flight.append(job["id"])
+                    self._ready.put(job)
+                    break
+        self._ready.put(None)  # tells the runner no more jobs come
+
+    def _post_behind(self):
+        """The poster: sends results in order on a connection of its own, while the next job runs."""
+        while True:
+            item = self._results.get()
+            if item is None:
+                return
+            job_id, body = item
+            try:
+                self.post_done(job_id, body)
+            finally:
+                with self._flight_lock:
+                    if job_id in self._flight:
+                        self._flight.remove(job_id)
+
     def run(self):
         if self.ping_url:
             threading.Thread(target=self.ping_forever, name="gantry-ping", daemon=True).start()
         log(f"worker {self.worker_id} serving {getattr(self.fn, '__name__', 'the function')} from the job queue")
-        unreachable = Backoff(0.5, 10.0)  # the platform cannot be reached
-        refused = Backoff(0.5, 5.0)       # it answered, but not with a job (429, 5xx, ...)
-        while not self.stopper.is_set():
-            try:
-                job = self.take()
-            except RequestFailed as e:
-                if self.stopper.is_set():
-                    break
-                if e.reused:
-                    continue
-                if e.status is None:
-                    delay = unreachable.delay()
-                else:
-                    unreachable.reset()
-                    delay = refused.delay()
-                if e.status != 429:  # 429 is routine back-pressure, not worth a log line
-                    log_error(f"{e}; asking again in {delay:.1f} s")
-                self.stopper.wait(delay)
-                continue
-            unreachable.reset()
-            refused.reset()
+        taker = threading.Thread(target=self._take_ahead, name="gantry-take", daemon=True)
+        poster = threading.Thread(target=self._post_behind, name="gantry-post", daemon=True)
+        taker.start()
+        poster.start()
+        # The function runs on this (the main) thread, as an app expects; the taker and the poster
+        # do the network on theirs. Every job taken is run and its result posted, a stop included.
+        while True:
+            job = self._ready.get()
             if job is None:
-                continue
+                break
+            self._running.set()
+            self._slot.release()
             self.current_job = job["id"]
             try:
                 body = self.run_job(job)
-                self.post_done(job["id"], body)
             finally:
                 self.current_job = None
+                self._running.clear()
+            self._results.put((job["id"], body))
             self.jobs_done += 1
+        taker.join()
+        self._results.put(None)
+        poster.join()
         log(f"stopped after {self.jobs_done} job{'s' if self.jobs_done != 1 else ''}")
         self.client.close()
+        self.post_client.close()
 
 
 async def _collect_async(gen):
