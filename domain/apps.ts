@@ -381,9 +381,9 @@ const downloadPath = (buildId: string): string => `/v2/artifacts/${buildId}`;
 export async function prepareArtifactUpload(ctx: DomainContext, principal: Principal, appRef: string, body: unknown): Promise<PreparedUploadView> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(PrepareUploadSchema, body);
+  const app = await findApp(ctx, principal, appRef);
   const problems = manifestProblems(input.manifest);
   if (problems.length > 0) throw validationFailed(problems);
-  const app = await findApp(ctx, principal, appRef);
   const id = newId();
   const build = await ctx.db.build.create({
     data: {
