@@ -1,10 +1,9 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Build } from '../generated/prisma/client.ts';
-import { appEndpointUrl, resourceEndpointBody, runtimeImageFor, type Manifest, type ManifestResource } from '../domain/apps.ts';
+import { writeResourceEndpoints, type Manifest } from '../domain/apps.ts';
 import type { Principal } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
-import { parseCpuInstanceId } from '../domain/cpu-instances.ts';
-import { createEndpoint, deleteEndpoint, updateEndpoint } from '../domain/endpoints.ts';
+import { deleteEndpoint } from '../domain/endpoints.ts';
 import { DomainError } from '../domain/errors.ts';
 import { stableId } from '../domain/ids.ts';
 
@@ -48,40 +47,24 @@ export function createDeployActivities(ctx: DomainContext) {
   const manifestOf = (b: Build): Manifest => b.manifest as unknown as Manifest;
 
   /**
-   * Writes the endpoints of a build: every resource's endpoint is created or updated, each with the
-   * discovery variables of all of them. Ids of new endpoints are chosen first so every URL is known
-   * before any endpoint is written. Idempotent: a retry finds what an earlier attempt made.
+   * Writes the endpoints of a build (domain writeResourceEndpoints): every resource's endpoint is
+   * created or updated, each with the discovery variables of all of them. Idempotent: a retry finds
+   * what an earlier attempt made, and new endpoints get ids derived from the deployment, so the URLs
+   * already written into other endpoints stay true.
    */
   async function writeEndpoints(deploymentId: string, accountId: string, appName: string, envId: string, envName: string, build: Build, only?: Set<string>): Promise<DeployedRelease[]> {
-    const resources = manifestOf(build).resources.filter((r) => !only || only.has(r.name));
-    const existing = await db.endpoint.findMany({ where: { appEnvironmentId: envId, deletingAt: null } });
-    const principal = accountPrincipal(accountId, deploymentId);
-    const plan = manifestOf(build).resources.map((r) => {
-      const current = existing.find((e) => e.appResource === r.name);
-      const type = r.kind === 'lb' ? ('LOAD_BALANCING' as const) : ('QUEUE_BASED' as const);
-      if (current && current.type !== type) {
-        throw ApplicationFailure.nonRetryable(`the resource '${r.name}' changed from ${current.type === 'LOAD_BALANCING' ? 'load-balanced' : 'queue-based'} to ${r.kind === 'lb' ? 'load-balanced' : 'queue-based'}; undeploy it first (gantry undeploy ${current.name})`, 'DeployRefused');
-      }
-      // A retried attempt picks the same ids, so the URLs already written into other endpoints stay true.
-      return { resource: r, id: current?.id ?? stableId('deployment', deploymentId, r.name), type, exists: current !== undefined };
-    });
-    const urls = Object.fromEntries(plan.map((p) => [p.resource.name, appEndpointUrl(ctx, p)]));
-    const image = runtimeImageFor(ctx.settings, build.pythonVersion);
-    const releases: DeployedRelease[] = [];
-    for (const p of plan.filter((x) => resources.includes(x.resource))) {
-      const r: ManifestResource = p.resource;
-      const body = resourceEndpointBody({ app: appName, environment: envName, build, resource: r, image, urls, create: !p.exists });
-      const cpuInstance = 'cpu' in r.compute ? parseCpuInstanceId(r.compute.cpu) : undefined;
-      try {
-        if (p.exists) await updateEndpoint(ctx, principal, p.id, body, { cpuInstance });
-        else await createEndpoint(ctx, principal, body, { cpuInstance, id: p.id, app: { environmentId: envId, resource: r.name } });
-      } catch (err) {
-        refused(err);
-      }
-      const row = await db.endpoint.findUniqueOrThrow({ where: { id: p.id } });
-      releases.push({ endpointId: p.id, resource: r.name, version: row.currentReleaseVersion, created: !p.exists });
+    try {
+      return await writeResourceEndpoints(ctx, accountPrincipal(accountId, deploymentId), {
+        app: appName,
+        environment: { id: envId, name: envName },
+        build,
+        only,
+        discovery: 'build',
+        newEndpointId: (resource) => stableId('deployment', deploymentId, resource),
+      });
+    } catch (err) {
+      refused(err);
     }
-    return releases;
   }
 
   return {

@@ -3,12 +3,12 @@ import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { problem, sendProblem } from './problem.ts';
 
-/** The worker protocol (compat.md) and the artifact download: all a worker container needs of Gantry. */
-const WORKER_ACTIONS = new Set(['job-take', 'job-take-batch', 'job-done', 'job-stream', 'job-stop', 'ping']);
+/** The worker protocol (compat.md, and the live-reload source poll) and the downloads: all a worker container needs of Gantry. */
+const WORKER_ACTIONS = new Set(['job-take', 'job-take-batch', 'job-done', 'job-stream', 'job-stop', 'ping', 'source']);
 
 export function isWorkerProtocolRoute(url: string | undefined): boolean {
-  // A deployed app's worker fetches its code here (a signed URL; api/routes/apps.ts).
-  if (url === '/v2/artifacts/:buildId') return true;
+  // A deployed app's worker fetches its code here, and a live one its new sources (signed URLs; api/routes/apps.ts).
+  if (url === '/v2/artifacts/:buildId' || url === '/v2/sources/:envId/:version') return true;
   if (!url?.startsWith('/v2/:endpointId/')) return false;
   return WORKER_ACTIONS.has(url.slice('/v2/:endpointId/'.length).split('/')[0] ?? '');
 }

@@ -1,18 +1,19 @@
 import { createHash } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { Type, type Static } from 'typebox';
 import { Prisma, type App, type AppEnvironment, type Build, type Deployment, type Endpoint } from '../generated/prisma/client.ts';
 import { deployWorkflowId, type DeployWorkflow } from '../workflows/contracts.ts';
 import { requireScope, type Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import { CPU_FLAVORS, parseCpuInstanceId, cpuInstanceProblems } from './cpu-instances.ts';
-import { deleteEndpoint, loadBalancerBaseUrl } from './endpoints.ts';
+import { createEndpoint, deleteEndpoint, loadBalancerBaseUrl, updateEndpoint } from './endpoints.ts';
 import { DomainError, notFound, validationFailed } from './errors.ts';
 import { GPU_POOLS } from './gpu-pools.ts';
 import { newId } from './ids.ts';
 import { isUniqueViolation, requireAccountWide } from './registries.ts';
 import { signUrl, verifySignedUrl } from './signed-urls.ts';
 import { validate } from './validation.ts';
+import type { WorkerIdentity } from './workers-auth.ts';
 
 /**
  * Apps, environments, builds and deployments: what `gantry deploy` makes (docs/apps.md). An app
@@ -33,6 +34,10 @@ export const PYTHON_VERSIONS = ['3.10', '3.11', '3.12', '3.13'] as const;
 const PythonVersionSchema = Type.Union([Type.Literal('3.10'), Type.Literal('3.11'), Type.Literal('3.12'), Type.Literal('3.13')]);
 export const UPLOAD_URL_TTL_SEC = 3600;
 export const DOWNLOAD_URL_TTL_SEC = 3600;
+/** A live environment's source upload (docs/dev-loop.md "Source reload"): the project's files only, no dependencies. */
+export const MAX_SOURCE_BYTES = 50 * 1024 * 1024;
+/** The environment whose endpoints `gantry dev` provisions one resource at a time (docs/dev-loop.md). */
+export const LIVE_ENVIRONMENT = 'live';
 
 const NAME_PATTERN = '^[a-z0-9][a-z0-9-]{0,39}$';
 const NameSchema = Type.String({ pattern: NAME_PATTERN, description: 'lower-case letters, digits and -, at most 40' });
@@ -195,9 +200,9 @@ export const PrepareUploadSchema = Type.Object(
 );
 export const DeployBuildSchema = Type.Object({ buildId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 
-/** Endpoint names: `<app>-<resource>` in production, `<app>-<env>-<resource>` elsewhere. */
+/** Endpoint names: `<app>-<resource>` in production, `live-<resource>` in live (the spec's prefix), `<app>-<env>-<resource>` elsewhere. */
 export const appEndpointName = (app: string, environment: string, resource: string): string =>
-  environment === 'production' ? `${app}-${resource}` : `${app}-${environment}-${resource}`;
+  environment === 'production' ? `${app}-${resource}` : environment === LIVE_ENVIRONMENT ? `live-${resource}` : `${app}-${environment}-${resource}`;
 
 /** Where a client calls an app endpoint: the queue's job API base, or the load balancer's base URL. */
 export function appEndpointUrl(ctx: Pick<DomainContext, 'publicUrl' | 'settings'>, e: Pick<Endpoint, 'id' | 'type'>): string {
@@ -348,6 +353,8 @@ async function removeEnvironments(ctx: DomainContext, principal: Principal, envI
   const endpoints = await ctx.db.endpoint.findMany({ where: { appEnvironmentId: { in: envIds }, accountId: principal.accountId, deletingAt: null }, select: { id: true } });
   for (const e of endpoints) await deleteEndpoint(ctx, principal, e.id);
   await ctx.db.appEnvironment.deleteMany({ where: { id: { in: envIds } } });
+  // As with artifacts: the rows go first, then the bytes nobody can name any more.
+  for (const id of envIds) await ctx.blobs.deletePrefix(`sources/${id}/`);
 }
 
 export async function deleteEnvironment(ctx: DomainContext, principal: Principal, appRef: string, envRef: string): Promise<void> {
@@ -524,6 +531,168 @@ export async function getDeployment(ctx: DomainContext, principal: Principal, ap
   return deploymentView(ctx, d, d.environment, manifest);
 }
 
+// ---------------------------------------------------------------- live endpoints (docs/dev-loop.md)
+
+export const ProvisionResourceSchema = DeployBuildSchema;
+export const SourceUploadSchema = Type.Object({
+  version: Type.Integer({ minimum: 1, description: 'counts up from 1 per environment' }),
+  sha256: Type.String({ description: 'sha256 (hex) of the uploaded bytes' }),
+});
+export type SourceUploadView = Static<typeof SourceUploadSchema>;
+export const WorkerSourceSchema = Type.Object({
+  version: Type.Integer({ minimum: 1 }),
+  sha256: Type.String(),
+  url: Type.String({ description: 'signed, valid one hour; served on the worker-facing listener too' }),
+});
+export type WorkerSourceView = Static<typeof WorkerSourceSchema>;
+
+/**
+ * Makes or updates one resource's endpoint from a READY build, as a deploy would make it but without
+ * the deploy workflow, and with live reload on (`GANTRY_LIVE_RELOAD`, `GANTRY_SOURCE_VERSION`).
+ * Other endpoints stay as they are; the environment moves to the build. Several may run at once for
+ * one environment: each lists, for discovery, the endpoints there when it read them and its own.
+ */
+export async function provisionResource(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  envRef: string,
+  resourceName: string,
+  body: unknown,
+): Promise<{ created: boolean; endpoint: AppEndpointView }> {
+  requireAppAccess(principal, 'WRITE');
+  const input = validate(ProvisionResourceSchema, body);
+  const app = await findApp(ctx, principal, appRef);
+  const env = await findEnvironment(ctx, app, envRef);
+  const build = await ctx.db.build.findFirst({ where: { id: input.buildId, appId: app.id } });
+  if (!build) throw validationFailed([`$.buildId: no build '${input.buildId}' in the app '${app.name}'`]);
+  if (build.status !== 'READY') throw validationFailed([`$.buildId: the build is not uploaded yet (finalize it first)`]);
+  const resources = (build.manifest as unknown as Manifest).resources;
+  const resource = resources.find((r) => r.name === resourceName);
+  if (!resource) throw new DomainError('not_found', `the build ${build.id} has no resource '${resourceName}' (its resources: ${resources.map((r) => r.name).join(', ')})`);
+  // A deploy writes every endpoint of the environment: the two would overwrite each other.
+  const running = await ctx.db.deployment.findFirst({ where: { environmentId: env.id, status: 'RUNNING' } });
+  if (running) throw new DomainError('conflict', `a deployment to '${env.name}' is running (${running.workflowId}); provision once it has finished`);
+  // Read now, not with `env` above: an upload may have landed since; the build's src/ stands for this version.
+  const { sourceVersion } = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, select: { sourceVersion: true } });
+  const [written] = await writeResourceEndpoints(ctx, principal, {
+    app: app.name,
+    environment: env,
+    build,
+    only: new Set([resource.name]),
+    discovery: 'environment',
+    newEndpointId: () => newId(),
+    live: { sourceVersion },
+  });
+  await ctx.db.appEnvironment.update({ where: { id: env.id }, data: { currentBuildId: build.id } });
+  const row = await ctx.db.endpoint.findUniqueOrThrow({ where: { id: written!.endpointId } });
+  return { created: written!.created, endpoint: appEndpointView(ctx, row, resource) };
+}
+
+const sourceKey = (envId: string, version: number): string => `sources/${envId}/${version}.tar.gz`;
+const sourceDownloadPath = (envId: string, version: number): string => `/v2/sources/${envId}/${version}`;
+
+/**
+ * Reads at most `limit` bytes of `body`; one more is `tooLarge()`, which ends the stream's consumer
+ * (the blob store's pipeline). Lazy: nothing is read before the consumer asks.
+ */
+export function readAtMost(body: Readable, limit: number, tooLarge: () => Error): Readable {
+  async function* chunks(): AsyncGenerator<Buffer> {
+    let seen = 0;
+    for await (const chunk of body) {
+      seen += (chunk as Buffer).length;
+      if (seen > limit) throw tooLarge();
+      yield chunk as Buffer;
+    }
+  }
+  return Readable.from(chunks(), { objectMode: false });
+}
+
+/**
+ * Stores a new source version of an environment (a gzip tar of the project's source files). The
+ * bytes go to a key of their own first; then one UPDATE ... RETURNING numbers the version and
+ * records its digest, so concurrent uploads get distinct versions and the row never names bytes
+ * that are half there. The bytes then move to their version's key; until they have, workers are
+ * told of nothing new (sourceForWorker checks that the object exists).
+ */
+export async function uploadSource(ctx: DomainContext, principal: Principal, appRef: string, envRef: string, body: Readable): Promise<SourceUploadView> {
+  requireAppAccess(principal, 'WRITE');
+  const app = await findApp(ctx, principal, appRef);
+  const env = await findEnvironment(ctx, app, envRef);
+  const incoming = `sources/${env.id}/incoming-${newId()}.tar.gz`;
+  const tooLarge = () => new DomainError('validation', 'Request validation failed.', [`$: the source upload is larger than ${MAX_SOURCE_BYTES} bytes (send source files only; dependencies belong in the build)`]);
+  let stored: { size: number; sha256: string };
+  try {
+    stored = await ctx.blobs.put(incoming, readAtMost(body, MAX_SOURCE_BYTES, tooLarge), { contentType: 'application/gzip' });
+    if (stored.size === 0) throw validationFailed(['$: the body is empty; send a gzip tar of the source files']);
+    const gzip = await ctx.blobs.get(incoming, { start: 0, end: 1 });
+    const magic = gzip ? await streamBytes(gzip.body) : Buffer.alloc(0);
+    if (magic[0] !== 0x1f || magic[1] !== 0x8b) throw validationFailed(['$: the body is not gzip data; send a gzip tar of the source files']);
+  } catch (err) {
+    await ctx.blobs.delete(incoming).catch(() => {});
+    throw err;
+  }
+  try {
+    // The old key comes back from the same statement: the version this one replaces.
+    const rows = await ctx.db.$queryRaw<Array<{ version: number; previous: string | null }>>`
+      UPDATE "AppEnvironment" e
+         SET "sourceVersion" = e."sourceVersion" + 1,
+             "sourceSha256" = ${stored.sha256},
+             "sourceBlobKey" = 'sources/' || e.id || '/' || (e."sourceVersion" + 1) || '.tar.gz'
+        FROM (SELECT id, "sourceBlobKey" FROM "AppEnvironment" WHERE id = ${env.id} FOR UPDATE) old
+       WHERE e.id = old.id
+   RETURNING e."sourceVersion" AS version, old."sourceBlobKey" AS previous`;
+    const row = rows[0];
+    if (!row) throw notFound('environment');
+    const key = sourceKey(env.id, row.version);
+    const copy = await ctx.blobs.get(incoming);
+    if (!copy) throw new DomainError('unavailable', 'the uploaded source vanished from the blob store; upload it again');
+    await ctx.blobs.put(key, copy.body, { contentType: 'application/gzip' });
+    // Only the newest version is ever served: the one replaced goes, and so does this one if a later upload already won.
+    if (row.previous) await ctx.blobs.delete(row.previous);
+    const now = await ctx.db.appEnvironment.findUnique({ where: { id: env.id }, select: { sourceVersion: true } });
+    if (now && now.sourceVersion !== row.version) await ctx.blobs.delete(key);
+    return { version: row.version, sha256: stored.sha256 };
+  } finally {
+    await ctx.blobs.delete(incoming).catch(() => {});
+  }
+}
+
+async function streamBytes(body: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/**
+ * The worker protocol's source poll: the newest source version of the worker's endpoint's
+ * environment when it is above `after` (a signed URL for its bytes, at the worker-facing address),
+ * else nothing. An endpoint outside any app environment never has one.
+ */
+export async function sourceForWorker(ctx: Pick<DomainContext, 'db' | 'blobs' | 'signingKey' | 'publicUrl' | 'workerUrl'>, identity: WorkerIdentity, after: number): Promise<WorkerSourceView | undefined> {
+  const endpoint = await ctx.db.endpoint.findUnique({
+    where: { id: identity.endpointId },
+    select: { appEnvironment: { select: { id: true, sourceVersion: true, sourceSha256: true, sourceBlobKey: true } } },
+  });
+  const env = endpoint?.appEnvironment;
+  if (!env || env.sourceVersion <= after || !env.sourceSha256 || !env.sourceBlobKey) return undefined;
+  // Numbered but not yet moved to its key (uploadSource): the next poll gets it.
+  if (!(await ctx.blobs.stat(env.sourceBlobKey))) return undefined;
+  const expiresAt = new Date(Date.now() + DOWNLOAD_URL_TTL_SEC * 1000);
+  const url = signUrl(ctx.workerUrl ?? ctx.publicUrl, sourceDownloadPath(env.id, env.sourceVersion), ctx.signingKey, expiresAt, 'source-download');
+  return { version: env.sourceVersion, sha256: env.sourceSha256, url };
+}
+
+/** The signed source download route: the version's bytes, or a clear refusal (404 once a newer version replaced it). */
+export async function openSourceDownload(ctx: DomainContext, envId: string, version: string, path: string, query: Record<string, unknown>): Promise<{ body: Readable; size: number }> {
+  const verdict = verifySignedUrl(path, query, ctx.signingKey, 'source-download', new Date());
+  if (verdict !== 'ok') throw new DomainError('unauthenticated', verdict === 'expired' ? 'the download URL has expired' : 'the download URL is not valid');
+  if (!/^[1-9][0-9]{0,9}$/.test(version)) throw notFound('source');
+  const blob = await ctx.blobs.get(sourceKey(envId, Number(version)));
+  if (!blob) throw notFound('source');
+  return blob;
+}
+
 // ---------------------------------------------------------------- what a deploy does to endpoints
 
 /** Environment variable names of service discovery: `GANTRY_ENDPOINT_<RESOURCE>` (upper case, `-` -> `_`). */
@@ -545,6 +714,8 @@ export function resourceEndpointBody(input: {
   image: string;
   urls: Record<string, string>;
   create: boolean;
+  /** Provisioned for live reload (docs/dev-loop.md): the source version the build's `src/` stands for. */
+  live?: { sourceVersion: number };
 }): Record<string, unknown> {
   const r = input.resource;
   const env: Record<string, string> = {
@@ -555,6 +726,7 @@ export function resourceEndpointBody(input: {
     GANTRY_BUILD_ID: input.build.id,
     GANTRY_ARTIFACT_SHA256: input.build.sha256,
     GANTRY_ENDPOINTS: JSON.stringify(input.urls),
+    ...(input.live ? { GANTRY_LIVE_RELOAD: '1', GANTRY_SOURCE_VERSION: String(input.live.sourceVersion) } : {}),
   };
   for (const [name, url] of Object.entries(input.urls)) env[discoveryVariable(name)] = url;
   return {
@@ -567,6 +739,78 @@ export function resourceEndpointBody(input: {
     scaling: { type: r.scaler.type, value: r.scaler.value, idleTimeout: r.idleTimeout },
     timeout: r.timeout * 1000,
   };
+}
+
+/** One endpoint written for a resource of a build. */
+export interface WrittenEndpoint {
+  endpointId: string;
+  resource: string;
+  /** The endpoint's release after the write (a new one when its container configuration changed). */
+  version: number;
+  /** Made by this write (it did not exist before). */
+  created: boolean;
+}
+
+/**
+ * Creates or updates the endpoints of some resources of a build (what a deploy and a provision
+ * share). Ids of new endpoints are chosen (`newEndpointId`) before anything is written, so every
+ * discovery URL is known first. `discovery`: `build` lists every resource of the build (a deploy
+ * makes them all); `environment` lists the endpoints the environment has plus the written ones (a
+ * provision leaves the others as they are). A resource whose endpoint changed kind is refused (409).
+ */
+export async function writeResourceEndpoints(
+  ctx: DomainContext,
+  principal: Principal,
+  input: {
+    app: string;
+    environment: Pick<AppEnvironment, 'id' | 'name'>;
+    build: Build;
+    only?: ReadonlySet<string>;
+    discovery: 'build' | 'environment';
+    newEndpointId: (resource: string) => string;
+    live?: { sourceVersion: number };
+  },
+): Promise<WrittenEndpoint[]> {
+  const resources = (input.build.manifest as unknown as Manifest).resources;
+  const targets = resources.filter((r) => !input.only || input.only.has(r.name));
+  const existing = await ctx.db.endpoint.findMany({ where: { appEnvironmentId: input.environment.id, deletingAt: null } });
+  const plan = (input.discovery === 'build' ? resources : targets).map((r) => {
+    const current = existing.find((e) => e.appResource === r.name);
+    const type = r.kind === 'lb' ? ('LOAD_BALANCING' as const) : ('QUEUE_BASED' as const);
+    if (current && current.type !== type) {
+      const kind = (t: string) => (t === 'LOAD_BALANCING' ? 'load-balanced' : 'queue-based');
+      throw new DomainError('conflict', `the resource '${r.name}' changed from ${kind(current.type)} to ${kind(type)}; undeploy it first (gantry undeploy ${current.name})`);
+    }
+    return { resource: r, id: current?.id ?? input.newEndpointId(r.name), type, exists: current !== undefined };
+  });
+  const urls: Record<string, string> = {};
+  if (input.discovery === 'environment') for (const e of existing) if (e.appResource) urls[e.appResource] = appEndpointUrl(ctx, e);
+  for (const p of plan) urls[p.resource.name] = appEndpointUrl(ctx, p);
+  const image = runtimeImageFor(ctx.settings, input.build.pythonVersion);
+  const written: WrittenEndpoint[] = [];
+  for (const p of plan.filter((x) => targets.includes(x.resource))) {
+    const r = p.resource;
+    const body = (create: boolean) => resourceEndpointBody({ app: input.app, environment: input.environment.name, build: input.build, resource: r, image, urls, create, live: input.live });
+    const cpuInstance = 'cpu' in r.compute ? parseCpuInstanceId(r.compute.cpu) : undefined;
+    let id = p.id;
+    let created = !p.exists;
+    if (p.exists) await updateEndpoint(ctx, principal, id, body(false), { cpuInstance });
+    else {
+      try {
+        await createEndpoint(ctx, principal, body(true), { cpuInstance, id, app: { environmentId: input.environment.id, resource: r.name } });
+      } catch (err) {
+        // Another writer made this resource's endpoint in the meantime (two provisions of one resource): update that one.
+        const raced = err instanceof DomainError && err.kind === 'conflict' ? await ctx.db.endpoint.findFirst({ where: { appEnvironmentId: input.environment.id, appResource: r.name, deletingAt: null } }) : null;
+        if (!raced || raced.id === id || raced.type !== p.type) throw err;
+        id = raced.id;
+        created = false;
+        await updateEndpoint(ctx, principal, id, body(false), { cpuInstance });
+      }
+    }
+    const row = await ctx.db.endpoint.findUniqueOrThrow({ where: { id } });
+    written.push({ endpointId: id, resource: r.name, version: row.currentReleaseVersion, created });
+  }
+  return written;
 }
 
 /** The runtime image for a Python version: the configured one, else the one hosts build from Gantry's Containerfile. */

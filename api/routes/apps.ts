@@ -15,6 +15,7 @@ import {
   deleteEnvironment,
   deployBuild,
   DeployBuildSchema,
+  AppEndpointSchema,
   DeploymentSchema,
   EnvironmentListSchema,
   EnvironmentSchema,
@@ -24,15 +25,23 @@ import {
   getEnvironment,
   listApps,
   listEnvironments,
+  MAX_SOURCE_BYTES,
   openArtifactDownload,
+  openSourceDownload,
   PreparedUploadSchema,
   prepareArtifactUpload,
   PrepareUploadSchema,
+  provisionResource,
+  ProvisionResourceSchema,
+  readAtMost,
   receiveArtifactUpload,
+  SourceUploadSchema,
+  uploadSource,
 } from '../../domain/apps.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { throttledAuth, principalOf } from '../auth.ts';
+import { problem, sendProblem } from '../problem.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 
 const tags = ['Apps'];
@@ -40,6 +49,7 @@ const ACCESS = 'Needs a key for the whole account (not one limited to endpoints)
 const AppParams = Type.Object({ app: Type.String({ minLength: 1, maxLength: 64, description: 'app id or name' }) });
 const EnvParams = Type.Object({ app: AppParams.properties.app, env: Type.String({ minLength: 1, maxLength: 64, description: 'environment id or name' }) });
 const BuildParams = Type.Object({ app: AppParams.properties.app, build: Type.String({ minLength: 1, maxLength: 64 }) });
+const ResourceParams = Type.Object({ app: AppParams.properties.app, env: EnvParams.properties.env, resource: Type.String({ pattern: '^[a-z][a-z0-9-]{0,39}$', description: "the resource's name in the build's manifest" }) });
 const DeploymentParams = Type.Object({ app: AppParams.properties.app, deployment: Type.String({ minLength: 1, maxLength: 64 }) });
 
 /** REST /v2/apps: what `gantry deploy` drives (docs/apps.md). Inside the management scope. */
@@ -136,6 +146,61 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
     async (request, reply) => reply.code(202).send(await deployBuild(ctx, principalOf(request), request.params.app, request.params.env, request.body)),
   );
 
+  app.put(
+    '/v2/apps/:app/environments/:env/endpoints/:resource',
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'provisionResource',
+        summary: "Provision one resource's endpoint",
+        description: `Creates (201) or updates (200) the endpoint of one resource of a READY build, made as a deploy makes it but at once, without the deploy workflow and without touching the environment's other endpoints; the environment moves to the build. The endpoint's workers reload new source versions (PUT .../source) without a restart. In the environment \`live\` endpoints are named \`live-<resource>\`. 404 when the build has no such resource; 409 while a deployment to the environment runs. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: ResourceParams,
+        body: ProvisionResourceSchema,
+        response: { 200: AppEndpointSchema, 201: AppEndpointSchema },
+      },
+    },
+    async (request, reply) => {
+      const { created, endpoint } = await provisionResource(ctx, principalOf(request), request.params.app, request.params.env, request.params.resource, request.body);
+      return reply.code(created ? 201 : 200).send(endpoint);
+    },
+  );
+
+  // The body is the raw tar.gz, streamed to the blob store: its own scope takes any content type as bytes.
+  await app.register(async (raw) => {
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    raw.put<{ Params: { app: string; env: string } }>(
+      '/v2/apps/:app/environments/:env/source',
+      {
+        config: { requiredScope: 'WRITE' },
+        schema: {
+          operationId: 'uploadSource',
+          summary: "Upload an environment's source files",
+          description: `The body is a gzip tar of the project's source files (what a build's \`src/\` holds), at most ${MAX_SOURCE_BYTES} bytes (413 when Content-Length says more, 422 when the stream turns out longer). Answers the new version, counted up from 1 per environment: the workers of endpoints provisioned there (provisionResource) load it within about a second, without a restart. ${ACCESS} Scope: WRITE.`,
+          tags,
+          params: EnvParams,
+          consumes: ['application/gzip'],
+          response: { 200: SourceUploadSchema },
+        },
+      },
+      async (request, reply) => {
+        // A refusal leaves bytes unread: the connection closes, so the client's next request cannot queue behind them.
+        const length = Number(request.headers['content-length']);
+        if (Number.isFinite(length) && length > MAX_SOURCE_BYTES) {
+          reply.header('connection', 'close');
+          return sendProblem(reply, problem(413, `the source upload is ${length} bytes; at most ${MAX_SOURCE_BYTES} are taken (send source files only; dependencies belong in the build)`));
+        }
+        try {
+          return await uploadSource(ctx, principalOf(request), request.params.app, request.params.env, (request.body as Readable | undefined) ?? request.raw);
+        } catch (err) {
+          if (!request.raw.readableEnded) reply.header('connection', 'close');
+          throw err;
+        }
+      },
+    );
+  });
+
   app.get(
     '/v2/apps/:app/deployments/:deployment',
     { config: { requiredScope: 'READ' }, schema: { operationId: 'getDeployment', summary: 'Get a deployment', tags, params: DeploymentParams, response: { 200: DeploymentSchema } } },
@@ -143,33 +208,22 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
   );
 };
 
-/**
- * Reads at most `limit` bytes; more is an error that ends the upload. Lazy: nothing is read until
- * the store consumes it, so the error always reaches the store's pipeline.
- */
+/** Reads at most `limit` bytes (the size the build declared); more ends the upload with 422. */
 function capped(body: Readable, limit: number): Readable {
-  async function* chunks(): AsyncGenerator<Buffer> {
-    let seen = 0;
-    for await (const chunk of body) {
-      seen += (chunk as Buffer).length;
-      if (seen > limit) throw new DomainError('validation', 'Request validation failed.', [`$: the upload is larger than the ${limit} bytes the build declared`]);
-      yield chunk as Buffer;
-    }
-  }
-  return Readable.from(chunks(), { objectMode: false });
+  return readAtMost(body, limit, () => new DomainError('validation', 'Request validation failed.', [`$: the upload is larger than the ${limit} bytes the build declared`]));
 }
 
 /**
  * The signed artifact routes: no API key, the URL is the credential (HMAC over path and expiry,
  * domain/signed-urls.ts). A bad or stale signature counts as a failed authentication (the
  * per-address throttle); each build has a request quota; an upload reads no more than the size
- * its build declared. Downloads are also served on the worker-facing listener: they are how a
- * worker of a deployed app fetches its code.
+ * its build declared. Downloads (artifacts, and the source versions of live environments) are also
+ * served on the worker-facing listener: they are how a worker of a deployed app fetches its code.
  */
 export async function artifactRoutes(scope: FastifyInstance, { ctx }: { ctx: DomainContext }): Promise<void> {
   // The bytes are streamed to the blob store, never buffered.
   scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-  const perBuild = (buildId: string, kind: string) => ({ counter: `artifact-${kind}/${buildId}`, quotas: { minute: 600, hour: 10_000, day: 100_000 } });
+  const perObject = (id: string, kind: string) => ({ counter: `artifact-${kind}/${id}`, quotas: { minute: 600, hour: 10_000, day: 100_000 } });
 
   scope.put<{ Params: { buildId: string }; Querystring: Record<string, string> }>(
     '/v2/artifacts/:buildId/upload',
@@ -177,9 +231,20 @@ export async function artifactRoutes(scope: FastifyInstance, { ctx }: { ctx: Dom
     async (request, reply) => {
       const path = `/v2/artifacts/${request.params.buildId}/upload`;
       const build = await throttledAuth(request, () => checkArtifactUpload(ctx, request.params.buildId, path, request.query));
-      await enforceRateLimit(ctx, reply, perBuild(build.id, 'upload'));
+      await enforceRateLimit(ctx, reply, perObject(build.id, 'upload'));
       const stored = await receiveArtifactUpload(ctx, build, capped((request.body as Readable | undefined) ?? request.raw, Number(build.size)));
       return reply.code(200).send({ size: stored.size, sha256: stored.sha256 });
+    },
+  );
+
+  scope.get<{ Params: { envId: string; version: string }; Querystring: Record<string, string> }>(
+    '/v2/sources/:envId/:version',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const { envId, version } = request.params;
+      const source = await throttledAuth(request, () => openSourceDownload(ctx, envId, version, `/v2/sources/${envId}/${version}`, request.query));
+      await enforceRateLimit(ctx, reply, perObject(envId, 'source-download'));
+      return reply.header('content-type', 'application/gzip').header('content-length', String(source.size)).send(source.body);
     },
   );
 
@@ -189,7 +254,7 @@ export async function artifactRoutes(scope: FastifyInstance, { ctx }: { ctx: Dom
     async (request, reply) => {
       const path = `/v2/artifacts/${request.params.buildId}`;
       const artifact = await throttledAuth(request, () => openArtifactDownload(ctx, request.params.buildId, path, request.query));
-      await enforceRateLimit(ctx, reply, perBuild(request.params.buildId, 'download'));
+      await enforceRateLimit(ctx, reply, perObject(request.params.buildId, 'download'));
       return reply
         .header('content-type', 'application/gzip')
         .header('content-length', String(artifact.size))

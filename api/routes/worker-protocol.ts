@@ -1,9 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { jobRuntimeOf } from '../../domain/jobs/runtime.ts';
 import { PingQuerySchema } from '../../domain/jobs/schemas.ts';
 import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/worker-protocol.ts';
+import { validationFailed } from '../../domain/errors.ts';
 import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers-auth.ts';
 import { throttledAuth } from '../auth.ts';
 import { RequestWaits } from '../request-signals.ts';
@@ -19,6 +21,7 @@ const TakeQuery = Type.Object(
   { additionalProperties: true },
 );
 const TakenJobSchema = Type.Object({ id: Type.String(), input: Type.Unknown() });
+const SourceQuery = Type.Object({ after: Type.Optional(Type.String({ pattern: '^[0-9]{1,10}$', description: 'the newest source version the worker runs' })) });
 
 /** Most jobs one job-take-batch call hands over. */
 const MAX_BATCH = 64;
@@ -33,8 +36,9 @@ function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdent
 /**
  * The worker protocol (compat.md) that worker containers speak with their own credential
  * (`Authorization: <key>`): job-take and job-take-batch long-polls, job-done, job-stream, the job-stop
- * long-poll and ping. Registered in its own scope: the worker SDK sends JSON bodies labelled
- * `application/x-www-form-urlencoded`, so bodies here are read raw and parsed as JSON by the domain.
+ * long-poll, ping, and the live-reload source poll. Registered in its own scope: the worker SDK
+ * sends JSON bodies labelled `application/x-www-form-urlencoded`, so bodies here are read raw and
+ * parsed as JSON by the domain.
  */
 export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): void {
   const jobs = jobRuntimeOf(ctx);
@@ -90,6 +94,20 @@ export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): 
         const ids = await waitForStops(jobs, identity, waits.signal(reply));
         if (ids.length === 0) return reply.code(204).send();
         return { jobsToStop: ids };
+      },
+    );
+
+    // Live reload (docs/dev-loop.md): the worker asks for a source version newer than the one it runs.
+    scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { after?: string } }>(
+      '/v2/:endpointId/source/:workerId',
+      { attachValidation: true, schema: { params: WorkerParams, querystring: SourceQuery, response: { 200: WorkerSourceSchema } } },
+      async (request, reply) => {
+        const identity = await worker(ctx, request);
+        // The credential first, as on every worker route: a stranger learns nothing from a 422.
+        if (request.validationError) throw validationFailed(['$query.after: the newest source version the worker runs (a whole number)']);
+        const source = await sourceForWorker(ctx, identity, Number(request.query.after ?? 0));
+        if (!source) return reply.code(204).send();
+        return source;
       },
     );
 

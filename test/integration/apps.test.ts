@@ -267,6 +267,9 @@ describe('deployments', () => {
     for (const row of rows) {
       const env = row.env as Record<string, string>;
       expect(env).toMatchObject({ GANTRY_APP: 'web', GANTRY_ENVIRONMENT: 'production', GANTRY_RESOURCE: row.appResource, GANTRY_BUILD_ID: first });
+      // Live reload is for provisioned endpoints only (docs/dev-loop.md).
+      expect(env.GANTRY_LIVE_RELOAD).toBeUndefined();
+      expect(env.GANTRY_SOURCE_VERSION).toBeUndefined();
       // Every endpoint finds every other.
       for (const e of d1.endpoints) expect(env[discoveryVariable(e.resource)]).toBe(e.url);
       expect(JSON.parse(env.GANTRY_ENDPOINTS!)).toEqual(Object.fromEntries(d1.endpoints.map((e: { resource: string; url: string }) => [e.resource, e.url])));

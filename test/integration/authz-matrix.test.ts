@@ -32,7 +32,8 @@ function deref(schema: unknown, doc: Doc, depth = 0): unknown {
   return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, deref(v, doc, depth)]));
 }
 
-describe('authorization matrix over every /v2 operation in the OpenAPI document', () => {
+// Each test walks every operation (hundreds of requests): minutes on a loaded two-core machine, not seconds.
+describe('authorization matrix over every /v2 operation in the OpenAPI document', { timeout: 240_000 }, () => {
   let p: TestApp;
   let doc: Doc;
   const keys: Record<string, string> = {};

@@ -11,12 +11,20 @@ Environment (set by the platform):
          RUNPOD_WEBHOOK_PING and RUNPOD_PING_INTERVAL (optional)
   load-balanced: PORT, PORT_HEALTH (optional; defaults to PORT)
 For local runs, GANTRY_PROJECT_DIR=<project> serves a resource straight from a project directory
-instead of an artifact (no download, no cache; its resources are found with the scanner).
+instead of an artifact (no download, no cache; its resources are found with the scanner), and
+GANTRY_ARTIFACT_DIR=<dir> an extracted artifact (manifest.json, src/, deps/) without downloading it.
+GANTRY_LOCAL_API=1 serves a queue resource over HTTP on PORT without a platform (/runsync, /run,
+/status/{id}, /health, /ping).
+
+Live endpoints (docs/dev-loop.md): with GANTRY_LIVE_RELOAD=1 a thread polls the worker protocol's
+source route every GANTRY_SOURCE_POLL_MS (default 500) for a version above the one running
+(GANTRY_SOURCE_VERSION at start) and swaps the new code in without a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import fcntl
 import hashlib
 import http.client
@@ -40,6 +48,7 @@ import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 import zlib
 
 VERSION = "0.1.0"
@@ -49,6 +58,9 @@ REQUEST_TIMEOUT_S = 60
 DOWNLOAD_TIMEOUT_S = 60
 ARTIFACT_ENV = ("GANTRY_ARTIFACT_URL", "GANTRY_ARTIFACT_SHA256", "GANTRY_ARTIFACT_CACHE", "GANTRY_RESOURCE")
 QUEUE_ENV = ("RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT", "RUNPOD_AI_API_KEY", "RUNPOD_POD_ID")
+RELOAD_ENV = ("RUNPOD_AI_API_KEY", "RUNPOD_POD_ID", "RUNPOD_ENDPOINT_ID")
+SOURCE_POLL_TIMEOUT_S = 10
+LOCAL_JOBS_KEPT = 1000  # finished jobs the local API still answers /status for
 
 
 class Fatal(Exception):
@@ -84,7 +96,11 @@ def require_env(names, env=None):
 # The artifact
 
 
-def _download(url, dest):
+def _flag(value):
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _download(url, dest, what="the artifact"):
     """Downloads url into the open file dest, retrying transient failures; returns the sha256 hex."""
     host = urllib.parse.urlsplit(url).hostname  # the URL is signed: log the host only
     delay = 1.0
@@ -105,28 +121,28 @@ def _download(url, dest):
             return digest.hexdigest()
         except urllib.error.HTTPError as e:
             if e.code < 500 and e.code != 429:
-                raise Fatal(f"downloading the artifact from {host} failed: HTTP {e.code} "
+                raise Fatal(f"downloading {what} from {host} failed: HTTP {e.code} "
                             "(the signed URL is minted at container start and valid for 1 h)") from None
             reason = f"HTTP {e.code}"
         except (OSError, http.client.HTTPException) as e:
             reason = str(e) or type(e).__name__
         if attempt == 5:
-            raise Fatal(f"downloading the artifact from {host} failed: {reason}")
-        log_error(f"downloading the artifact from {host} failed ({reason}); retrying in {delay:.0f} s")
+            raise Fatal(f"downloading {what} from {host} failed: {reason}")
+        log_error(f"downloading {what} from {host} failed ({reason}); retrying in {delay:.0f} s")
         time.sleep(delay)
         delay *= 2
     raise AssertionError("unreachable")
 
 
-def _safe_extract(archive, target):
+def _safe_extract(archive, target, what="the artifact"):
     try:
-        _extract(archive, target)
+        _extract(archive, target, what)
     except (tarfile.TarError, EOFError, zlib.error) as e:
         # tarfile's FilterErrors (absolute paths, '..', links leaving the tree) land here too.
-        raise Fatal(f"cannot extract the artifact: {type(e).__name__}: {e}") from None
+        raise Fatal(f"cannot extract {what}: {type(e).__name__}: {e}") from None
 
 
-def _extract(archive, target):
+def _extract(archive, target, what):
     with tarfile.open(archive, "r:gz") as tf:
         if hasattr(tarfile, "data_filter"):
             tf.extractall(target, filter="data")
@@ -136,49 +152,53 @@ def _extract(archive, target):
         for m in tf.getmembers():
             dest = os.path.realpath(os.path.join(base, m.name))
             if os.path.commonpath([base, dest]) != base or m.isdev():
-                raise Fatal(f"the artifact holds an unsafe entry {m.name!r}")
+                raise Fatal(f"{what} holds an unsafe entry {m.name!r}")
             if m.issym() or m.islnk():
                 link = os.path.realpath(os.path.join(os.path.dirname(dest), m.linkname)) if m.issym() \
                     else os.path.realpath(os.path.join(base, m.linkname))
                 if os.path.commonpath([base, link]) != base:
-                    raise Fatal(f"the artifact holds a link leaving it: {m.name!r}")
+                    raise Fatal(f"{what} holds a link leaving it: {m.name!r}")
         tf.extractall(target)  # noqa: S202 (checked above)
 
 
-def ensure_artifact(url, sha256, cache):
-    """The directory of the extracted artifact: from the cache, else downloaded, verified and
-    extracted into it. Workers on one host share the cache: an exclusive lock per artifact makes
-    the others wait for the first, and the tree appears by an atomic rename, never half-written."""
+def _check_sha256(sha256, variable):
     sha256 = sha256.strip().lower()
     if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-        raise Fatal(f"GANTRY_ARTIFACT_SHA256 must be 64 hex digits, got {sha256!r}", 2)
-    final = os.path.join(cache, sha256)
+        raise Fatal(f"{variable} must be 64 hex digits, got {sha256!r}", 2)
+    return sha256
+
+
+def _ensure_tree(url, sha256, cache, name, what, check=None):
+    """<cache>/<name>: the extracted tree of the gzip tar at url, whose bytes must have sha256; from
+    the cache when there. Workers on one host share the cache: an exclusive lock per tree makes the
+    others wait for the first, and the tree appears by an atomic rename, never half-written."""
+    final = os.path.join(cache, name)
     if os.path.isdir(final):
-        log(f"artifact {sha256[:12]} found in the cache")
+        log(f"{what} {sha256[:12]} found in the cache")
         return final
     os.makedirs(cache, exist_ok=True)
     started = time.monotonic()
-    with open(os.path.join(cache, f"{sha256}.lock"), "a") as lock:
+    with open(os.path.join(cache, f"{name}.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isdir(final):
-            log(f"artifact {sha256[:12]} extracted by another worker (waited {time.monotonic() - started:.1f} s)")
+            log(f"{what} {sha256[:12]} extracted by another worker (waited {time.monotonic() - started:.1f} s)")
             return final
         # Leftovers of a worker killed half-way; only the lock holder writes these.
-        for name in os.listdir(cache):
-            if name.startswith(f".{sha256}."):
-                path = os.path.join(cache, name)
+        for entry in os.listdir(cache):
+            if entry.startswith(f".{name}."):
+                path = os.path.join(cache, entry)
                 shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
-        fd, archive = tempfile.mkstemp(dir=cache, prefix=f".{sha256}.", suffix=".tar.gz")
+        fd, archive = tempfile.mkstemp(dir=cache, prefix=f".{name}.", suffix=".tar.gz")
         try:
             with os.fdopen(fd, "wb") as f:
-                got = _download(url, f)
+                got = _download(url, f, f"the {what}")
             if got != sha256:
-                raise Fatal(f"the artifact's sha256 is {got}, expected {sha256}: refusing to run it")
-            tmp = tempfile.mkdtemp(dir=cache, prefix=f".{sha256}.")
+                raise Fatal(f"the {what}'s sha256 is {got}, expected {sha256}: refusing to run it")
+            tmp = tempfile.mkdtemp(dir=cache, prefix=f".{name}.")
             try:
-                _safe_extract(archive, tmp)
-                if not os.path.isfile(os.path.join(tmp, "manifest.json")):
-                    raise Fatal("the artifact has no manifest.json at its root")
+                _safe_extract(archive, tmp, f"the {what}")
+                if check is not None:
+                    check(tmp)
                 os.rename(tmp, final)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -188,8 +208,27 @@ def ensure_artifact(url, sha256, cache):
                 os.unlink(archive)
             except FileNotFoundError:
                 pass
-    log(f"artifact {sha256[:12]} downloaded and extracted in {time.monotonic() - started:.1f} s")
+    log(f"{what} {sha256[:12]} downloaded and extracted in {time.monotonic() - started:.1f} s")
     return final
+
+
+def _has_manifest(tree):
+    if not os.path.isfile(os.path.join(tree, "manifest.json")):
+        raise Fatal("the artifact has no manifest.json at its root")
+
+
+def ensure_artifact(url, sha256, cache):
+    """The directory of the extracted artifact (<cache>/<sha256>): from the cache, else downloaded,
+    verified and extracted into it."""
+    sha256 = _check_sha256(sha256, "GANTRY_ARTIFACT_SHA256")
+    return _ensure_tree(url, sha256, cache, sha256, "artifact", _has_manifest)
+
+
+def ensure_source(url, sha256, cache):
+    """The directory of an extracted source version (<cache>/src-<sha256>): what an artifact's src/
+    holds, uploaded by `gantry dev`. Shared and made like artifacts."""
+    sha256 = _check_sha256(sha256, "the source's sha256")
+    return _ensure_tree(url, sha256, cache, f"src-{sha256}", "source", None)
 
 
 def load_manifest_resource(root, name):
@@ -247,15 +286,21 @@ def import_resource_module(src, rel):
     return module
 
 
+def _source_paths(src, rel):
+    """What sys.path gets for a source directory: the directory, and the resource file's own one."""
+    paths = [src]
+    here = os.path.dirname(os.path.join(src, rel))
+    if os.path.abspath(here) != os.path.abspath(src):
+        paths.append(here)  # a worker file next to its helpers, written to run as a script
+    return paths
+
+
 def load_app(resource, src, deps):
     """Puts the app on sys.path and imports the resource's file; returns the module."""
     for k, v in (resource.get("env") or {}).items():
         os.environ.setdefault(k, str(v))
     rel = resource["file"]
-    paths = [src]
-    here = os.path.dirname(os.path.join(src, rel))
-    if os.path.abspath(here) != os.path.abspath(src):
-        paths.append(here)  # a worker file next to its helpers, written to run as a script
+    paths = _source_paths(src, rel)
     if deps and os.path.isdir(deps):
         paths.append(deps)
     sys.path[0:0] = paths
@@ -268,6 +313,167 @@ def load_app(resource, src, deps):
         raise Fatal(f"importing {rel} failed (traceback above)") from None
     log(f"imported {rel} in {time.monotonic() - started:.2f} s")
     return module
+
+
+def _modules_from(src):
+    """The loaded modules whose file (or package directory) lies under src."""
+    base = os.path.realpath(src)
+
+    def under(path):
+        try:
+            return os.path.commonpath([base, os.path.realpath(path)]) == base
+        except ValueError:
+            return False
+
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or name == "gantry" or name.startswith("gantry."):
+            continue  # the runtime itself, even when a project directory holds its package
+        file = getattr(module, "__file__", None)
+        paths = list(getattr(module, "__path__", None) or [])
+        if (file and under(file)) or any(isinstance(p, str) and under(p) for p in paths):
+            found[name] = module
+    return found
+
+
+def swap_source(resource, old_src, new_src, target_of):
+    """Imports the resource's file again from new_src in place of old_src and returns
+    target_of(module) (the function or the routes to serve). The modules of the old source
+    directory are dropped first, so the app's own helpers are imported anew too; the
+    dependencies (deps/, the standard library) stay loaded. Any failure, in the import or in
+    target_of, puts the old modules, sys.path and working directory back and raises."""
+    rel = resource["file"]
+    old_paths, new_paths = _source_paths(old_src, rel), _source_paths(new_src, rel)
+    saved_modules = _modules_from(old_src)
+    saved_path, saved_cwd = list(sys.path), os.getcwd()
+    for name in saved_modules:
+        sys.modules.pop(name, None)
+    kept = [p for p in sys.path if p not in old_paths]
+    sys.path[:] = new_paths + kept
+    importlib.invalidate_caches()
+    try:
+        os.chdir(new_src)
+        return target_of(import_resource_module(new_src, rel))
+    except BaseException:
+        for name in _modules_from(new_src):
+            sys.modules.pop(name, None)
+        sys.modules.update(saved_modules)
+        sys.path[:] = saved_path
+        os.chdir(saved_cwd)
+        raise
+
+
+def queue_target(resource):
+    def target_of(module):
+        fn = getattr(module, resource["function"], None)
+        if not callable(fn):
+            raise Fatal(f"{resource['file']} has no function {resource['function']!r}")
+        return fn
+    return target_of
+
+
+def lb_target(resource):
+    def target_of(module):
+        routes = getattr(getattr(module, resource["object"], None), "routes", None)
+        if not isinstance(routes, dict):
+            raise Fatal(f"{resource['file']}: {resource['object']!r} is not a gantry.Endpoint")
+        return routes
+    return target_of
+
+
+def worker_base_url(env):
+    """The platform's worker-facing base URL, as the protocol's URLs it was given start with it."""
+    endpoint = env.get("RUNPOD_ENDPOINT_ID", "")
+    marker = f"/v2/{endpoint}/"
+    for name in ("RUNPOD_WEBHOOK_PING", "RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT"):
+        url = env.get(name) or ""
+        i = url.find(marker)
+        if endpoint and i > 0:
+            return url[:i]
+    raise Fatal("GANTRY_LIVE_RELOAD needs the worker protocol's URLs (RUNPOD_WEBHOOK_PING or RUNPOD_WEBHOOK_GET_JOB "
+                "under /v2/$RUNPOD_ENDPOINT_ID/) to find the source route", 2)
+
+
+class SourceReloader:
+    """Live reload: polls the worker protocol's source route for a version above the one running;
+    a new one is downloaded (sha256 checked) into the shared cache, imported in place of the old
+    code (swap_source) and handed to `apply` (the queue loop swaps its function between jobs; the
+    HTTP server its routes at once). A version that does not import is logged and left: the old
+    code keeps serving, and the same version is not tried again."""
+
+    RETRY_DOWNLOAD_S = 5.0
+
+    def __init__(self, env, resource, src, cache, target_of, apply, stopper):
+        require_env(RELOAD_ENV, env)
+        try:
+            self.version = int(env.get("GANTRY_SOURCE_VERSION") or 0)
+            self.interval = max(0.05, int(env.get("GANTRY_SOURCE_POLL_MS") or 500) / 1000)
+        except ValueError:
+            raise Fatal("GANTRY_SOURCE_VERSION and GANTRY_SOURCE_POLL_MS must be whole numbers, got "
+                        f"{env.get('GANTRY_SOURCE_VERSION')!r} and {env.get('GANTRY_SOURCE_POLL_MS')!r}", 2) from None
+        base = worker_base_url(env)
+        self.url = f"{base}/v2/{env['RUNPOD_ENDPOINT_ID']}/source/{urllib.parse.quote(env['RUNPOD_POD_ID'], safe='')}?after="
+        self.client = Client(env["RUNPOD_AI_API_KEY"])
+        self.resource, self.src, self.cache = resource, src, cache
+        self.target_of, self.apply, self.stopper = target_of, apply, stopper
+        self.skip = {}  # (version, sha256) -> monotonic time until which it is not tried again
+        self._failing = False
+
+    def poll_once(self):
+        """One poll; True when a new version now serves."""
+        try:
+            status, data = self.client.request("GET", self.url + str(self.version), timeout=SOURCE_POLL_TIMEOUT_S)
+        except RequestFailed as e:
+            if not self._failing:
+                log_error(f"source poll failed ({e}); retrying every {self.interval:.1f} s")
+            self._failing = True
+            return False
+        if status == 204:
+            self._failing = False
+            return False
+        if status != 200:
+            if not self._failing:
+                log_error(f"source poll answered HTTP {status}: {data[:200]!r}; retrying every {self.interval:.1f} s")
+            self._failing = True
+            return False
+        self._failing = False
+        try:
+            info = json.loads(data)
+            version, sha256, url = int(info["version"]), str(info["sha256"]), str(info["url"])
+        except (ValueError, KeyError, TypeError):
+            log_error(f"source poll answered with something that is not a source version: {data[:200]!r}")
+            return False
+        key = (version, sha256)
+        if version <= self.version or self.skip.get(key, 0) > time.monotonic():
+            return False
+        started = time.monotonic()
+        try:
+            new_src = ensure_source(url, sha256, self.cache)
+        except (Fatal, OSError) as e:
+            log_error(f"source version {version}: {e}; still running version {self.version}")
+            self.skip[key] = time.monotonic() + self.RETRY_DOWNLOAD_S
+            return False
+        try:
+            target = swap_source(self.resource, self.src, new_src, self.target_of)
+        except (Exception, SystemExit):
+            traceback.print_exc()
+            log_error(f"source version {version} failed to import (traceback above); still running version {self.version}")
+            self.skip[key] = float("inf")
+            return False
+        self.apply(target)
+        self.src, self.version = new_src, version
+        log(f"source version {version} ({sha256[:12]}) loaded in {time.monotonic() - started:.2f} s")
+        return True
+
+    def run(self):
+        while not self.stopper.wait(self.interval):
+            try:
+                self.poll_once()
+            except Exception:
+                traceback.print_exc()  # the poller must outlive any surprise; the old code keeps serving
+
+    def start(self):
+        threading.Thread(target=self.run, name="gantry-source", daemon=True).start()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,83 +643,30 @@ def _type_name(v):
     return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-class QueueWorker:
-    def __init__(self, fn, env, stopper):
+class FunctionRunner:
+    """Runs jobs through a queue resource's function: the input checked against its signature, the
+    result (awaited, generators collected) as a job-done body. A new function (live reload) is
+    taken at the next job, never in the middle of one."""
+
+    def __init__(self, fn, worker_id, hostname):
         self.fn = fn
-        self.stopper = stopper
-        self.worker_id = env["RUNPOD_POD_ID"]
-        self.key = env["RUNPOD_AI_API_KEY"]
-        take = env["RUNPOD_WEBHOOK_GET_JOB"].replace("$RUNPOD_POD_ID", self.worker_id).replace("$ID", self.worker_id)
-        self.take_url = _with_param(take, "job_in_progress=0")
-        self.done_template = env["RUNPOD_WEBHOOK_POST_OUTPUT"].replace("$RUNPOD_POD_ID", self.worker_id)
-        ping = env.get("RUNPOD_WEBHOOK_PING")
-        self.ping_url = ping.replace("$RUNPOD_POD_ID", self.worker_id) if ping else None
-        try:
-            self.ping_interval = max(0.1, int(env.get("RUNPOD_PING_INTERVAL") or 10000) / 1000)
-        except ValueError:
-            raise Fatal(f"RUNPOD_PING_INTERVAL must be milliseconds, got {env.get('RUNPOD_PING_INTERVAL')!r}", 2) from None
-        self.hostname = env.get("RUNPOD_POD_HOSTNAME") or socket.gethostname()
-        self.client = Client(self.key)       # the taker's connection
-        self.post_client = Client(self.key)  # the poster's
-        self._take_url_idle = self.take_url
-        self._take_url_busy = _with_param(take, "job_in_progress=1")
-        self._ready = queue.Queue()
-        self._results = queue.Queue()
-        self._slot = threading.Semaphore(1)
-        self._running = threading.Event()
-        self._flight_lock = threading.Lock()
-        self._flight = []  # taken, not yet posted: what pings report
-        self.current_job = None
-        self.jobs_done = 0
-        self._poll_lock = threading.Lock()
-        self._polling_sock = None
-        self._loop = None
         self._sig = inspect.signature(fn)
-        stopper.on_stop(self._interrupt_poll)
+        self.worker_id = worker_id
+        self.hostname = hostname
+        self._loop = None
+        self._next_fn = None
+        self._next_lock = threading.Lock()
 
-    # A stop during a long-poll shuts its socket down, so the take returns at once. A job already
-    # running is not touched: it finishes and its result is posted before the loop exits.
-    def _interrupt_poll(self):
-        with self._poll_lock:
-            if self._polling_sock is not None:
-                try:
-                    self._polling_sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def set_function(self, fn):
+        with self._next_lock:
+            self._next_fn = fn
 
-    def take(self):
-        """One take; returns the job, or None (no job, or a failure already waited out)."""
-        if self.stopper.is_set():
-            return None
-        self.client.connect(self.take_url)  # outside the lock: a stop must never wait on a connect
-        with self._poll_lock:
-            if self.stopper.is_set():
-                return None
-            self._polling_sock = self.client.sock
-        try:
-            status, data = self.client.request("GET", self.take_url, timeout=TAKE_TIMEOUT_S)
-        finally:
-            with self._poll_lock:
-                self._polling_sock = None
-        if status == 204:
-            return None
-        if status == 200:
-            try:
-                job = json.loads(data) if data.strip() else None
-            except ValueError:
-                log_error(f"job-take answered 200 with a body that is not JSON: {data[:200]!r}")
-                raise RequestFailed("bad job-take body", False, status) from None
-            if isinstance(job, list):  # a batch answer; this worker takes one at a time
-                job = job[0] if job else None
-            if job is None:
-                return None
-            if not isinstance(job, dict) or not isinstance(job.get("id"), str):
-                log_error(f"job-take answered with something that is not a job: {data[:200]!r}")
-                return None
-            return job
-        if status == 429:
-            raise RequestFailed("job-take: 429 too many requests", False, status)
-        raise RequestFailed(f"job-take answered HTTP {status}: {data[:200]!r}", False, status)
+    def take_new_function(self):
+        """Called between jobs by the thread that runs them."""
+        with self._next_lock:
+            fn, self._next_fn = self._next_fn, None
+        if fn is not None:
+            self.fn, self._sig = fn, inspect.signature(fn)
 
     def check_input(self, job_input):
         name = getattr(self.fn, "__name__", "the function")
@@ -570,6 +723,81 @@ class QueueWorker:
                 "worker_id": self.worker_id,
             }
             return json.dumps({"error": json.dumps(error)}).encode()
+
+
+class QueueWorker(FunctionRunner):
+    def __init__(self, fn, env, stopper):
+        super().__init__(fn, env["RUNPOD_POD_ID"], env.get("RUNPOD_POD_HOSTNAME") or socket.gethostname())
+        self.stopper = stopper
+        self.key = env["RUNPOD_AI_API_KEY"]
+        take = env["RUNPOD_WEBHOOK_GET_JOB"].replace("$RUNPOD_POD_ID", self.worker_id).replace("$ID", self.worker_id)
+        self.take_url = _with_param(take, "job_in_progress=0")
+        self.done_template = env["RUNPOD_WEBHOOK_POST_OUTPUT"].replace("$RUNPOD_POD_ID", self.worker_id)
+        ping = env.get("RUNPOD_WEBHOOK_PING")
+        self.ping_url = ping.replace("$RUNPOD_POD_ID", self.worker_id) if ping else None
+        try:
+            self.ping_interval = max(0.1, int(env.get("RUNPOD_PING_INTERVAL") or 10000) / 1000)
+        except ValueError:
+            raise Fatal(f"RUNPOD_PING_INTERVAL must be milliseconds, got {env.get('RUNPOD_PING_INTERVAL')!r}", 2) from None
+        self.client = Client(self.key)       # the taker's connection
+        self.post_client = Client(self.key)  # the poster's
+        self._take_url_idle = self.take_url
+        self._take_url_busy = _with_param(take, "job_in_progress=1")
+        self._ready = queue.Queue()
+        self._results = queue.Queue()
+        self._slot = threading.Semaphore(1)
+        self._running = threading.Event()
+        self._flight_lock = threading.Lock()
+        self._flight = []  # taken, not yet posted: what pings report
+        self.current_job = None
+        self.jobs_done = 0
+        self._poll_lock = threading.Lock()
+        self._polling_sock = None
+        stopper.on_stop(self._interrupt_poll)
+
+    # A stop during a long-poll shuts its socket down, so the take returns at once. A job already
+    # running is not touched: it finishes and its result is posted before the loop exits.
+    def _interrupt_poll(self):
+        with self._poll_lock:
+            if self._polling_sock is not None:
+                try:
+                    self._polling_sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def take(self):
+        """One take; returns the job, or None (no job, or a failure already waited out)."""
+        if self.stopper.is_set():
+            return None
+        self.client.connect(self.take_url)  # outside the lock: a stop must never wait on a connect
+        with self._poll_lock:
+            if self.stopper.is_set():
+                return None
+            self._polling_sock = self.client.sock
+        try:
+            status, data = self.client.request("GET", self.take_url, timeout=TAKE_TIMEOUT_S)
+        finally:
+            with self._poll_lock:
+                self._polling_sock = None
+        if status == 204:
+            return None
+        if status == 200:
+            try:
+                job = json.loads(data) if data.strip() else None
+            except ValueError:
+                log_error(f"job-take answered 200 with a body that is not JSON: {data[:200]!r}")
+                raise RequestFailed("bad job-take body", False, status) from None
+            if isinstance(job, list):  # a batch answer; this worker takes one at a time
+                job = job[0] if job else None
+            if job is None:
+                return None
+            if not isinstance(job, dict) or not isinstance(job.get("id"), str):
+                log_error(f"job-take answered with something that is not a job: {data[:200]!r}")
+                return None
+            return job
+        if status == 429:
+            raise RequestFailed("job-take: 429 too many requests", False, status)
+        raise RequestFailed(f"job-take answered HTTP {status}: {data[:200]!r}", False, status)
 
     def post_done(self, job_id, body):
         url = _with_param(self.done_template.replace("$ID", urllib.parse.quote(job_id, safe="")), "isStream=false")
@@ -676,6 +904,7 @@ class QueueWorker:
                 break
             self._running.set()
             self._slot.release()
+            self.take_new_function()
             self.current_job = job["id"]
             try:
                 body = self.run_job(job)
@@ -730,16 +959,30 @@ class LbApp:
     """What the HTTP handlers share: the routes, the health flag and the count of requests in flight."""
 
     def __init__(self, routes):
-        # (METHOD, path) -> (function, takes an argument)
-        self.routes = {k: (fn, _takes_argument(fn)) for k, fn in routes.items()}
-        self.paths = {}
-        for method, path in self.routes:
-            self.paths.setdefault(path, []).append(method)
+        self.set_routes(routes)
         self.healthy = True
         self.draining = False
         self.in_flight = 0
         self.idle = threading.Condition()
         self.asyncio = _AsyncRunner()
+
+    def set_routes(self, routes):
+        """Replaces every route at once (live reload): a request reads the table once, so one under
+        way finishes on the function it started with."""
+        table = {k: (fn, _takes_argument(fn)) for k, fn in routes.items()}  # (METHOD, path) -> (function, takes an argument)
+        paths = {}
+        for method, path in table:
+            paths.setdefault(path, []).append(method)
+        self.table = (table, paths)
+
+    @property
+    def routes(self):
+        return self.table[0]
+
+    def lookup(self, method, path):
+        """(function, takes an argument) for the request, or None; and the methods the path allows."""
+        table, paths = self.table
+        return table.get((method, path)), paths.get(path)
 
     def begin(self):
         with self.idle:
@@ -839,9 +1082,8 @@ def make_handler(app, serve_routes, serve_health):
                 return self.send_json(200, {"status": "healthy"})
             if app.draining:
                 return self.send_json(503, {"error": "worker is shutting down"})
-            route = app.routes.get((method, path)) if serve_routes else None
+            route, allowed = app.lookup(method, path) if serve_routes else (None, None)
             if route is None:
-                allowed = app.paths.get(path) if serve_routes else None
                 if allowed:
                     return self.send_json(405, {"error": f"{method} not allowed on {path}"}, [("Allow", ", ".join(allowed))])
                 return self.send_json(404, {"error": f"no route {path}"})
@@ -887,9 +1129,11 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None):
-    """Serves the routes until a stop; then stops accepting, finishes requests in flight, returns."""
-    app = LbApp(routes)
+def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None, main=None):
+    """Serves the routes (a dict, or an LbApp) until a stop; then stops accepting, finishes
+    requests in flight, returns. `main`, when given, runs on this thread while serving (the local
+    API's jobs) and returns once the stopper is set."""
+    app = routes if isinstance(routes, LbApp) else LbApp(routes)
     servers = []
     if health_port == port:
         servers.append(_Server((host, port), make_handler(app, True, True)))
@@ -903,6 +1147,8 @@ def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None):
     log(f"serving {listening or 'no routes'} on port {port}, health on port {health_port}")
     if ready is not None:
         ready(servers)
+    if main is not None:
+        main()
     stopper.wait()
     app.draining = True
     for s in servers:
@@ -911,6 +1157,98 @@ def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None):
     for s in servers:
         s.server_close()
     log("stopped")
+
+
+# ---------------------------------------------------------------------------------------------
+# Local serving of a queue resource (GANTRY_LOCAL_API=1): the job API's shape, no platform
+
+
+class LocalApi(LbApp):
+    """/runsync, /run, /status/{id}, /health (and /ping) for one queue function. Jobs run one at a
+    time on the main thread, in the order they came, as on a worker; the HTTP threads only queue
+    them and wait or answer."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.jobs = {}  # id -> the job's status answer
+        self.finished = collections.deque()
+        self.pending = queue.Queue()
+        self.lock = threading.Condition()
+        self.counts = {"completed": 0, "failed": 0}
+        super().__init__({("POST", "/runsync"): self.runsync, ("POST", "/run"): self.run, ("GET", "/health"): self.health})
+
+    def lookup(self, method, path):
+        if path.startswith("/status/") and len(path) > len("/status/"):
+            job_id = urllib.parse.unquote(path[len("/status/"):])
+            return ((lambda: self.status(job_id)), False) if method == "GET" else None, ["GET"]
+        return super().lookup(method, path)
+
+    def _submit(self, body):
+        if not isinstance(body, dict) or "input" not in body:
+            return None, (400, {"error": 'the body must be a JSON object with the job\'s "input": {"input": {...}}'})
+        job = {"id": f"local-{uuid.uuid4()}", "input": body["input"], "status": "IN_QUEUE", "queuedAt": time.monotonic()}
+        with self.lock:
+            self.jobs[job["id"]] = {"id": job["id"], "status": "IN_QUEUE"}
+        self.pending.put(job)
+        return job, None
+
+    def runsync(self, body):
+        job, refused = self._submit(body)
+        if refused:
+            return refused
+        with self.lock:
+            while self.jobs[job["id"]]["status"] in ("IN_QUEUE", "IN_PROGRESS"):
+                self.lock.wait()
+            return dict(self.jobs[job["id"]])
+
+    def run(self, body):
+        job, refused = self._submit(body)
+        return refused or {"id": job["id"], "status": "IN_QUEUE"}
+
+    def status(self, job_id):
+        with self.lock:
+            answer = self.jobs.get(job_id)
+            return dict(answer) if answer else (404, {"error": f"no job {job_id}"})
+
+    def health(self):
+        with self.lock:
+            states = [j["status"] for j in self.jobs.values()]
+        busy = states.count("IN_PROGRESS")
+        return {"jobs": {**self.counts, "inProgress": busy, "inQueue": states.count("IN_QUEUE"), "retried": 0},
+                "workers": {"idle": 1 - busy, "running": busy}}
+
+    def work(self, stopper):
+        """The job loop, on the main thread, until a stop."""
+        while not stopper.is_set():
+            try:
+                job = self.pending.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.runner.take_new_function()
+            with self.lock:
+                self.jobs[job["id"]]["status"] = "IN_PROGRESS"
+            started = time.monotonic()
+            result = json.loads(self.runner.run_job(job))
+            answer = {"id": job["id"], "delayTime": int((started - job["queuedAt"]) * 1000),
+                      "executionTime": int((time.monotonic() - started) * 1000)}
+            if "error" in result:
+                answer.update(status="FAILED", error=result["error"])
+            else:
+                answer.update(status="COMPLETED", output=result["output"])
+            with self.lock:
+                self.jobs[job["id"]] = answer
+                self.counts["failed" if "error" in result else "completed"] += 1
+                self.finished.append(job["id"])
+                while len(self.finished) > LOCAL_JOBS_KEPT:
+                    self.jobs.pop(self.finished.popleft(), None)
+                self.lock.notify_all()
+
+
+def serve_local_api(runner, port, stopper, host="0.0.0.0", ready=None):
+    app = LocalApi(runner)
+    log(f"serving {getattr(runner.fn, '__name__', 'the function')} locally: POST /runsync, POST /run, GET /status/{{id}}, GET /health")
+    serve_lb(app, port, port, stopper, host, ready, main=lambda: app.work(stopper))
+    return app
 
 
 # ---------------------------------------------------------------------------------------------
@@ -932,54 +1270,85 @@ def main(env=None):
 
 def _main(env):
     project = env.get("GANTRY_PROJECT_DIR")
+    artifact_dir = env.get("GANTRY_ARTIFACT_DIR")
+    cache = env.get("GANTRY_ARTIFACT_CACHE")
     if project:
         require_env(("GANTRY_RESOURCE",), env)
         src = os.path.abspath(project)
         resource = project_resource(src, env["GANTRY_RESOURCE"])
         deps = None
+    elif artifact_dir:
+        # An artifact already extracted (`gantry deploy --preview`, tests): no download, no cache.
+        require_env(("GANTRY_RESOURCE",), env)
+        root = os.path.abspath(artifact_dir)
+        if not os.path.isfile(os.path.join(root, "manifest.json")):
+            raise Fatal(f"GANTRY_ARTIFACT_DIR={artifact_dir!r} is not an extracted artifact (no manifest.json there)", 2)
+        resource = load_manifest_resource(root, env["GANTRY_RESOURCE"])
+        src, deps = os.path.join(root, "src"), os.path.join(root, "deps")
     else:
         require_env(ARTIFACT_ENV, env)
         try:
-            root = ensure_artifact(env["GANTRY_ARTIFACT_URL"], env["GANTRY_ARTIFACT_SHA256"], env["GANTRY_ARTIFACT_CACHE"])
+            root = ensure_artifact(env["GANTRY_ARTIFACT_URL"], env["GANTRY_ARTIFACT_SHA256"], cache)
         except OSError as e:
-            raise Fatal(f"artifact cache {env['GANTRY_ARTIFACT_CACHE']}: {e}") from None
+            raise Fatal(f"artifact cache {cache}: {e}") from None
         resource = load_manifest_resource(root, env["GANTRY_RESOURCE"])
         src, deps = os.path.join(root, "src"), os.path.join(root, "deps")
 
     kind = resource.get("kind")
+    local_api = kind == "queue" and _flag(env.get("GANTRY_LOCAL_API"))
+    live = _flag(env.get("GANTRY_LIVE_RELOAD"))
     # Check the rest of the environment before importing the app, which may take minutes.
-    if kind == "queue":
+    if kind == "queue" and not local_api:
         require_env(QUEUE_ENV, env)
-    elif kind == "lb":
+    elif kind in ("queue", "lb"):
         require_env(("PORT",), env)
     else:
         raise Fatal(f"resource {resource.get('name')!r} has unknown kind {kind!r}")
+    if live:
+        require_env(RELOAD_ENV, env)
+        worker_base_url(env)
+    try:
+        port = int(env.get("PORT") or 0)
+        health_port = int(env.get("PORT_HEALTH") or port)
+    except ValueError:
+        raise Fatal(f"PORT and PORT_HEALTH must be port numbers, got {env.get('PORT')!r} and {env.get('PORT_HEALTH')!r}", 2) from None
 
     module = load_app(resource, src, deps)
     stopper = Stopper()
     stopper.install()
+    target_of = queue_target(resource) if kind == "queue" else lb_target(resource)
+    target = target_of(module)
 
-    if kind == "queue":
-        fn = getattr(module, resource["function"], None)
-        if not callable(fn):
-            raise Fatal(f"{resource['file']} has no function {resource['function']!r}")
-        QueueWorker(fn, env, stopper).run()
+    def live_reload(apply):
+        if not live:
+            return
+        # Without a shared cache (local runs) the versions go to a directory of this process.
+        reloader = SourceReloader(env, resource, src, cache or tempfile.mkdtemp(prefix="gantry-sources-"), target_of, apply, stopper)
+        # A worker started after uploads runs the newest version from its first job or request on.
+        reloader.poll_once()
+        reloader.start()
+
+    if kind == "queue" and not local_api:
+        worker = QueueWorker(target, env, stopper)
+        live_reload(worker.set_function)
+        worker.run()
+        return 0
+    if local_api:
+        runner = FunctionRunner(target, "local", socket.gethostname())
+        live_reload(runner.set_function)
+        try:
+            serve_local_api(runner, port, stopper)
+        except OSError as e:
+            raise Fatal(f"cannot listen: {e}") from None
         return 0
 
-    obj = getattr(module, resource["object"], None)
-    routes = getattr(obj, "routes", None)
-    if not isinstance(routes, dict):
-        raise Fatal(f"{resource['file']}: {resource['object']!r} is not a gantry.Endpoint")
     for r in resource.get("routes") or []:
-        if (r["method"], r["path"]) not in routes:
+        if (r["method"], r["path"]) not in target:
             log_error(f"warning: route {r['method']} {r['path']} is in the manifest but was not registered on import")
+    app = LbApp(target)
+    live_reload(app.set_routes)
     try:
-        port = int(env["PORT"])
-        health_port = int(env.get("PORT_HEALTH") or port)
-    except ValueError:
-        raise Fatal(f"PORT and PORT_HEALTH must be port numbers, got {env.get('PORT')!r} and {env.get('PORT_HEALTH')!r}", 2) from None
-    try:
-        serve_lb(routes, port, health_port, stopper)
+        serve_lb(app, port, health_port, stopper)
     except OSError as e:
         raise Fatal(f"cannot listen: {e}") from None
     return 0

@@ -1,13 +1,17 @@
 """Shared by the tests: the package on sys.path, temporary projects, and a fake of the platform's
-worker protocol (enough of it to drive the runtime's queue loop: take, done, ping)."""
+worker protocol (enough of it to drive the runtime's queue loop: take, done, ping; and live
+reload's source poll with the signed download it hands out)."""
 
 import collections
+import hashlib
 import http.server
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import threading
@@ -35,6 +39,18 @@ def temp_project(test, files):
     d = tempfile.mkdtemp(prefix="gantry-test-")
     test.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
     return write_project(d, files)
+
+
+def source_tar(files):
+    """A source upload as `gantry dev` sends it: a gzip tar of {relative path: source} at its root."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for rel, text in files.items():
+            data = textwrap.dedent(text).lstrip("\n").encode()
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def free_port():
@@ -71,6 +87,9 @@ class FakeProtocol:
         self.connections = set()  # client ports that took or posted
         self.bad_auth = []
         self.answers = collections.deque()  # forced statuses for the next takes (e.g. 429)
+        self.sources = {}       # version -> gzip tar bytes (live reload)
+        self.source_polls = []  # (worker, after) of each source poll
+        self.source_gets = []   # versions downloaded
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -87,10 +106,25 @@ class FakeProtocol:
             def do_GET(self):
                 u = urllib.parse.urlsplit(self.path)
                 q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
+                if u.path.startswith("/signed/sources/"):  # the URL is the credential, as the platform's
+                    version = int(u.path.rsplit("/", 1)[-1])
+                    fake.source_gets.append(version)
+                    data = fake.sources.get(version)
+                    return self.reply(200, data) if data is not None else self.reply(404)
                 if self.headers.get("Authorization") != fake.key:
                     fake.bad_auth.append(self.headers.get("Authorization"))
                     return self.reply(401)
                 parts = u.path.split("/")
+                if u.path.startswith(f"/v2/{fake.endpoint}/source/"):
+                    after = int(q.get("after", ["0"])[0])
+                    fake.source_polls.append((parts[-1], after))
+                    newest = max(fake.sources, default=0)
+                    if newest <= after:
+                        return self.reply(204)
+                    data = fake.sources[newest]
+                    answer = {"version": newest, "sha256": hashlib.sha256(data).hexdigest(),
+                              "url": f"http://127.0.0.1:{fake.port}/signed/sources/{newest}?sig=secret"}
+                    return self.reply(200, json.dumps(answer).encode())
                 if u.path.startswith(f"/v2/{fake.endpoint}/ping/"):
                     fake.pings.append((parts[-1], q.get("job_id", [None])[0]))
                     return self.reply(200, b"{}")
@@ -136,6 +170,12 @@ class FakeProtocol:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+    def publish_source(self, files):
+        """A new source version (the next number), as an upload to the platform makes one."""
+        version = max(self.sources, default=0) + 1
+        self.sources[version] = source_tar(files)
+        return version
 
     def add(self, job_id, job_input):
         with self.cond:
