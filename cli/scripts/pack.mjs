@@ -27,8 +27,9 @@ function prepare() {
   mkdirSync(python, { recursive: true });
   const skip = (p) => !p.split(path.sep).some((part) => part === '__pycache__' || part === 'tests' || part.endsWith('.pyc') || part.endsWith('.egg-info'));
   cpSync(path.join(sdk, 'gantry'), path.join(python, 'gantry'), { recursive: true, filter: skip });
-  // What pip needs to install the package from the copy (`gantry-sdk @ file://…/python`).
-  for (const file of ['pyproject.toml', 'README.md', 'LICENSE']) {
+  // What pip needs to install the package from the copy (`gantry-sdk @ file://…/python`), and the
+  // Containerfile `gantry deploy --preview` builds its local runtime image from.
+  for (const file of ['pyproject.toml', 'README.md', 'LICENSE', 'Containerfile']) {
     if (existsSync(path.join(sdk, file))) cpSync(path.join(sdk, file), path.join(python, file));
   }
 }

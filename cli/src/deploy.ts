@@ -6,6 +6,7 @@ import { addBuildOptions, buildSummary, runBuild, type BuildFlags } from './buil
 import { resolveAuth } from './config.ts';
 import { CliError, describeError } from './errors.ts';
 import { formatBytes, note, printJson, progress, say } from './output.ts';
+import { runPreview } from './preview.ts';
 import { checkEnvironmentName, resolveAppName } from './project.ts';
 
 interface DeployFlags extends BuildFlags {
@@ -27,9 +28,14 @@ export function registerDeploy(program: Command): void {
       .option('-e, --env <name>', 'target environment (picked when the app has exactly one; created when missing)')
       .option('-a, --app <name>', 'app name (default: gantry.toml project name, else the directory name)'),
   )
-    .option('--preview', 'run the endpoints in local containers instead (not available yet)')
+    .option('--preview', 'run the endpoints in local containers (Podman or Docker) instead, until Ctrl+C')
     .action(async (flags: DeployFlags) => {
-      if (flags.preview) throw new CliError('`gantry deploy --preview` is not available yet; deploy to a separate environment instead (gantry deploy --env dev).');
+      if (flags.preview) {
+        // A preview has no platform, so no environment to deploy to.
+        if (flags.env !== undefined) throw new CliError('--env has no meaning with --preview: a preview runs on this machine, not in an environment.');
+        await runPreview(flags);
+        return;
+      }
       await deploy(flags);
     });
 }

@@ -116,9 +116,9 @@ describe('command-line conventions', () => {
     expect(command.stderr).toContain('deploy');
   });
 
-  it('deploy --preview is refused as not available yet', async () => {
+  it('deploy --preview says what is missing in a folder without resources', async () => {
     const r = await gantry(['deploy', '--preview'], { cwd: root, home });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/not available yet/);
+    expect(r.stderr).toMatch(/No resources found/);
   });
 });
