@@ -54,6 +54,12 @@ export interface Deployment {
   endpoints: AppEndpoint[];
 }
 
+/** A source upload's answer: versions count up from 1 per environment. */
+export interface SourceVersion {
+  version: number;
+  sha256: string;
+}
+
 /** RFC 9457 problem details, the error body of every REST answer. */
 interface Problem {
   title?: string;
@@ -89,7 +95,13 @@ export class PlatformClient {
   }
 
   async request<T>(method: string, pathname: string, body?: unknown): Promise<T> {
+    return (await this.exchange<T>(method, pathname, body !== undefined ? { json: body } : {})).body;
+  }
+
+  /** One call with its status too (a 201 and a 200 can mean different things); a JSON body, or raw bytes of a given type. */
+  private async exchange<T>(method: string, pathname: string, payload: { json?: unknown; bytes?: Buffer; contentType?: string }): Promise<{ status: number; body: T }> {
     const url = this.url(pathname);
+    const contentType = payload.json !== undefined ? 'application/json' : payload.contentType;
     let res: Response;
     try {
       res = await fetch(url, {
@@ -97,20 +109,20 @@ export class PlatformClient {
         headers: {
           authorization: `Bearer ${this.apiKey}`,
           accept: 'application/json, application/problem+json',
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...(contentType ? { 'content-type': contentType } : {}),
         },
-        body: body !== undefined ? JSON.stringify(body) : undefined,
+        body: payload.json !== undefined ? JSON.stringify(payload.json) : payload.bytes,
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (err) {
       throw unreachable(this.baseUrl, err);
     }
     if (!res.ok) throw await problemError(res, `${method} ${url.pathname}`);
-    if (res.status === 204) return undefined as T;
+    if (res.status === 204) return { status: res.status, body: undefined as T };
     const text = await res.text();
-    if (!text) return undefined as T;
+    if (!text) return { status: res.status, body: undefined as T };
     try {
-      return JSON.parse(text) as T;
+      return { status: res.status, body: JSON.parse(text) as T };
     } catch {
       throw new CliError(`The platform answered ${method} ${url.pathname} with something other than JSON (is ${this.baseUrl} a Gantry API?).`);
     }
@@ -130,6 +142,18 @@ export class PlatformClient {
     this.request('POST', `/v2/apps/${enc(app)}/environments/${enc(env)}/deployments`, { buildId });
   getDeployment = (app: string, id: string): Promise<Deployment> => this.request('GET', `/v2/apps/${enc(app)}/deployments/${enc(id)}`);
   deleteEndpoint = (id: string): Promise<void> => this.request('DELETE', `/v2/serverless/${enc(id)}`);
+  getEnvironment = (app: string, env: string): Promise<Environment> => this.request('GET', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
+
+  /** docs/dev-loop.md `provisionResource`: one resource's endpoint from a build, without the deploy workflow; 201 created, 200 updated. */
+  async provisionResource(app: string, env: string, resource: string, buildId: string): Promise<{ endpoint: AppEndpoint; created: boolean }> {
+    const r = await this.exchange<AppEndpoint>('PUT', `/v2/apps/${enc(app)}/environments/${enc(env)}/endpoints/${enc(resource)}`, { json: { buildId } });
+    return { endpoint: r.body, created: r.status === 201 };
+  }
+
+  /** docs/dev-loop.md: a gzip tar of the source files becomes the environment's next source version. */
+  async uploadSource(app: string, env: string, tarball: Buffer): Promise<SourceVersion> {
+    return (await this.exchange<SourceVersion>('PUT', `/v2/apps/${enc(app)}/environments/${enc(env)}/source`, { bytes: tarball, contentType: 'application/gzip' })).body;
+  }
 
   /** The artifact's bytes to the signed URL: no bearer key (the URL is the credential), only the headers it came with. */
   async upload(upload: PreparedUpload['upload'], file: string): Promise<void> {

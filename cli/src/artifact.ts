@@ -44,6 +44,12 @@ export interface BuildOptions {
   deps: boolean;
   exclude: string[];
   pythonVersion?: string;
+  /**
+   * `gantry dev`: a folder that keeps the installed deps/ between builds, so a build whose
+   * dependencies did not change (only a resource's configuration did) skips pip. `reuse`: copy it
+   * in instead of installing; otherwise it is refilled from this build's install.
+   */
+  depsCache?: { dir: string; reuse: boolean };
 }
 
 export interface BuildResult {
@@ -98,8 +104,17 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
 
     const excluded = [...new Set([...PREINSTALLED, ...opts.exclude.map(normalisePackageName).filter(Boolean)])];
     const deps = path.join(staging, 'deps');
-    await installDependencies({ projectDir, python, pythonVersion, resources, excluded, target: deps, listFile: path.join(work, 'requirements.txt'), withDeps: opts.deps });
-    await removeDistributions(deps, new Set(excluded));
+    const cache = opts.depsCache;
+    if (cache?.reuse && existsSync(cache.dir)) {
+      await cp(cache.dir, deps, { recursive: true, verbatimSymlinks: true });
+    } else {
+      await installDependencies({ projectDir, python, pythonVersion, resources, excluded, target: deps, listFile: path.join(work, 'requirements.txt'), withDeps: opts.deps });
+      await removeDistributions(deps, new Set(excluded));
+      if (cache) {
+        await rm(cache.dir, { recursive: true, force: true });
+        await cp(deps, cache.dir, { recursive: true, verbatimSymlinks: true });
+      }
+    }
     await copyGantryPackage(deps);
 
     const manifest: Manifest = {

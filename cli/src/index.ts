@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { registerApp } from './app.ts';
 import { registerBuild } from './build.ts';
 import { registerDeploy } from './deploy.ts';
+import { registerDev } from './dev.ts';
 import { registerEnv } from './env.ts';
 import { CliError } from './errors.ts';
 import { registerInit } from './init.ts';
@@ -30,6 +31,7 @@ function program(): Command {
   registerInit(root);
   registerBuild(root);
   registerDeploy(root);
+  registerDev(root);
   registerUndeploy(root);
   registerEnv(root);
   registerApp(root);

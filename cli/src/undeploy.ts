@@ -96,5 +96,6 @@ async function removeOne(client: PlatformClient, app: string, endpoints: Deploye
   }
   const e = matches[0]!;
   await client.deleteEndpoint(e.id);
-  say(`Removed ${e.name} (${e.resource} in ${e.environment}); the next deploy of ${e.environment} creates it again while the code still declares it.`);
+  const again = e.environment === 'live' ? 'the next `gantry dev` call to it' : `the next deploy of ${e.environment}`;
+  say(`Removed ${e.name} (${e.resource} in ${e.environment}); ${again} creates it again while the code still declares it.`);
 }

@@ -47,10 +47,11 @@ describe('the packed CLI', () => {
     const pkg = path.join(prefix, 'lib', 'node_modules', '@gantry', 'cli');
     expect(existsSync(path.join(pkg, 'dist', 'index.js'))).toBe(true);
     expect(existsSync(path.join(pkg, 'python', 'gantry', 'scan.py'))).toBe(true);
+    expect(existsSync(path.join(pkg, 'python', 'Containerfile'))).toBe(true);
     expect(existsSync(path.join(pkg, 'src'))).toBe(false);
-    // Its own dependencies only: none of the server's.
+    // Its own dependencies only (fastify serves `gantry dev`), none that only the server needs.
     const deps = readdirSync(path.join(pkg, 'node_modules'));
-    for (const serverDep of ['fastify', '@prisma', 'pg', '@temporalio', 'tsx']) expect(deps).not.toContain(serverDep);
+    for (const serverDep of ['@prisma', 'pg', '@temporalio', 'tsx', '@apollo', 'ssh2']) expect(deps).not.toContain(serverDep);
 
     // The bin link itself, found through PATH, on the node running these tests.
     const runEnv = { ...env, PATH: `${path.join(prefix, 'bin')}${path.delimiter}${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}` };
