@@ -24,12 +24,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { liveWorker } from '../domain/worker-status.ts';
 import { containerNameOf, podVolumePrefix } from '../hostctl/containers.ts';
-import { loadConfig } from '../infra/config.ts';
-import { startPlatform, type Platform } from '../infra/platform.ts';
+import type { Platform } from '../infra/platform.ts';
 import { ensurePythonBaseImage } from '../infra/python-base-image.ts';
 import { startSshTestHost, type SshTestHost } from '../infra/ssh-test-host.ts';
 import { cpuSeconds, loadAverage } from './proc.ts';
-import { BENCH_QUOTAS, freePort } from './support.ts';
+import { appsBenchSettings, startEmbeddedPlatform } from './support.ts';
 
 const runs = Number(process.argv[2] ?? 1);
 const jobCount = Number(process.argv[3] ?? 1000);
@@ -184,34 +183,12 @@ async function oneRun(run: number): Promise<Run> {
     sshHost = await startSshTestHost({ log: (m) => console.error(m) });
     const removed = removeRuntimeImages();
     console.error(`run ${run}: removed ${removed.length ? removed.join(', ') : 'no runtime image (none there)'}`);
-    const port = await freePort();
     const adminKey = `gntr_bench_${Date.now()}_0123456789abcdef`;
-    platform = await startPlatform(
-      loadConfig({
-        ...process.env,
-        PORT: String(port),
-        GANTRY_WORKER_PORT: String(await freePort()),
-        GANTRY_DATA_DIR: path.join(root, 'data'),
-        GANTRY_ADMIN_API_KEY: adminKey,
-        TEMPORAL_PORT: String(await freePort()),
-        TEMPORAL_UI_PORT: String(await freePort()),
-        GANTRY_PG_PORT: String(await freePort()),
-        DATABASE_URL: '',
-        TEMPORAL_ADDRESS: '',
-        LOG_LEVEL: 'warn',
-        // As the end-to-end test: hosts build the runtime image on the Debian-made base (no registry here).
-        GANTRY_RUNTIME_BASE_IMAGE: 'localhost/gantry-python:{python}',
-        GANTRY_ARTIFACT_CACHE_DIR: path.join(root, 'host-cache'),
-        // One client at full speed: quotas that never bind.
-        GANTRY_RATE_LIMITS: BENCH_QUOTAS,
-        GANTRY_JOB_RATE_LIMITS: BENCH_QUOTAS,
-        GANTRY_PROXY_RATE_LIMITS: BENCH_QUOTAS,
-      }),
-      () => {},
-    );
-    const p = platform;
+    const started = await startEmbeddedPlatform(path.join(root, 'data'), adminKey, appsBenchSettings(path.join(root, 'host-cache')));
+    const p = started.platform;
+    platform = p;
     const db = p.ctx.db;
-    const base = `http://127.0.0.1:${port}`;
+    const base = started.base;
     const headers = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
     const api = async (method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> => {
       const res = await fetch(url.startsWith('http') ? url : base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });

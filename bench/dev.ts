@@ -23,12 +23,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { runtimeImageFor } from '../domain/apps.ts';
 import { LABELS } from '../hostctl/containers.ts';
-import { loadConfig } from '../infra/config.ts';
-import { startPlatform, type Platform } from '../infra/platform.ts';
+import type { Platform } from '../infra/platform.ts';
 import { ensurePythonBaseImage } from '../infra/python-base-image.ts';
 import { startSshTestHost, type SshTestHost } from '../infra/ssh-test-host.ts';
 import { loadAverage } from './proc.ts';
-import { BENCH_QUOTAS, freePort } from './support.ts';
+import { appsBenchSettings, freePort, startEmbeddedPlatform } from './support.ts';
 
 const edits = Number(process.argv[2] ?? 5);
 const gantryBin = path.join(path.dirname(fileURLToPath(import.meta.url)), '../cli/bin/gantry.mjs');
@@ -44,30 +43,10 @@ let dev: ChildProcess | undefined;
 let hostId: string | undefined;
 try {
   sshHost = await startSshTestHost({ log: (m) => console.error(m) });
-  const port = await freePort();
   const adminKey = `gntr_bench_${Date.now()}_0123456789abcdef`;
-  platform = await startPlatform(
-    loadConfig({
-      ...process.env,
-      PORT: String(port),
-      GANTRY_WORKER_PORT: String(await freePort()),
-      GANTRY_DATA_DIR: path.join(root, 'data'),
-      GANTRY_ADMIN_API_KEY: adminKey,
-      TEMPORAL_PORT: String(await freePort()),
-      TEMPORAL_UI_PORT: String(await freePort()),
-      GANTRY_PG_PORT: String(await freePort()),
-      DATABASE_URL: '',
-      TEMPORAL_ADDRESS: '',
-      LOG_LEVEL: 'warn',
-      GANTRY_RUNTIME_BASE_IMAGE: 'localhost/gantry-python:{python}',
-      GANTRY_ARTIFACT_CACHE_DIR: path.join(root, 'host-cache'),
-      GANTRY_RATE_LIMITS: BENCH_QUOTAS,
-      GANTRY_JOB_RATE_LIMITS: BENCH_QUOTAS,
-      GANTRY_PROXY_RATE_LIMITS: BENCH_QUOTAS,
-    }),
-    () => {},
-  );
-  const base = `http://127.0.0.1:${port}`;
+  const started = await startEmbeddedPlatform(path.join(root, 'data'), adminKey, appsBenchSettings(path.join(root, 'host-cache')));
+  platform = started.platform;
+  const base = started.base;
   const host = (await (
     await fetch(`${base}/v2/hosts`, {
       method: 'POST',
@@ -98,9 +77,9 @@ try {
   let output = '';
   dev.stdout!.setEncoding('utf8').on('data', (d: string) => (output += d));
   dev.stderr!.setEncoding('utf8').on('data', (d: string) => (output += d));
-  const started = Date.now();
+  const devStarted = Date.now();
   while (!/listening on/.test(output)) {
-    if (Date.now() - started > 60_000 || dev.exitCode !== null) throw new Error(`gantry dev did not start:\n${output}`);
+    if (Date.now() - devStarted > 60_000 || dev.exitCode !== null) throw new Error(`gantry dev did not start:\n${output}`);
     await sleep(50);
   }
   const devUrl = `http://localhost:${devPort}`;

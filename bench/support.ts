@@ -63,3 +63,38 @@ export async function startBenchPlatform(name: string): Promise<BenchPlatform> {
     },
   };
 }
+
+/**
+ * The whole platform as `npm start` runs it (embedded PostgreSQL and Temporal dev server, production
+ * loop settings) in `dataDir`, on free ports, with `env` over it: for the benchmarks that need hosts.
+ */
+export async function startEmbeddedPlatform(dataDir: string, adminKey: string, env: Record<string, string> = {}): Promise<{ platform: Platform; base: string }> {
+  const port = await freePort();
+  const platform = await startPlatform(
+    loadConfig({
+      ...process.env,
+      PORT: String(port),
+      GANTRY_WORKER_PORT: String(await freePort()),
+      GANTRY_DATA_DIR: dataDir,
+      GANTRY_ADMIN_API_KEY: adminKey,
+      TEMPORAL_PORT: String(await freePort()),
+      TEMPORAL_UI_PORT: String(await freePort()),
+      GANTRY_PG_PORT: String(await freePort()),
+      DATABASE_URL: '',
+      TEMPORAL_ADDRESS: '',
+      LOG_LEVEL: 'warn',
+      ...env,
+    }),
+    () => {},
+  );
+  return { platform, base: `http://127.0.0.1:${port}` };
+}
+
+/** Settings of a platform whose hosts run deployed apps here: the runtime image built on the Debian-made base, quotas that never bind. */
+export const appsBenchSettings = (cacheDir: string): Record<string, string> => ({
+  GANTRY_RUNTIME_BASE_IMAGE: 'localhost/gantry-python:{python}',
+  GANTRY_ARTIFACT_CACHE_DIR: cacheDir,
+  GANTRY_RATE_LIMITS: BENCH_QUOTAS,
+  GANTRY_JOB_RATE_LIMITS: BENCH_QUOTAS,
+  GANTRY_PROXY_RATE_LIMITS: BENCH_QUOTAS,
+});

@@ -9,8 +9,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
-import { startOneHostPlatform, until, type OneHostPlatform } from '../integration/orchestration-support.ts';
+import { startAppsPlatform, until, type OneHostPlatform } from '../integration/orchestration-support.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 import { cliEnv, gantry, gantryBin, tempDir } from './helpers.ts';
@@ -145,11 +144,7 @@ async function devCall(dev: Dev, method: string, route: string, body?: unknown):
 }
 
 beforeAll(async () => {
-  await ensurePythonBaseImage('3.11');
-  process.env.GANTRY_RUNTIME_BASE_IMAGE = 'localhost/gantry-python:{python}';
-  process.env.GANTRY_ARTIFACT_CACHE_DIR = path.join(root, 'host-cache');
-  process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
-  fixture = await startOneHostPlatform('dev-box');
+  fixture = await startAppsPlatform('dev-box', path.join(root, 'host-cache'));
   p = fixture.p;
   mkdirSync(project, { recursive: true });
   writeFileSync(path.join(project, 'gantry.toml'), '[project]\nname = "devshop"\npython_version = "3.11"\n');
@@ -160,9 +155,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const child of running) child.kill('SIGKILL');
   await fixture?.stop();
-  delete process.env.GANTRY_RUNTIME_BASE_IMAGE;
-  delete process.env.GANTRY_ARTIFACT_CACHE_DIR;
-  delete process.env.GANTRY_LB_HEALTH;
 }, 180_000);
 
 describe('gantry dev on real live endpoints', () => {

@@ -11,10 +11,9 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { gantry, tempDir } from '../cli/helpers.ts';
-import { startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
@@ -25,19 +24,12 @@ const cli = (args: string[], cwd = project, env: Record<string, string | undefin
   gantry(args, { cwd, home, env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url, ...env }, timeoutMs });
 
 beforeAll(async () => {
-  await ensurePythonBaseImage('3.11');
-  await ensurePythonBaseImage('3.13');
-  process.env.GANTRY_RUNTIME_BASE_IMAGE = 'localhost/gantry-python:{python}';
-  process.env.GANTRY_ARTIFACT_CACHE_DIR = path.join(root, 'host-cache');
-  process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
-  fixture = await startOneHostPlatform('apps-box');
+  fixture = await startAppsPlatform('apps-box', path.join(root, 'host-cache'), ['3.11', '3.13']);
   p = fixture.p;
 }, 900_000);
 
 afterAll(async () => {
   await fixture?.stop();
-  delete process.env.GANTRY_RUNTIME_BASE_IMAGE;
-  delete process.env.GANTRY_ARTIFACT_CACHE_DIR;
 }, 180_000);
 
 interface DeployedEndpoint {

@@ -13,9 +13,8 @@ import path from 'node:path';
 import { create as createTar } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Manifest } from '../../domain/apps.ts';
-import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
@@ -24,19 +23,12 @@ const sdkPackage = path.join(import.meta.dirname, '..', '..', 'sdk', 'python', '
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
 beforeAll(async () => {
-  await ensurePythonBaseImage('3.11');
-  process.env.GANTRY_RUNTIME_BASE_IMAGE = 'localhost/gantry-python:{python}';
-  process.env.GANTRY_ARTIFACT_CACHE_DIR = path.join(root, 'host-cache');
-  process.env.GANTRY_LB_HEALTH = JSON.stringify({ intervalMs: 300 });
-  fixture = await startOneHostPlatform('live-box');
+  fixture = await startAppsPlatform('live-box', path.join(root, 'host-cache'));
   p = fixture.p;
 }, 900_000);
 
 afterAll(async () => {
   await fixture?.stop();
-  delete process.env.GANTRY_RUNTIME_BASE_IMAGE;
-  delete process.env.GANTRY_ARTIFACT_CACHE_DIR;
-  delete process.env.GANTRY_LB_HEALTH;
   rmSync(root, { recursive: true, force: true });
 }, 180_000);
 

@@ -6,6 +6,7 @@ import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../domain/orchestration-settings.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
 import { ensureTestWorkerImage } from '../../infra/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
@@ -191,4 +192,27 @@ export async function readSse(
   }
   if (!enough(events)) throw new Error(`the SSE stream ended without the expected events: ${JSON.stringify(events).slice(0, 2000)}`);
   return { contentType: res.headers.get('content-type') ?? '', events };
+}
+
+/**
+ * A OneHostPlatform whose host runs deployed Python apps: the runtime image is built on the host
+ * from the Debian-made base (infra/python-base-image.ts; no registry here), artifacts are cached in
+ * `cacheDir`, and the proxy's health checks are quick. `versions`: the Python bases to make first.
+ */
+export async function startAppsPlatform(hostName: string, cacheDir: string, versions: Array<'3.11' | '3.13'> = ['3.11']): Promise<OneHostPlatform> {
+  for (const v of versions) await ensurePythonBaseImage(v);
+  const settings = {
+    GANTRY_RUNTIME_BASE_IMAGE: 'localhost/gantry-python:{python}',
+    GANTRY_ARTIFACT_CACHE_DIR: cacheDir,
+    GANTRY_LB_HEALTH: JSON.stringify({ intervalMs: 300 }),
+  };
+  Object.assign(process.env, settings);
+  const fixture = await startOneHostPlatform(hostName);
+  return {
+    ...fixture,
+    async stop() {
+      await fixture.stop();
+      for (const name of Object.keys(settings)) delete process.env[name];
+    },
+  };
 }
