@@ -55,6 +55,16 @@ function localRoutes(r: Resource): Array<{ method: string; path: string }> {
   return (r.routes ?? []).map((x) => ({ method: x.method, path: `/${r.name}${x.path}` }));
 }
 
+/**
+ * The local server has no key of its own and adds the user's key to every call it forwards: on a
+ * loopback address only this machine reaches it; anywhere else, whoever reaches it spends that key.
+ */
+export function exposureWarning(host: string): string | undefined {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h)) return undefined;
+  return `Listening on ${host}: anyone who reaches this address calls your live endpoints with your API key (keep --host on localhost unless that is what you want).`;
+}
+
 /** The local server of `gantry dev`: the spec's routes, each call forwarded to the resource's live endpoint. */
 function buildApp(opts: DevServerOptions): FastifyInstance {
   // Open connections (a call waiting for a cold worker) must not hold up Ctrl+C.

@@ -106,7 +106,9 @@ async function dev(flags: DevFlags): Promise<void> {
   }
 
   let document = openApiDocument(app, resources);
-  const { startDevServer } = await import('./dev-server.ts');
+  const { exposureWarning, startDevServer } = await import('./dev-server.ts');
+  const exposed = exposureWarning(flags.host);
+  if (exposed) note(exposed);
   const server = await startDevServer({
     host: flags.host,
     port: flags.port,
