@@ -14,29 +14,19 @@
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from '../infra/config.ts';
-import { startPlatform, type Platform } from '../infra/platform.ts';
 import { startSshTestHost } from '../infra/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../infra/test-image.ts';
 import { liveWorker } from '../domain/worker-status.ts';
+import { startEmbeddedPlatform } from './support.ts';
 
 const coldRuns = Number(process.argv[2] ?? 5);
 const rolloutSizes = (process.argv[3] ?? '1,3,5').split(',').filter(Boolean).map(Number);
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../test/fixtures/orchestration-worker');
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
 
 async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 120_000, everyMs = 25): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -60,23 +50,7 @@ chmodSync(dataDir, 0o755);
 const adminKey = `gntr_bench_${Date.now()}_0123456789`;
 const sshHost = await startSshTestHost({ log: (m) => console.error(m) });
 ensureTestWorkerImage(IMAGE, { appDir, log: (m) => console.error(m) });
-const port = await freePort();
-const platform: Platform = await startPlatform(
-  loadConfig({
-    ...process.env,
-    PORT: String(port),
-    GANTRY_DATA_DIR: dataDir,
-    GANTRY_ADMIN_API_KEY: adminKey,
-    TEMPORAL_PORT: String(await freePort()),
-    TEMPORAL_UI_PORT: String(await freePort()),
-    GANTRY_PG_PORT: String(await freePort()),
-    DATABASE_URL: '',
-    TEMPORAL_ADDRESS: '',
-    LOG_LEVEL: 'warn',
-  }),
-  () => {},
-);
-const base = `http://127.0.0.1:${port}`;
+const { platform, base } = await startEmbeddedPlatform(dataDir, adminKey);
 const db = platform.ctx.db;
 
 async function api(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- arbitrary JSON

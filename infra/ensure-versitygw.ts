@@ -6,12 +6,13 @@
  * later calls only check that the binary is there.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from './config.ts';
 import { stopChild } from './temporal.ts';
 import { freeLoopbackPort } from './local-port.ts';
+import { releaseBuildLock, tryBuildLock } from './build-lock.ts';
 
 /** Pinned: the flags startVersityGw passes are the ones this release takes. */
 export const VERSITYGW_MODULE = 'github.com/versity/versitygw/cmd/versitygw@v1.8.0';
@@ -45,22 +46,9 @@ export async function ensureVersityGw(options: { log?: (line: string) => void; c
   if (existsSync(binary)) return binary;
   mkdirSync(binDir, { recursive: true });
   const lock = path.join(binDir, '.building-versitygw');
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      let age = 0;
-      try {
-        age = Date.now() - statSync(lock).mtimeMs;
-      } catch {
-        continue; // released between the two calls: try again
-      }
-      if (age > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
-      else await sleep(2000);
-      if (existsSync(binary)) return binary;
-    }
+  while (!tryBuildLock(lock, STALE_LOCK_MS)) {
+    await sleep(2000);
+    if (existsSync(binary)) return binary;
   }
   try {
     if (existsSync(binary)) return binary;
@@ -86,7 +74,7 @@ export async function ensureVersityGw(options: { log?: (line: string) => void; c
     log(`Built versitygw in ${Math.round((Date.now() - started) / 1000)} s.`);
     return binary;
   } finally {
-    rmSync(lock, { recursive: true, force: true });
+    releaseBuildLock(lock);
   }
 }
 

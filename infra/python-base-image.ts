@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
-import { imageBuildLockPath, releaseImageBuildLock, tryImageBuildLock } from './image-build-lock.ts';
+import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from './build-lock.ts';
 
 export type PythonBaseVersion = '3.11' | '3.13';
 
@@ -98,11 +98,11 @@ function existingImage(podman: string, name: string): { id: string; label: strin
 async function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
   const lock = imageBuildLockPath(name);
   // A cold debootstrap takes minutes; only a lock far older than that was left by a killed build.
-  while (!tryImageBuildLock(lock, 30 * 60_000)) await sleep(500);
+  while (!tryBuildLock(lock, 30 * 60_000)) await sleep(500);
   try {
     return await fn();
   } finally {
-    releaseImageBuildLock(lock);
+    releaseBuildLock(lock);
   }
 }
 

@@ -12,8 +12,9 @@
  * calls only check that the files are there.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { releaseBuildLock, tryBuildLock } from './build-lock.ts';
 
 /** The Java SDK release whose test server the workflow tests run on. */
 export const TEMPORAL_TEST_SERVER_VERSION = '1.31.0';
@@ -84,19 +85,12 @@ export function resolveTemporalTestServer(cacheDir: string, log: (line: string) 
   if (ready && java) return writeWrapper(wrapper, wrapperScript(java, ready));
 
   mkdirSync(dir, { recursive: true });
-  // A lock directory keeps two processes on one machine from building at once.
+  // Two processes on one machine never resolve it at once.
   const lock = path.join(dir, '.building');
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      const age = Date.now() - statSync(lock).mtimeMs;
-      if (age > 10 * 60_000) rmSync(lock, { recursive: true, force: true });
-      else spawnSync('sleep', ['1']);
-      const built = cachedClasspath(classpathFile);
-      if (built && java) return writeWrapper(wrapper, wrapperScript(java, built));
-    }
+  while (!tryBuildLock(lock, 10 * 60_000)) {
+    spawnSync('sleep', ['1']);
+    const built = cachedClasspath(classpathFile);
+    if (built && java) return writeWrapper(wrapper, wrapperScript(java, built));
   }
   try {
     const built = cachedClasspath(classpathFile);
@@ -119,6 +113,6 @@ export function resolveTemporalTestServer(cacheDir: string, log: (line: string) 
     log(`Resolved Temporal's time-skipping test server in ${((Date.now() - started) / 1000).toFixed(1)} s.`);
     return writeWrapper(wrapper, wrapperScript(java, readFileSync(classpathFile, 'utf8').trim()));
   } finally {
-    rmSync(lock, { recursive: true, force: true });
+    releaseBuildLock(lock);
   }
 }

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
@@ -7,6 +7,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { GantryConfig } from './config.ts';
+import { releaseBuildLock, tryBuildLock } from './build-lock.ts';
 
 /** The Temporal CLI release that `go install` can build (later ones carry `replace` directives). */
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';
@@ -43,18 +44,11 @@ export function resolveTemporalBinary(config: Pick<GantryConfig, 'temporalCliPat
   const go = onPath('go');
   if (!go) return undefined;
   mkdirSync(binDir, { recursive: true });
-  // A lock directory keeps two processes on one machine from building at once.
+  // Two processes on one machine never build it at once.
   const lock = path.join(binDir, '.building');
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      break;
-    } catch {
-      const age = Date.now() - statSync(lock).mtimeMs;
-      if (age > 30 * 60_000) rmSync(lock, { recursive: true, force: true });
-      else spawnSync('sleep', ['2']);
-      if (existsSync(cached)) return cached;
-    }
+  while (!tryBuildLock(lock, 30 * 60_000)) {
+    spawnSync('sleep', ['2']);
+    if (existsSync(cached)) return cached;
   }
   try {
     log(`Building the Temporal CLI (${TEMPORAL_CLI_MODULE}) from the Go module proxy into ${binDir}; this happens once per machine and takes a few minutes.`);
@@ -70,7 +64,7 @@ export function resolveTemporalBinary(config: Pick<GantryConfig, 'temporalCliPat
     log(`Built the Temporal CLI in ${Math.round((Date.now() - started) / 1000)} s.`);
     return cached;
   } finally {
-    rmSync(lock, { recursive: true, force: true });
+    releaseBuildLock(lock);
   }
 }
 

@@ -9,7 +9,7 @@ import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, r
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
-import { imageBuildLockPath, releaseImageBuildLock, tryImageBuildLock } from './image-build-lock.ts';
+import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from './build-lock.ts';
 
 export const DEFAULT_TEST_IMAGE = 'localhost/gantry-test-worker:1';
 /** Image label holding a hash of what went in, so a changed app directory or node rebuilds. */
@@ -125,7 +125,7 @@ export function ensureTestWorkerImage(name: string = DEFAULT_TEST_IMAGE, options
 
   // Test files run in parallel and may ask for the same image at once: one builds, the others wait.
   const lock = imageBuildLockPath(name);
-  while (!tryImageBuildLock(lock, 5 * 60_000)) spawnSync('sleep', ['0.2']);
+  while (!tryBuildLock(lock, 5 * 60_000)) spawnSync('sleep', ['0.2']);
   const work = mkdtempSync(path.join(tmpdir(), 'gantry-image-'));
   try {
     const previous = existingImage(podman, name);
@@ -146,7 +146,7 @@ export function ensureTestWorkerImage(name: string = DEFAULT_TEST_IMAGE, options
     if (previous?.id) spawnSync(podman, ['rmi', previous.id], { stdio: 'ignore' });
   } finally {
     rmSync(work, { recursive: true, force: true });
-    releaseImageBuildLock(lock);
+    releaseBuildLock(lock);
   }
   return { name, built: true, ms: Date.now() - started };
 }

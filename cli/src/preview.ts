@@ -484,7 +484,7 @@ const aborted = (signal: AbortSignal): Promise<void> =>
 // ---------------------------------------------------------------------------------------------
 // The result
 
-interface Row {
+export interface PreviewRow {
   resource: string;
   kind: 'queue' | 'lb';
   url: string;
@@ -504,7 +504,7 @@ const QUEUE_ROUTES = [
   { method: 'GET', path: '/status/{id}' },
 ];
 
-function describe(p: Planned, endpoints: Record<string, string>): Row {
+function describe(p: Planned, endpoints: Record<string, string>): PreviewRow {
   const r = p.resource;
   const compute = 'gpu' in r.compute ? `no GPU here (asks for ${r.compute.gpu.pools.join('|')} x${r.compute.gpu.count})` : `cpu (${r.compute.cpu})`;
   return {
@@ -520,7 +520,7 @@ function describe(p: Planned, endpoints: Record<string, string>): Row {
   };
 }
 
-function printTable(rows: Row[], mode: Discovery['mode']): void {
+function printTable(rows: PreviewRow[], mode: Discovery['mode']): void {
   say(
     table(
       ['RESOURCE', 'KIND', 'LOCAL URL', 'COMPUTE', 'ROUTES'],

@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
 import { cliEnv, gantry, gantryBin, tempDir } from './helpers.ts';
+import type { PreviewRow } from '../../cli/src/preview.ts';
 
 /** Calls the queue-based cpu-worker and the load-balanced lb-worker by the names the preview gives them. */
 const CALLER = `"""Calls the other endpoints through their discovery variables."""
@@ -53,18 +54,6 @@ def endpoints() -> dict:
     return json.loads(os.environ["GANTRY_ENDPOINTS"])
 `;
 
-interface Row {
-  resource: string;
-  kind: 'queue' | 'lb';
-  url: string;
-  container: string;
-  internalUrl: string;
-  variable: string;
-  compute: string;
-  gpuRequested: boolean;
-  routes: Array<{ method: string; path: string }>;
-}
-
 interface PreviewJson {
   app: string;
   runtime: string;
@@ -72,7 +61,7 @@ interface PreviewJson {
   discovery: 'dns' | 'hosts';
   image: string;
   artifact: { sha256: string; dir: string };
-  endpoints: Row[];
+  endpoints: PreviewRow[];
   timings: { buildMs: number; imageMs: number; imageBuilt: boolean; startMs: number; totalMs: number };
 }
 

@@ -164,7 +164,12 @@ describe('abuse limits on every surface', () => {
       await app.inject({ method: 'GET', url: `/graphql?query=%7Bmyself%7Bid%7D%7D&api_key=${secret}&x=1` });
       await app.inject({ method: 'GET', url: `/v2/nosuchroute/at/all?api_key=${secret}` });
       await app.inject({ method: 'GET', url: `/v2/serverless?api_key=${secret}` });
+      // The signature of a signed artifact URL is a credential too.
+      const sig = 'SiGnAtUrEsIgNaTuReSiGnAtUrEsIgNaTuReSiGnAtU';
+      await app.inject({ method: 'GET', url: `/v2/artifacts/somebuild?expires=4102444800&sig=${sig}` });
       const log = lines.join('');
+      expect(log).toContain('sig=[redacted]');
+      expect(log).not.toContain(sig);
       expect(lines.length).toBeGreaterThan(4);
       expect(log).toContain('api_key=[redacted]');
       expect(log).not.toContain(secret);

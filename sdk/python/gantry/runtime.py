@@ -1129,10 +1129,11 @@ class _Server(http.server.ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None, main=None):
+def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None, main=None, what=None):
     """Serves the routes (a dict, or an LbApp) until a stop; then stops accepting, finishes
     requests in flight, returns. `main`, when given, runs on this thread while serving (the local
-    API's jobs) and returns once the stopper is set."""
+    API's jobs) and returns once the stopper is set. The "serving" line is logged once the sockets
+    are bound (callers wait for it): `what` says what is served, default the routes."""
     app = routes if isinstance(routes, LbApp) else LbApp(routes)
     servers = []
     if health_port == port:
@@ -1143,8 +1144,8 @@ def serve_lb(routes, port, health_port, stopper, host="0.0.0.0", ready=None, mai
     threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True) for s in servers]
     for t in threads:
         t.start()
-    listening = ", ".join(f"{m} {p}" for m, p in app.routes)
-    log(f"serving {listening or 'no routes'} on port {port}, health on port {health_port}")
+    listening = what or ", ".join(f"{m} {p}" for m, p in app.routes) or "no routes"
+    log(f"serving {listening} on port {port}, health on port {health_port}")
     if ready is not None:
         ready(servers)
     if main is not None:
@@ -1246,8 +1247,8 @@ class LocalApi(LbApp):
 
 def serve_local_api(runner, port, stopper, host="0.0.0.0", ready=None):
     app = LocalApi(runner)
-    log(f"serving {getattr(runner.fn, '__name__', 'the function')} locally: POST /runsync, POST /run, GET /status/{{id}}, GET /health")
-    serve_lb(app, port, port, stopper, host, ready, main=lambda: app.work(stopper))
+    what = f"{getattr(runner.fn, '__name__', 'the function')} locally: POST /runsync, POST /run, GET /status/{{id}}, GET /health"
+    serve_lb(app, port, port, stopper, host, ready, main=lambda: app.work(stopper), what=what)
     return app
 
 
