@@ -5,6 +5,7 @@ import { createEndpointActivities } from './endpoints.ts';
 import { createHostActivities, type OrchestrationRuntime } from './hosts.ts';
 import { createPodActivities, createWorkerActivities } from './workers.ts';
 import { createJobActivities } from './jobs.ts';
+import { createOutputActivities } from './outputs.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
 export function createActivities(deps: { db: Db; ctx: DomainContext }) {
@@ -20,5 +21,5 @@ export function createActivities(deps: { db: Db; ctx: DomainContext }) {
     platform: deps.ctx.settings,
     signingKey: deps.ctx.signingKey,
   };
-  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db, deps.ctx.settings), ...createDeployActivities(deps.ctx) };
+  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db, deps.ctx.settings), ...createDeployActivities(deps.ctx), ...createOutputActivities(deps.ctx) };
 }

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticate, authenticateCached, requireScope, type Principal, type Scope } from '../domain/auth.ts';
+import { authenticate, authenticateCached, requireAnyScope, requireScope, type Principal, type Scope } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import type { RecordCaches } from '../domain/record-cache.ts';
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, ForgedCredential } from '../domain/errors.ts';
 import { consumeCounter } from '../domain/rate-limit.ts';
 
 declare module 'fastify' {
@@ -15,7 +15,7 @@ declare module 'fastify' {
   }
   interface FastifyContextConfig {
     /** The key scope a management route needs (see requireDeclaredScopes); the OpenAPI document shows it as `x-required-scope`. */
-    requiredScope?: Scope;
+    requiredScope?: Scope | readonly Scope[];
   }
 }
 
@@ -58,13 +58,16 @@ export class AuthFailureThrottle {
     this.blockedUntil.set(address, Date.now() + minute.resetSeconds * 1000);
   }
 
-  /** Runs `authenticate` for the request's address: refused while blocked, counted when it fails. */
+  /**
+   * Runs `authenticate` for the request's address: refused while blocked, counted when it fails
+   * (a 401, or a `forbidden` that says a credential was forged: a signed URL's bad signature).
+   */
   async guard<T>(address: string, authenticate: () => Promise<T>): Promise<T> {
     this.check(address);
     try {
       return await authenticate();
     } catch (err) {
-      if (err instanceof DomainError && err.kind === 'unauthenticated') await this.failed(address);
+      if (err instanceof DomainError && (err.kind === 'unauthenticated' || err instanceof ForgedCredential)) await this.failed(address);
       throw err;
     }
   }
@@ -129,6 +132,7 @@ export function requireDeclaredScopes(scope: FastifyInstance): void {
   });
   scope.addHook('onRequest', async (request) => {
     const needed = request.routeOptions.config.requiredScope;
-    if (needed) requireScope(principalOf(request), needed);
+    if (typeof needed === 'string') requireScope(principalOf(request), needed);
+    else if (needed) requireAnyScope(principalOf(request), needed);
   });
 }

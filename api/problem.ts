@@ -16,6 +16,7 @@ const STATUS_OF: Record<DomainErrorKind, number> = {
   forbidden: 403,
   not_found: 404,
   conflict: 409,
+  gone: 410,
   validation: 422,
   rate_limited: 429,
   unavailable: 503,

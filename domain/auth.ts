@@ -70,6 +70,11 @@ export function requireScope(principal: Principal, scope: Scope): void {
   if (!principal.scopes.has(scope) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scope.toLowerCase()} scope`);
 }
 
+/** Any one of `scopes` (ADMIN holds them all). */
+export function requireAnyScope(principal: Principal, scopes: readonly Scope[]): void {
+  if (!scopes.some((s) => principal.scopes.has(s)) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scopes.map((s) => s.toLowerCase()).join(' or ')} scope`);
+}
+
 export function requireEndpointAccess(principal: Principal, endpointId: string): void {
   if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(endpointId)) throw forbidden('this key does not reach that endpoint');
 }

@@ -127,7 +127,7 @@ const allAmounts = {
   serverlessFeeAmount: usd('serverless platform fee (not charged by Gantry)'),
   storageStandardAmount: usd('network volume storage (not charged by Gantry)'),
   storageHighPerformanceAmount: usd('high-performance storage (not offered by Gantry)'),
-  endpointAmount: usd('public endpoints (Gantry serves none)'),
+  endpointAmount: usd('public models called (their per-call prices)'),
   clusterGpuAmount: usd('clusters (not offered by Gantry)'),
   clusterDiskAmount: usd('clusters (not offered by Gantry)'),
   clusterNetworkingAmount: usd('clusters (not offered by Gantry)'),
@@ -416,10 +416,15 @@ const AMOUNT_FIELD = {
 export async function billing(ctx: DomainContext, principal: Principal, query: unknown): Promise<BillingResponse> {
   requireScope(principal, 'READ');
   const w = resolveWindow(validate(BillingQuerySchema, query));
-  const [rows, discount] = await Promise.all([usageRows(ctx, principal, w, undefined, false), accountDiscount(ctx, principal.accountId)]);
+  const [rows, discount, modelCharges] = await Promise.all([usageRows(ctx, principal, w, undefined, false), accountDiscount(ctx, principal.accountId), modelChargesByBucket(ctx, principal, w)]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
   const table = priceTable(ctx.settings.pricesFile);
   const buckets = new Map<number, AllAmounts>();
+  for (const [bucket, amount] of modelCharges) {
+    let b = buckets.get(bucket);
+    if (!b) buckets.set(bucket, (b = zeroAmounts()));
+    b.endpointAmount += amount;
+  }
   for (const row of rows) {
     // Usage without an endpoint is a pod's.
     const product = row.endpointId ? 'serverless' : 'pod';
@@ -436,7 +441,7 @@ export async function billing(ctx: DomainContext, principal: Principal, query: u
   const records = [...buckets.entries()]
     .sort(([a], [b]) => a - b)
     .map(([start, amounts]) => {
-      amounts.totalAmount = amounts.podGpuAmount + amounts.podCpuAmount + amounts.serverlessGpuAmount + amounts.serverlessCpuAmount;
+      amounts.totalAmount = amounts.podGpuAmount + amounts.podCpuAmount + amounts.serverlessGpuAmount + amounts.serverlessCpuAmount + amounts.endpointAmount;
       const rounded = zeroAmounts();
       for (const k of Object.keys(amounts) as (keyof AllAmounts)[]) {
         totals[k] += amounts[k];
@@ -456,12 +461,37 @@ export async function billing(ctx: DomainContext, principal: Principal, query: u
   };
 }
 
-/** Public model endpoints (listEndpointBilling): Gantry hosts none, so there is never spend. */
-export async function publicEndpointBilling(_ctx: DomainContext, principal: Principal, query: unknown): Promise<EndpointBillingResponse> {
+/**
+ * What the account's calls of public models cost, per bucket (epoch ms of its start): each
+ * completed call's charge (PublicModelCharge, written with its result) in the bucket of its completion.
+ */
+async function modelChargesByBucket(ctx: DomainContext, principal: Principal, w: Window): Promise<Map<number, number>> {
+  const charges = await ctx.db.publicModelCharge.findMany({
+    where: { accountId: principal.accountId, createdAt: { gte: w.start, lt: w.end } },
+    select: { createdAt: true, amount: true },
+  });
+  const buckets = new Map<number, number>();
+  for (const c of charges) {
+    const start = bucketStart(c.createdAt, w.bucketSize).getTime();
+    buckets.set(start, (buckets.get(start) ?? 0) + c.amount);
+  }
+  return buckets;
+}
+
+/** Public models the account called (listEndpointBilling): the charges of its completed calls, per bucket. */
+export async function publicEndpointBilling(ctx: DomainContext, principal: Principal, query: unknown): Promise<EndpointBillingResponse> {
   requireScope(principal, 'READ');
   const w = resolveWindow(validate(BillingQuerySchema, query));
+  const buckets = await modelChargesByBucket(ctx, principal, w);
+  let total = 0;
+  const records = [...buckets.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([start, amount]) => {
+      total += amount;
+      return { startTime: new Date(start).toISOString(), endTime: bucketShift(new Date(start), w.bucketSize).toISOString(), totalAmount: money(amount) };
+    });
   return {
-    records: [],
-    metadata: { query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize }, recordCount: 0, totals: { totalAmount: 0 } },
+    records,
+    metadata: { query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize }, recordCount: records.length, totals: { totalAmount: money(total) } },
   };
 }

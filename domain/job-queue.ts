@@ -48,6 +48,8 @@ export interface JobRow {
   expiresAt: Date;
   webhookDeliveredAt: Date | null;
   webhookAttempts: number;
+  /** The public model the job was submitted to (its caller's account is billed), else null. */
+  modelId: string | null;
 }
 
 export interface TakenJob extends JobRow {
@@ -56,9 +58,12 @@ export interface TakenJob extends JobRow {
 
 const COLS = `j.id, j."endpointId", j."accountId", j.status, j.output, j.error, j.webhook, j."executionTimeoutMs", j."ttlMs",
   j."lowPriority", j.sync, j."workerId", j.retries, j.seq, j."createdAt", j."startedAt", j."lastSeenAt", j."completedAt",
-  j."expiresAt", j."webhookDeliveredAt", j."webhookAttempts"`;
+  j."expiresAt", j."webhookDeliveredAt", j."webhookAttempts", j."modelId"`;
 /** Same, without the output (which may be megabytes) where it is not needed. */
 const COLS_LEAN = COLS.replace('j.output, ', 'NULL::jsonb AS output, ');
+
+/** SQL: the job `j` is of the account in parameter `p`, or `p` is null (any account's). */
+const OF_ACCOUNT = (p: string): string => `(${p}::text IS NULL OR j."accountId" = ${p}::text)`;
 
 /** How long finished jobs stay readable. */
 export interface Retention {
@@ -145,12 +150,20 @@ export interface NewJob {
   ttlMs: number;
   lowPriority: boolean;
   sync: boolean;
+  /** Submitted by model id (a public model). */
+  modelId?: string | null;
 }
 
 export interface Outcome {
   status: 'COMPLETED' | 'FAILED';
   outputJson: string | null;
   error: string | null;
+}
+
+/** What one completed call of a public model costs its caller. */
+export interface ModelCharge {
+  units: number;
+  amount: number;
 }
 
 export interface HealthCounts {
@@ -186,12 +199,12 @@ export class JobStore {
   async insert(job: NewJob, maxQueued: number): Promise<JobRow | undefined> {
     const [row] = await this.rows<JobRow>(
       `WITH j AS (
-         INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt")
-         SELECT $1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond', now()
+         INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt", "modelId")
+         SELECT $1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond', now(), $12
          WHERE (SELECT count(*) FROM (SELECT 1 FROM "Job" WHERE "endpointId" = $2 AND status = 'IN_QUEUE' LIMIT $11::int) queued) < $11::int
          RETURNING *)
        SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j`,
-      [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag, maxQueued],
+      [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag, maxQueued, job.modelId ?? null],
     );
     return row;
   }
@@ -237,14 +250,16 @@ export class JobStore {
 
   /**
    * Records a worker's result. Only the worker holding the job, and only once: a repeated post (the
-   * SDK retries) or a post from a worker the job was taken away from changes nothing (null).
+   * SDK retries) or a post from a worker the job was taken away from changes nothing (null). Jobs
+   * of public models are not finished here (null too): their output is stored and billed first
+   * (finishModelJob), and this one statement stays the whole path of every other job.
    */
   async finish(jobId: string, workerId: string, outcome: Outcome): Promise<JobRow | null> {
     const [row] = await this.rows<JobRow>(
       `WITH j AS (
          UPDATE "Job" j SET status = $3::"JobStatus", output = $4::jsonb, error = $5, "completedAt" = now(), seq = j.seq + 1,
            "expiresAt" = ${this.RETAIN}, "signalDueAt" = now()
-         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS'
+         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS' AND j."modelId" IS NULL
          RETURNING j.*)
        SELECT ${COLS}, pg_notify('${JOB_CHANNEL}', 'j:' || $6 || ':' || j.id) FROM j`,
       [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag],
@@ -252,9 +267,33 @@ export class JobStore {
     return row ?? null;
   }
 
-  /** Status and holder of a job, to tell a duplicate result from one for a job not held. */
-  async holder(jobId: string): Promise<{ status: JobStatus; workerId: string | null } | null> {
-    const [row] = await this.rows<{ status: JobStatus; workerId: string | null }>(`SELECT status, "workerId" FROM "Job" WHERE id = $1`, [jobId]);
+  /**
+   * finish for a job of a public model, with its charge (if any) recorded by the same statement: a
+   * completed call is billed exactly once, and never without its result.
+   */
+  async finishModelJob(jobId: string, workerId: string, outcome: Outcome, charge: ModelCharge | null): Promise<JobRow | null> {
+    const [row] = await this.rows<JobRow>(
+      `WITH j AS (
+         UPDATE "Job" j SET status = $3::"JobStatus", output = $4::jsonb, error = $5, "completedAt" = now(), seq = j.seq + 1,
+           "expiresAt" = ${this.RETAIN}, "signalDueAt" = now()
+         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS' AND j."modelId" IS NOT NULL
+         RETURNING j.*),
+       c AS (
+         INSERT INTO "PublicModelCharge" ("jobId", "accountId", "modelId", units, amount, "createdAt")
+         SELECT j.id, j."accountId", j."modelId", $7::float8, $8::float8, now() FROM j WHERE $9::boolean
+         ON CONFLICT ("jobId") DO NOTHING)
+       SELECT ${COLS}, pg_notify('${JOB_CHANNEL}', 'j:' || $6 || ':' || j.id) FROM j`,
+      [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag, charge?.units ?? 0, charge?.amount ?? 0, charge !== null],
+    );
+    return row ?? null;
+  }
+
+  /** Status and holder of a job, to tell a duplicate result from one for a job not held, and whose model (and caller) it is. */
+  async holder(jobId: string): Promise<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string } | null> {
+    const [row] = await this.rows<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string }>(
+      `SELECT status, "workerId", "modelId", "accountId" FROM "Job" WHERE id = $1`,
+      [jobId],
+    );
     return row ?? null;
   }
 
@@ -281,11 +320,15 @@ export class JobStore {
     return (r.rowCount ?? 0) > 0;
   }
 
-  /** The job as its owner may read it; null once expired or gone. */
-  async get(jobId: string, endpointId: string, withOutput = true): Promise<JobRow | null> {
+  /**
+   * The job as its owner may read it; null once expired or gone. `accountId`: only a job that
+   * account submitted (the callers of a public model share its endpoint, not their jobs); this
+   * holds for every call below that takes it.
+   */
+  async get(jobId: string, endpointId: string, withOutput = true, accountId: string | null = null): Promise<JobRow | null> {
     const [row] = await this.rows<JobRow>(
-      `SELECT ${withOutput ? COLS : COLS_LEAN} FROM "Job" j WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now()`,
-      [jobId, endpointId],
+      `SELECT ${withOutput ? COLS : COLS_LEAN} FROM "Job" j WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now() AND ${OF_ACCOUNT('$3')}`,
+      [jobId, endpointId, accountId],
     );
     return row ?? null;
   }
@@ -294,14 +337,14 @@ export class JobStore {
    * Hands out the stream chunks not yet given to a /stream caller, moving the job's cursor in the
    * same statement: concurrent callers never get the same chunk.
    */
-  async takeStream(jobId: string, endpointId: string): Promise<{ status: JobStatus; outputs: unknown[] } | null> {
+  async takeStream(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ status: JobStatus; outputs: unknown[] } | null> {
     const [cursor] = await this.rows<{ status: JobStatus; from: number; to: number }>(
       `WITH cur AS (
-         SELECT id, status, "streamDelivered" AS "from", "streamTotal" AS "to" FROM "Job"
-         WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now() FOR UPDATE),
+         SELECT id, status, "streamDelivered" AS "from", "streamTotal" AS "to" FROM "Job" j
+         WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now() AND ${OF_ACCOUNT('$3')} FOR UPDATE),
        moved AS (UPDATE "Job" j SET "streamDelivered" = cur."to" FROM cur WHERE j.id = cur.id AND cur."to" > cur."from" RETURNING j.id)
        SELECT status, "from", "to" FROM cur`,
-      [jobId, endpointId],
+      [jobId, endpointId, accountId],
     );
     if (!cursor) return null;
     if (cursor.to <= cursor.from) return { status: cursor.status, outputs: [] };
@@ -316,11 +359,11 @@ export class JobStore {
    * Cancels a queued or running job. A running one is marked for its worker's job-stop channel.
    * Returns the job after the call and whether this call cancelled it.
    */
-  async cancel(jobId: string, endpointId: string): Promise<{ row: JobRow; changed: boolean } | null> {
+  async cancel(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ row: JobRow; changed: boolean } | null> {
     const [row] = await this.rows<JobRow & { prevWorker: string | null; prevStatus: JobStatus }>(
       `WITH prev AS (
-         SELECT id, status, "workerId" FROM "Job" WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now()
-           AND status IN ('IN_QUEUE', 'IN_PROGRESS') FOR UPDATE),
+         SELECT id, status, "workerId" FROM "Job" j WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now()
+           AND status IN ('IN_QUEUE', 'IN_PROGRESS') AND ${OF_ACCOUNT('$4')} FOR UPDATE),
        j AS (
          UPDATE "Job" j SET status = 'CANCELLED', "completedAt" = now(), seq = j.seq + 1, "expiresAt" = ${this.RETAIN},
            "stopRequestedAt" = CASE WHEN prev.status = 'IN_PROGRESS' THEN now() END, "signalDueAt" = now()
@@ -330,15 +373,15 @@ export class JobStore {
          pg_notify('${JOB_CHANNEL}', 'j:' || $3 || ':' || j.id),
          CASE WHEN j."prevStatus" = 'IN_PROGRESS' THEN pg_notify('${JOB_CHANNEL}', 's:' || $3 || ':' || j."prevWorker") END
        FROM j`,
-      [jobId, endpointId, this.tag],
+      [jobId, endpointId, this.tag, accountId],
     );
     if (row) return { row, changed: true };
-    const current = await this.get(jobId, endpointId, false);
+    const current = await this.get(jobId, endpointId, false, accountId);
     return current ? { row: current, changed: false } : null;
   }
 
   /** Puts a FAILED or TIMED_OUT job back in the queue under the same id (a resubmission). */
-  async retry(jobId: string, endpointId: string): Promise<{ row: JobRow; changed: boolean } | null> {
+  async retry(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ row: JobRow; changed: boolean } | null> {
     const { client, release } = await this.checkout();
     try {
       await client.query('BEGIN');
@@ -348,10 +391,10 @@ export class JobStore {
                    "completedAt" = NULL, "lastSeenAt" = NULL, "stopRequestedAt" = NULL, "stopDeliveredAt" = NULL,
                    retries = j.retries + 1, seq = j.seq + 1, "webhookAttempts" = 0, "webhookDeliveredAt" = NULL,
                    "streamTotal" = 0, "streamDelivered" = 0, "createdAt" = now(), "expiresAt" = now() + j."ttlMs" * interval '1 millisecond'
-                 WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now() AND j.status IN ('FAILED', 'TIMED_OUT')
+                 WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now() AND j.status IN ('FAILED', 'TIMED_OUT') AND ${OF_ACCOUNT('$4')}
                  RETURNING j.*)
                SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $3 || ':' || j."endpointId") FROM j`,
-        values: [jobId, endpointId, this.tag],
+        values: [jobId, endpointId, this.tag, accountId],
       });
       if (r.rows[0]) await client.query({ text: `DELETE FROM "JobStreamChunk" WHERE "jobId" = $1`, values: [jobId] });
       await client.query('COMMIT');
@@ -362,13 +405,13 @@ export class JobStore {
     } finally {
       release();
     }
-    const current = await this.get(jobId, endpointId, false);
+    const current = await this.get(jobId, endpointId, false, accountId);
     return current ? { row: current, changed: false } : null;
   }
 
   /** Removes the endpoint's queued jobs (running ones stay); returns their ids. */
-  async purge(endpointId: string): Promise<string[]> {
-    const rows = await this.rows<{ id: string }>(`DELETE FROM "Job" WHERE "endpointId" = $1 AND status = 'IN_QUEUE' RETURNING id`, [endpointId]);
+  async purge(endpointId: string, accountId: string | null = null): Promise<string[]> {
+    const rows = await this.rows<{ id: string }>(`DELETE FROM "Job" j WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND ${OF_ACCOUNT('$2')} RETURNING id`, [endpointId, accountId]);
     return rows.map((r) => r.id);
   }
 

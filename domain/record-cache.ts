@@ -15,6 +15,7 @@ import type { EndpointType } from '../generated/prisma/enums.ts';
 import type { Principal } from './auth.ts';
 import type { DomainContext } from './context.ts';
 import type { WorkerIdentity } from './workers-auth.ts';
+import type { CachedModel } from './public-models.ts';
 
 /**
  * The revocation bound: the longest any change below takes to reach every request path of every
@@ -24,7 +25,8 @@ import type { WorkerIdentity } from './workers-auth.ts';
  * - a revoked API key, or one whose scopes or endpoint list changed (the old ones still apply);
  * - a revoked worker credential (a new one registered for the worker, the worker deleted) or a
  *   worker that was drained, stopped or marked unhealthy (it may still be handed jobs);
- * - a deleted endpoint (one being deleted), or one whose type or timeout changed.
+ * - a deleted endpoint (one being deleted), or one whose type or timeout changed;
+ * - an unpublished public model, or one whose input schema or price changed.
  *
  * An expired key stops at its expiry exactly, a new key or endpoint works at once (failures are
  * never remembered), and management REST and GraphQL see every change at once. Requests admitted
@@ -116,6 +118,8 @@ export class RecordCaches {
   readonly workers: RecordCache<WorkerIdentity>;
   /** Endpoints by id, while not being deleted (liveEndpoint). */
   readonly endpoints: RecordCache<LiveEndpoint>;
+  /** Published models by model id (domain/public-models.ts publishedModel). */
+  readonly models: RecordCache<CachedModel>;
 
   /** `boundMs`: REVOCATION_BOUND_MS; tests may shorten it. */
   constructor(
@@ -125,6 +129,7 @@ export class RecordCaches {
     this.keys = new RecordCache(boundMs, max);
     this.workers = new RecordCache(boundMs, max);
     this.endpoints = new RecordCache(boundMs, max);
+    this.models = new RecordCache(boundMs, max);
   }
 }
 

@@ -8,6 +8,7 @@ import type { LbHealthSettings } from './load-balancing.ts';
 import type { OrchestrationSettings } from './orchestration-settings.ts';
 import type { SurfaceLimits } from './rate-limit.ts';
 import type { WebhookAllowList } from './webhook-targets.ts';
+import type { OutputSettings } from './model-outputs.ts';
 
 export interface PlatformSettings {
   /** Wildcard DNS domain of load-balancing endpoints (GANTRY_LB_DOMAIN), normalized; undefined: path-based URLs. */
@@ -26,6 +27,8 @@ export interface PlatformSettings {
   orchestration: OrchestrationSettings;
   /** Apps: the runtime image of deployed Python code and where hosts cache artifacts (GANTRY_RUNTIME_*, GANTRY_ARTIFACT_CACHE_DIR). */
   apps: AppSettings;
+  /** Public models' output files: URL lifetime and purge interval (GANTRY_OUTPUT_URL_TTL_MS, GANTRY_OUTPUT_PURGE_INTERVAL_MS). */
+  outputs: OutputSettings;
   /** Error answers may carry stack traces: only NODE_ENV=development, a developer's own machine. */
   stackTraces: boolean;
 }

@@ -163,6 +163,14 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
     },
     {
       kind: 'listed',
+      name: 'expired model outputs',
+      schedule: 'every GANTRY_OUTPUT_PURGE_INTERVAL_MS (default 1 h)',
+      lock: 'a Temporal Schedule (overlapping runs skipped)',
+      where: 'infra/schedules.ts, the purge-expired-outputs schedule (workflows/purge-outputs.ts)',
+      does: "deletes public models' output files whose URLs have expired (GANTRY_OUTPUT_URL_TTL_MS), bytes then rows",
+    },
+    {
+      kind: 'listed',
       name: 'rate-limit counters',
       schedule: 'every 5 min',
       lock: 'every API app, no lock (an idempotent DELETE)',

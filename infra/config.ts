@@ -13,6 +13,7 @@ import { parseOrchestrationSettings } from '../domain/orchestration-settings.ts'
 import { DEFAULT_JOB_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, DEFAULT_RATE_LIMITS, parseRateLimits } from '../domain/rate-limit.ts';
 import type { PlatformSettings } from '../domain/settings.ts';
 import { validate } from '../domain/validation.ts';
+import { DEFAULT_OUTPUT_SETTINGS } from '../domain/model-outputs.ts';
 import { parseWebhookAllowList } from '../domain/webhook-targets.ts';
 
 /**
@@ -77,6 +78,8 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_JOB_RETENTION_MS: Int('how long /run results stay readable'),
     GANTRY_JOB_SYNC_RETENTION_MS: Int('how long /runsync results stay readable'),
     GANTRY_WORKER_PING_INTERVAL_MS: Int('RUNPOD_PING_INTERVAL given to workers'),
+    GANTRY_OUTPUT_URL_TTL_MS: Int("how long public models' output URLs work"),
+    GANTRY_OUTPUT_PURGE_INTERVAL_MS: Int('how often expired outputs are deleted'),
     NODE_ENV: Text('development: error answers carry stack traces'),
     XDG_CACHE_HOME: Text('where per-machine builds are cached'),
   },
@@ -239,6 +242,10 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     },
     orchestration,
     apps: appSettings(env),
+    outputs: {
+      urlTtlMs: positive('GANTRY_OUTPUT_URL_TTL_MS', env.GANTRY_OUTPUT_URL_TTL_MS, DEFAULT_OUTPUT_SETTINGS.urlTtlMs, problems),
+      purgeIntervalMs: positive('GANTRY_OUTPUT_PURGE_INTERVAL_MS', env.GANTRY_OUTPUT_PURGE_INTERVAL_MS, DEFAULT_OUTPUT_SETTINGS.purgeIntervalMs, problems),
+    },
     stackTraces: env.NODE_ENV === 'development',
   };
   const dataDir = path.resolve(env.GANTRY_DATA_DIR ?? '.gantry/data');

@@ -24,6 +24,7 @@ import type { GantryConfig } from './config.ts';
 import { applyMigrations } from './migrations.ts';
 import { startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
 import { ensureSearchAttributes, ensureTemporal, type RunningTemporal } from './temporal.ts';
+import { ensureSchedules } from './schedules.ts';
 
 export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'prisma', 'migrations');
 
@@ -118,6 +119,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       newAdminKey = (await ensureAdmin(db, config.adminApiKey)).newKey;
       // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
       await reconcileEndpointWorkflows(ctx);
+      await ensureSchedules(ctx.temporal, ctx.taskQueue, ctx.settings.outputs.purgeIntervalMs);
       await applyHostConfig(ctx, { hostsFile: config.hostsFile, localHost: config.localHost });
       // The job runtime and the background tasks: built here, handed to the routes in ctx, stopped
       // after the API (stops run in reverse): the API's requests are answered first, then the tasks

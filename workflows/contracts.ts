@@ -23,6 +23,17 @@ export type HostWorkflow = (input: HostWorkflowInput) => Promise<void>;
 export type PodWorkflow = (input: PodWorkflowInput) => Promise<void>;
 export type JobWorkflow = (input: JobWorkflowInput) => Promise<void>;
 export type DeployWorkflow = (input: DeployWorkflowInput) => Promise<DeployWorkflowResult>;
+export type PurgeOutputsWorkflow = () => Promise<PurgeOutputsResult>;
+
+export interface PurgeOutputsResult {
+  deleted: number;
+}
+
+/**
+ * The Temporal Schedule that starts purgeExpiredOutputsWorkflow (infra/schedules.ts), one per task
+ * queue: platforms that share a namespace (they must not share a task queue) keep their own.
+ */
+export const purgeOutputsScheduleId = (taskQueue: string): string => `purge-expired-outputs:${taskQueue}`;
 
 
 export const endpointWorkflowId = (endpointId: string): string => `endpoint:${endpointId}`;

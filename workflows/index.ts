@@ -6,13 +6,15 @@ export { hostWorkflow } from './host.ts';
 export { jobWorkflow } from './job.ts';
 export { podWorkflow } from './pod.ts';
 export { deployWorkflow } from './deploy.ts';
+export { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
 
-import type { DeployWorkflow, EndpointWorkflow, HostWorkflow, JobWorkflow, PodWorkflow } from './contracts.ts';
+import type { DeployWorkflow, EndpointWorkflow, HostWorkflow, JobWorkflow, PodWorkflow, PurgeOutputsWorkflow } from './contracts.ts';
 import type { deployWorkflow } from './deploy.ts';
 import type { endpointWorkflow } from './endpoint.ts';
 import type { hostWorkflow } from './host.ts';
 import type { jobWorkflow } from './job.ts';
 import type { podWorkflow } from './pod.ts';
+import type { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
 
 type Holds<T extends true> = T;
 /** The starters' types of these workflows (contracts.ts) stay true to them: otherwise a type error here. */
@@ -22,4 +24,5 @@ export type StartersMatchWorkflows = [
   Holds<typeof podWorkflow extends PodWorkflow ? true : false>,
   Holds<typeof jobWorkflow extends JobWorkflow ? true : false>,
   Holds<typeof deployWorkflow extends DeployWorkflow ? true : false>,
+  Holds<typeof purgeExpiredOutputsWorkflow extends PurgeOutputsWorkflow ? true : false>,
 ];

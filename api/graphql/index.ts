@@ -23,6 +23,7 @@ const CODE_OF: Record<DomainError['kind'], string> = {
   forbidden: 'FORBIDDEN',
   not_found: 'NOT_FOUND',
   conflict: 'CONFLICT',
+  gone: 'GONE',
   validation: 'BAD_USER_INPUT',
   rate_limited: 'RATE_LIMITED',
   unavailable: 'SERVICE_UNAVAILABLE',

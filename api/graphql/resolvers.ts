@@ -7,7 +7,8 @@ import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '.
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates.ts';
 import { requireScope } from '../../domain/auth.ts';
-import { validationFailed } from '../../domain/errors.ts';
+import { DomainError, validationFailed } from '../../domain/errors.ts';
+import { getPublicModel, listPublicModels, publishPublicModel, unpublishPublicModel, updatePublicModel, type PublicEndpointView } from '../../domain/public-models.ts';
 import { liveWorker } from '../../domain/worker-status.ts';
 
 export interface GraphqlContext {
@@ -49,6 +50,15 @@ export const resolvers = {
       }));
     },
     pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
+    publicEndpoints: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => (await listPublicModels(ctx, principal)).map(publicEndpoint),
+    publicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      try {
+        return publicEndpoint(await getPublicModel(ctx, principal, args.id ?? ''));
+      } catch (err) {
+        if (err instanceof DomainError && err.kind === 'not_found') return null;
+        throw err;
+      }
+    },
     flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
     flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
   },
@@ -99,6 +109,14 @@ export const resolvers = {
       await deleteEnvironment(ctx, principal, owner.appId, owner.environmentId);
       return true;
     },
+    publishPublicEndpoint: async (_: unknown, args: Args<Record<string, unknown>>, { ctx, principal }: GraphqlContext) =>
+      publicEndpoint(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
+    updatePublicEndpoint: async (_: unknown, args: { id?: string; input?: Record<string, unknown> }, { ctx, principal }: GraphqlContext) =>
+      publicEndpoint(await updatePublicModel(ctx, principal, args.id ?? '', withParsedSchema(stripNulls(args.input)))),
+    unpublishPublicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+      await unpublishPublicModel(ctx, principal, args.id ?? '');
+      return true;
+    },
     saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => saveEndpoint(ctx, principal, stripNulls(args.input)),
     deleteEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
@@ -129,6 +147,20 @@ export const resolvers = {
 };
 
 /** GraphQL inputs arrive with nulls for some omitted optionals in some clients; the domain treats absent and null alike where the schema allows. */
+/** GraphQL has no JSON type here: the schema travels as JSON text. */
+const publicEndpoint = (m: PublicEndpointView) => ({ ...m, inputSchema: JSON.stringify(m.inputSchema) });
+
+function withParsedSchema(input: unknown): unknown {
+  if (input === null || typeof input !== 'object' || !('inputSchema' in input)) return input;
+  const text = (input as { inputSchema: unknown }).inputSchema;
+  if (typeof text !== 'string') return input;
+  try {
+    return { ...input, inputSchema: JSON.parse(text) as unknown };
+  } catch {
+    throw validationFailed(['$.inputSchema: is not JSON text']);
+  }
+}
+
 function stripNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([k, v]) => v !== null || k === 'locations' || k === 'networkVolumeId' || k === 'containerRegistryAuthId'));

@@ -339,8 +339,60 @@ export const typeDefs = /* GraphQL */ `
     registry: String
   }
 
+  "A public model: a queue-based endpoint the operator published under a model id, called by any account with the job API at {runUrl}/run."
+  type PublicEndpoint {
+    id: String!
+    name: String!
+    description: String!
+    "image, video, audio or json"
+    outputKind: String!
+    "JSON Schema of the job input, as JSON text."
+    inputSchema: String!
+    price: PublicEndpointPrice!
+    runUrl: String!
+    "The endpoint behind the model: shown to the operator only."
+    endpointId: String
+    createdAt: String!
+    updatedAt: String!
+  }
+
+  type PublicEndpointPrice {
+    "USD per unit"
+    amount: Float!
+    "call, megapixel (of the images returned) or second (of the video or audio returned)"
+    unit: String!
+  }
+
+  input PublicEndpointPriceInput {
+    amount: Float!
+    unit: String!
+  }
+
+  input PublishPublicEndpointInput {
+    "Lowercase letters and digits in groups joined by '-' (at least one '-'), 3-64 characters."
+    id: String!
+    endpointId: String!
+    name: String!
+    description: String
+    outputKind: String!
+    "JSON Schema of the job input (an object schema), as JSON text."
+    inputSchema: String!
+    price: PublicEndpointPriceInput!
+  }
+
+  input UpdatePublicEndpointInput {
+    name: String
+    description: String
+    outputKind: String
+    inputSchema: String
+    price: PublicEndpointPriceInput
+  }
+
   type Query {
     myself: User!
+    "The public models (any key with the read or run scope)."
+    publicEndpoints: [PublicEndpoint!]!
+    publicEndpoint(id: String!): PublicEndpoint
     gpuTypes: [GpuType!]!
     "One of the caller's pods."
     pod(input: PodFilter!): Pod
@@ -350,6 +402,11 @@ export const typeDefs = /* GraphQL */ `
   }
 
   type Mutation {
+    "Publishes a queue-based endpoint as a public model (the platform operator's: an ADMIN key of the administrator account)."
+    publishPublicEndpoint(input: PublishPublicEndpointInput!): PublicEndpoint!
+    updatePublicEndpoint(id: String!, input: UpdatePublicEndpointInput!): PublicEndpoint!
+    "Unpublishes the model (the endpoint stays); answers true."
+    unpublishPublicEndpoint(id: String!): Boolean
     createFlashApp(input: CreateFlashAppInput!): FlashApp!
     createFlashEnvironment(input: CreateFlashEnvironmentInput!): FlashEnvironment!
     prepareFlashArtifactUpload(input: PrepareFlashArtifactUploadInput!): FlashArtifactUpload!

@@ -57,7 +57,7 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       schema: {
         operationId: 'listEndpointBilling',
         summary: 'Get public endpoint billing history',
-        description: `Spend on hosted public model endpoints. Gantry hosts none, so there are no records; the route exists for clients that read it. Spend per serverless endpoint is in GET /v2/billing/serverless. ${WINDOW}`,
+        description: `Spend on public models (GET /v2/public-endpoints) called with this account's keys: each completed call at the model's price, in the bucket of its completion. Spend per serverless endpoint is in GET /v2/billing/serverless. ${WINDOW}`,
         tags,
         querystring: BillingQuerySchema,
         response: { 200: EndpointBillingResponseSchema },

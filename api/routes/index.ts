@@ -7,13 +7,14 @@ import { refuseUnstorableBodies } from '../input-guards.ts';
 import { countRequests, jobApiCounter } from '../rate-limit.ts';
 import { artifactRoutes } from './apps.ts';
 import { jobApiRoutes } from './jobs.ts';
+import { outputRoutes } from './public-endpoints.ts';
 import { managementRoutes, type ContextOptions } from './management.ts';
 import { workerProtocolRoutes } from './worker-protocol.ts';
 
 /**
  * Every surface of the API, each in its own scope with its own authentication and limits: the
  * management REST API (management.ts), the job API (below), the worker protocol (a worker's own
- * credential, checked by its handlers), the signed artifact routes (the URL is the credential), GraphQL (key and quota on its route) and the
+ * credential, checked by its handlers), the signed artifact and model-output routes (the URL is the credential), GraphQL (key and quota on its route) and the
  * load-balancing proxy (its scope's hooks). The public routes (health, readiness, metrics, the
  * OpenAPI document and the explorers) are outside all of them.
  */
@@ -22,6 +23,7 @@ export async function registerRoutes(app: FastifyInstance, { ctx }: ContextOptio
   await app.register(jobApi, { ctx });
   workerProtocolRoutes(app, ctx);
   await app.register(artifactRoutes, { ctx });
+  await app.register(outputRoutes, { ctx });
   await app.register(async (scope) => registerGraphql(scope, ctx));
   lbProxyRoutes(app, ctx);
 }

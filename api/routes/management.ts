@@ -5,6 +5,7 @@ import { refuseUnstorableBodies } from '../input-guards.ts';
 import { countRequests, managementCounter } from '../rate-limit.ts';
 import { apiKeyRoutes } from './api-keys.ts';
 import { appRoutes } from './apps.ts';
+import { publicEndpointRoutes } from './public-endpoints.ts';
 import { billingRoutes } from './billing.ts';
 import { catalogRoutes } from './catalog.ts';
 import { hostRoutes } from './hosts.ts';
@@ -47,4 +48,5 @@ export async function managementRoutes(scope: FastifyInstance, { ctx }: ContextO
   await scope.register(apiKeyRoutes, { ctx });
   await scope.register(hostRoutes, { ctx });
   await scope.register(appRoutes, { ctx });
+  await scope.register(publicEndpointRoutes, { ctx });
 }

@@ -10,21 +10,42 @@ import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from '../job-queue.ts';
 import { validate } from '../validation.ts';
 import { webhookUrlProblem } from '../webhook-targets.ts';
+import { isModelId, validateModelInput, type CachedModel } from '../public-models.ts';
 import type { QueueEndpoint } from './queue-endpoints.ts';
 import type { JobRuntime } from './runtime.ts';
 import { jobView, RunJobBodySchema, WaitQuerySchema, type JobView } from './schemas.ts';
 import { REPOLL_MS, type Waiter } from './wakeups.ts';
 
-/** The queue-based endpoint a job call names, if the caller may use it (RUN scope, its account, its key's endpoints). */
-async function queueEndpoint(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<QueueEndpoint> {
+/**
+ * What a job call's path names: a queue-based endpoint of the caller's account, or a public model
+ * (any account's RUN key; docs/public-models.md) and the endpoint behind it.
+ */
+interface JobTarget {
+  endpoint: QueueEndpoint;
+  model: CachedModel | undefined;
+  /** The account whose jobs the call may see: a model's callers share its endpoint, not their jobs; null: the endpoint's own account (all of them). */
+  jobsOf: string | null;
+}
+
+/** The target a job call names, if the caller may use it (RUN scope, its account or a public model, its key's endpoints). */
+async function jobTarget(jobs: JobRuntime, principal: Principal, id: string): Promise<JobTarget> {
   requireScope(principal, 'RUN');
-  const e = await jobs.endpoints.find(endpointId);
+  if (isModelId(id)) {
+    const model = await jobs.model(id);
+    if (!model) throw notFound('endpoint');
+    // A key limited to some endpoints reaches a model only if its list names the model.
+    requireEndpointAccess(principal, id);
+    const endpoint = await jobs.endpoints.find(model.endpointId);
+    if (!endpoint || endpoint.type !== 'QUEUE_BASED') throw notFound('endpoint');
+    return { endpoint, model, jobsOf: principal.accountId };
+  }
+  const e = await jobs.endpoints.find(id);
   if (!e || e.accountId !== principal.accountId) throw notFound('endpoint');
-  requireEndpointAccess(principal, endpointId);
+  requireEndpointAccess(principal, id);
   if (e.type !== 'QUEUE_BASED') {
     throw new DomainError('bad_request', 'this endpoint is load-balancing: send requests to its requestUrls.base, without an input wrapper');
   }
-  return e;
+  return { endpoint: e, model: undefined, jobsOf: null };
 }
 
 function parseWait(query: unknown, fallback: number): number {
@@ -39,19 +60,23 @@ function newJobId(sync: boolean): string {
   return `${sync ? 'sync-' : ''}${randomUUID()}-g1`;
 }
 
-async function submit(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown, sync: boolean, id = newJobId(sync)): Promise<JobRow> {
-  const endpoint = await queueEndpoint(jobs, principal, endpointId);
+async function submit(jobs: JobRuntime, principal: Principal, target: JobTarget, body: unknown, sync: boolean, id = newJobId(sync)): Promise<JobRow> {
+  const { endpoint, model } = target;
+  const endpointId = endpoint.id;
   if (body === null || typeof body !== 'object' || Array.isArray(body) || !('input' in body) || (body as { input: unknown }).input == null) {
     throw new DomainError('bad_request', 'the request body must be a JSON object with an "input" property: {"input": {...}}');
   }
   const req = validate(RunJobBodySchema, body);
   const webhookProblem = req.webhook !== undefined ? webhookUrlProblem(req.webhook, jobs.platform.webhookAllow) : undefined;
   if (webhookProblem) throw validationFailed([`$.webhook: ${webhookProblem}`]);
+  // A model's input is checked against its schema (and gets the schema's defaults) before it is queued.
+  if (model) validateModelInput(model, req.input);
   let row: JobRow | undefined;
   try {
     row = await jobs.store.insert({
       id,
       endpointId,
+      modelId: model?.id ?? null,
       accountId: principal.accountId,
       inputJson: JSON.stringify(req.input),
       webhook: req.webhook ?? null,
@@ -65,7 +90,7 @@ async function submit(jobs: JobRuntime, principal: Principal, endpointId: string
     if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
     throw err;
   }
-  if (!row) throw new DomainError('rate_limited', `endpoint ${endpointId} already holds ${jobs.settings.maxQueuedPerEndpoint} queued jobs, the most it may hold (GANTRY_MAX_QUEUED_JOBS); retry when workers have taken some`);
+  if (!row) throw new DomainError('rate_limited', `endpoint ${model?.id ?? endpointId} already holds ${jobs.settings.maxQueuedPerEndpoint} queued jobs, the most it may hold (GANTRY_MAX_QUEUED_JOBS); retry when workers have taken some`);
   jobs.wakeups.wake('q', endpointId);
   jobs.signals.state(row);
   jobs.queued({ endpointId, jobId: row.id, lowPriority: row.lowPriority });
@@ -74,7 +99,7 @@ async function submit(jobs: JobRuntime, principal: Principal, endpointId: string
 
 /** POST /run: queued and committed; answers at once. */
 export async function runJob(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown): Promise<{ id: string; status: JobStatus }> {
-  const row = await submit(jobs, principal, endpointId, body, false);
+  const row = await submit(jobs, principal, await jobTarget(jobs, principal, endpointId), body, false);
   return { id: row.id, status: row.status };
 }
 
@@ -82,7 +107,7 @@ export async function runJob(jobs: JobRuntime, principal: Principal, endpointId:
  * Waits until the job is final or `deadline`; returns the last row read (null: the job is gone).
  * The watcher is registered before every read, so a completion between the two is not missed.
  */
-async function awaitFinal(jobs: JobRuntime, jobId: string, endpointId: string, deadline: number, first: Waiter, abort?: AbortSignal): Promise<JobRow | null> {
+async function awaitFinal(jobs: JobRuntime, jobId: string, target: JobTarget, deadline: number, first: Waiter, abort?: AbortSignal): Promise<JobRow | null> {
   let waiter = first;
   let row: JobRow | null = null;
   for (;;) {
@@ -92,7 +117,7 @@ async function awaitFinal(jobs: JobRuntime, jobId: string, endpointId: string, d
     if (woke.row && isTerminal(woke.row.status)) return woke.row;
     waiter = jobs.wakeups.watch('j', jobId);
     try {
-      row = await jobs.store.get(jobId, endpointId);
+      row = await jobs.store.get(jobId, target.endpoint.id, true, target.jobsOf);
     } catch (err) {
       waiter.release();
       throw err;
@@ -108,35 +133,36 @@ async function awaitFinal(jobs: JobRuntime, jobId: string, endpointId: string, d
 export async function runJobSync(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown, query: unknown, abort?: AbortSignal): Promise<JobView> {
   const wait = parseWait(query, 90_000);
   const deadline = Date.now() + wait;
+  const target = await jobTarget(jobs, principal, endpointId);
   const id = newJobId(true);
   const waiter = jobs.wakeups.watch('j', id);
   let row: JobRow | null;
   try {
-    row = await submit(jobs, principal, endpointId, body, true, id);
+    row = await submit(jobs, principal, target, body, true, id);
   } catch (err) {
     waiter.release();
     throw err;
   }
-  row = (await awaitFinal(jobs, id, endpointId, deadline, waiter, abort)) ?? row;
+  row = (await awaitFinal(jobs, id, target, deadline, waiter, abort)) ?? row;
   return isTerminal(row.status) ? jobView(row) : { id: row.id, status: row.status };
 }
 
 /** GET /status/{id}: 404 once the job expired (TTL, retention) or never existed. */
 export async function getJobStatus(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<JobView> {
-  await queueEndpoint(jobs, principal, endpointId);
-  const row = await jobs.store.get(jobId, endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
+  const row = await jobs.store.get(jobId, t.endpoint.id, true, t.jobsOf);
   if (!row) throw notFound('job');
   return jobView(row);
 }
 
 /** GET /status-sync/{id}?wait=: like /status, after waiting up to `wait` ms for the job to finish. */
 export async function waitJobStatus(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string, query: unknown, abort?: AbortSignal): Promise<JobView> {
-  await queueEndpoint(jobs, principal, endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
   const deadline = Date.now() + parseWait(query, 90_000);
   const waiter = jobs.wakeups.watch('j', jobId);
   let row: JobRow | null;
   try {
-    row = await jobs.store.get(jobId, endpointId);
+    row = await jobs.store.get(jobId, t.endpoint.id, true, t.jobsOf);
   } catch (err) {
     waiter.release();
     throw err;
@@ -149,7 +175,7 @@ export async function waitJobStatus(jobs: JobRuntime, principal: Principal, endp
     waiter.release();
     return jobView(row);
   }
-  row = await awaitFinal(jobs, jobId, endpointId, deadline, waiter, abort);
+  row = await awaitFinal(jobs, jobId, t, deadline, waiter, abort);
   if (!row) throw notFound('job');
   return jobView(row);
 }
@@ -162,12 +188,12 @@ export async function streamJob(
   jobId: string,
   abort?: AbortSignal,
 ): Promise<{ status: JobStatus; stream: Array<{ output: unknown }> }> {
-  await queueEndpoint(jobs, principal, endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
   const deadline = Date.now() + jobs.settings.streamHoldMs;
   for (;;) {
     const waiter = jobs.wakeups.watch('j', jobId);
     try {
-      const got = await jobs.store.takeStream(jobId, endpointId);
+      const got = await jobs.store.takeStream(jobId, t.endpoint.id, t.jobsOf);
       if (!got) throw notFound('job');
       const left = deadline - Date.now();
       if (got.outputs.length > 0 || isTerminal(got.status) || left <= 0 || jobs.closing || abort?.aborted) {
@@ -182,8 +208,8 @@ export async function streamJob(
 
 /** POST /cancel/{id}: a queued job never runs; a running one is stopped on its worker. */
 export async function cancelJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
-  await queueEndpoint(jobs, principal, endpointId);
-  const r = await jobs.store.cancel(jobId, endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
+  const r = await jobs.store.cancel(jobId, t.endpoint.id, t.jobsOf);
   if (!r) throw notFound('job');
   if (r.changed) {
     jobs.wakeups.wake('j', jobId, r.row);
@@ -196,13 +222,13 @@ export async function cancelJob(jobs: JobRuntime, principal: Principal, endpoint
 
 /** POST /retry/{id}: a FAILED or TIMED_OUT job goes back to the queue under the same id. */
 export async function retryJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
-  await queueEndpoint(jobs, principal, endpointId);
-  const r = await jobs.store.retry(jobId, endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
+  const r = await jobs.store.retry(jobId, t.endpoint.id, t.jobsOf);
   if (!r) throw notFound('job');
   if (!r.changed) throw new DomainError('bad_request', `only FAILED or TIMED_OUT jobs can be retried; this one is ${r.row.status}`);
-  jobs.wakeups.wake('q', endpointId);
+  jobs.wakeups.wake('q', t.endpoint.id);
   jobs.signals.state(r.row);
-  jobs.queued({ endpointId, jobId, lowPriority: r.row.lowPriority });
+  jobs.queued({ endpointId: t.endpoint.id, jobId, lowPriority: r.row.lowPriority });
   return { id: r.row.id, status: r.row.status };
 }
 
@@ -211,12 +237,12 @@ export async function retryJob(jobs: JobRuntime, principal: Principal, endpointI
  * their next timer when they find the job gone; signalling each one here would flood Temporal.
  */
 export async function purgeQueue(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<{ removed: number; status: 'completed' }> {
-  await queueEndpoint(jobs, principal, endpointId);
-  const ids = await jobs.store.purge(endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
+  const ids = await jobs.store.purge(t.endpoint.id, t.jobsOf);
   return { removed: ids.length, status: 'completed' };
 }
 
 export async function endpointHealth(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<HealthCounts> {
-  await queueEndpoint(jobs, principal, endpointId);
-  return jobs.store.health(endpointId);
+  const t = await jobTarget(jobs, principal, endpointId);
+  return jobs.store.health(t.endpoint.id);
 }

@@ -12,7 +12,10 @@
  * (workflow-signals.ts).
  */
 import type { DomainContext } from '../context.ts';
+import type { Db } from '../db.ts';
 import type { JobStore } from '../job-queue.ts';
+import type { OutputStoreDeps } from '../model-outputs.ts';
+import { publishedModel, type CachedModel } from '../public-models.ts';
 import { recordCachesOf, type RecordCaches } from '../record-cache.ts';
 import { QueueEndpoints } from './queue-endpoints.ts';
 import type { JobSettings } from './settings.ts';
@@ -63,6 +66,9 @@ export class JobRuntime {
   readonly records: RecordCaches;
   /** The platform's settings (the webhook allow-list is read from here when a job is submitted). */
   readonly platform: PlatformSettings;
+  /** Where public models' outputs are stored and how their URLs are signed. */
+  readonly outputs: OutputStoreDeps;
+  private readonly db: Db;
   /** Set by `stop`: waits return at once and take no new work. */
   closing = false;
   /** Final states signalled since the last flush: their marks are cleared in one statement. */
@@ -71,7 +77,7 @@ export class JobRuntime {
   private readonly queuedListeners = new Set<(e: JobQueuedEvent) => void>();
 
   /** `ctx.records` must be built first (the composition root does). */
-  constructor(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records' | 'settings'>, parts: JobRuntimeParts) {
+  constructor(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records' | 'settings' | 'blobs' | 'signingKey' | 'publicUrl'>, parts: JobRuntimeParts) {
     this.store = parts.store;
     this.workerStore = parts.workerStore ?? parts.store;
     this.wakeups = parts.wakeups;
@@ -80,10 +86,17 @@ export class JobRuntime {
     this.records = recordCachesOf(ctx);
     this.platform = ctx.settings;
     this.endpoints = new QueueEndpoints(ctx.db, this.records);
+    this.db = ctx.db;
+    this.outputs = { db: ctx.db, blobs: ctx.blobs, signingKey: ctx.signingKey, publicUrl: ctx.publicUrl, outputs: ctx.settings.outputs };
     this.signals = new WorkflowSignals(ctx, parts.settings, parts.log, (id, seq) => {
       this.sent.ids.push(id);
       this.sent.seqs.push(seq);
     });
+  }
+
+  /** A published model by id, through the record cache (the job API's calls by model id). */
+  model(id: string): Promise<CachedModel | undefined> {
+    return publishedModel({ db: this.db, records: this.records }, id);
   }
 
   /** Connects what delivers other processes' wake-ups (the LISTEN session). */

@@ -5,7 +5,9 @@
  * queues the work that drains it.
  */
 import { DomainError, notFound, validationFailed } from '../errors.ts';
-import { isTerminal, type JobStatus, type TakenJob } from '../job-queue.ts';
+import { isTerminal, type JobRow, type JobStatus, type JobStore, type Outcome, type TakenJob } from '../job-queue.ts';
+import { OutputProblem, storeModelOutput, type StoredOutput } from '../model-outputs.ts';
+import { modelForBilling } from '../public-models.ts';
 import { unstorableJson, validate } from '../validation.ts';
 import { forgetWorker, type WorkerIdentity } from '../workers-auth.ts';
 import type { JobRuntime } from './runtime.ts';
@@ -90,17 +92,23 @@ export async function finishJob(jobs: JobRuntime, worker: WorkerIdentity, jobId:
     return { status: 'IN_PROGRESS' };
   }
   const error = body.error === undefined || body.error === null || body.error === '' ? null : typeof body.error === 'string' ? body.error : JSON.stringify(body.error);
-  const row = await jobs.workerStore.finish(jobId, worker.workerId, {
-    status: error === null ? 'COMPLETED' : 'FAILED',
-    outputJson: jsonOrNull(body.output),
-    error,
-  });
+  const outcome: Outcome = { status: error === null ? 'COMPLETED' : 'FAILED', outputJson: jsonOrNull(body.output), error };
+  let row = await jobs.workerStore.finish(jobId, worker.workerId, outcome);
+  // Not finished: a public model's job (stored and billed first), a repeat, or a job not held.
+  let held: Awaited<ReturnType<JobStore['holder']>> | undefined;
+  if (!row) {
+    held = await jobs.workerStore.holder(jobId);
+    if (held?.modelId && held.workerId === worker.workerId && held.status === 'IN_PROGRESS') {
+      row = await finishModelJob(jobs, jobId, worker.workerId, held as { modelId: string; accountId: string }, outcome, body.output);
+      held = undefined;
+    }
+  }
   if (body.stopPod === true) {
     await jobs.workerStore.workerLeaving(worker.workerId, 'the worker asked to stop (stopPod)');
     forgetWorker(jobs.records, worker.workerId);
   }
   if (!row) {
-    const held = await jobs.workerStore.holder(jobId);
+    held ??= await jobs.workerStore.holder(jobId);
     // A repeated post of a result already recorded from this worker: nothing to do.
     if (held && held.workerId === worker.workerId && isTerminal(held.status)) return { status: held.status };
     throw await notHeld(jobs, jobId, worker, held);
@@ -108,6 +116,24 @@ export async function finishJob(jobs: JobRuntime, worker: WorkerIdentity, jobId:
   jobs.wakeups.wake('j', jobId, row);
   jobs.signals.state(row);
   return { status: row.status };
+}
+
+/**
+ * A public model's result: its media stored and its price computed (model-outputs.ts), then the
+ * job finished with its charge in one statement. Media that are not what their field says fail
+ * the job (and are not billed); a failed job is never billed.
+ */
+async function finishModelJob(jobs: JobRuntime, jobId: string, workerId: string, job: { modelId: string; accountId: string }, outcome: Outcome, output: unknown): Promise<JobRow | null> {
+  if (outcome.status !== 'COMPLETED') return jobs.workerStore.finishModelJob(jobId, workerId, outcome, null);
+  const model = await modelForBilling(jobs.outputs.db, job.modelId);
+  let stored: StoredOutput;
+  try {
+    stored = await storeModelOutput(jobs.outputs, { id: jobId, accountId: job.accountId }, model, output);
+  } catch (err) {
+    if (!(err instanceof OutputProblem)) throw err;
+    return jobs.workerStore.finishModelJob(jobId, workerId, { status: 'FAILED', outputJson: null, error: `the model's output was refused: ${err.message}` }, null);
+  }
+  return jobs.workerStore.finishModelJob(jobId, workerId, { ...outcome, outputJson: JSON.stringify(stored.output) }, stored.charge);
 }
 
 async function notHeld(jobs: JobRuntime, jobId: string, worker: WorkerIdentity, held?: { status: JobStatus; workerId: string | null } | null): Promise<DomainError> {

@@ -43,6 +43,7 @@ import type { JobRunInput } from '../../workflows/job.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
 import type { DeployActivities } from '../../activities/deployments.ts';
 import type { JobActivities } from '../../activities/jobs.ts';
+import type { OutputActivities } from '../../activities/outputs.ts';
 import { GANTRY_SEARCH_ATTRIBUTES, gantryMemo, gantrySearchAttributes } from '../../workflows/search-attributes.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -175,8 +176,19 @@ const deployActivities: DeployActivities = {
   },
 };
 
-const activities: EndpointActivities & typeof orchestration & JobActivities & DeployActivities = {
+/** The purge workflow's activity over an in-memory backlog of expired outputs. */
+const purgeWorld = { expired: 0 };
+const outputActivities: OutputActivities = {
+  async purgeExpiredOutputs(limit) {
+    const n = Math.min(limit, purgeWorld.expired);
+    purgeWorld.expired -= n;
+    return n;
+  },
+};
+
+const activities: EndpointActivities & typeof orchestration & JobActivities & DeployActivities & OutputActivities = {
   ...deployActivities,
+  ...outputActivities,
   async loadEndpointSpec(endpointId) {
     return world.rows.get(endpointId) ?? defaultRow(endpointId);
   },
@@ -417,6 +429,15 @@ try {
     const workflowId = deployWorkflowId('recorded', 'production', 'build00000002');
     const result = await env.client.workflow.execute('deployWorkflow', { workflowId, taskQueue: 'record', args: [{ deploymentId: 'recorded-deployment-2' }] });
     if (result.status !== 'FAILED' || deployWorld.reverted !== 1) throw new Error(`expected a reverted deployment, got ${JSON.stringify(result)}`);
+    return workflowId;
+  });
+
+  // Two full batches and a last short one: the loop's every path.
+  await record('purgeExpiredOutputsWorkflow-v1-three-batches', async () => {
+    purgeWorld.expired = 2_345;
+    const workflowId = 'purge-expired-outputs:recorded-1';
+    const result = await env.client.workflow.execute('purgeExpiredOutputsWorkflow', { workflowId, taskQueue: 'record', args: [] });
+    if (result.deleted !== 2_345) throw new Error(`expected 2345 deleted, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 } finally {
