@@ -201,7 +201,7 @@ describe('the API through app.inject', () => {
   it('describes exactly the management operations in the OpenAPI document, each with its scope', async () => {
     const doc = (await t.call('GET', '/v2/openapi.json')).body as {
       openapi: string;
-      paths: Record<string, Record<string, { operationId: string; security: unknown; 'x-required-scope': Scope; responses: Record<string, unknown> }>>;
+      paths: Record<string, Record<string, { operationId: string; security: unknown; 'x-required-scope': Scope | Scope[]; responses: Record<string, unknown> }>>;
     };
     expect(doc.openapi).toBe('3.1.0');
     const operations = Object.entries(doc.paths).flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ path, method, op })));
@@ -210,7 +210,8 @@ describe('the API through app.inject', () => {
       const where = `${method.toUpperCase()} ${path}`;
       // Management paths begin with a fixed word; the job API and worker protocol begin with an endpoint id.
       expect(path, where).toMatch(/^\/v2\/[a-z-]+(\/|$)/);
-      expect(['READ', 'WRITE', 'ADMIN'], where).toContain(op['x-required-scope']);
+      // One scope, or several of which any one will do (the public-model catalogue: READ or RUN).
+      for (const scope of [op['x-required-scope']].flat()) expect(['READ', 'WRITE', 'RUN', 'ADMIN'], where).toContain(scope);
       expect(op.security, where).toEqual([{ bearerAuth: [] }]);
       for (const code of ['401', '403', '429']) expect(op.responses[code], `${where} ${code}`).toBeDefined();
     }

@@ -14,14 +14,14 @@ import { startTestApp, type TestApp } from '../support/app.ts';
  */
 
 type Doc = { paths: Record<string, Record<string, Operation>>; components?: { schemas?: Record<string, JsonSchema> } };
-type Operation = { operationId?: string; 'x-required-scope'?: Scope; requestBody?: { content?: Record<string, { schema?: JsonSchema }> } };
+type Operation = { operationId?: string; 'x-required-scope'?: Scope | Scope[]; requestBody?: { content?: Record<string, { schema?: JsonSchema }> } };
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 const ajv = addFormats.default(new Ajv({ strict: false, allErrors: false }));
 const ALL: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
 
-/** The scope an operation needs: declared in the document, else reads need READ and changes WRITE. */
-const neededScope = (method: string, op: Operation): Scope => op['x-required-scope'] ?? (method === 'get' ? 'READ' : 'WRITE');
+/** The scopes an operation takes (any one of them): declared in the document, else reads need READ and changes WRITE. */
+const neededScopes = (method: string, op: Operation): Scope[] => [op['x-required-scope'] ?? (method === 'get' ? 'READ' : 'WRITE')].flat();
 
 /** Inlines `#/components/schemas/...` references so the generator sees plain schemas. */
 function deref(schema: unknown, doc: Doc, depth = 0): unknown {
@@ -40,7 +40,7 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
   /** Ids of account A's resources, by the first path segment after /v2. */
   const ownedIds: Record<string, string> = {};
   /** Installation-wide resources (no owning account; hosts, data centers and accounts are admin-only): no cross-account check. */
-  const shared = new Set(['catalog', 'hosts', 'datacenters', 'accounts']);
+  const shared = new Set(['catalog', 'hosts', 'datacenters', 'accounts', 'public-endpoints']);
 
   beforeAll(async () => {
     // Hundreds of deliberately bad keys from one address: the failed-authentication throttle
@@ -53,7 +53,10 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     const b = await account('b');
     keys.a = (await issueApiKey(db, a.id, 'a-all', ['READ', 'WRITE', 'RUN'])).key;
     keys.none = (await issueApiKey(db, a.id, 'a-none', [])).key;
-    for (const scope of ALL) keys[`without-${scope}`] = (await issueApiKey(db, a.id, `a-no-${scope}`, ALL.filter((s) => s !== scope && s !== 'ADMIN'))).key;
+    // A key of account A with every scope but those an operation takes (and ADMIN, which holds them all).
+    for (const scopes of [...ALL.map((s) => [s]), ['READ', 'RUN'] as Scope[]]) {
+      keys[`without-${scopes.join(',')}`] = (await issueApiKey(db, a.id, `a-no-${scopes.join('-')}`, ALL.filter((s) => !scopes.includes(s) && s !== 'ADMIN'))).key;
+    }
     keys.b = (await issueApiKey(db, b.id, 'b-all', ['READ', 'WRITE', 'RUN'])).key;
 
     ownedIds.serverless = (await db.endpoint.create({ data: { id: newId(), accountId: a.id, name: 'a-endpoint', image: 'img:1', workersMax: 0 } })).id;
@@ -151,7 +154,9 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
       const { url: u } = url(path);
       const b = body(op);
       await expectProblem(method, u, 403, { key: keys.none, body: b }, 'key without any scope');
-      await expectProblem(method, u, 403, { key: keys[`without-${neededScope(method, op)}`], body: b }, `key without ${neededScope(method, op)}`);
+      const without = neededScopes(method, op).join(',');
+      expect(keys[`without-${without}`], `no key without ${without}: add it to this test`).toBeDefined();
+      await expectProblem(method, u, 403, { key: keys[`without-${without}`], body: b }, `key without ${without}`);
     }
     // Nothing was changed by the refused calls.
     expect((await p.call('GET', `/v2/serverless/${ownedIds.serverless}`, { key: keys.a })).status).toBe(200);
