@@ -15,6 +15,9 @@ import { migrationsDir } from '../../infra/platform.ts';
 import { freshDatabase } from '../support/databases.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
+/** Distinctive, so that finding it in an answer means the password leaked (a short one can appear inside a random id). */
+const PASSWORD = 'registry-password-7f3e9c';
+
 describe('registry credentials are bound to one registry', () => {
   let p: TestPlatform;
   let accountId: string;
@@ -32,14 +35,14 @@ describe('registry credentials are bound to one registry', () => {
   const unique = (prefix: string) => `${prefix}-${newId().slice(0, 8)}`;
 
   it('stores the registry given or derived on create and shows it in every read', async () => {
-    const given = await rest('POST', '/v2/registries', { name: unique('given'), username: 'bot', password: 'pw', registry: 'GHCR.io' });
+    const given = await rest('POST', '/v2/registries', { name: unique('given'), username: 'bot', password: PASSWORD, registry: 'GHCR.io' });
     expect(given.status).toBe(201);
     expect(given.body).toEqual({ id: expect.any(String), name: expect.any(String), registry: 'ghcr.io' });
-    const byName = await rest('POST', '/v2/registries', { name: 'quay.io', username: 'bot', password: 'pw' });
+    const byName = await rest('POST', '/v2/registries', { name: 'quay.io', username: 'bot', password: PASSWORD });
     expect(byName.body.registry).toBe('quay.io');
-    const plain = await rest('POST', '/v2/registries', { name: unique('hub'), username: 'bot', password: 'pw' });
+    const plain = await rest('POST', '/v2/registries', { name: unique('hub'), username: 'bot', password: PASSWORD });
     expect(plain.body.registry).toBe('docker.io');
-    const badHost = await rest('POST', '/v2/registries', { name: unique('bad'), username: 'bot', password: 'pw', registry: 'evil.example/path' });
+    const badHost = await rest('POST', '/v2/registries', { name: unique('bad'), username: 'bot', password: PASSWORD, registry: 'evil.example/path' });
     expect(badHost.status).toBe(422);
     expect(badHost.body.errors[0]).toMatch(/^\$\.registry: /);
 
@@ -50,7 +53,7 @@ describe('registry credentials are bound to one registry', () => {
     const listed = await gql('{ myself { containerRegistryCreds { id registry } } }');
     expect(listed.body.data.myself.containerRegistryCreds).toContainEqual({ id: given.body.id, registry: 'ghcr.io' });
     // The secret parts are still never returned.
-    expect(JSON.stringify(listed.body)).not.toContain('pw');
+    expect(JSON.stringify(listed.body)).not.toContain(PASSWORD);
   });
 
   it('refuses an image on another registry than its credential, wherever the two meet (REST and GraphQL)', async () => {
