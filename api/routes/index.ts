@@ -10,6 +10,7 @@ import { jobApiRoutes } from './jobs.ts';
 import { outputRoutes } from './public-endpoints.ts';
 import { managementRoutes, type ContextOptions } from './management.ts';
 import { workerProtocolRoutes } from './worker-protocol.ts';
+import { playgroundRoutes } from '../playground/routes.ts';
 
 /**
  * Every surface of the API, each in its own scope with its own authentication and limits: the
@@ -25,6 +26,7 @@ export async function registerRoutes(app: FastifyInstance, { ctx }: ContextOptio
   await app.register(artifactRoutes, { ctx });
   await app.register(outputRoutes, { ctx });
   await app.register(async (scope) => registerGraphql(scope, ctx));
+  await app.register(playgroundRoutes, { ctx });
   lbProxyRoutes(app, ctx);
 }
 

@@ -14,7 +14,7 @@ CREATE TABLE "PublicModel" (
     "name" TEXT NOT NULL,
     "description" TEXT NOT NULL DEFAULT '',
     "outputKind" "PublicModelOutputKind" NOT NULL,
-    "inputSchema" JSONB NOT NULL,
+    "inputSchema" JSON NOT NULL,
     "priceAmount" DOUBLE PRECISION NOT NULL,
     "priceUnit" "PublicModelPriceUnit" NOT NULL,
     "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
