@@ -26,8 +26,8 @@ function setHeaders(reply: FastifyReply, decision: RateLimitDecision): void {
  * Counts one request against `spec`'s windows and sets the RateLimit and RateLimit-Policy headers;
  * over quota it throws `rate_limited` (429) with Retry-After.
  */
-export async function enforceRateLimit(ctx: Pick<DomainContext, 'db'>, reply: FastifyReply, spec: CounterSpec): Promise<void> {
-  const decision = await consumeCounter(ctx.db, spec);
+export async function enforceRateLimit(ctx: Pick<DomainContext, 'db' | 'rateLimiter'>, reply: FastifyReply, spec: CounterSpec): Promise<void> {
+  const decision = ctx.rateLimiter ? await ctx.rateLimiter.consume(spec) : await consumeCounter(ctx.db, spec);
   setHeaders(reply, decision);
   if (!decision.allowed && decision.exceeded) {
     reply.header('Retry-After', String(decision.exceeded.resetSeconds));
@@ -40,7 +40,7 @@ export async function enforceRateLimit(ctx: Pick<DomainContext, 'db'>, reply: Fa
  * the counter `counterOf` names for it, on `onRequest`, before the body is read. Every answer to a
  * counted request carries the RateLimit headers; over quota it is 429 with Retry-After.
  */
-export function countRequests(scope: FastifyInstance, ctx: Pick<DomainContext, 'db'>, counterOf: (request: FastifyRequest) => CounterSpec): void {
+export function countRequests(scope: FastifyInstance, ctx: Pick<DomainContext, 'db' | 'rateLimiter'>, counterOf: (request: FastifyRequest) => CounterSpec): void {
   scope.addHook('onRequest', async (request, reply) => enforceRateLimit(ctx, reply, counterOf(request)));
 }
 

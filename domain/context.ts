@@ -3,6 +3,7 @@ import type { SshPool } from '../hostctl/ssh.ts';
 import type { BlobStore } from './blob-store.ts';
 import type { Db } from './db.ts';
 import type { JobRuntime } from './jobs/runtime.ts';
+import type { RateLimiter } from './rate-limit.ts';
 import type { RecordCaches } from './record-cache.ts';
 import type { SecretBox } from './secrets.ts';
 import type { PlatformSettings } from './settings.ts';
@@ -32,6 +33,11 @@ export interface DomainContext {
    * the composition root; contexts made for other uses (the activities') have none.
    */
   records?: RecordCaches;
+  /**
+   * The process's request limiter (domain/rate-limit.ts RateLimiter: counts batched to PostgreSQL),
+   * built and stopped by the composition root; without one every counted request runs its statement.
+   */
+  rateLimiter?: RateLimiter;
   /** Build artifacts (a directory of the data dir, or an S3-compatible store). */
   blobs: BlobStore;
   /** The key of the platform's signed URLs (artifact upload and download), derived from the secret key. */

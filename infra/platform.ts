@@ -25,6 +25,7 @@ import { applyMigrations } from './migrations.ts';
 import { startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
 import { ensureSearchAttributes, ensureTemporal, type RunningTemporal } from './temporal.ts';
 import { ensureSchedules } from './schedules.ts';
+import { RateLimiter } from '../domain/rate-limit.ts';
 
 export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'prisma', 'migrations');
 
@@ -131,6 +132,8 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       await jobs.start();
       const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), { exclusively: (key, fn) => jobs.store.exclusively(key, fn), log: jobLog });
       stops.push(() => tasks.stop());
+      // Request limits: blocks of requests granted by PostgreSQL, spent here (domain/rate-limit.ts).
+      ctx.rateLimiter = new RateLimiter(db);
       const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
       app = built;
       await built.listen({ host: config.host, port: config.port });

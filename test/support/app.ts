@@ -11,6 +11,7 @@ import { createBlobStore } from '../../domain/blob-store.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { createDb } from '../../domain/db.ts';
 import { randomString } from '../../domain/ids.ts';
+import { RateLimiter } from '../../domain/rate-limit.ts';
 import { RecordCaches } from '../../domain/record-cache.ts';
 import { SecretBox } from '../../domain/secrets.ts';
 import { SshPool } from '../../hostctl/ssh.ts';
@@ -105,6 +106,7 @@ export async function startTestApp(options: Partial<AppOptions> & { revocationBo
     const jobs = createJobRuntime(appCtx, () => {});
     appCtx.jobs = jobs;
     await jobs.start();
+    appCtx.rateLimiter = new RateLimiter(appCtx.db);
     const app = buildApp(appCtx, { logLevel: 'silent', ...appOpts });
     app.addHook('onClose', async () => jobs.stop());
     await app.ready();
@@ -120,7 +122,7 @@ export async function startTestApp(options: Partial<AppOptions> & { revocationBo
     async another(anotherOpts = {}) {
       const anotherDb = createDb(databaseUrl, 4);
       // Its own context object: the job runtime and the record caches are per context.
-      const other = await start({ ...ctx, db: anotherDb, records: new RecordCaches(revocationBoundMs) }, anotherOpts);
+      const other = await start({ ...ctx, db: anotherDb, records: new RecordCaches(revocationBoundMs), rateLimiter: undefined }, anotherOpts);
       let closed = false;
       const close = async (): Promise<void> => {
         if (closed) return;
