@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticate, authenticateCached, requireAnyScope, requireScope, type Principal, type Scope } from '../domain/auth.ts';
+import { authenticate, authenticateCached, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import type { RecordCaches } from '../domain/record-cache.ts';
@@ -98,7 +98,7 @@ export function principalOf(request: FastifyRequest): Principal {
  * (run, runsync, status polls) would otherwise cost a key lookup. A revoked key keeps working here
  * for at most the revocation bound (domain/record-cache.ts).
  */
-export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records'>, request: FastifyRequest): Promise<Principal> {
+export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>, request: FastifyRequest): Promise<Principal> {
   // Inside the throttle: a refused address is refused even with a key this process remembers.
   request.principal ??= await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
   return request.principal;
@@ -111,11 +111,11 @@ export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records
  * address before any key is looked up. Routes read the principal with principalOf. `cache`: through
  * the process's record cache (cachedPrincipalOf; the job API); without it every request reads its key.
  */
-export function authenticateRequests(scope: FastifyInstance, db: Db, opts: { cache?: RecordCaches } = {}): void {
+export function authenticateRequests(scope: FastifyInstance, source: KeySource, opts: { cache?: RecordCaches } = {}): void {
   const { cache } = opts;
   scope.addHook('onRequest', async (request) => {
-    if (cache) await cachedPrincipalOf({ db, records: cache }, request);
-    else request.principal = await throttledAuth(request, () => authenticate(db, bearerToken(request)));
+    if (cache) await cachedPrincipalOf({ ...source, records: cache }, request);
+    else request.principal = await throttledAuth(request, () => authenticate(source, bearerToken(request)));
   });
 }
 

@@ -59,7 +59,7 @@ rows.push(
 );
 
 // The limiter's own cost: its one SQL statement, sequentially, on an otherwise idle server.
-const principal = await authenticate(platform.ctx.db, adminKey);
+const principal = await authenticate(platform.ctx, adminKey);
 const quotas = parseRateLimits(process.env.GANTRY_RATE_LIMITS);
 const calls = 1000;
 const started = performance.now();

@@ -124,7 +124,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
       if (request.method !== 'POST' && typeof query?.query !== 'string') return;
       let principal: Principal;
       try {
-        principal = await throttledAuth(request, () => authenticate(ctx.db, presentedKey(request)));
+        principal = await throttledAuth(request, () => authenticate(ctx, presentedKey(request)));
       } catch (err) {
         if (err instanceof DomainError) return graphqlError(reply, err);
         throw err;
@@ -147,7 +147,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
         const principal = principals.get(request);
         if (principal) return { ctx, principal };
         try {
-          return { ctx, principal: await authenticate(ctx.db, presentedKey(request)) };
+          return { ctx, principal: await authenticate(ctx, presentedKey(request)) };
         } catch (err) {
           if (err instanceof DomainError) throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
           throw err;

@@ -37,7 +37,7 @@ export async function registerRoutes(app: FastifyInstance, { ctx }: ContextOptio
  * the key needs (RUN) and which endpoints it reaches, the domain decides.
  */
 async function jobApi(scope: FastifyInstance, { ctx }: ContextOptions): Promise<void> {
-  authenticateRequests(scope, ctx.db, { cache: recordCachesOf(ctx) });
+  authenticateRequests(scope, ctx, { cache: recordCachesOf(ctx) });
   countRequests(scope, ctx, (request) => jobApiCounter(principalOf(request), (request.params as { endpointId: string }).endpointId, scope.surfaceLimits));
   refuseUnstorableBodies(scope);
   jobApiRoutes(scope, ctx);

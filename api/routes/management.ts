@@ -32,7 +32,7 @@ export interface ContextOptions {
  * worker protocol, the proxy, GraphQL) gets any of it.
  */
 export async function managementRoutes(scope: FastifyInstance, { ctx }: ContextOptions): Promise<void> {
-  authenticateRequests(scope, ctx.db);
+  authenticateRequests(scope, ctx);
   countRequests(scope, ctx, (request) => managementCounter(principalOf(request), scope.surfaceLimits));
   requireDeclaredScopes(scope);
   refuseUnstorableBodies(scope);

@@ -227,7 +227,7 @@ describe('the API through app.inject', () => {
   it('refuses to start with a route in an authenticated scope that declares no scope', async () => {
     const bare = Fastify();
     void bare.register(async (scope) => {
-      authenticateRequests(scope, t.ctx.db);
+      authenticateRequests(scope, t.ctx);
       requireDeclaredScopes(scope);
       scope.get('/declared', { config: { requiredScope: 'READ' } }, async () => ({}));
       scope.get('/forgotten', async () => ({}));
