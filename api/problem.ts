@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { DomainError, type DomainErrorKind } from '../domain/errors.ts';
+import { DomainError, RetryLater, type DomainErrorKind } from '../domain/errors.ts';
 
 /** RFC 9457 problem details, the error shape of every REST answer (spec "Errors"). */
 export interface Problem {
@@ -33,6 +33,7 @@ export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
 /** Maps anything thrown in a route to a problem+json answer; 5xx details never leak internals. */
 export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   if (err instanceof DomainError) {
+    if (err instanceof RetryLater) reply.header('Retry-After', String(err.retryAfterSeconds));
     return sendProblem(reply, problem(STATUS_OF[err.kind], err.message, err.errors));
   }
   const fe = err as FastifyError;

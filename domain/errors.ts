@@ -25,3 +25,13 @@ export class ForgedCredential extends DomainError {
     super('forbidden', detail);
   }
 }
+
+/** A 429 that says when to come back (Retry-After), for limits other than the request quotas (which set their own headers). */
+export class RetryLater extends DomainError {
+  constructor(
+    detail: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super('rate_limited', detail);
+  }
+}

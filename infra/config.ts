@@ -36,6 +36,7 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_PROXY_RATE_LIMITS: Text('load-balancing proxy quotas per account and endpoint'),
     GANTRY_AUTH_FAILURES_PER_MINUTE: Int('failed authentications one address may make in a minute'),
     GANTRY_MAX_QUEUED_JOBS: Int('most jobs one endpoint may hold queued'),
+    GANTRY_JOB_WORKFLOW_BACKLOG: Int('job workflow signals an API process may hold unsent before /run answers 429'),
     GANTRY_WEBHOOK_ALLOW: Text('private CIDRs and host names job webhooks may reach'),
     GANTRY_WORKER_PORT: Int('port of the worker-facing listener'),
     GANTRY_DATA_DIR: Text('data directory'),
@@ -226,6 +227,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     signalDelayMs: intOf(env.GANTRY_JOB_SIGNAL_DELAY_MS, 100),
     unsignalledGraceMs: intOf(env.GANTRY_JOB_UNSIGNALLED_GRACE_MS, 30_000),
     maxQueuedPerEndpoint: intOf(env.GANTRY_MAX_QUEUED_JOBS, 10_000),
+    maxWorkflowBacklog: positive('GANTRY_JOB_WORKFLOW_BACKLOG', env.GANTRY_JOB_WORKFLOW_BACKLOG, 20_000, problems),
     retention: { runMs: intOf(env.GANTRY_JOB_RETENTION_MS, 30 * 60_000), syncMs: intOf(env.GANTRY_JOB_SYNC_RETENTION_MS, 60_000) },
   });
   const settings: PlatformSettings = {

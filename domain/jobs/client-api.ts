@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { requireEndpointAccess, requireScope, type Principal } from '../auth.ts';
-import { DomainError, notFound, validationFailed } from '../errors.ts';
+import { DomainError, notFound, RetryLater, validationFailed } from '../errors.ts';
 import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from '../job-queue.ts';
 import { validate } from '../validation.ts';
 import { webhookUrlProblem } from '../webhook-targets.ts';
@@ -60,8 +60,22 @@ function newJobId(sync: boolean): string {
   return `${sync ? 'sync-' : ''}${randomUUID()}-g1`;
 }
 
+/**
+ * Back-pressure: when this process holds more job workflow signals than it may (Temporal is behind
+ * what the queue takes in), new jobs wait. Retry-After is how long the backlog takes to drain at the
+ * recent send rate, 1-60 s. The jobs already accepted are kept; nothing is dropped.
+ */
+function refuseWhenBacklogged(jobs: JobRuntime): void {
+  const backlog = jobs.signals.backlog;
+  const limit = jobs.settings.maxWorkflowBacklog;
+  if (backlog < limit) return;
+  const seconds = Math.min(60, Math.max(1, Math.ceil((backlog - limit / 2) / Math.max(1, jobs.signals.sendRate))));
+  throw new RetryLater(`the platform is behind on job workflows (${backlog} waiting here, the limit is ${limit}: GANTRY_JOB_WORKFLOW_BACKLOG); retry in ${seconds} s`, seconds);
+}
+
 async function submit(jobs: JobRuntime, principal: Principal, target: JobTarget, body: unknown, sync: boolean, id = newJobId(sync)): Promise<JobRow> {
   const { endpoint, model } = target;
+  refuseWhenBacklogged(jobs);
   const endpointId = endpoint.id;
   if (body === null || typeof body !== 'object' || Array.isArray(body) || !('input' in body) || (body as { input: unknown }).input == null) {
     throw new DomainError('bad_request', 'the request body must be a JSON object with an "input" property: {"input": {...}}');
@@ -223,6 +237,7 @@ export async function cancelJob(jobs: JobRuntime, principal: Principal, endpoint
 /** POST /retry/{id}: a FAILED or TIMED_OUT job goes back to the queue under the same id. */
 export async function retryJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
   const t = await jobTarget(jobs, principal, endpointId);
+  refuseWhenBacklogged(jobs);
   const r = await jobs.store.retry(jobId, t.endpoint.id, t.jobsOf);
   if (!r) throw notFound('job');
   if (!r.changed) throw new DomainError('bad_request', `only FAILED or TIMED_OUT jobs can be retried; this one is ${r.row.status}`);

@@ -18,6 +18,11 @@ export interface JobSettings {
   unsignalledGraceMs: number;
   /** Jobs one endpoint may hold IN_QUEUE; a submit beyond it is 429 (GANTRY_MAX_QUEUED_JOBS). */
   maxQueuedPerEndpoint: number;
+  /**
+   * Job workflow signals one API process may hold unsent (Temporal behind); past it, submissions
+   * are 429 with Retry-After until it catches up (GANTRY_JOB_WORKFLOW_BACKLOG): back-pressure.
+   */
+  maxWorkflowBacklog: number;
 }
 
 /** The built-in timings; infra/config.ts reads the variables that override them (README "Configuration"). */
@@ -27,6 +32,7 @@ export const DEFAULT_JOB_TIMINGS = {
   signalDelayMs: 100,
   unsignalledGraceMs: 30_000,
   maxQueuedPerEndpoint: 10_000,
+  maxWorkflowBacklog: 20_000,
   retention: DEFAULT_RETENTION,
 } as const;
 
@@ -46,6 +52,7 @@ export function jobSettings(values: Partial<Omit<JobSettings, 'lostAfterMs' | 's
     signalDelayMs: v.signalDelayMs,
     unsignalledGraceMs: v.unsignalledGraceMs,
     maxQueuedPerEndpoint: v.maxQueuedPerEndpoint,
+    maxWorkflowBacklog: v.maxWorkflowBacklog,
     retention: { ...v.retention },
   };
 }

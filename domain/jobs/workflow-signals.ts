@@ -60,6 +60,34 @@ export class WorkflowSignals {
     return this.pending.size;
   }
 
+  /** Signals held or under way: how far Temporal is behind this process's job changes. */
+  get backlog(): number {
+    return this.pending.size + this.inFlight;
+  }
+
+  /** Signals sent per second, recently (an average over about the last 5 s). */
+  get sendRate(): number {
+    this.decayRate(Date.now());
+    return this.rate;
+  }
+
+  private rate = 0;
+  private rateAt = Date.now();
+
+  private decayRate(now: number): void {
+    const dt = (now - this.rateAt) / 1000;
+    if (dt > 0) {
+      this.rate *= Math.exp(-dt / 5);
+      this.rateAt = now;
+    }
+  }
+
+  private countSent(): void {
+    this.decayRate(Date.now());
+    // Each send adds 1/5 s to a 5 s average of sends per second.
+    this.rate += 1 / 5;
+  }
+
   /** Queues `row`'s state for its workflow, replacing an older pending state of the same job. */
   state(row: JobRow): void {
     const snapshot = snapshotOf(row, this.settings.lostAfterMs);
@@ -115,6 +143,7 @@ export class WorkflowSignals {
       this.inFlight++;
       this.send(jobId, p)
         .then(() => {
+          this.countSent();
           // Any state sent clears a mark at its seq: the new job's (its workflow now exists) or a final one's.
           if (p.kind === 'state' && p.snapshot) this.stateSent(jobId, p.snapshot.seq);
           else if (p.kind === 'recheck' && p.seq !== undefined) this.stateSent(jobId, p.seq);
