@@ -18,6 +18,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { cpuSeconds, loadAverage, rssMb } from './proc.ts';
 import { BENCH_QUOTAS } from './support.ts';
 
@@ -388,6 +389,33 @@ async function main(): Promise<void> {
       .join('; ');
   const countWorkflows = async (status: string): Promise<number> =>
     (await platform.ctx.temporal.workflow.count(`WorkflowType="jobWorkflow" AND ExecutionStatus="${status}"`)).count;
+  /**
+   * What each job cost Temporal, from the histories of up to 50 completed job workflows: events,
+   * workflow tasks, and actions as Temporal counts them (a start or signal-with-start, each signal,
+   * activity, timer, search-attribute upsert and marker).
+   */
+  const temporalPerJob = async (): Promise<string> => {
+    const ACTIONS = new Set(['WORKFLOW_EXECUTION_STARTED', 'WORKFLOW_EXECUTION_SIGNALED', 'ACTIVITY_TASK_SCHEDULED', 'TIMER_STARTED', 'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES', 'MARKER_RECORDED']);
+    let jobs = 0;
+    let events = 0;
+    let tasks = 0;
+    let actions = 0;
+    for await (const wf of platform.ctx.temporal.workflow.list({ query: 'WorkflowType="jobWorkflow" AND ExecutionStatus="Completed"', pageSize: 50 })) {
+      const history = await platform.ctx.temporal.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      // The JSON form (as the Temporal UI downloads it) names each event's type.
+      const json = JSON.parse(historyToJSON(history)) as { events: Array<{ eventId: string; eventType: string }> };
+      for (const e of json.events) {
+        const name = e.eventType.replace(/^EVENT_TYPE_/, '');
+        events++;
+        if (name === 'WORKFLOW_TASK_COMPLETED') tasks++;
+        // A signal-with-start is one action: its Signaled event right after the start is not another.
+        if (ACTIONS.has(name) && !(name === 'WORKFLOW_EXECUTION_SIGNALED' && e.eventId === '2')) actions++;
+      }
+      if (++jobs >= 50) break;
+    }
+    const per = (n: number): string => (jobs > 0 ? (n / jobs).toFixed(2) : '-');
+    return `Temporal per job (${jobs} completed job workflows): ${per(events)} history events, ${per(tasks)} workflow tasks, ${per(actions)} actions`;
+  };
   let maxBacklog = 0;
   const backlogSampler = setInterval(() => (maxBacklog = Math.max(maxBacklog, pendingWorkflowSignals())), 200);
   backlogSampler.unref();
@@ -417,6 +445,7 @@ async function main(): Promise<void> {
         `runsync overhead, 1 client ${pace > 0 ? `at ${pace} jobs/s` : 'back to back'}, ${workers} warm workers, handler returns at once: p50 ${f1(r.latency.p50)} ms, p90 ${f1(r.latency.p90)} ms, p99 ${f1(r.latency.p99)} ms, max ${f1(r.latency.max)} ms (n=${r.latency.n}); CPU ${cpuSince(before, secs, r.latency.n)}`,
       );
       out(`  inside: ${timingReport()}`);
+      out(`  ${await temporalPerJob()}`);
     }
     for (const mode of ['run', 'runsync'] as const) {
       if (!only.has(`throughput-${mode}`)) continue;
