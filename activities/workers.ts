@@ -265,7 +265,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     }
   }
 
-  return {
+  const activities = {
     /** Rows for workers about to be started (PENDING), so that the autoscaler counts them at once. */
     async createWorkerRecords(input: { endpointId: string; releaseVersion: number; workerIds: string[] }): Promise<number> {
       const endpoint = await db.endpoint.findUnique({ where: { id: input.endpointId }, select: { id: true } });
@@ -759,6 +759,30 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         }
       });
     },
+  };
+  // Each reaches a host over SSH and can take minutes: it heartbeats, so that one whose Temporal
+  // worker died (kill -9, a lost machine) is retried elsewhere after the workflow's heartbeat
+  // timeout instead of its whole start-to-close timeout (a drain or a release would wait that long).
+  activities.startWorkerContainer = heartbeating(activities.startWorkerContainer);
+  activities.checkWorkerReady = heartbeating(activities.checkWorkerReady);
+  activities.inspectWorker = heartbeating(activities.inspectWorker);
+  activities.removeWorkerContainer = heartbeating(activities.removeWorkerContainer);
+  return activities;
+}
+
+/** How often the long host activities heartbeat; the workflows' heartbeat timeout is several of these. */
+export const ACTIVITY_HEARTBEAT_MS = 5_000;
+
+/** `fn`, heartbeating every ACTIVITY_HEARTBEAT_MS while it runs. */
+function heartbeating<A extends unknown[], R>(fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return async (...args: A) => {
+    const context = Context.current();
+    const timer = setInterval(() => context.heartbeat(), ACTIVITY_HEARTBEAT_MS);
+    try {
+      return await fn(...args);
+    } finally {
+      clearInterval(timer);
+    }
   };
 }
 

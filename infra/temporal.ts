@@ -235,21 +235,33 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
   }
   const wrongType = GANTRY_SEARCH_ATTRIBUTES.filter((k) => k.name in existing && existing[k.name] !== encodeSearchAttributeIndexedValueType(k.type));
   for (const k of wrongType) log(`Temporal search attribute ${k.name} exists on namespace '${namespace}' with another type than ${TypedSearchAttributes.toMetadataType(k.type)}: visibility queries on it may fail.`);
-  const missing = GANTRY_SEARCH_ATTRIBUTES.filter((k) => !(k.name in existing));
+  let missing = GANTRY_SEARCH_ATTRIBUTES.filter((k) => !(k.name in existing));
   if (missing.length === 0) return [];
-  try {
-    await connection.operatorService.addSearchAttributes({
-      namespace,
-      searchAttributes: Object.fromEntries(missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!])),
-    });
-  } catch (err) {
-    // ALREADY_EXISTS: another process registered them a moment ago.
-    if (grpcCode(err) === 6) return [];
-    log(
-      `Could not register Gantry's search attributes on Temporal namespace '${namespace}' (${grpcMessage(err)}); workflow starts fail until an operator runs:\n  ` +
-        registrationCommands(namespace, missing.map((k) => k.name)).join('\n  '),
-    );
-    return [];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!])),
+      });
+      break;
+    } catch (err) {
+      // ALREADY_EXISTS: another process registered them a moment ago.
+      if (grpcCode(err) === 6) return [];
+      // A real cluster with SQL visibility answers UNAVAILABLE to one of two processes registering at
+      // once (its attribute mapping is being written): look again, and try again for what is missing.
+      if (attempt < 5) {
+        await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+        const now = (await connection.operatorService.listSearchAttributes({ namespace }).catch(() => undefined))?.customAttributes ?? {};
+        missing = missing.filter((k) => !(k.name in now));
+        if (missing.length === 0) return [];
+        continue;
+      }
+      log(
+        `Could not register Gantry's search attributes on Temporal namespace '${namespace}' (${grpcMessage(err)}); workflow starts fail until an operator runs:\n  ` +
+          registrationCommands(namespace, missing.map((k) => k.name)).join('\n  '),
+      );
+      return [];
+    }
   }
   log(`Registered Temporal search attributes on namespace '${namespace}': ${missing.map((k) => k.name).join(', ')}`);
   return missing.map((k) => k.name);

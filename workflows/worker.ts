@@ -26,12 +26,15 @@ const { placeWorker } = proxyLocalActivities<WorkerActivities>({
   startToCloseTimeout: '45 seconds',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '5 seconds', maximumAttempts: 5 },
 });
+// These heartbeat (activities/workers.ts): one whose Temporal worker died is retried after 30 s, not after its whole timeout.
 const { checkWorkerReady, inspectWorker } = proxyActivities<WorkerActivities>({
   startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 3 },
 });
 const { startWorkerContainer, removeWorkerContainer } = proxyActivities<WorkerActivities>({
   startToCloseTimeout: '5 minutes',
+  heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '20 seconds', maximumAttempts: 5 },
 });
 
