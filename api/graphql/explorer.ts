@@ -1,10 +1,8 @@
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { gzipSync } from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { registerStaticAssets, type StaticAsset } from '../static-assets.ts';
 
 /**
  * The GraphQL explorer a browser gets at `GET /graphql`: GraphiQL, served from npm packages by this
@@ -23,7 +21,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 
 export const EXPLORER_PREFIX = '/graphql/explorer/';
 
-const ASSETS: Record<string, { file: () => string; type: string }> = {
+const ASSETS: Record<string, StaticAsset> = {
   'react.production.min.js': { file: () => path.join(packageDir('react'), 'umd', 'react.production.min.js'), type: 'text/javascript; charset=utf-8' },
   'react-dom.production.min.js': { file: () => path.join(packageDir('react-dom'), 'umd', 'react-dom.production.min.js'), type: 'text/javascript; charset=utf-8' },
   'graphiql.min.js': { file: () => path.join(packageDir('graphiql'), 'graphiql.min.js'), type: 'text/javascript; charset=utf-8' },
@@ -58,41 +56,6 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-interface Loaded {
-  body: Buffer;
-  gzip: Buffer | undefined;
-  etag: string;
-}
-
-const loaded = new Map<string, Loaded>();
-
-function load(name: string): Loaded {
-  let asset = loaded.get(name);
-  if (!asset) {
-    const body = readFileSync(ASSETS[name]!.file());
-    asset = { body, gzip: undefined, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
-    loaded.set(name, asset);
-  }
-  return asset;
-}
-
-function sendAsset(request: FastifyRequest, reply: FastifyReply, name: string): FastifyReply {
-  const asset = load(name);
-  reply
-    .header('content-type', ASSETS[name]!.type)
-    .header('x-content-type-options', 'nosniff')
-    // Revalidated on each load (a 304 is a few bytes), so a new release is never served stale.
-    .header('cache-control', 'no-cache')
-    .header('etag', asset.etag)
-    .header('vary', 'accept-encoding');
-  if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
-  if (/\bgzip\b/.test(String(request.headers['accept-encoding'] ?? ''))) {
-    asset.gzip ??= gzipSync(asset.body, { level: 9 });
-    return reply.header('content-encoding', 'gzip').send(asset.gzip);
-  }
-  return reply.send(asset.body);
-}
-
 /** Whether a request to /graphql is a browser opening the page (a GET without a query that accepts HTML). */
 export function wantsExplorer(request: FastifyRequest): boolean {
   if (request.method !== 'GET') return false;
@@ -113,7 +76,5 @@ export function sendExplorerPage(reply: FastifyReply): FastifyReply {
 
 /** GET /graphql/explorer/<file> for the files above and nothing else. */
 export function registerExplorerAssets(app: FastifyInstance): void {
-  for (const name of Object.keys(ASSETS)) {
-    app.get(`${EXPLORER_PREFIX}${name}`, { schema: { hide: true } }, async (request, reply) => sendAsset(request, reply, name));
-  }
+  registerStaticAssets(app, EXPLORER_PREFIX, ASSETS);
 }

@@ -1,19 +1,17 @@
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { gzipSync } from 'node:zlib';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { DomainContext } from '../../domain/context.ts';
 import { isModelId } from '../../domain/public-models.ts';
 import { problem, sendProblem } from '../problem.ts';
+import { registerStaticAssets } from '../static-assets.ts';
 
 /**
  * The browser playground: `/playground` and `/playground/{modelId}` (docs/public-models.md). Both
  * pages are one static shell; the page's scripts read the model id from the address and call the
  * API with the key the user gives them (kept in the tab's session storage). So answering a page or
  * an asset needs no key and touches neither the database nor the rate-limit counters, like the
- * GraphQL explorer's assets (api/graphql/explorer.ts), whose serving pattern this follows.
+ * GraphQL explorer's assets (both served by api/static-assets.ts).
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -87,41 +85,6 @@ export function playgroundCsp(publicUrl: string): string {
   );
 }
 
-interface Loaded {
-  body: Buffer;
-  gzip: Buffer | undefined;
-  etag: string;
-}
-
-const loaded = new Map<string, Loaded>();
-
-function load(name: string): Loaded {
-  let asset = loaded.get(name);
-  if (!asset) {
-    const body = readFileSync(path.join(here, ASSETS[name]!.file));
-    asset = { body, gzip: undefined, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
-    loaded.set(name, asset);
-  }
-  return asset;
-}
-
-function sendAsset(request: FastifyRequest, reply: FastifyReply, name: string): FastifyReply {
-  const asset = load(name);
-  reply
-    .header('content-type', ASSETS[name]!.type)
-    .header('x-content-type-options', 'nosniff')
-    // Revalidated on each load (a 304 is a few bytes), so a new release is never served stale.
-    .header('cache-control', 'no-cache')
-    .header('etag', asset.etag)
-    .header('vary', 'accept-encoding');
-  if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
-  if (/\bgzip\b/.test(String(request.headers['accept-encoding'] ?? ''))) {
-    asset.gzip ??= gzipSync(asset.body, { level: 9 });
-    return reply.header('content-encoding', 'gzip').send(asset.gzip);
-  }
-  return reply.send(asset.body);
-}
-
 export async function playgroundRoutes(app: FastifyInstance, { ctx }: { ctx: DomainContext }): Promise<void> {
   const csp = playgroundCsp(ctx.publicUrl);
   const sendPage = (reply: FastifyReply): FastifyReply =>
@@ -135,9 +98,11 @@ export async function playgroundRoutes(app: FastifyInstance, { ctx }: { ctx: Dom
       .send(PAGE);
 
   // Registered by name, before the model route: a static path always wins over `/:modelId`.
-  for (const name of Object.keys(ASSETS)) {
-    app.get(`${PLAYGROUND_ASSETS_PREFIX}${name}`, { schema: { hide: true } }, async (request, reply) => sendAsset(request, reply, name));
-  }
+  registerStaticAssets(
+    app,
+    PLAYGROUND_ASSETS_PREFIX,
+    Object.fromEntries(Object.entries(ASSETS).map(([name, a]) => [name, { file: () => path.join(here, a.file), type: a.type }])),
+  );
   app.get('/playground', { schema: { hide: true } }, async (_request, reply) => sendPage(reply));
   app.get<{ Params: { modelId: string } }>('/playground/:modelId', { schema: { hide: true } }, async (request, reply) => {
     // Only what could be a model id gets the page; whether the model exists, the page asks the API.

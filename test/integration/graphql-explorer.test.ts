@@ -5,14 +5,14 @@
  * address. Its static assets need no key, count against no quota, and revalidate cheaply.
  * `npm test` installs Chromium (Debian package) when it is missing; CHROMIUM_PATH names another.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isLocal, launchChromium } from '../support/browser.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ASSETS = ['react.production.min.js', 'react-dom.production.min.js', 'graphiql.min.js', 'graphiql.min.css', 'explorer.js'];
 
 describe('GraphQL explorer', () => {
@@ -22,14 +22,8 @@ describe('GraphQL explorer', () => {
   const shots = mkdtempSync(path.join(tmpdir(), 'gantry-explorer-'));
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: \`npm test\` installs Debian's chromium package; or set CHROMIUM_PATH`);
     p = await startTestPlatform();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      chromiumSandbox: false,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
+    browser = await launchChromium();
     const me = await call(p.url, 'POST', '/graphql', { key: p.adminKey, body: { query: '{ myself { id } }' } });
     accountId = me.body.data.myself.id;
   });
@@ -46,7 +40,7 @@ describe('GraphQL explorer', () => {
     const offsite: string[] = [];
     await context.route('**/*', (route) => {
       const url = new URL(route.request().url());
-      if (url.hostname === '127.0.0.1' || url.hostname === 'localhost') return route.continue();
+      if (isLocal(url)) return route.continue();
       offsite.push(url.href);
       return route.abort();
     });

@@ -10,16 +10,16 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isLocal, launchChromium } from '../support/browser.ts';
 import { call } from '../support/platform.ts';
 import { startPublicModelFixture, type PublicModelFixture } from './public-models-support.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const REPO_ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const ASSETS = ['playground.js', 'schema-form.js', 'snippets.js', 'playground.css'];
@@ -71,14 +71,8 @@ describe('playground in a browser', () => {
   const scratch = mkdtempSync(path.join(tmpdir(), 'gantry-playground-'));
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: \`npm test\` installs Debian's chromium package; or set CHROMIUM_PATH`);
     f = await startPublicModelFixture();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      chromiumSandbox: false,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
+    browser = await launchChromium();
     const got = await call(f.url, 'GET', `/v2/public-endpoints/${f.modelId}`, { key: f.callerKey });
     expect(got.status, JSON.stringify(got.body)).toBe(200);
     model = got.body;
@@ -99,7 +93,7 @@ describe('playground in a browser', () => {
     await context.route('**/*', (route) => {
       const url = new URL(route.request().url());
       requests.push({ url: url.href, authorization: route.request().headers().authorization });
-      if (url.hostname === '127.0.0.1' || url.hostname === 'localhost') return route.continue();
+      if (isLocal(url)) return route.continue();
       offsite.push(url.href);
       return route.abort();
     });
