@@ -3,6 +3,7 @@ import {
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -65,6 +66,9 @@ interface RolloutState {
 
 export const newWorkerId = (): string => uuid4().replace(/-/g, '').slice(0, 14);
 
+/** Runs recorded before a busy old worker could be let go to make room never do it. */
+const MAKE_ROOM_WHEN_BUSY_PATCH = 'rollout-make-room-when-busy-v1';
+
 /**
  * One release rollout (id `rollout:<endpointId>:<version>`). Every worker of another version gets a
  * replacement of this version at once (idle and busy alike); the old worker is drained only when
@@ -85,6 +89,8 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
       .signal(drainWorker, { reason })
       .catch(() => undefined);
   };
+  // Time first: the patch marker is recorded only by a run that lets a busy worker go.
+  const makesRoomWhenBusy = (waitedMs: number): boolean => waitedMs > 2 * settings.surgeWaitSec * 1000 && patched(MAKE_ROOM_WHEN_BUSY_PATCH);
   const release = async (workerId: string, reason: string): Promise<void> => {
     state.released = [...state.released.filter((id) => id !== workerId), workerId];
     await drain(workerId, reason);
@@ -118,8 +124,10 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
         state.failures++;
         state.failureReasons = [...state.failureReasons.slice(-4), `worker ${pair.newId} did not become ready`];
         state.pairs = state.pairs.filter((p) => p !== pair);
-      } else if (!pair.oldReleased && fresh.status === 'PENDING' && now - pair.startedAt > settings.surgeWaitSec * 1000 && old?.state === 'idle') {
-        // No room for old and new side by side: let the idle old one go first.
+      } else if (!pair.oldReleased && fresh.status === 'PENDING' && now - pair.startedAt > settings.surgeWaitSec * 1000 && old && old.state !== 'draining' && (old.state === 'idle' || makesRoomWhenBusy(now - pair.startedAt))) {
+        // No room for old and new side by side: let the old one go first; an idle one after the
+        // surge wait, a busy one (it finishes what it has) after twice that: a worker that is never
+        // idle (steady traffic on a load-balancing endpoint) would otherwise hold the release forever.
         await release(pair.oldId, `making room for release v${version}`);
         pair.oldReleased = true;
       }

@@ -65,6 +65,8 @@ const world = {
   rows: new Map<string, EndpointSpec>(),
   /** Releases whose workers never become ready. */
   stuckVersions: new Set<number>(),
+  /** Most workers placed at once per endpoint (unset: any number). */
+  room: undefined as number | undefined,
 };
 const defaultRow = (endpointId: string): EndpointSpec => ({ endpointId, workersMin: 0, workersMax: 3, scalerType: 'QUEUE_DELAY', scalerValue: 4, idleTimeout: 5, timeoutMs: 600_000, releaseVersion: 1 });
 const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
@@ -94,13 +96,17 @@ const orchestration: HostActivities & WorkerActivities = {
       exists: true,
       queue: { queued: world.queued, queuedLowPriority: 0, inProgress: 0, oldestQueuedAgeMs: world.queued ? 10 : null },
       workers: workers.map(([id, w]) => {
-        const ready = w.status === 'IDLE';
-        return { id, status: w.status, hostId: 'host1', ready, releaseVersion: w.releaseVersion, idleForMs: 0, state: w.status === 'DRAINING' ? 'draining' : ready ? 'idle' : 'starting' };
+        const ready = w.status === 'IDLE' || w.status === 'RUNNING';
+        const state = w.status === 'DRAINING' ? 'draining' : w.status === 'RUNNING' ? 'busy' : ready ? 'idle' : 'starting';
+        return { id, status: w.status, hostId: 'host1', ready, releaseVersion: w.releaseVersion, idleForMs: 0, state };
       }),
     };
   },
   async placeWorker(workerId) {
-    world.workers.get(workerId)!.status = 'INITIALIZING';
+    const w = world.workers.get(workerId)!;
+    const placed = [...world.workers.entries()].filter(([id, o]) => id !== workerId && o.endpointId === w.endpointId && ['INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'].includes(o.status)).length;
+    if (world.room !== undefined && placed >= world.room) return { placed: false, reason: 'no room' };
+    w.status = 'INITIALIZING';
     return { placed: true, hostId: 'host1' };
   },
   async prepareWorkerImage() {
@@ -429,6 +435,24 @@ try {
     const workflowId = deployWorkflowId('recorded', 'production', 'build00000002');
     const result = await env.client.workflow.execute('deployWorkflow', { workflowId, taskQueue: 'record', args: [{ deploymentId: 'recorded-deployment-2' }] });
     if (result.status !== 'FAILED' || deployWorld.reverted !== 1) throw new Error(`expected a reverted deployment, got ${JSON.stringify(result)}`);
+    return workflowId;
+  });
+
+  // No room beside an old worker that is never idle: the rollout lets it go after twice the surge
+  // wait (patch rollout-make-room-when-busy-v1), then its replacement is placed and ready.
+  await record('rolloutWorkflow-v4-make-room-when-busy', async () => {
+    const endpointId = 'recorded0000000a';
+    const workflowId = rolloutWorkflowId(endpointId, 2);
+    world.room = 1;
+    world.workers.set('recordedold0002', { endpointId, status: 'RUNNING', releaseVersion: 1 });
+    const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500 }, drainTimeoutMs: 1000 };
+    const handle = await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
+    // The old worker has no workflow here: once the rollout let it go (the marker is in its history), it stops.
+    await until('the busy old worker let go', async () => ((await handle.fetchHistory()).events ?? []).some((e) => e.markerRecordedEventAttributes), 30_000);
+    world.workers.get('recordedold0002')!.status = 'STOPPED';
+    const result = await handle.result();
+    world.room = undefined;
+    if (result.status !== 'COMPLETED') throw new Error(`expected a completed rollout, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 

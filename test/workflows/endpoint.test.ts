@@ -82,6 +82,27 @@ describe('endpoint workflow', () => {
     });
   });
 
+  it('a release with no room beside a worker that is never idle lets that worker go after twice the surge wait', async () => {
+    await bed.scenario(async ({ env, world, taskQueue, advanceUntil }) => {
+      world.room = 1;
+      world.addEndpoint({ endpointId: 'busy', workersMin: 1, workersMax: 1 });
+      await startEndpoint(env.client, taskQueue, 'busy');
+      await advanceUntil('one ready worker of release 1', () => allReady(world, 'busy', 1, 1));
+      // Steady traffic from now on: the old worker is busy at every look.
+      const [old] = world.live('busy');
+      world.alwaysBusy.add(old!.id);
+      old!.status = 'RUNNING';
+
+      await changeEndpoint(env.client, world, 'busy', { newRelease: true });
+      await advanceUntil('release 2 completed', () => world.release('busy', 2)?.status === 'COMPLETED' && allReady(world, 'busy', 1, 2));
+      const replacement = world.starts.find((s) => s.endpointId === 'busy' && s.releaseVersion === 2)!;
+      const drained = world.drained.find((d) => d.id === old!.id)!;
+      expect(drained).toBeDefined();
+      // Not at the surge wait (it was busy then), at twice it.
+      expect(drained.at - replacement.at).toBeGreaterThanOrEqual(2 * testSettings.surgeWaitSec * 1000);
+    });
+  });
+
   it('backs off starting workers after failed starts, and stops backing off once one is ready', async () => {
     await bed.scenario(async ({ env, world, taskQueue, advanceUntil }) => {
       world.failingVersions.add(1);

@@ -71,6 +71,10 @@ export class FakeWorld {
   readonly failingVersions = new Set<number>();
   /** Release versions whose workers start but never become ready. */
   readonly stuckVersions = new Set<number>();
+  /** Most workers placed at once (the host's room); unset: room for any number. */
+  room: number | undefined;
+  /** Workers that stay busy (RUNNING) once ready: steady traffic, never idle. */
+  readonly alwaysBusy = new Set<string>();
   /** Every worker start the workflows asked for, with its test-server time. */
   readonly starts: Array<{ at: number; endpointId: string; releaseVersion: number; workerIds: string[] }> = [];
   /** Workers that began to drain, in order, with the test-server time. */
@@ -193,6 +197,8 @@ export class FakeWorld {
         return [];
       },
       placeWorker: async (workerId: string) => {
+        const placed = [...this.workers.values()].filter((w) => w.id !== workerId && LIVE.includes(w.status) && w.status !== 'PENDING').length;
+        if (this.room !== undefined && placed >= this.room) return { placed: false, reason: 'no room on any host' };
         this.worker(workerId).status = 'INITIALIZING';
         return { placed: true, hostId: 'host1' };
       },
@@ -207,7 +213,7 @@ export class FakeWorld {
       checkWorkerReady: async (workerId: string) => {
         const w = this.worker(workerId);
         if (this.stuckVersions.has(w.releaseVersion)) return { state: 'waiting' as const, reason: 'not answering yet' };
-        w.status = 'IDLE';
+        w.status = this.alwaysBusy.has(workerId) ? 'RUNNING' : 'IDLE';
         w.idleSince = await this.now();
         return { state: 'ready' as const };
       },
