@@ -395,6 +395,8 @@ export class LoadBalancer {
 /** Aborts when the client hangs up before the answer. */
 function hangupSignal(reply: FastifyReply): AbortSignal {
   const ac = new AbortController();
+  // Gone already (its 'close' came during the awaits before this): no wait for a worker.
+  if (reply.raw.destroyed && !reply.raw.writableFinished) ac.abort();
   reply.raw.once('close', () => {
     if (!reply.raw.writableFinished) ac.abort();
   });
@@ -461,6 +463,13 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
       if (!got) {
         reply.header('retry-after', '5');
         throw new DomainError('unavailable', `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`);
+      }
+      // A client gone while its key, quota or worker was looked up already had its 'close': none
+      // follows, so its count ends here (else the worker would seem busy until the process ends,
+      // and a drain of it would wait its whole timeout).
+      if (reply.raw.destroyed || request.raw.socket?.destroyed) {
+        got.release();
+        return sendProblem(reply, problem(499, 'the client closed the connection before a worker was chosen'));
       }
       request.lb = { endpoint, worker: got.worker, release: got.release, routing, attempts: 1, hangup };
       // Counted until the answer is sent or the connection (for a WebSocket, the whole session) ends.

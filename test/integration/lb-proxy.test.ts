@@ -4,7 +4,7 @@
  * as Worker rows the way the orchestration leaves ready workers.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app.ts';
@@ -280,6 +280,25 @@ describe('routing by host name', () => {
 });
 
 describe('choosing workers', () => {
+  it('leaves no count behind for a client that hangs up before a worker is chosen', async () => {
+    const { endpointId, procs, ids } = await endpointWithWorkers('gone', ['w-gone']);
+    const port = Number(new URL(p.url).port);
+    // Each with a key of its own, so that the key is read from the database: the client is gone
+    // while that read runs, before the proxy chose the worker.
+    for (let i = 0; i < 20; i++) {
+      const { key } = await issueApiKey(p.ctx.db, adminAccountId, `gone-${i}`, ['RUN']);
+      const socket = net.connect(port, '127.0.0.1');
+      await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+      socket.end(`GET /lb/${endpointId}/health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+      socket.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 1_500));
+    const load = await lbEndpointLoad(p.ctx.db, endpointId);
+    expect(load.inFlight).toBe(0);
+    expect(await lbWorkerInFlight(p.ctx.db, ids[0]!)).toBeLessThanOrEqual(1); // routable, nothing in flight
+    expect((await stats(procs[0]!)).inFlight).toBe(0);
+  });
+
   it('sends each request to the worker with the fewest outstanding requests, and publishes the counts in PostgreSQL', async () => {
     const { endpointId, base, procs, ids } = await endpointWithWorkers('least', ['w-a', 'w-b']);
     const names = new Map(procs.map((w, i) => [w.name, ids[i]!]));
