@@ -281,7 +281,7 @@ describe('routing by host name', () => {
 
 describe('choosing workers', () => {
   it('leaves no count behind for a client that hangs up before a worker is chosen', async () => {
-    const { endpointId, procs, ids } = await endpointWithWorkers('gone', ['w-gone']);
+    const { endpointId, procs, ids } = await endpointWithWorkers('hung-up-early', ['w-hung-up-early']);
     const port = Number(new URL(p.url).port);
     // Each with a key of its own, so that the key is read from the database: the client is gone
     // while that read runs, before the proxy chose the worker.
