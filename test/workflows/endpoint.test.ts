@@ -4,13 +4,16 @@
  * halt, start back-off and idle scale-down run through minutes of workflow time in moments.
  */
 import type { Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cancelRollout, endpointChanged, endpointWorkflowId, getScalingStatus, getSpec, queueNonEmpty, rolloutWorkflowId, type RolloutResult } from '../../workflows/contracts.ts';
 import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
 import { testSettings, type FakeWorld } from './fake-world.ts';
 import { TestBed } from './support.ts';
+
+// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for three runs.
+vi.setConfig({ testTimeout: 180_000 });
 
 let bed: TestBed;
 beforeAll(async () => {

@@ -4,11 +4,14 @@
  * moments, and so does the same with a continue-as-new at every step.
  */
 import type { Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { jobChanged, jobState, jobWorkflowId, recheckJob, type JobSnapshot } from '../../workflows/contracts.ts';
 import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
 import { TestBed } from './support.ts';
+
+// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for three runs.
+vi.setConfig({ testTimeout: 180_000 });
 
 let bed: TestBed;
 beforeAll(async () => {
