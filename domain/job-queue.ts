@@ -256,11 +256,7 @@ export class JobStore {
    */
   async finish(jobId: string, workerId: string, outcome: Outcome): Promise<JobRow | null> {
     const [row] = await this.rows<JobRow>(
-      `WITH j AS (
-         UPDATE "Job" j SET status = $3::"JobStatus", output = $4::jsonb, error = $5, "completedAt" = now(), seq = j.seq + 1,
-           "expiresAt" = ${this.RETAIN}, "signalDueAt" = now()
-         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS' AND j."modelId" IS NULL
-         RETURNING j.*)
+      `WITH ${this.finishing('IS NULL')}
        SELECT ${COLS}, pg_notify('${JOB_CHANNEL}', 'j:' || $6 || ':' || j.id) FROM j`,
       [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag],
     );
@@ -273,11 +269,7 @@ export class JobStore {
    */
   async finishModelJob(jobId: string, workerId: string, outcome: Outcome, charge: ModelCharge | null): Promise<JobRow | null> {
     const [row] = await this.rows<JobRow>(
-      `WITH j AS (
-         UPDATE "Job" j SET status = $3::"JobStatus", output = $4::jsonb, error = $5, "completedAt" = now(), seq = j.seq + 1,
-           "expiresAt" = ${this.RETAIN}, "signalDueAt" = now()
-         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS' AND j."modelId" IS NOT NULL
-         RETURNING j.*),
+      `WITH ${this.finishing('IS NOT NULL')},
        c AS (
          INSERT INTO "PublicModelCharge" ("jobId", "accountId", "modelId", units, amount, "createdAt")
          SELECT j.id, j."accountId", j."modelId", $7::float8, $8::float8, now() FROM j WHERE $9::boolean
@@ -286,6 +278,15 @@ export class JobStore {
       [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag, charge?.units ?? 0, charge?.amount ?? 0, charge !== null],
     );
     return row ?? null;
+  }
+
+  /** The CTE `j` of finish and finishModelJob: the held job's result ($1 job, $2 worker, $3-$5 the outcome), for plain jobs or a model's. */
+  private finishing(model: 'IS NULL' | 'IS NOT NULL'): string {
+    return `j AS (
+         UPDATE "Job" j SET status = $3::"JobStatus", output = $4::jsonb, error = $5, "completedAt" = now(), seq = j.seq + 1,
+           "expiresAt" = ${this.RETAIN}, "signalDueAt" = now()
+         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS' AND j."modelId" ${model}
+         RETURNING j.*)`;
   }
 
   /** Status and holder of a job, to tell a duplicate result from one for a job not held, and whose model (and caller) it is. */

@@ -151,11 +151,6 @@ export function publishedModel(ctx: { db: Db; records?: RecordCaches }, id: stri
   return recordCachesOf(ctx).models.get(id, async () => (await ctx.db.publicModel.findUnique({ where: { id }, select: CACHED_FIELDS })) ?? undefined);
 }
 
-/** The model by id, read now (a model unpublished since the job was queued has none). */
-export async function modelForBilling(db: Db, id: string): Promise<CachedModel | null> {
-  return db.publicModel.findUnique({ where: { id }, select: CACHED_FIELDS });
-}
-
 // ---------------------------------------------------------------- operations
 
 function requireOperator(principal: Principal): void {

@@ -95,58 +95,14 @@ export interface CounterSpec {
   quotas: RateLimitQuotas;
 }
 
-/** Counts one request against `spec.counter`'s windows; see consumeRateLimit. */
+/**
+ * Counts one request against `spec.counter`'s windows; see consumeRateLimit. The same statement as
+ * the limiter's, granting a block of one (the failed-authentication throttle, and contexts built
+ * without a RateLimiter).
+ */
 export async function consumeCounter(db: Db, spec: CounterSpec): Promise<RateLimitDecision> {
-  const { counter: accountId, quotas: defaults } = spec;
-  const overridesOf = spec.accountId ?? '';
-  const rows = await db.$queryRaw<CounterRow[]>`
-    WITH clock AS (
-      SELECT extract(epoch FROM clock_timestamp()) AS epoch
-    ), quota AS (
-      SELECT coalesce(a."rateLimitPerMinute", ${defaults.minute}::int) AS minute,
-             coalesce(a."rateLimitPerHour", ${defaults.hour}::int) AS hour,
-             coalesce(a."rateLimitPerDay", ${defaults.day}::int) AS day
-      FROM (SELECT 1) AS one LEFT JOIN "Account" a ON a.id = ${overridesOf}
-    ), win AS (
-      SELECT v.name, v.seconds, v.quota,
-             floor(clock.epoch / v.seconds) * v.seconds AS start_epoch,
-             clock.epoch
-      FROM quota, clock,
-           LATERAL (VALUES ('minute', 60, quota.minute), ('hour', 3600, quota.hour), ('day', 86400, quota.day)) AS v(name, seconds, quota)
-    ), blocked AS (
-      SELECT EXISTS (
-        SELECT 1 FROM "RateLimitCounter" c JOIN win
-          ON c."accountId" = ${accountId} AND c."window" = win.name
-         AND c."windowStart" = to_timestamp(win.start_epoch) AT TIME ZONE 'UTC'
-        WHERE c.count >= win.quota
-      ) AS b
-    ), counted AS (
-      INSERT INTO "RateLimitCounter" AS c ("accountId", "window", "windowStart", "count")
-      SELECT ${accountId}, win.name, to_timestamp(win.start_epoch) AT TIME ZONE 'UTC', CASE WHEN blocked.b THEN 0 ELSE 1 END
-      FROM win, blocked
-      ON CONFLICT ("accountId", "window", "windowStart") DO UPDATE SET count = c.count + excluded.count
-      RETURNING c."window", c.count
-    )
-    SELECT win.name AS "window", win.seconds::int AS seconds, win.quota::int AS quota, counted.count::int AS count,
-           greatest(1, ceil(win.start_epoch + win.seconds - win.epoch))::int AS reset_seconds,
-           (SELECT b FROM blocked) AS blocked
-    FROM win JOIN counted ON counted."window" = win.name`;
-
-  const order = new Map(RATE_WINDOWS.map((w, i) => [w.name, i]));
-  rows.sort((a, b) => (order.get(a.window) ?? 0) - (order.get(b.window) ?? 0));
-  const windows = rows.map((r): WindowState => ({
-    window: r.window,
-    seconds: r.seconds,
-    quota: r.quota,
-    count: r.count,
-    remaining: Math.max(0, r.quota - r.count),
-    resetSeconds: r.reset_seconds,
-  }));
-  const blocked = rows.some((r) => r.blocked);
-  const over = windows.filter((w) => (blocked ? w.count >= w.quota : w.count > w.quota));
-  if (over.length === 0) return { allowed: true, windows };
-  const exceeded = over.reduce((a, b) => (b.resetSeconds > a.resetSeconds ? b : a));
-  return { allowed: false, windows, exceeded };
+  const { rows, granted } = await grantStatement(db, spec, 1, 1);
+  return decide(rows, granted > 0);
 }
 
 /**
@@ -199,8 +155,7 @@ export const DEFAULT_RATE_LIMITER_OPTIONS: RateLimiterOptions = { maxBlock: 100,
  * what is left of the tightest window (the account's own quotas included), never more than is
  * left, all counted at once. So the
  * database's count is always at least what every process admitted, and a quota is never passed
- * (save statements racing for the last requests: near a quota blocks are one request, so each
- * racing statement may pass it by one, as with one statement per request).
+ * (of statements racing for the last requests, the one whose count went over is refused).
  * The cost: tokens a process holds are counted before they are used, so another process may be
  * refused up to the unspent blocks of the others early (each a 1/20 of what was left when granted,
  * so the closer the quota, the smaller); blocks of a window that ended, or unused for `staleMs`, are
@@ -230,11 +185,6 @@ export class RateLimiter {
     }
   }
 
-  /** Forgets every block: the next request of each counter asks the database. */
-  clear(): void {
-    this.leases.clear();
-  }
-
   private async ask(spec: CounterSpec, previous: Lease | undefined, now: number): Promise<RateLimitDecision> {
     const block = this.options.maxBlock;
     const lease: Lease = previous ?? { spec, tokens: 0, windows: [], windowEnds: [], endsAtEpoch: 0, clockOffset: 0, grantedAt: 0 };
@@ -254,7 +204,7 @@ export class RateLimiter {
     const decision = decide(rows, granted > 0);
     lease.spec = spec;
     lease.windows = decision.windows;
-    lease.tokens = Math.max(0, granted - 1);
+    lease.tokens = decision.allowed ? granted - 1 : 0;
     lease.clockOffset = (rows[0]?.epoch ?? now / 1000) - now / 1000;
     const order = new Map(RATE_WINDOWS.map((w, k) => [w.name, k]));
     lease.windowEnds = [...rows].sort((a, b) => (order.get(a.window) ?? 0) - (order.get(b.window) ?? 0)).map((r) => r.start_epoch + r.seconds);
@@ -323,12 +273,16 @@ async function grantStatement(db: Db, spec: CounterSpec, block: number, share: n
   return { rows, granted: rows[0]?.granted ?? 0 };
 }
 
-/** The decision of a grant statement's rows: allowed when it granted any request; else the full windows name the wait. */
-function decide(rows: CounterRow[], allowed: boolean): RateLimitDecision {
+/**
+ * The decision of a grant statement's rows: allowed when it granted any request and no window went
+ * past its quota (statements racing for the last requests: the one that pushed a counter over is
+ * refused); else the full windows name the wait.
+ */
+function decide(rows: CounterRow[], granted: boolean): RateLimitDecision {
   const order = new Map(RATE_WINDOWS.map((w, i) => [w.name, i]));
   const sorted = [...rows].sort((a, b) => (order.get(a.window) ?? 0) - (order.get(b.window) ?? 0));
   const windows = sorted.map((r): WindowState => ({ window: r.window, seconds: r.seconds, quota: r.quota, count: r.count, remaining: Math.max(0, r.quota - r.count), resetSeconds: r.reset_seconds }));
-  if (allowed) return { allowed: true, windows };
-  const over = windows.filter((w) => w.count >= w.quota);
+  const over = windows.filter((w) => (granted ? w.count > w.quota : w.count >= w.quota));
+  if (granted && over.length === 0) return { allowed: true, windows };
   return { allowed: false, windows, exceeded: over.reduce((a, b) => (b.resetSeconds > a.resetSeconds ? b : a)) };
 }

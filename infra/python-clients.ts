@@ -8,11 +8,11 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { releaseBuildLock, tryBuildLock } from './build-lock.ts';
+import { loadConfig } from './config.ts';
 
 export const PYTHON_CLIENTS_REQUIREMENTS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'test', 'fixtures', 'image-model', 'requirements.txt');
 
@@ -29,7 +29,7 @@ function run(cmd: string, args: string[]): Promise<{ status: number | null; outp
 
 /** The venv's python3, built first when missing. `python` is the interpreter the venv is made from (python3 on PATH). */
 export async function ensurePythonClients(opts: { cacheDir?: string; python?: string; log?: (msg: string) => void } = {}): Promise<string> {
-  const cacheDir = opts.cacheDir ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(homedir(), '.cache'), 'gantry');
+  const cacheDir = opts.cacheDir ?? loadConfig().cacheDir;
   const python = opts.python ?? 'python3';
   const log = opts.log ?? ((msg: string) => console.error(msg));
   const requirements = readFileSync(PYTHON_CLIENTS_REQUIREMENTS);

@@ -7,7 +7,6 @@
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { isTerminal, type JobRow, type JobStatus, type JobStore, type Outcome, type TakenJob } from '../job-queue.ts';
 import { OutputProblem, storeModelOutput, type StoredOutput } from '../model-outputs.ts';
-import { modelForBilling } from '../public-models.ts';
 import { unstorableJson, validate } from '../validation.ts';
 import { forgetWorker, type WorkerIdentity } from '../workers-auth.ts';
 import type { JobRuntime } from './runtime.ts';
@@ -125,7 +124,8 @@ export async function finishJob(jobs: JobRuntime, worker: WorkerIdentity, jobId:
  */
 async function finishModelJob(jobs: JobRuntime, jobId: string, workerId: string, job: { modelId: string; accountId: string }, outcome: Outcome, output: unknown): Promise<JobRow | null> {
   if (outcome.status !== 'COMPLETED') return jobs.workerStore.finishModelJob(jobId, workerId, outcome, null);
-  const model = await modelForBilling(jobs.outputs.db, job.modelId);
+  // Through the record cache: a model's price is read once per revocation bound, not per result.
+  const model = (await jobs.model(job.modelId)) ?? null;
   let stored: StoredOutput;
   try {
     stored = await storeModelOutput(jobs.outputs, { id: jobId, accountId: job.accountId }, model, output);
