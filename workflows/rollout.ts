@@ -68,6 +68,8 @@ export const newWorkerId = (): string => uuid4().replace(/-/g, '').slice(0, 14);
 
 /** Runs recorded before a busy old worker could be let go to make room never do it. */
 const MAKE_ROOM_WHEN_BUSY_PATCH = 'rollout-make-room-when-busy-v1';
+/** Runs recorded before a failed replacement of a let-go worker was tried again simply lost it. */
+const RETRY_REPLACEMENT_PATCH = 'rollout-retry-replacement-of-released-v1';
 
 /**
  * One release rollout (id `rollout:<endpointId>:<version>`). Every worker of another version gets a
@@ -111,6 +113,8 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
     if (!st.exists) return end('SUPERSEDED', 'the endpoint is gone');
     const byId = new Map(st.workers.map((w) => [w.id, w]));
     const now = workflowNow();
+    /** Old workers, already let go, whose replacement failed: each gets another (after the halt check). */
+    const retry: string[] = [];
 
     for (const pair of [...state.pairs]) {
       const fresh = byId.get(pair.newId);
@@ -124,6 +128,12 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
         state.failures++;
         state.failureReasons = [...state.failureReasons.slice(-4), `worker ${pair.newId} did not become ready`];
         state.pairs = state.pairs.filter((p) => p !== pair);
+        // An old worker still serving is paired again below. One already let go (or gone, or
+        // draining) is not outdated any more: without a fresh try here the release would count as
+        // done with none of its workers ready. A rollback leaves the shortfall to the autoscaler
+        // (it never halts, so it must not loop here).
+        const oldServing = old && old.state !== 'draining' && !pair.oldReleased;
+        if (!oldServing && !input.rollback && patched(RETRY_REPLACEMENT_PATCH)) retry.push(pair.oldId);
       } else if (!pair.oldReleased && fresh.status === 'PENDING' && now - pair.startedAt > settings.surgeWaitSec * 1000 && old && old.state !== 'draining' && (old.state === 'idle' || makesRoomWhenBusy(now - pair.startedAt))) {
         // No room for old and new side by side: let the old one go first; an idle one after the
         // surge wait, a busy one (it finishes what it has) after twice that: a worker that is never
@@ -159,8 +169,9 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
     state.released = state.released.filter((id) => byId.has(id));
     const outdated = st.workers.filter((w) => w.releaseVersion !== version && w.state !== 'draining' && !released.has(w.id));
     const unpaired = outdated.filter((w) => !paired.has(w.id));
-    if (unpaired.length > 0) {
-      const ids = unpaired.map(() => newWorkerId());
+    const replace = [...unpaired.map((w) => ({ oldId: w.id, oldReleased: false })), ...retry.map((oldId) => ({ oldId, oldReleased: true }))];
+    if (replace.length > 0) {
+      const ids = replace.map(() => newWorkerId());
       await createWorkerRecords({ endpointId, releaseVersion: version, workerIds: ids });
       await Promise.all(
         ids.map((id) =>
@@ -173,7 +184,7 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
           }),
         ),
       );
-      unpaired.forEach((w, i) => state.pairs.push({ oldId: w.id, newId: ids[i]!, startedAt: workflowNow(), oldReleased: false }));
+      replace.forEach((r, i) => state.pairs.push({ ...r, newId: ids[i]!, startedAt: workflowNow() }));
       state.firstReplacementAt ??= workflowNow();
     }
     // Done when every worker of another version is gone (drained ones included).

@@ -9,6 +9,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnSync } from 'node:child_process';
+import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
@@ -65,6 +66,8 @@ const world = {
   rows: new Map<string, EndpointSpec>(),
   /** Releases whose workers never become ready. */
   stuckVersions: new Set<number>(),
+  /** Releases whose workers fail before they are ready (a bad image). */
+  failingVersions: new Set<number>(),
   /** Most workers placed at once per endpoint (unset: any number). */
   room: undefined as number | undefined,
 };
@@ -116,6 +119,7 @@ const orchestration: HostActivities & WorkerActivities = {
     return { containerId: 'c0ffee', adopted: false };
   },
   async checkWorkerReady(workerId) {
+    if (world.failingVersions.has(world.workers.get(workerId)!.releaseVersion)) return { state: 'failed', reason: 'the container exited with code 1 before the worker was ready' };
     if (world.stuckVersions.has(world.workers.get(workerId)!.releaseVersion)) return { state: 'waiting' };
     world.workers.get(workerId)!.status = 'IDLE';
     return { state: 'ready' };
@@ -212,6 +216,16 @@ async function until(what: string, fn: () => boolean | Promise<boolean>, timeout
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** The history holds the marker of the patch (local activities write markers too, so the name is checked). */
+function patchMarked(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>>, patchId: string): boolean {
+  return (history.events ?? []).some((e) => {
+    const marker = e.markerRecordedEventAttributes;
+    if (marker?.markerName !== 'core_patch') return false;
+    const payloads = Object.values(marker.details ?? {}).flatMap((d) => d.payloads ?? []);
+    return payloads.some((pl) => Buffer.from(pl.data ?? new Uint8Array()).toString('utf8').includes(patchId));
+  });
 }
 
 async function record(name: string, scenario: () => Promise<string>): Promise<void> {
@@ -448,11 +462,30 @@ try {
     const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500 }, drainTimeoutMs: 1000 };
     const handle = await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
     // The old worker has no workflow here: once the rollout let it go (the marker is in its history), it stops.
-    await until('the busy old worker let go', async () => ((await handle.fetchHistory()).events ?? []).some((e) => e.markerRecordedEventAttributes), 30_000);
+    await until('the busy old worker let go', async () => patchMarked(await handle.fetchHistory(), 'rollout-make-room-when-busy-v1'), 30_000);
     world.workers.get('recordedold0002')!.status = 'STOPPED';
     const result = await handle.result();
     world.room = undefined;
     if (result.status !== 'COMPLETED') throw new Error(`expected a completed rollout, got ${JSON.stringify(result)}`);
+    return workflowId;
+  });
+
+  // As above, but the replacements fail: each failed one is tried again (patch
+  // rollout-retry-replacement-of-released-v1) until the release halts, not counted done.
+  await record('rolloutWorkflow-v5-retry-replacement-of-released', async () => {
+    const endpointId = 'recorded0000000b';
+    const workflowId = rolloutWorkflowId(endpointId, 2);
+    world.room = 1;
+    world.failingVersions.add(2);
+    world.workers.set('recordedold0003', { endpointId, status: 'RUNNING', releaseVersion: 1 });
+    const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500, releaseMaxFailures: 2 }, drainTimeoutMs: 1000 };
+    const handle = await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
+    await until('the busy old worker let go', async () => patchMarked(await handle.fetchHistory(), 'rollout-make-room-when-busy-v1'), 30_000);
+    world.workers.get('recordedold0003')!.status = 'STOPPED';
+    const result = await handle.result();
+    world.room = undefined;
+    world.failingVersions.clear();
+    if (result.status !== 'HALTED') throw new Error(`expected a halted rollout, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 

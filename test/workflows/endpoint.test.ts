@@ -106,6 +106,28 @@ describe('endpoint workflow', () => {
     });
   });
 
+  it('halts a release whose workers fail after the busy worker they replace was let go, and the endpoint gets a worker of the previous one', async () => {
+    await bed.scenario(async ({ env, world, taskQueue, advanceUntil }) => {
+      world.room = 1;
+      world.addEndpoint({ endpointId: 'letgo', workersMin: 1, workersMax: 1 });
+      const handle = await startEndpoint(env.client, taskQueue, 'letgo');
+      await advanceUntil('one ready worker of release 1', () => allReady(world, 'letgo', 1, 1));
+      const [old] = world.live('letgo');
+      world.alwaysBusy.add(old!.id);
+      old!.status = 'RUNNING';
+
+      world.failingVersions.add(2);
+      await changeEndpoint(env.client, world, 'letgo', { newRelease: true });
+      // Not COMPLETED: with the old worker gone and its replacement failed, nothing of release 2 ran.
+      await advanceUntil('release 2 finished', () => ['HALTED', 'COMPLETED'].includes(world.release('letgo', 2)?.status ?? ''));
+      expect(world.release('letgo', 2)).toMatchObject({ status: 'HALTED' });
+      expect(world.drained.map((d) => d.id)).toContain(old!.id);
+      expect([...world.workers.values()].filter((w) => w.releaseVersion === 2).length).toBeGreaterThanOrEqual(testSettings.releaseMaxFailures);
+      await advanceUntil('a ready worker of release 1 again', () => allReady(world, 'letgo', 1, 1), 120_000);
+      expect((await handle.query(getSpec))?.releaseVersion).toBe(1);
+    });
+  });
+
   it('backs off starting workers after failed starts, and stops backing off once one is ready', async () => {
     await bed.scenario(async ({ env, world, taskQueue, advanceUntil }) => {
       world.failingVersions.add(1);
