@@ -2,7 +2,6 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import type { Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../api/app.ts';
 import { ensureAdmin } from '../domain/auth.ts';
@@ -17,7 +16,7 @@ import { createJobRuntime } from './job-runtime.ts';
 import { RecordCaches } from '../domain/record-cache.ts';
 import { SecretBox } from '../domain/secrets.ts';
 import { SshPool } from '../hostctl/ssh.ts';
-import { createTemporalWorker, installTemporalRuntime } from '../workers/temporal-worker.ts';
+import { createTemporalWorkers, installTemporalRuntime } from '../workers/temporal-worker.ts';
 import { startWorkerListener } from '../api/worker-listener.ts';
 import { isLoopbackUrl, localContainerGateway } from './container-network.ts';
 import type { GantryConfig } from './config.ts';
@@ -101,13 +100,11 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     };
     stops.push(() => ctx.ssh.close());
 
-    let worker: Worker | undefined;
     if (config.role !== 'api') {
-      const created = await createTemporalWorker({ address: temporal.address, namespace: config.temporalNamespace, taskQueue: config.taskQueue, db, ctx });
-      worker = created.worker;
-      const running = worker.run();
+      const created = await createTemporalWorkers({ address: temporal.address, namespace: config.temporalNamespace, taskQueue: config.taskQueue, db, ctx });
+      const running = Promise.all(created.workers.map((w) => w.run()));
       stops.push(async () => {
-        worker?.shutdown();
+        for (const w of created.workers) w.shutdown();
         await running;
         await created.connection.close();
       });

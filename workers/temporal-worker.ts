@@ -4,6 +4,7 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, t
 import { createActivities } from '../activities/index.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
+import { jobTaskQueueOf } from '../workflows/contracts.ts';
 
 export const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workflows', 'index.ts');
 
@@ -39,19 +40,26 @@ export interface TemporalWorkerOptions {
   ctx: DomainContext;
 }
 
-/** A Temporal worker polling Gantry's task queue with every workflow and activity registered. */
-export async function createTemporalWorker(opts: TemporalWorkerOptions): Promise<{ worker: Worker; connection: NativeConnection }> {
+/**
+ * Two Temporal workers on one connection, each with every workflow and activity registered: one
+ * polls the control plane's task queue, one the job workflows' (jobTaskQueueOf). Each has its own
+ * task slots and workflow thread, so job workflow tasks never queue ahead of a rollout's. Job
+ * workflows started on the control plane's queue by earlier versions finish there.
+ */
+export async function createTemporalWorkers(opts: TemporalWorkerOptions): Promise<{ workers: Worker[]; connection: NativeConnection }> {
   const connection = await NativeConnection.connect({ address: opts.address });
-  const worker = await Worker.create({
+  const common = {
     connection,
     namespace: opts.namespace,
-    taskQueue: opts.taskQueue,
     workflowBundle: await workflowBundle(),
     activities: createActivities({ db: opts.db, ctx: opts.ctx }),
+  };
+  const workers = [
+    await Worker.create({ ...common, taskQueue: opts.taskQueue, maxCachedWorkflows: 200 }),
     // Every queued job is a running workflow: the SDK's default cache (sized from the heap limit,
     // thousands) made the process grow with the queue. Evicted workflows are replayed when they
     // next get a task; a job's history is a few events.
-    maxCachedWorkflows: 500,
-  });
-  return { worker, connection };
+    await Worker.create({ ...common, taskQueue: jobTaskQueueOf(opts.taskQueue), maxCachedWorkflows: 500 }),
+  ];
+  return { workers, connection };
 }

@@ -42,6 +42,12 @@ export const rolloutWorkflowId = (endpointId: string, version: number): string =
 export const hostWorkflowId = (hostId: string): string => `host:${hostId}`;
 export const podWorkflowId = (podId: string): string => `pod:${podId}`;
 export const jobWorkflowId = (jobId: string): string => `job:${jobId}`;
+/**
+ * The task queue of the job workflows (and their activities): apart from the control plane's
+ * (endpoints, releases, workers, hosts), so that a backlog of job workflow tasks after a burst never
+ * holds up a rollout or an autoscaling step queued behind it.
+ */
+export const jobTaskQueueOf = (taskQueue: string): string => `${taskQueue}-jobs`;
 /** Names, not ids, so the Temporal UI reads as the CLI said it: `deploy:shop:production:b1x...`. */
 export const deployWorkflowId = (app: string, environment: string, buildId: string): string => `deploy:${app}:${environment}:${buildId}`;
 

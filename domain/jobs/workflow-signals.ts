@@ -5,7 +5,7 @@
  */
 import type { DomainContext } from '../context.ts';
 import { isTerminal, snapshotOf, type JobRow } from '../job-queue.ts';
-import { jobChanged, jobWorkflowId, recheckJob, type JobWorkflowInput } from '../../workflows/contracts.ts';
+import { jobChanged, jobTaskQueueOf, jobWorkflowId, recheckJob, type JobWorkflowInput } from '../../workflows/contracts.ts';
 import { gantrySearchAttributes } from '../../workflows/search-attributes.ts';
 import type { Log } from './runtime.ts';
 import type { JobSettings } from './settings.ts';
@@ -167,7 +167,7 @@ export class WorkflowSignals {
   private async send(jobId: string, p: PendingSignal): Promise<void> {
     const common = {
       workflowId: jobWorkflowId(jobId),
-      taskQueue: this.ctx.taskQueue,
+      taskQueue: jobTaskQueueOf(this.ctx.taskQueue),
       args: [{ jobId, lostAfterMs: this.settings.lostAfterMs }] as [JobWorkflowInput],
       // Used only when this starts the workflow; it upserts GantryJobStatus as the job changes.
       typedSearchAttributes: gantrySearchAttributes('job', {

@@ -11,10 +11,12 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb, type Db } from '../../domain/db.ts';
 import { randomString } from '../../domain/ids.ts';
+import { rolloutWorkflowId } from '../../workflows/contracts.ts';
 import { registerWorkerCredential } from '../../domain/workers-auth.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTemporalServerBinaries, startTemporalCluster, type TemporalCluster } from '../../infra/temporal-server.ts';
@@ -39,6 +41,7 @@ const workers: WorkerProcess[] = [];
 const figures: Record<string, unknown> = {};
 
 const adminKey = `gntr_scale_${randomString(32)}`;
+const taskQueue = `scale-${randomString(8)}`;
 
 beforeAll(async () => {
   let t = Date.now();
@@ -62,7 +65,7 @@ beforeAll(async () => {
     DATABASE_URL: databaseUrl,
     TEMPORAL_ADDRESS: cluster.address,
     TEMPORAL_NAMESPACE: cluster.namespace,
-    GANTRY_TASK_QUEUE: `scale-${randomString(8)}`,
+    GANTRY_TASK_QUEUE: taskQueue,
     GANTRY_ADMIN_API_KEY: adminKey,
     GANTRY_SECRET_KEY: randomBytes(32).toString('hex'),
     GANTRY_PUBLIC_URL: lb.url,
@@ -129,6 +132,39 @@ const describeError = (err: unknown): string => {
 
 /** Per-second counts of `times` in [from, to). */
 const rate = (times: number[], from: number, to: number): number => times.filter((x) => x >= from && x < to).length / ((to - from) / 1000);
+
+/**
+ * For a failed wait on Temporal: the first workflows `query` matches with the tail of their
+ * histories (event type and seconds after the kill), who polls the task queue, and the last output
+ * of the surviving worker process.
+ */
+async function temporalState(query: string, killedAt: number): Promise<unknown> {
+  const connection = await Connection.connect({ address: cluster!.address });
+  try {
+    const client = new Client({ connection, namespace: cluster!.namespace });
+    const matching: unknown[] = [];
+    for await (const wf of client.workflow.list({ query })) {
+      if (matching.length >= 3) break;
+      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      const events = (history.events ?? []).map((e) => `${temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)}@${Number(e.eventTime?.seconds ?? 0) - Math.floor(killedAt / 1000)}`);
+      const jobId = wf.workflowId.startsWith('job:') ? wf.workflowId.slice('job:'.length) : undefined;
+      matching.push({ workflowId: wf.workflowId, status: wf.status.name, events: events.slice(-20), ...(jobId ? { job: await db!.job.findUnique({ where: { id: jobId } }) } : {}) });
+    }
+    const pollers = async (taskQueueType: number): Promise<unknown> =>
+      connection.workflowService
+        .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name: taskQueue }, taskQueueType })
+        .then((d) => d.pollers.map((p) => ({ identity: p.identity, lastAccessAfterKill: Number(p.lastAccessTime?.seconds ?? 0) - Math.floor(killedAt / 1000) })))
+        .catch((err: unknown) => String(err));
+    return {
+      matching,
+      workflowPollers: await pollers(temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
+      activityPollers: await pollers(temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+      survivingWorker: gantry.find((g) => g.name === 'worker-2')?.output().slice(-3000),
+    };
+  } finally {
+    await connection.close();
+  }
+}
 
 describe('Gantry on a Temporal cluster, scaled out', () => {
   it('loses no acknowledged job, finishes a rollout and keeps proxying when an API and a worker process are killed', async () => {
@@ -223,6 +259,7 @@ describe('Gantry on a Temporal cluster, scaled out', () => {
       async () => ({
         release: await db!.release.findUnique({ where: { id: release.id } }),
         workers: await db!.worker.findMany({ where: { endpointId: lbId }, select: { id: true, status: true, releaseVersion: true } }),
+        temporal: await temporalState(`WorkflowId = '${rolloutWorkflowId(lbId, 2)}'`, killedAt),
       }),
     ).catch(stopOnFailure);
     const releaseDoneAt = Date.now();
@@ -269,6 +306,7 @@ describe('Gantry on a Temporal cluster, scaled out', () => {
         async () => (await client.workflow.count(`GantryKind = 'job' AND GantryEndpointId = '${queueId}' AND ExecutionStatus = 'Running'`)).count === 0,
         90_000,
         1000,
+        () => temporalState(`GantryKind = 'job' AND GantryEndpointId = '${queueId}' AND ExecutionStatus = 'Running'`, killedAt),
       );
       // Every acknowledged job has a workflow; one whose GantryJobStatus is not COMPLETED is reported
       // (seen after a kill: a closed job workflow whose attribute kept an earlier status), not failed on.
