@@ -8,7 +8,9 @@
  * with its SQLite file, all started here; the Temporal worker runs in its own process
  * (GANTRY_ROLE=worker, infra/start.ts); a third process (this file with --load) plays the workers (a
  * handler that returns at once) and the clients. CPU seconds per process are read from /proc.
- * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue.
+ * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue, and burst
+ * (not run unless named: --burst jobs sent with /run by --concurrency clients to the warm workers,
+ * how fast they move through the PostgreSQL queue, and how far their workflows trail).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -33,6 +35,7 @@ const { values: args } = parseArgs({
     // The latency scenario's client: back to back (0), or this many runsync calls per second.
     pace: { type: 'string', default: '0' },
     depth: { type: 'string', default: '10000' },
+    burst: { type: 'string', default: '10000' },
     only: { type: 'string', default: 'direct,latency,throughput-run,throughput-runsync,deep-queue' },
   },
 });
@@ -183,6 +186,38 @@ if (args.load) {
       clearInterval(ticker);
       const ticks = perSecond.map((v, i) => v - (i === 0 ? startJobs : (perSecond[i - 1] as number)));
       return { submitted, completed, workerJobs: workerJobs - startJobs, perSecondByWorkers: ticks, latency: summary(lat) };
+    },
+    async burst(m) {
+      // n jobs by `concurrency` clients at once; done when the workers have finished all of them.
+      const n = Number(m.n);
+      const conc = Number(m.concurrency);
+      const startJobs = workerJobs;
+      const t0 = performance.now();
+      let sent = 0;
+      let refused = 0;
+      const perSecond: number[] = [];
+      const ticker = setInterval(() => perSecond.push(workerJobs - startJobs), 1000);
+      await Promise.all(
+        Array.from({ length: conc }, async () => {
+          while (sent < n) {
+            sent++;
+            const r = await client('POST', '/run', { input: { burst: sent } });
+            await r.text();
+            if (r.status !== 200) {
+              // Back-pressure (429) or a quota: counted, and sent again.
+              refused++;
+              sent--;
+              await sleep(Number(r.headers.get('retry-after') ?? '1') * 1000);
+            }
+          }
+        }),
+      );
+      const submitSecs = (performance.now() - t0) / 1000;
+      while (workerJobs - startJobs < n) await sleep(20);
+      clearInterval(ticker);
+      const doneSecs = (performance.now() - t0) / 1000;
+      const ticks = perSecond.map((v, i) => v - (i === 0 ? 0 : (perSecond[i - 1] as number)));
+      return { submitSecs, doneSecs, refused, perSecondByWorkers: ticks };
     },
     async fill(m) {
       const n = Number(m.n);
@@ -416,6 +451,17 @@ async function main(): Promise<void> {
     const per = (n: number): string => (jobs > 0 ? (n / jobs).toFixed(2) : '-');
     return `Temporal per job (${jobs} completed job workflows): ${per(events)} history events, ${per(tasks)} workflow tasks, ${per(actions)} actions`;
   };
+  /**
+   * WAL flushes (fsyncs) PostgreSQL has made so far, all processes: each commit a client or worker
+   * is answered on waits for one. Backends report their I/O counts when idle (at most 10 s late),
+   * so a reading waits that long first.
+   */
+  const walFlushes = async (): Promise<number> => {
+    await sleep(11_000);
+    const io = await platform.ctx.db.$queryRawUnsafe<Array<{ n: number }>>(`SELECT coalesce(sum(fsyncs), 0)::float8 AS n FROM pg_stat_io WHERE object = 'wal'`).catch(() => null);
+    if (io) return io[0]?.n ?? NaN;
+    return (await platform.ctx.db.$queryRawUnsafe<Array<{ n: number }>>('SELECT wal_sync::float8 AS n FROM pg_stat_wal'))[0]?.n ?? NaN;
+  };
   let maxBacklog = 0;
   const backlogSampler = setInterval(() => (maxBacklog = Math.max(maxBacklog, pendingWorkflowSignals())), 200);
   backlogSampler.unref();
@@ -435,6 +481,7 @@ async function main(): Promise<void> {
     await ask('workers', { on: true });
     await sleep(500);
     if (only.has('latency')) {
+      const flushesBefore = await walFlushes();
       const before = cpuNow();
       const t = performance.now();
       timings.clear();
@@ -445,6 +492,8 @@ async function main(): Promise<void> {
         `runsync overhead, 1 client ${pace > 0 ? `at ${pace} jobs/s` : 'back to back'}, ${workers} warm workers, handler returns at once: p50 ${f1(r.latency.p50)} ms, p90 ${f1(r.latency.p90)} ms, p99 ${f1(r.latency.p99)} ms, max ${f1(r.latency.max)} ms (n=${r.latency.n}); CPU ${cpuSince(before, secs, r.latency.n)}`,
       );
       out(`  inside: ${timingReport()}`);
+      // The 50 warm-up calls count too; the background tasks' own commits (a few per second) are in it.
+      out(`  PostgreSQL WAL flushes per job: ${(((await walFlushes()) - flushesBefore) / (r.latency.n + 50)).toFixed(2)}`);
       out(`  ${await temporalPerJob()}`);
     }
     for (const mode of ['run', 'runsync'] as const) {
@@ -481,6 +530,40 @@ async function main(): Promise<void> {
       );
       out(`  CPU over the load and the drain, per job workflow completed: ${cpuSince(before, secs + drain, wfDone)}`);
       out(`  inside: ${timingReport()}`);
+    }
+    if (only.has('burst')) {
+      const n = Number(args.burst);
+      const wfBefore = await countWorkflows('Completed');
+      const t0 = new Date();
+      const before = cpuNow();
+      maxBacklog = 0;
+      const r = await ask<{ submitSecs: number; doneSecs: number; refused: number; perSecondByWorkers: number[] }>('burst', { n, concurrency });
+      const cpu = cpuSince(before, r.doneSecs, n);
+      // The workflows catch up: every one started and completed.
+      const drainStart = performance.now();
+      while (performance.now() - drainStart < 600_000) {
+        if (pendingWorkflowSignals() === 0 && (await countWorkflows('Running')) === 0 && (await countWorkflows('Completed')) - wfBefore >= n) break;
+        await sleep(500);
+      }
+      const caughtUpSecs = r.doneSecs + (performance.now() - drainStart) / 1000;
+      // The lag of each job's workflow: queued (the job row's createdAt) -> workflow started (Temporal's start time).
+      const started = new Map<string, number>();
+      for await (const wf of platform.ctx.temporal.workflow.list({ query: `WorkflowType="jobWorkflow" AND StartTime >= "${t0.toISOString()}"`, pageSize: 1000 })) {
+        started.set(wf.workflowId.slice('job:'.length), wf.startTime.getTime());
+      }
+      const ids = [...started.keys()];
+      const lags: number[] = [];
+      for (let i = 0; i < ids.length; i += 1000) {
+        const rows = await platform.ctx.db.job.findMany({ where: { id: { in: ids.slice(i, i + 1000) } }, select: { id: true, createdAt: true } });
+        for (const row of rows) lags.push((started.get(row.id) as number) - row.createdAt.getTime());
+      }
+      const lag = summary(lags);
+      out(
+        `burst of ${n} jobs, ${concurrency} clients, ${workers} workers: sent in ${r.submitSecs.toFixed(1)} s (${(n / r.submitSecs).toFixed(0)}/s, ${r.refused} refused), ` +
+          `all done by workers in ${r.doneSecs.toFixed(1)} s: ${(n / r.doneSecs).toFixed(0)} jobs/s (per second: ${r.perSecondByWorkers.join(' ')}); ` +
+          `most workflow signals waiting ${maxBacklog}; every job workflow completed ${caughtUpSecs.toFixed(1)} s after the first job; ` +
+          `lag queued -> workflow started (${lag.n} jobs): p50 ${(lag.p50 / 1000).toFixed(1)} s, p99 ${(lag.p99 / 1000).toFixed(1)} s, max ${(lag.max / 1000).toFixed(1)} s; CPU during the burst ${cpu}`,
+      );
     }
     if (only.has('deep-queue')) {
       const depth = Number(args.depth);

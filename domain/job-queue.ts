@@ -171,6 +171,17 @@ export interface HealthCounts {
   workers: { idle: number; initializing: number; ready: number; running: number; throttled: number; unhealthy: number };
 }
 
+/**
+ * A CTE (to be joined: an unread one is never run) that makes the statement's own transaction commit without waiting for the WAL flush
+ * (`synchronous_commit` off for that transaction only), for writes nobody has been told of yet:
+ * a take (lost in a crash, the job is queued again and taken again, as after a worker loss) and a
+ * runsync job's insert (acknowledged only with its result, whose commit does wait and flushes the
+ * WAL before it, the insert included; an early answer goes through `flush` first). Every write a
+ * client or worker is answered on commits durably.
+ */
+const relaxedCommit = (when = 'true'): string =>
+  `relaxed AS (SELECT set_config('synchronous_commit', CASE WHEN ${when} THEN 'off' ELSE current_setting('synchronous_commit') END, true))`;
+
 /** The SQL of every job state change. `tag` names the calling process in NOTIFY payloads. */
 export class JobStore {
   private readonly RETAIN: string;
@@ -198,15 +209,24 @@ export class JobStore {
    */
   async insert(job: NewJob, maxQueued: number): Promise<JobRow | undefined> {
     const [row] = await this.rows<JobRow>(
-      `WITH j AS (
+      `WITH ${relaxedCommit('$9::boolean')}, j AS (
          INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt", "modelId")
          SELECT $1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond', now(), $12
          WHERE (SELECT count(*) FROM (SELECT 1 FROM "Job" WHERE "endpointId" = $2 AND status = 'IN_QUEUE' LIMIT $11::int) queued) < $11::int
          RETURNING *)
-       SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j`,
+       -- A /run job commits durably (its answer acknowledges it), a runsync job relaxed.
+       SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j CROSS JOIN relaxed`,
       [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag, maxQueued, job.modelId ?? null],
     );
     return row;
+  }
+
+  /**
+   * Waits until every commit before it is on disk: a transaction with an id of its own commits
+   * durably, and WAL is flushed in order. Before a relaxed write is acknowledged after all.
+   */
+  async flush(): Promise<void> {
+    await this.pool.query('SELECT txid_current()');
   }
 
   /**
@@ -215,7 +235,7 @@ export class JobStore {
    */
   async take(endpointId: string, workerId: string, limit: number): Promise<{ jobs: TakenJob[]; more: boolean }> {
     const rows = await this.rows<TakenJob & { more: boolean }>(
-      `WITH picked AS (
+      `WITH ${relaxedCommit()}, picked AS (
          SELECT id FROM "Job"
          WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND "expiresAt" > now()
          ORDER BY "lowPriority", "createdAt"
@@ -230,7 +250,7 @@ export class JobStore {
        SELECT ${COLS_LEAN}, j.input,
          EXISTS (SELECT 1 FROM "Job" q WHERE q."endpointId" = $1 AND q.status = 'IN_QUEUE' AND q."expiresAt" > now()
                  AND q.id NOT IN (SELECT id FROM picked)) AS more
-       FROM j`,
+       FROM j CROSS JOIN relaxed`,
       [endpointId, workerId, limit],
     );
     return { jobs: rows.map(({ more: _more, ...job }) => job), more: rows.length === 0 ? false : Boolean(rows[0]?.more) };
@@ -240,10 +260,10 @@ export class JobStore {
   async untake(ids: string[], workerId: string): Promise<JobRow[]> {
     if (ids.length === 0) return [];
     return this.rows<JobRow>(
-      `WITH j AS (
+      `WITH ${relaxedCommit()}, j AS (
          UPDATE "Job" SET status = 'IN_QUEUE', "workerId" = NULL, "startedAt" = NULL, seq = seq + 1
          WHERE id = ANY($1) AND "workerId" = $2 AND status = 'IN_PROGRESS' RETURNING *)
-       SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $3 || ':' || j."endpointId") FROM j`,
+       SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $3 || ':' || j."endpointId") FROM j CROSS JOIN relaxed`,
       [ids, workerId, this.tag],
     );
   }

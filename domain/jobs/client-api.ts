@@ -158,7 +158,10 @@ export async function runJobSync(jobs: JobRuntime, principal: Principal, endpoin
     throw err;
   }
   row = (await awaitFinal(jobs, id, target, deadline, waiter, abort)) ?? row;
-  return isTerminal(row.status) ? jobView(row) : { id: row.id, status: row.status };
+  if (isTerminal(row.status)) return jobView(row);
+  // The job was queued with a relaxed commit (JobStore.insert): durable before its id is given out.
+  await jobs.store.flush();
+  return { id: row.id, status: row.status };
 }
 
 /** GET /status/{id}: 404 once the job expired (TTL, retention) or never existed. */
