@@ -47,6 +47,16 @@ const { deliverWebhook } = proxyActivities<JobActivities>({
 /** Never wait less than this for a deadline: clocks of PostgreSQL and the worker may differ a little. */
 const MIN_WAIT_MS = 1_000;
 
+/**
+ * The first wait of a job's first run lasts at most this long: a run started by a state that is not
+ * final may be a second run, started by a signal another API process held back to coalesce, after
+ * the job's workflow had already ended with the final state. It looks at the job then (a job whose
+ * final state arrives in time costs nothing more: the wait's timer is started anyway).
+ */
+const FIRST_LOOK_MS = 30_000;
+/** Runs recorded before the first wait was cut short: their first timer was the deadline's. */
+const FIRST_LOOK_PATCH = 'job-first-look-v1';
+
 /** Runs recorded before jobs carried search attributes never upsert their status (their histories have no such command). */
 const STATUS_ATTRIBUTE_PATCH = 'job-status-search-attribute-v1';
 
@@ -72,6 +82,8 @@ function showStatus(status: JobSnapshot['status']): void {
 export async function jobWorkflow(input: JobRunInput): Promise<void> {
   const state: JobRunState = input.state ?? { snap: input.snapshot ?? null, recheck: false, webhookTriedSeq: -1 };
   const current = (): JobSnapshot => state.snap as JobSnapshot;
+  /** This run's first wait is still to come, and the run was not continued from another. */
+  let firstWait = input.state === undefined && input.snapshot === undefined;
 
   // What the database says wins over what was signalled at the same or an older seq.
   const adoptAuthoritative = (s: JobSnapshot): void => {
@@ -119,8 +131,16 @@ export async function jobWorkflow(input: JobRunInput): Promise<void> {
       s.status === 'IN_QUEUE'
         ? s.ttlDeadline
         : Math.min(s.executionDeadline ?? s.ttlDeadline, s.livenessDeadline ?? s.ttlDeadline, s.ttlDeadline);
-    const changed = await condition(() => current().seq !== s.seq || state.recheck, Math.max(deadline - Date.now(), MIN_WAIT_MS));
+    const wait = Math.max(deadline - Date.now(), MIN_WAIT_MS);
+    const early = firstWait && wait > FIRST_LOOK_MS;
+    firstWait = false;
+    const changed = await condition(() => current().seq !== s.seq || state.recheck, early ? FIRST_LOOK_MS : wait);
     if (changed) continue;
+    // Replaying a run recorded before the first look: its timer was the deadline's (below).
+    if (early && patched(FIRST_LOOK_PATCH)) {
+      adoptAuthoritative(await readJob(input.jobId, input.lostAfterMs));
+      continue;
+    }
     // A deadline passed: PostgreSQL decides what it means (the statements re-check every limit).
     adoptAuthoritative(s.status === 'IN_QUEUE' ? await expireJob(input.jobId, input.lostAfterMs) : await superviseJob(input.jobId, input.lostAfterMs));
   }

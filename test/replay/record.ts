@@ -436,6 +436,19 @@ try {
     if (jobWorld.webhooks !== 1) throw new Error(`expected one webhook delivery, saw ${jobWorld.webhooks}`);
     return workflowId;
   });
+  // A second run started by a held-back queued state after the job had finished: it looks at the
+  // job after its first look (patch job-first-look-v1, 30 s) and ends, instead of waiting for the TTL.
+  await record('jobWorkflow-v4-first-look', async () => {
+    const jobId = 'recorded-job-00000004';
+    const workflowId = jobWorkflowId(jobId);
+    jobWorld.snapshot = { seq: 3, status: 'COMPLETED', ttlDeadline: Date.now() + 86_400_000, startedAt: Date.now(), livenessDeadline: null, executionDeadline: null, webhookPending: false };
+    const stale: JobSnapshot = { seq: 1, status: 'IN_QUEUE', ttlDeadline: Date.now() + 86_400_000, startedAt: null, livenessDeadline: null, executionDeadline: null, webhookPending: false };
+    await env.client.workflow.signalWithStart('jobWorkflow', { workflowId, taskQueue: 'record', args: [{ jobId, lostAfterMs: 30_000 } satisfies JobRunInput], signal: jobChanged, signalArgs: [stale] });
+    await env.client.workflow.getHandle(workflowId).result();
+    if (!patchMarked(await env.client.workflow.getHandle(workflowId).fetchHistory(), 'job-first-look-v1')) throw new Error('expected the first-look patch marker');
+    return workflowId;
+  });
+
   await record('deployWorkflow-v1-released', async () => {
     deployWorld.halt = false;
     const workflowId = deployWorkflowId('recorded', 'production', 'build00000001');

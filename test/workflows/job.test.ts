@@ -71,6 +71,24 @@ describe.each([
   });
 });
 
+describe('job workflow started late by a held-back state', () => {
+  it('a run started by a stale queued state after the job finished looks at the job within its first look, not at the TTL', async () => {
+    await bed.scenario(async ({ env, world, taskQueue }) => {
+      const now = await env.currentTimeMs();
+      // PostgreSQL: the job is complete (seq 3); another process's signal of that already ended the
+      // job's first run. This process's state (seq 1, queued) arrives after and starts a second run.
+      const done: JobSnapshot = { seq: 3, status: 'COMPLETED', ttlDeadline: now + 24 * 60 * MINUTE, startedAt: now, livenessDeadline: null, executionDeadline: null, webhookPending: false };
+      const job = world.addJob('late', done);
+      const handle = await startJob(env.client, taskQueue, 'late', queued(now, 24 * 60 * MINUTE));
+      await handle.result();
+      const d = await handle.describe();
+      expect(d.closeTime!.getTime() - d.startTime.getTime()).toBeLessThan(2 * MINUTE);
+      expect(job.expired).toEqual([]);
+      expect(await handle.query(jobState)).toMatchObject({ seq: 3, status: 'COMPLETED' });
+    });
+  });
+});
+
 describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
   it('job: a recheck that arrives while the webhook is delivered survives the continue-as-new that follows; the webhook goes once', async () => {
     await bed.scenario(async ({ env, world, taskQueue }) => {
