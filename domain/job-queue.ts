@@ -172,8 +172,9 @@ export interface HealthCounts {
 }
 
 /**
- * A CTE (to be joined: an unread one is never run) that makes the statement's own transaction commit without waiting for the WAL flush
- * (`synchronous_commit` off for that transaction only), for writes nobody has been told of yet:
+ * A CTE (to be joined: an unread one is never run) that makes the statement's own transaction
+ * commit without waiting for the WAL flush (`synchronous_commit` off for that transaction only,
+ * where `when` holds), for writes nobody has been told of yet:
  * a take (lost in a crash, the job is queued again and taken again, as after a worker loss) and a
  * runsync job's insert (acknowledged only with its result, whose commit does wait and flushes the
  * WAL before it, the insert included; an early answer goes through `flush` first). Every write a

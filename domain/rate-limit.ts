@@ -206,8 +206,7 @@ export class RateLimiter {
     lease.windows = decision.windows;
     lease.tokens = decision.allowed ? granted - 1 : 0;
     lease.clockOffset = (rows[0]?.epoch ?? now / 1000) - now / 1000;
-    const order = new Map(RATE_WINDOWS.map((w, k) => [w.name, k]));
-    lease.windowEnds = [...rows].sort((a, b) => (order.get(a.window) ?? 0) - (order.get(b.window) ?? 0)).map((r) => r.start_epoch + r.seconds);
+    lease.windowEnds = rows.map((r) => r.start_epoch + r.seconds);
     lease.endsAtEpoch = Math.min(...lease.windowEnds);
     // Its age counts from before the statement.
     lease.grantedAt = now;
@@ -269,7 +268,9 @@ async function grantStatement(db: Db, spec: CounterSpec, block: number, share: n
     SELECT win.name AS "window", win.seconds::int AS seconds, win.quota::int AS quota, counted.count::int AS count,
            greatest(1, ceil(win.start_epoch + win.seconds - win.epoch))::int AS reset_seconds,
            (grant_.g = 0) AS blocked, win.start_epoch::float8 AS start_epoch, win.epoch::float8 AS epoch, grant_.g AS granted
-    FROM win JOIN counted ON counted."window" = win.name, grant_`;
+    FROM win JOIN counted ON counted."window" = win.name, grant_
+    -- minute, hour, day: the order of RATE_WINDOWS, which the answers keep
+    ORDER BY win.seconds`;
   return { rows, granted: rows[0]?.granted ?? 0 };
 }
 
@@ -279,9 +280,7 @@ async function grantStatement(db: Db, spec: CounterSpec, block: number, share: n
  * refused); else the full windows name the wait.
  */
 function decide(rows: CounterRow[], granted: boolean): RateLimitDecision {
-  const order = new Map(RATE_WINDOWS.map((w, i) => [w.name, i]));
-  const sorted = [...rows].sort((a, b) => (order.get(a.window) ?? 0) - (order.get(b.window) ?? 0));
-  const windows = sorted.map((r): WindowState => ({ window: r.window, seconds: r.seconds, quota: r.quota, count: r.count, remaining: Math.max(0, r.quota - r.count), resetSeconds: r.reset_seconds }));
+  const windows = rows.map((r): WindowState => ({ window: r.window, seconds: r.seconds, quota: r.quota, count: r.count, remaining: Math.max(0, r.quota - r.count), resetSeconds: r.reset_seconds }));
   const over = windows.filter((w) => (granted ? w.count > w.quota : w.count >= w.quota));
   if (granted && over.length === 0) return { allowed: true, windows };
   return { allowed: false, windows, exceeded: over.reduce((a, b) => (b.resetSeconds > a.resetSeconds ? b : a)) };
