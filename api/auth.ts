@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticate, authenticateCached, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/auth.ts';
+import { authenticateCached, authenticateCurrent, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/db.ts';
 import type { RecordCaches } from '../domain/record-cache.ts';
@@ -109,13 +109,14 @@ export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records
  * <key>`, checked on `onRequest`: before the body is read, parsed or validated, so a request without
  * a valid key is 401 whatever it carries, and the failed-authentication throttle refuses a flooding
  * address before any key is looked up. Routes read the principal with principalOf. `cache`: through
- * the process's record cache (cachedPrincipalOf; the job API); without it every request reads its key.
+ * the process's record cache (cachedPrincipalOf; the job API); without it every key is as current as
+ * a read (authenticateCurrent: the management API).
  */
 export function authenticateRequests(scope: FastifyInstance, source: KeySource, opts: { cache?: RecordCaches } = {}): void {
   const { cache } = opts;
   scope.addHook('onRequest', async (request) => {
     if (cache) await cachedPrincipalOf({ ...source, records: cache }, request);
-    else request.principal = await throttledAuth(request, () => authenticate(source, bearerToken(request)));
+    else request.principal = await throttledAuth(request, () => authenticateCurrent(source, bearerToken(request)));
   });
 }
 

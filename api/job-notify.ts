@@ -2,11 +2,14 @@
  * Wake-ups for waiting job requests: one LISTEN session per API process on the jobs channel, fanned
  * out in memory to the requests waiting here. The map of waiters is a hint, never the truth: a woken
  * request re-reads PostgreSQL, and every wait is bounded, so a lost notification costs latency only.
+ * The same session carries the key-change channel to the process's record caches
+ * (domain/record-cache.ts), and tells them whenever it is up or lost.
  */
 import pg from 'pg';
 import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/job-queue.ts';
 import type { Log } from '../domain/jobs/runtime.ts';
 import type { JobWakeups, Waiter } from '../domain/jobs/wakeups.ts';
+import { RECORD_CHANNEL, type RecordCaches } from '../domain/record-cache.ts';
 
 class PendingWaiter implements Waiter {
   woken = false;
@@ -90,6 +93,8 @@ export class JobNotifier implements JobWakeups {
     /** Notifications carrying this tag came from this process, which already woke its waiters. */
     private readonly tag: string,
     private readonly log: Log,
+    /** Told of key changes, and of the session's state. */
+    private readonly records?: RecordCaches,
   ) {}
 
   /** Connects the LISTEN session; keeps reconnecting in the background if it cannot. */
@@ -101,6 +106,7 @@ export class JobNotifier implements JobWakeups {
     this.stopped = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.wakeAll();
+    this.records?.changeFeed(false);
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => undefined);
@@ -113,6 +119,7 @@ export class JobNotifier implements JobWakeups {
       if (this.client !== client) return;
       this.client = undefined;
       this.emptyAt.clear();
+      this.records?.changeFeed(false);
       client.removeAllListeners('notification');
       client.end().catch(() => undefined);
       if (this.stopped) return;
@@ -122,6 +129,7 @@ export class JobNotifier implements JobWakeups {
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (msg) => {
+      if (msg.channel === RECORD_CHANNEL && msg.payload) this.records?.recordChanged(msg.payload);
       if (msg.channel !== JOB_CHANNEL || !msg.payload) return;
       const p = parsePayload(msg.payload);
       if (p && p.tag !== this.tag) this.wake(p.kind, p.id);
@@ -129,7 +137,9 @@ export class JobNotifier implements JobWakeups {
     try {
       await client.connect();
       await client.query(`LISTEN ${JOB_CHANNEL}`);
+      if (this.records) await client.query(`LISTEN ${RECORD_CHANNEL}`);
       this.client = client;
+      this.records?.changeFeed(true);
       this.reconnectDelay = 100;
       // Notifications sent while no session listened are lost: let every waiter look again.
       this.wakeAll();

@@ -192,6 +192,8 @@ export async function revokeApiKey(ctx: DomainContext, principal: Principal, id:
     if (stronger.length > 0) throw forbidden(`revoking this key needs the scopes it has: ${stronger.join(', ')}`);
   }
   if (!key.revokedAt) await ctx.db.apiKey.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } });
+  // This process forgets it now; every other one when the trigger's notification reaches it.
+  ctx.records?.keys.delete(key.hash);
 }
 
 function requirePlatformAdmin(principal: Principal): void {

@@ -22,8 +22,8 @@ export const hashKey = (key: string): string => createHash('sha256').update(key)
 
 const KEY_SHAPE = /^[A-Za-z0-9_\-.]{16,200}$/;
 
-/** Where keys are read: the database, and (in API processes) the job runtime's plain connections. */
-export type KeySource = Pick<DomainContext, 'db' | 'jobs'>;
+/** Where keys are read: the database, and (in API processes) the job runtime's plain connections and record caches. */
+export type KeySource = Pick<DomainContext, 'db' | 'jobs' | 'records'>;
 
 /** Resolves a presented key; throws `unauthenticated` for malformed, unknown, revoked or expired keys. */
 export async function authenticate(source: KeySource, presented: string | undefined): Promise<Principal> {
@@ -97,6 +97,16 @@ export async function authenticateCached(ctx: Pick<DomainContext, 'db' | 'record
     throw new DomainError('unauthenticated', 'expired bearer token');
   }
   return key.principal;
+}
+
+/**
+ * A key as current as a read of it, for the management REST API and GraphQL: through the record
+ * cache while the process hears every key change (a revocation reaches it at commit, see
+ * domain/record-cache.ts), else read from PostgreSQL.
+ */
+export function authenticateCurrent(source: KeySource, presented: string | undefined): Promise<Principal> {
+  const records = source.records;
+  return records?.keysFollowChanges ? authenticateCached({ ...source, records }, presented) : authenticate(source, presented);
 }
 
 export function requireScope(principal: Principal, scope: Scope): void {

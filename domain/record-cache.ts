@@ -8,7 +8,11 @@
  * test/support/app.ts) and handed down in the domain context (`ctx.records`); nothing is kept in a
  * module, so two apps in one process share nothing unless they share a context.
  *
- * The management REST API and GraphQL cache nothing: every request reads its key.
+ * Keys are also forgotten the moment a change reaches this process: a trigger on "ApiKey" and
+ * "Account" notifies RECORD_CHANNEL at commit (migration 20261124190000_key_change_notify) and the
+ * job runtime's LISTEN session hands each notification to `recordChanged`. While that session is
+ * up (`keysFollowChanges`) the management REST API and GraphQL use the remembered keys too; while
+ * it is down they read every key, and the job API and the proxy fall back to the revocation bound.
  */
 import { LRUCache } from 'lru-cache';
 import type { EndpointType } from '../generated/prisma/enums.ts';
@@ -29,7 +33,8 @@ import type { CachedModel } from './public-models.ts';
  * - an unpublished public model, or one whose input schema or price changed.
  *
  * An expired key stops at its expiry exactly, a new key or endpoint works at once (failures are
- * never remembered), and management REST and GraphQL see every change at once. Requests admitted
+ * never remembered), and a key change reaches every path as soon as its notification does (see
+ * `keysFollowChanges`); management REST and GraphQL see every change at once. Requests admitted
  * before the bound ran out finish as they started (a job-take long-poll for up to its hold time, a
  * runsync wait, a proxied request or WebSocket session).
  *
@@ -37,6 +42,9 @@ import type { CachedModel } from './public-models.ts';
  * trusted past the bound, however long the read took.
  */
 export const REVOCATION_BOUND_MS = 1_000;
+
+/** The channel of the key-change trigger; payloads `key:<sha-256 of the key>` and `account:<id>`. */
+export const RECORD_CHANNEL = 'gantry_records';
 
 /** Most records each cache holds; past it the least recently used one goes. */
 export const RECORD_CACHE_MAX = 10_000;
@@ -130,6 +138,32 @@ export class RecordCaches {
     this.workers = new RecordCache(boundMs, max);
     this.endpoints = new RecordCache(boundMs, max);
     this.models = new RecordCache(boundMs, max);
+  }
+
+  private following = false;
+
+  /**
+   * Whether this process hears every committed key change now (its LISTEN session is up): then a
+   * remembered key is as good as a read, up to the notification's delivery, and never older than
+   * the revocation bound (a session that stalls without breaking).
+   */
+  get keysFollowChanges(): boolean {
+    return this.following;
+  }
+
+  /** The LISTEN session came up or was lost: changes may have gone unheard meanwhile, so every key is read again. */
+  changeFeed(live: boolean): void {
+    this.following = live;
+    this.keys.clear();
+  }
+
+  /** A notification on RECORD_CHANNEL: the key, or every key of the account, is read again at its next use. */
+  recordChanged(payload: string): void {
+    if (payload.startsWith('key:')) this.keys.delete(payload.slice('key:'.length));
+    else if (payload.startsWith('account:')) {
+      const accountId = payload.slice('account:'.length);
+      this.keys.forget((k) => k.principal.accountId === accountId);
+    }
   }
 }
 

@@ -2,7 +2,7 @@
  * Builds the job runtime of a process that serves the job API (domain/jobs/runtime.ts): two pools
  * for the queue (client calls and sweeps; the worker protocol apart, so that a flood of submissions
  * never queues the takes and results that drain it), one LISTEN session for other processes'
- * wake-ups (api/job-notify.ts) and the workflow signal coalescer. The composition root
+ * wake-ups and key changes (api/job-notify.ts) and the workflow signal coalescer. The composition root
  * (infra/platform.ts) starts it before the API listens and stops it after the API has closed.
  */
 import type { DomainContext } from '../domain/context.ts';
@@ -23,7 +23,7 @@ export function createJobRuntime(ctx: Pick<DomainContext, 'db' | 'temporal' | 't
   return new JobRuntime(ctx, {
     store: new JobStore(createJobPool(databaseUrl, CLIENT_POOL), tag, settings.retention),
     workerStore: new JobStore(createJobPool(databaseUrl, WORKER_POOL), tag, settings.retention),
-    wakeups: new JobNotifier(databaseUrl, tag, log),
+    wakeups: new JobNotifier(databaseUrl, tag, log, ctx.records),
     settings,
     log,
   });

@@ -7,7 +7,7 @@ import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { GraphQLError, type ValidationContext, type ValidationRule } from 'graphql';
-import { authenticate, type Principal } from '../../domain/auth.ts';
+import { authenticateCurrent, type Principal } from '../../domain/auth.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { bearerToken, throttledAuth } from '../auth.ts';
@@ -124,7 +124,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
       if (request.method !== 'POST' && typeof query?.query !== 'string') return;
       let principal: Principal;
       try {
-        principal = await throttledAuth(request, () => authenticate(ctx, presentedKey(request)));
+        principal = await throttledAuth(request, () => authenticateCurrent(ctx, presentedKey(request)));
       } catch (err) {
         if (err instanceof DomainError) return graphqlError(reply, err);
         throw err;
@@ -147,7 +147,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
         const principal = principals.get(request);
         if (principal) return { ctx, principal };
         try {
-          return { ctx, principal: await authenticate(ctx, presentedKey(request)) };
+          return { ctx, principal: await authenticateCurrent(ctx, presentedKey(request)) };
         } catch (err) {
           if (err instanceof DomainError) throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
           throw err;

@@ -1,10 +1,12 @@
 /**
- * One revocation bound on every path (domain/record-cache.ts, README "Security"): a revoked key, a
- * key whose endpoint list changed, a deleted endpoint and a revoked worker credential stop working
- * on the job API, the load-balancing proxy and the worker protocol within the bound, and not
- * before the bound allows it (those paths remember what they read, for exactly that long); an
- * expired key stops at its expiry; management REST and GraphQL remember nothing and refuse at
- * once; nothing that failed is remembered, so what is created works at once.
+ * One revocation bound on every path (domain/record-cache.ts, README "Security"): a deleted
+ * endpoint and a revoked worker credential stop working on the job API, the load-balancing proxy
+ * and the worker protocol within the bound, and not before the bound allows it (those paths
+ * remember what they read, for exactly that long). A revoked key, or one whose endpoint list
+ * changed, stops on every path as soon as the trigger's notification reaches the process, long
+ * before the bound; while the process hears no notifications, management REST and GraphQL read
+ * every key and refuse at once, and the job API and the proxy fall back to the bound. An expired
+ * key stops at its expiry; nothing that failed is remembered, so what is created works at once.
  *
  * The app runs with a bound of BOUND_MS (through startTestApp) so that a loaded machine still has
  * room to show both sides of it. Each case classifies every request by when it was sent and
@@ -128,47 +130,98 @@ describe('the revocation bound', () => {
     }
   }
 
+  /** Longest a key change may take to reach the process through its notification, on a loaded machine. */
+  const NOTIFIED_MS = 300;
+
+  /**
+   * Primes every probe (each admitted), commits `change`, then calls the probes for a while: every
+   * call sent NOTIFIED_MS after the change, far inside the bound, must be refused.
+   */
+  async function expectRefusedOnNotice(probes: Probe[], change: () => Promise<void>): Promise<void> {
+    for (const p of probes) {
+      const r = await p.call();
+      expect(p.admitted(r), `${p.name} before the change: ${show(r)}`).toBe(true);
+    }
+    // The remembered key is what a refusal now must overrule.
+    expect(recordCachesOf(t.ctx).keysFollowChanges).toBe(true);
+    await change();
+    const changed = Date.now();
+    const samples: Array<Sample & { p: Probe }> = [];
+    while (Date.now() < changed + NOTIFIED_MS + 400) {
+      for (const p of probes) {
+        const sent = Date.now();
+        const r = await p.call();
+        samples.push({ p, sent, answered: Date.now(), r });
+      }
+      await sleep(20);
+    }
+    expect(Date.now()).toBeLessThan(changed + BOUND_MS);
+    for (const p of probes) {
+      const list = samples.filter((s) => s.p === p);
+      const late = list.filter((s) => s.sent >= changed + NOTIFIED_MS);
+      expect(late.length, `${p.name}: calls sent after the notice`).toBeGreaterThan(0);
+      for (const s of late) expect(p.refused(s.r), `${p.name} ${s.sent - changed} ms after the change: ${show(s.r)}`).toBe(true);
+      for (const s of list) expect(p.admitted(s.r) || p.refused(s.r), `${p.name}: ${show(s.r)}`).toBe(true);
+    }
+  }
+
+  /** Management REST and GraphQL with `key`: admitted while it holds, refused with 401 once revoked. */
+  const managementProbes = (key: string, cached: boolean): Probe[] => [
+    {
+      name: 'management REST',
+      cached,
+      call: () => call('GET', '/v2/serverless', key),
+      admitted: (r) => r.status === 200,
+      refused: (r) => r.status === 401 && r.body?.detail === 'invalid bearer token',
+    },
+    {
+      name: 'GraphQL',
+      cached,
+      call: () => call('POST', '/graphql', key, { query: '{ myself { id } }' }),
+      admitted: (r) => r.status === 200 && r.body?.data?.myself?.id === accountId,
+      refused: (r) => r.status === 401 && r.body?.errors?.[0]?.extensions?.code === 'UNAUTHENTICATED',
+    },
+  ];
+
   it('is the one bound of every cache', () => {
     const records = recordCachesOf(t.ctx);
     expect(records.boundMs).toBe(BOUND_MS);
     expect([records.keys.ttlMs, records.workers.ttlMs, records.endpoints.ttlMs]).toEqual([BOUND_MS, BOUND_MS, BOUND_MS]);
   });
 
-  it('a revoked key: the job API and the proxy within the bound, management REST and GraphQL at once', async () => {
+  it('a revoked key: every path refuses it as soon as the change notification arrives, long before the bound', async () => {
     const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
     const issued = await issueApiKey(t.ctx.db, accountId, 'to revoke', ['READ', 'RUN']);
     const key = () => issued.key;
-    await expectBound(
-      [
-        jobApi(queue, key, 401),
-        proxy(lb, key, 401),
-        {
-          name: 'management REST',
-          cached: false,
-          call: () => call('GET', '/v2/serverless', issued.key),
-          admitted: (r) => r.status === 200,
-          refused: (r) => r.status === 401 && r.body?.detail === 'invalid bearer token',
-        },
-        {
-          name: 'GraphQL',
-          cached: false,
-          call: () => call('POST', '/graphql', issued.key, { query: '{ myself { id } }' }),
-          admitted: (r) => r.status === 200 && r.body?.data?.myself?.id === accountId,
-          refused: (r) => r.status === 401 && r.body?.errors?.[0]?.extensions?.code === 'UNAUTHENTICATED',
-        },
-      ],
-      async () => {
-        await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
-      },
-    );
+    await expectRefusedOnNotice([jobApi(queue, key, 401), proxy(lb, key, 401), ...managementProbes(issued.key, true)], async () => {
+      await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
+    });
   });
 
-  it("a key's changed endpoint list: the job API and the proxy within the bound, management REST and GraphQL at once", async () => {
+  it('a revoked key while the process hears no key changes: management REST and GraphQL at once, the job API and the proxy within the bound', async () => {
+    const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
+    const issued = await issueApiKey(t.ctx.db, accountId, 'to revoke unheard', ['READ', 'RUN']);
+    const key = () => issued.key;
+    const records = recordCachesOf(t.ctx);
+    // What a lost LISTEN session means: no notification arrives, and the process knows it.
+    await t.ctx.db.$executeRawUnsafe('ALTER TABLE "ApiKey" DISABLE TRIGGER "ApiKey_notify_change"');
+    records.changeFeed(false);
+    try {
+      await expectBound([jobApi(queue, key, 401), proxy(lb, key, 401), ...managementProbes(issued.key, false)], async () => {
+        await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
+      });
+    } finally {
+      await t.ctx.db.$executeRawUnsafe('ALTER TABLE "ApiKey" ENABLE TRIGGER "ApiKey_notify_change"');
+      records.changeFeed(true);
+    }
+  });
+
+  it("a key's changed endpoint list: every path as soon as the change notification arrives", async () => {
     const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
     const issued = await issueApiKey(t.ctx.db, accountId, 'narrowed', ['READ', 'RUN'], undefined, [queue, lb]);
     const key = () => issued.key;
     const listsQueue = (endpoints: unknown): boolean => Array.isArray(endpoints) && endpoints.some((e: { id?: string }) => e.id === queue);
-    await expectBound(
+    await expectRefusedOnNotice(
       [
         jobApi(queue, key, 403),
         proxy(lb, key, 403),

@@ -89,4 +89,24 @@ describe('RecordCache', () => {
     expect([caches.keys.ttlMs, caches.workers.ttlMs, caches.endpoints.ttlMs]).toEqual([REVOCATION_BOUND_MS, REVOCATION_BOUND_MS, REVOCATION_BOUND_MS]);
     expect(RECORD_CACHE_MAX).toBe(10_000);
   });
+
+  it("forgets a key, or every key of an account, on the key-change channel's notice; and all of them when the channel comes or goes", async () => {
+    const caches = new RecordCaches();
+    const key = (accountId: string) => async () => ({ principal: { accountId, keyId: accountId, scopes: new Set<never>(), endpointIds: [], isAdmin: false }, expiresAt: null });
+    for (const [hash, account] of [['h1', 'a1'], ['h2', 'a1'], ['h3', 'a2'], ['h4', 'a3']] as const) await caches.keys.get(hash, key(account));
+    expect(caches.keysFollowChanges).toBe(false);
+    caches.recordChanged('key:h4');
+    caches.recordChanged('account:a1');
+    caches.recordChanged('nonsense');
+    let reads = 0;
+    const reread = async () => (reads++, undefined);
+    for (const hash of ['h1', 'h2', 'h3', 'h4']) await caches.keys.get(hash, reread);
+    expect(reads).toBe(3); // only h3 (account a2) was kept
+    caches.changeFeed(true);
+    expect(caches.keysFollowChanges).toBe(true);
+    expect(caches.keys.size).toBe(0);
+    await caches.keys.get('h5', key('a5'));
+    caches.changeFeed(false);
+    expect([caches.keysFollowChanges, caches.keys.size]).toEqual([false, 0]);
+  });
 });
