@@ -630,9 +630,9 @@ export class JobStore {
    * `graceMs` after it was recorded: the process that recorded it went down first. A scan without an index: the column is almost always empty, and an
    * index would make every clearing update rewrite all of the row's index entries.
    */
-  async unsignalled(graceMs: number, limit: number): Promise<Array<{ id: string; seq: number }>> {
-    return this.rows<{ id: string; seq: number }>(
-      `SELECT id, seq FROM "Job" WHERE "signalDueAt" < now() - $1::float8 * interval '1 millisecond' LIMIT $2::int`,
+  async unsignalled(graceMs: number, limit: number): Promise<Array<{ id: string; seq: number; endpointId: string; accountId: string }>> {
+    return this.rows<{ id: string; seq: number; endpointId: string; accountId: string }>(
+      `SELECT id, seq, "endpointId", "accountId" FROM "Job" WHERE "signalDueAt" < now() - $1::float8 * interval '1 millisecond' LIMIT $2::int`,
       [graceMs, limit],
     );
   }

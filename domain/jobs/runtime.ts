@@ -173,12 +173,12 @@ export class JobRuntime {
    */
   async recheckOverdueRunning(): Promise<void> {
     const grace = Math.max(30_000, this.settings.lostAfterMs);
-    for (const row of await this.store.overdueRunning(this.settings.lostAfterMs, grace, 500)) this.signals.recheck(row.id);
+    for (const row of await this.store.overdueRunning(this.settings.lostAfterMs, grace, 500)) this.signals.recheck(row);
   }
 
   /** Finished jobs whose webhook no workflow has tried two minutes after completion: each gets a recheck. */
   async recheckUndeliveredWebhooks(): Promise<void> {
-    for (const row of await this.store.undeliveredWebhooks(120_000, 30 * 60_000, 500)) this.signals.recheck(row.id);
+    for (const row of await this.store.undeliveredWebhooks(120_000, 30 * 60_000, 500)) this.signals.recheck(row);
   }
 
   /**
@@ -189,7 +189,7 @@ export class JobRuntime {
   async recheckUnsignalled(graceMs: number, stop?: AbortSignal): Promise<void> {
     for (let batch = 0; batch < 20 && !stop?.aborted; batch++) {
       const rows = await this.store.unsignalled(graceMs, 1000);
-      for (const r of rows) this.signals.recheck(r.id, r.seq);
+      for (const r of rows) this.signals.recheck(r, r.seq);
       if (rows.length < 1000) break;
       // The marks of this batch clear before the next is read.
       await this.signals.drained(30_000);

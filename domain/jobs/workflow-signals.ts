@@ -107,14 +107,20 @@ export class WorkflowSignals {
     this.schedule(due);
   }
 
-  /** Asks the job's workflow (started if missing) to re-read the job from PostgreSQL. */
-  recheck(jobId: string, seq?: number): void {
-    const prev = this.pending.get(jobId);
+  /**
+   * Asks the job's workflow (started if missing) to re-read the job from PostgreSQL. The endpoint
+   * and account go into the search attributes of a workflow this starts: without them it would be
+   * missing from every listing by endpoint (a job whose first signal died with its API process).
+   */
+  recheck(job: { id: string; endpointId: string; accountId: string }, seq?: number): void {
+    const prev = this.pending.get(job.id);
     if (prev) {
       prev.due = Math.min(prev.due, Date.now());
       if (prev.kind === 'state') prev.kind = 'recheck';
       prev.seq ??= seq;
-    } else this.pending.set(jobId, { kind: 'recheck', seq, due: Date.now(), attempts: 0 });
+      prev.endpointId ??= job.endpointId;
+      prev.accountId ??= job.accountId;
+    } else this.pending.set(job.id, { kind: 'recheck', seq, endpointId: job.endpointId, accountId: job.accountId, due: Date.now(), attempts: 0 });
     this.schedule(Date.now());
   }
 

@@ -261,6 +261,12 @@ describe('restarts mid-job (shared database and Temporal)', () => {
       15_000,
       'every acknowledged job has its workflow',
     );
+    // The sweep that started them named their endpoint and account: they show in listings by endpoint.
+    for (const id of ids.slice(0, 5)) {
+      const attributes = (await s.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).searchAttributes;
+      expect(attributes.GantryEndpointId, `job:${id}`).toEqual([s.endpointId]);
+      expect(attributes.GantryKind, `job:${id}`).toEqual(['job']);
+    }
     // And the jobs themselves run to the end once a worker comes.
     const w = compat(s, { WORKER_CONCURRENCY: '4' });
     await expectSettled(s, ids, 'COMPLETED', [w]);
