@@ -8,9 +8,12 @@
  * with its SQLite file, all started here; the Temporal worker runs in its own process
  * (GANTRY_ROLE=worker, infra/start.ts); a third process (this file with --load) plays the workers (a
  * handler that returns at once) and the clients. CPU seconds per process are read from /proc.
- * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue, and burst
- * (not run unless named: --burst jobs sent with /run by --concurrency clients to the warm workers,
- * how fast they move through the PostgreSQL queue, and how far their workflows trail).
+ * Scenarios (--only): direct, latency, throughput-run, throughput-runsync, deep-queue, and, not run
+ * unless named, burst (--burst jobs sent with /run by --concurrency clients to the warm workers, how
+ * fast they move through the PostgreSQL queue, and how far their workflows trail) and ceiling (the
+ * same Temporal server and worker process completing bare job workflows: --concurrency
+ * signal-with-starts of a finished job's snapshot for --seconds, nothing of Gantry's in the way;
+ * the throughput scenarios' sustained workflow rate is given as a share of it).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -463,6 +466,8 @@ async function main(): Promise<void> {
     return (await platform.ctx.db.$queryRawUnsafe<Array<{ n: number }>>('SELECT wal_sync::float8 AS n FROM pg_stat_wal'))[0]?.n ?? NaN;
   };
   let maxBacklog = 0;
+  /** Job workflows completed per second over each throughput scenario's load and drain. */
+  const fullPathSustained = new Map<string, number>();
   const backlogSampler = setInterval(() => (maxBacklog = Math.max(maxBacklog, pendingWorkflowSignals())), 200);
   backlogSampler.unref();
 
@@ -529,6 +534,8 @@ async function main(): Promise<void> {
           `(sustained with one workflow per job: ${(wfDone / (secs + drain)).toFixed(0)} jobs/s; most signals waiting ${maxBacklog}); CPU during the load ${cpu}`,
       );
       out(`  CPU over the load and the drain, per job workflow completed: ${cpuSince(before, secs + drain, wfDone)}`);
+      fullPathSustained.set(mode, wfDone / (secs + drain));
+      out(`  ${await temporalPerJob()}`);
       out(`  inside: ${timingReport()}`);
     }
     if (only.has('burst')) {
@@ -564,6 +571,48 @@ async function main(): Promise<void> {
           `most workflow signals waiting ${maxBacklog}; every job workflow completed ${caughtUpSecs.toFixed(1)} s after the first job; ` +
           `lag queued -> workflow started (${lag.n} jobs): p50 ${(lag.p50 / 1000).toFixed(1)} s, p99 ${(lag.p99 / 1000).toFixed(1)} s, max ${(lag.max / 1000).toFixed(1)} s; CPU during the burst ${cpu}`,
       );
+    }
+    if (only.has('ceiling')) {
+      // What this Temporal server and worker complete when each job is only its workflow: the floor
+      // of "job workflows per second through the full path".
+      const { jobChanged, jobTaskQueueOf, jobWorkflowId } = await import('../workflows/contracts.ts');
+      const prefix = `ceiling-${Date.now().toString(36)}`;
+      const completed = async (): Promise<number> => (await platform.ctx.temporal.workflow.count(`WorkflowId STARTS_WITH "job:${prefix}-" AND ExecutionStatus="Completed"`)).count;
+      const before = cpuNow();
+      const t = performance.now();
+      const until = Date.now() + seconds * 1000;
+      let sent = 0;
+      const now = Date.now();
+      const snapshot = { seq: 3, status: 'COMPLETED' as const, ttlDeadline: now + 86_400_000, startedAt: now, livenessDeadline: null, executionDeadline: null, webhookPending: false };
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (Date.now() < until) {
+            const jobId = `${prefix}-${sent++}`;
+            await platform.ctx.temporal.workflow.signalWithStart('jobWorkflow', {
+              workflowId: jobWorkflowId(jobId),
+              taskQueue: jobTaskQueueOf('bench'),
+              args: [{ jobId, lostAfterMs: 60_000 }],
+              signal: jobChanged,
+              signalArgs: [snapshot],
+            });
+          }
+        }),
+      );
+      const loadSecs = (performance.now() - t) / 1000;
+      const cpu = cpuSince(before, loadSecs, sent);
+      let done = await completed();
+      const duringLoad = done;
+      while (done < sent && performance.now() - t < loadSecs * 1000 + 300_000) {
+        await sleep(500);
+        done = await completed();
+      }
+      const totalSecs = (performance.now() - t) / 1000;
+      const sustained = done / totalSecs;
+      out(
+        `ceiling: bare job workflows on the same Temporal server and worker, ${concurrency} concurrent signal-with-starts for ${seconds} s: ${sent} sent (${(sent / loadSecs).toFixed(0)}/s), ` +
+          `${(duringLoad / loadSecs).toFixed(0)}/s completed during the load, all ${done} after ${totalSecs.toFixed(1)} s: ${sustained.toFixed(0)} workflows/s sustained; CPU during the load ${cpu}`,
+      );
+      for (const [mode, rate] of fullPathSustained) out(`  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / sustained).toFixed(0)} % of the ceiling`);
     }
     if (only.has('deep-queue')) {
       const depth = Number(args.depth);

@@ -24,8 +24,11 @@ interface PendingSignal {
 
 /**
  * Sends job workflows their signals after the fact. A state waits `signalDelayMs` for a successor
- * (queued → taken → done within that window is one signal); a final state goes at once. Every send
- * is a signal-with-start, so a workflow whose start was lost (a crash) is created by the next one.
+ * (queued → taken → done within that window is one signal); a final state goes at once. While
+ * Temporal is behind (more signals waiting than in flight), a state that is not final waits
+ * `BEHIND_HOLD_MS` instead: in a burst most jobs finish meanwhile, and their workflows then cost one
+ * signal and one workflow task instead of two. Every send is a signal-with-start, so a workflow
+ * whose start was lost (a crash) is created by the next one.
  */
 export class WorkflowSignals {
   private pending = new Map<string, PendingSignal>();
@@ -46,6 +49,8 @@ export class WorkflowSignals {
   /** Most signals held; beyond it only final states are kept (they are also marked in the row). */
   static readonly MAX_PENDING = 100_000;
   private warnedFull = false;
+  /** How long a state that is not final waits for its successor while Temporal is behind. */
+  static readonly BEHIND_HOLD_MS = 5_000;
 
   constructor(
     /** The Temporal client and the task queue job workflows run on. */
@@ -102,7 +107,9 @@ export class WorkflowSignals {
     }
     this.warnedFull = false;
     const now = Date.now();
-    const due = isTerminal(row.status) || this.closed ? now : Math.min(prev?.due ?? Infinity, now + this.settings.signalDelayMs);
+    const behind = this.pending.size > WorkflowSignals.MAX_IN_FLIGHT;
+    const hold = behind ? Math.max(this.settings.signalDelayMs, WorkflowSignals.BEHIND_HOLD_MS) : this.settings.signalDelayMs;
+    const due = isTerminal(row.status) || this.closed ? now : Math.min(prev?.due ?? Infinity, now + hold);
     this.pending.set(row.id, { kind: 'state', snapshot, endpointId: row.endpointId, accountId: row.accountId, due: prev?.kind === 'recheck' ? now : due, attempts: 0 });
     this.schedule(due);
   }
