@@ -3,7 +3,8 @@
  * runs inside a transaction left open, so that the setting its commit would use can be read: a
  * write someone is answered on (a /run insert, a result) keeps the session's `synchronous_commit`;
  * a take and a runsync insert (told to nobody before a durable commit that follows) turn it off for
- * their own transaction only. bench/jobs.ts measures the flushes per job that this saves.
+ * their own transaction only. bench/jobs.ts measures the flushes per job that this saves. And the
+ * queue's statements are prepared once per connection.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,5 +86,24 @@ describe('job queue commits', () => {
     expect((await db.job.findUniqueOrThrow({ where: { id: sync.id } })).status).toBe('IN_QUEUE');
     // The barrier before a relaxed write is acknowledged: a transaction of its own that commits durably.
     await expect(store.flush()).resolves.toBeUndefined();
+  });
+
+  it('prepares its statements once per connection: the same insert, take and finish again use them', async () => {
+    const prepared = async (): Promise<Array<{ name: string; calls: string }>> =>
+      (await client.query<{ name: string; calls: string }>(`SELECT name, generic_plans + custom_plans AS calls FROM pg_prepared_statements WHERE name LIKE 'gantry-queue-%' ORDER BY name`)).rows;
+    const cycle = async (): Promise<void> => {
+      const queued = job(false);
+      await store.insert(queued, 1000);
+      await store.take(endpointId, workerId, 1);
+      await store.finish(queued.id, workerId, { status: 'COMPLETED', outputJson: '1', error: null });
+    };
+    await cycle();
+    const once = await prepared();
+    await cycle();
+    const twice = await prepared();
+    // No new statement for the same calls; each one prepared before ran again.
+    expect(twice.map((p) => p.name)).toEqual(once.map((p) => p.name));
+    expect(once.length).toBeGreaterThanOrEqual(3);
+    expect(twice.filter((p, i) => Number(p.calls) > Number(once[i]!.calls)).length).toBeGreaterThanOrEqual(3);
   });
 });
