@@ -42,8 +42,8 @@ interface KeyRow {
 
 /**
  * One indexed statement (the key's hash, joined with its account). On the job runtime's
- * node-postgres pool where the process has one: every request of the management API, GraphQL and
- * the uncached paths reads its key, and through Prisma that read was most of a request's CPU.
+ * node-postgres pool where the process has one: every key not remembered (and every key, while the
+ * process hears no key changes) is read here, and through Prisma that read was most of a request's CPU.
  */
 async function readKey(source: KeySource, hash: string): Promise<KeyRow | null> {
   const pool = source.jobs?.store.pool;
@@ -105,8 +105,7 @@ export async function authenticateCached(ctx: Pick<DomainContext, 'db' | 'record
  * domain/record-cache.ts), else read from PostgreSQL.
  */
 export function authenticateCurrent(source: KeySource, presented: string | undefined): Promise<Principal> {
-  const records = source.records;
-  return records?.keysFollowChanges ? authenticateCached({ ...source, records }, presented) : authenticate(source, presented);
+  return source.records?.keysFollowChanges ? authenticateCached(source, presented) : authenticate(source, presented);
 }
 
 export function requireScope(principal: Principal, scope: Scope): void {

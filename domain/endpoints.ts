@@ -239,27 +239,23 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
   return endpointView(endpoint, ctx);
 }
 
-async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
-  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
-  if (!e) throw notFound('endpoint');
-  requireEndpointAccess(principal, id);
-  return e;
-}
-
 /**
- * The read of `getEndpoint`: one prepared statement on the job runtime's node-postgres pool where
- * the process has one (Prisma's client was the largest part of a GET's CPU), else Prisma. Every
- * column is read as Prisma reads it: no column is mapped, JSON is parsed, timestamps are UTC.
+ * The caller's endpoint unless it is being deleted. One prepared statement on the job runtime's
+ * node-postgres pool where the process has one (Prisma's client was the largest part of a GET's
+ * CPU), else Prisma; every column comes back as Prisma reads it (none is mapped, JSON is parsed,
+ * timestamps are UTC).
  */
-async function readOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
+async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
   const pool = ctx.jobs?.store.pool;
-  if (!pool) return findOwned(ctx, principal, id);
-  const { rows } = await pool.query<Endpoint>({
-    name: 'gantry-read-endpoint',
-    text: 'SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL',
-    values: [id, principal.accountId],
-  });
-  const e = rows[0];
+  const e = pool
+    ? (
+        await pool.query<Endpoint>({
+          name: 'gantry-read-endpoint',
+          text: 'SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL',
+          values: [id, principal.accountId],
+        })
+      ).rows[0]
+    : await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
   if (!e) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
   return e;
@@ -267,7 +263,7 @@ async function readOwned(ctx: DomainContext, principal: Principal, id: string): 
 
 export async function getEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<EndpointView> {
   requireScope(principal, 'READ');
-  return endpointView(await readOwned(ctx, principal, id), ctx);
+  return endpointView(await findOwned(ctx, principal, id), ctx);
 }
 
 export async function listEndpoints(ctx: DomainContext, principal: Principal): Promise<EndpointView[]> {

@@ -34,7 +34,7 @@ import type { CachedModel } from './public-models.ts';
  *
  * An expired key stops at its expiry exactly, a new key or endpoint works at once (failures are
  * never remembered), and a key change reaches every path as soon as its notification does (see
- * `keysFollowChanges`); management REST and GraphQL see every change at once. Requests admitted
+ * `keysFollowChanges`), management REST and GraphQL included. Requests admitted
  * before the bound ran out finish as they started (a job-take long-poll for up to its hold time, a
  * runsync wait, a proxied request or WebSocket session).
  *

@@ -39,6 +39,20 @@ interface Sample {
   r: Answer;
 }
 
+/** Calls every probe in turn, `pauseMs` apart, until `until`: each answer with when it was sent and answered. */
+async function callUntil(probes: Probe[], until: number, pauseMs: number): Promise<Array<Sample & { p: Probe }>> {
+  const samples: Array<Sample & { p: Probe }> = [];
+  while (Date.now() < until) {
+    for (const p of probes) {
+      const sent = Date.now();
+      const r = await p.call();
+      samples.push({ p, sent, answered: Date.now(), r });
+    }
+    await sleep(pauseMs);
+  }
+  return samples;
+}
+
 const show = (r: Answer): string => `${r.status} ${JSON.stringify(r.body)?.slice(0, 300)}`;
 
 describe('the revocation bound', () => {
@@ -101,18 +115,11 @@ describe('the revocation bound', () => {
     }
 
     const cached = probes.filter((q) => q.cached);
-    const samples = new Map<Probe, Sample[]>(cached.map((p) => [p, []]));
     // Date.now() has millisecond steps; the cache reads a finer clock: 2 ms of margin.
     const refusedFrom = Math.max(read + BOUND_MS + 2, changed);
-    while (Date.now() < refusedFrom + 400) {
-      for (const p of cached) {
-        const sent = Date.now();
-        const r = await p.call();
-        samples.get(p)!.push({ sent, answered: Date.now(), r });
-      }
-      await sleep(50);
-    }
-    for (const [p, list] of samples) {
+    const samples = await callUntil(cached, refusedFrom + 400, 50);
+    for (const p of cached) {
+      const list = samples.filter((s) => s.p === p);
       const early = list.filter((s) => s.answered < primed + BOUND_MS);
       const late = list.filter((s) => s.sent >= refusedFrom);
       // Not before the bound allows: the path remembers the record it read, so right after the
@@ -146,15 +153,7 @@ describe('the revocation bound', () => {
     expect(recordCachesOf(t.ctx).keysFollowChanges).toBe(true);
     await change();
     const changed = Date.now();
-    const samples: Array<Sample & { p: Probe }> = [];
-    while (Date.now() < changed + NOTIFIED_MS + 400) {
-      for (const p of probes) {
-        const sent = Date.now();
-        const r = await p.call();
-        samples.push({ p, sent, answered: Date.now(), r });
-      }
-      await sleep(20);
-    }
+    const samples = await callUntil(probes, changed + NOTIFIED_MS + 400, 20);
     expect(Date.now()).toBeLessThan(changed + BOUND_MS);
     for (const p of probes) {
       const list = samples.filter((s) => s.p === p);
@@ -292,15 +291,7 @@ describe('the revocation bound', () => {
     const probes = [jobApi(queue, key, 401), proxy(lb, key, 401)];
     const primed = Date.now();
     for (const p of probes) expect(p.admitted(await p.call()), `${p.name} before the expiry`).toBe(true);
-    const samples: Array<Sample & { p: Probe }> = [];
-    while (Date.now() < expiresAt + 300) {
-      for (const p of probes) {
-        const sent = Date.now();
-        const r = await p.call();
-        samples.push({ p, sent, answered: Date.now(), r });
-      }
-      await sleep(25);
-    }
+    const samples = await callUntil(probes, expiresAt + 300, 25);
     // The cached record would be good until primed + BOUND_MS: the expiry ends it first.
     expect(expiresAt + 300).toBeLessThan(primed + BOUND_MS);
     for (const s of samples) {
