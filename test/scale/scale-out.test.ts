@@ -16,7 +16,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb, type Db } from '../../domain/db.ts';
 import { randomString } from '../../domain/ids.ts';
-import { rolloutWorkflowId } from '../../workflows/contracts.ts';
+import { endpointWorkflowId, rolloutWorkflowId } from '../../workflows/contracts.ts';
 import { registerWorkerCredential } from '../../domain/workers-auth.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTemporalServerBinaries, startTemporalCluster, type TemporalCluster } from '../../infra/temporal-server.ts';
@@ -135,10 +135,10 @@ const rate = (times: number[], from: number, to: number): number => times.filter
 
 /**
  * For a failed wait on Temporal: the first workflows `query` matches with the tail of their
- * histories (event type and seconds after the kill), who polls the task queue, and the last output
+ * histories (event type and seconds after `since`), who polls the task queue, and the last output
  * of the surviving worker process.
  */
-async function temporalState(query: string, killedAt: number): Promise<unknown> {
+async function temporalState(query: string, since: number): Promise<unknown> {
   const connection = await Connection.connect({ address: cluster!.address });
   try {
     const client = new Client({ connection, namespace: cluster!.namespace });
@@ -146,14 +146,14 @@ async function temporalState(query: string, killedAt: number): Promise<unknown> 
     for await (const wf of client.workflow.list({ query })) {
       if (matching.length >= 3) break;
       const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
-      const events = (history.events ?? []).map((e) => `${temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)}@${Number(e.eventTime?.seconds ?? 0) - Math.floor(killedAt / 1000)}`);
+      const events = (history.events ?? []).map((e) => `${temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType)}@${Number(e.eventTime?.seconds ?? 0) - Math.floor(since / 1000)}`);
       const jobId = wf.workflowId.startsWith('job:') ? wf.workflowId.slice('job:'.length) : undefined;
       matching.push({ workflowId: wf.workflowId, status: wf.status.name, events: events.slice(-20), ...(jobId ? { job: await db!.job.findUnique({ where: { id: jobId } }) } : {}) });
     }
     const pollers = async (taskQueueType: number): Promise<unknown> =>
       connection.workflowService
         .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name: taskQueue }, taskQueueType })
-        .then((d) => d.pollers.map((p) => ({ identity: p.identity, lastAccessAfterKill: Number(p.lastAccessTime?.seconds ?? 0) - Math.floor(killedAt / 1000) })))
+        .then((d) => d.pollers.map((p) => ({ identity: p.identity, lastAccessS: Number(p.lastAccessTime?.seconds ?? 0) - Math.floor(since / 1000) })))
         .catch((err: unknown) => String(err));
     return {
       matching,
@@ -235,7 +235,21 @@ describe('Gantry on a Temporal cluster, scaled out', () => {
     const patched = await call(base, 'PATCH', `/v2/serverless/${lbId}`, { key: adminKey, body: { env: { GANTRY_TEST_RELEASE: 'two' } } });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     const releaseStarted = Date.now();
-    await until('the rollout under way (a worker of release 2 placed)', async () => (await db!.worker.count({ where: { endpointId: lbId, releaseVersion: 2 } })) > 0, 60_000, 100);
+    await until(
+      'the rollout under way (a worker of release 2 placed)',
+      async () => (await db!.worker.count({ where: { endpointId: lbId, releaseVersion: 2 } })) > 0,
+      60_000,
+      100,
+      async () => ({
+        releases: await db!.release.findMany({ where: { endpointId: lbId } }),
+        workers: await db!.worker.findMany({ where: { endpointId: lbId }, select: { id: true, status: true, releaseVersion: true } }),
+        temporal: await temporalState(`WorkflowId IN ('${endpointWorkflowId(lbId)}', '${rolloutWorkflowId(lbId, 2)}')`, releaseStarted),
+        otherWorker: byName('worker-1').output().slice(-3000),
+      }),
+    ).catch((err: unknown) => {
+      stop = true;
+      throw err;
+    });
     const release = await db!.release.findFirstOrThrow({ where: { endpointId: lbId, version: 2 } });
     expect(release.status).toBe('ROLLING_OUT');
 
