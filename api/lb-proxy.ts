@@ -392,15 +392,30 @@ export class LoadBalancer {
   }
 }
 
-/** Aborts when the client hangs up before the answer. */
-function hangupSignal(reply: FastifyReply): AbortSignal {
+/**
+ * Aborts when the client hangs up before the answer. From then on the request's warnings are
+ * logged at info: reply-from logs every failed upstream call at warn ("response errored", with a
+ * stack), the call it aborted for a hang-up included, and a client hanging up is no fault.
+ */
+function hangupSignal(request: FastifyRequest, reply: FastifyReply): AbortSignal {
   const ac = new AbortController();
+  const hangUp = (): void => {
+    request.log = warningsAsInfo(request.log);
+    ac.abort();
+  };
   // Gone already (its 'close' came during the awaits before this): no wait for a worker.
-  if (reply.raw.destroyed && !reply.raw.writableFinished) ac.abort();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) ac.abort();
-  });
+  if (reply.raw.destroyed && !reply.raw.writableFinished) hangUp();
+  else
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) hangUp();
+    });
   return ac.signal;
+}
+
+function warningsAsInfo(log: FastifyBaseLogger): FastifyBaseLogger {
+  const quieter = Object.create(log) as FastifyBaseLogger;
+  quieter.warn = log.info.bind(log);
+  return quieter;
 }
 
 /**
@@ -458,7 +473,7 @@ export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
       const endpoint = await authorizeLbCall(ctx, principal, endpointId);
       await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: app.surfaceLimits.proxy });
       const started = Date.now();
-      const hangup = hangupSignal(reply);
+      const hangup = hangupSignal(request, reply);
       const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangup);
       if (!got) {
         reply.header('retry-after', '5');

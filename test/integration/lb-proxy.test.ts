@@ -141,17 +141,28 @@ describe('HTTP through the proxy', () => {
     expect(Date.now() - started).toBeLessThan(2400);
   });
 
-  it('drops the request to the worker when the client hangs up, so that the worker can stop working on it', async () => {
-    const { base, procs } = await endpointWithWorkers('hangup', ['w-hangup']);
+  it('drops the request to the worker when the client hangs up, so that the worker can stop working on it, and logs no warning for it', async () => {
+    const { endpointId, procs } = await endpointWithWorkers('hangup', ['w-hangup']);
     const w = procs[0]!;
-    const req = http.request(`${base}/slow?ms=6000`, { headers: { authorization: `Bearer ${p.adminKey}` } });
-    req.on('error', () => {}); // the hang-up below
-    req.end();
-    await until('the worker to be working on the request', async () => (await stats(w)).inFlight === 1);
-    const hungUp = Date.now();
-    req.destroy();
-    await until('the worker to see its connection close', async () => (await stats(w)).inFlight === 0, 5000);
-    expect(Date.now() - hungUp).toBeLessThan(3000);
+    // An API process of its own, whose log lines are kept: a hang-up is the client's choice, no fault.
+    const lines: Array<{ level: number; msg: string }> = [];
+    const app = buildApp(p.ctx, { logLevel: 'info', logStream: { write: (line) => lines.push(JSON.parse(line) as { level: number; msg: string }) } });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/lb/${endpointId}`;
+      const req = http.request(`${base}/slow?ms=6000`, { headers: { authorization: `Bearer ${p.adminKey}` } });
+      req.on('error', () => {}); // the hang-up below
+      req.end();
+      await until('the worker to be working on the request', async () => (await stats(w)).inFlight === 1);
+      const hungUp = Date.now();
+      req.destroy();
+      await until('the worker to see its connection close', async () => (await stats(w)).inFlight === 0, 5000);
+      expect(Date.now() - hungUp).toBeLessThan(3000);
+      await until('the hang-up logged', async () => lines.some((l) => l.msg.includes('client hung up')), 5000);
+      expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+    } finally {
+      await app.close();
+    }
   });
 
   it('streams response and request bodies through without buffering them', async () => {
