@@ -575,27 +575,18 @@ async function main(): Promise<void> {
     if (only.has('ceiling')) {
       // What this Temporal server and worker complete when each job is only its workflow: the floor
       // of "job workflows per second through the full path".
-      const { jobChanged, jobTaskQueueOf, jobWorkflowId } = await import('../workflows/contracts.ts');
+      const { jobTaskQueueOf } = await import('../workflows/contracts.ts');
+      const { finishedJobSnapshot, signalFinishedJob } = await import('./finished-job.ts');
       const prefix = `ceiling-${Date.now().toString(36)}`;
       const completed = async (): Promise<number> => (await platform.ctx.temporal.workflow.count(`WorkflowId STARTS_WITH "job:${prefix}-" AND ExecutionStatus="Completed"`)).count;
       const before = cpuNow();
       const t = performance.now();
       const until = Date.now() + seconds * 1000;
       let sent = 0;
-      const now = Date.now();
-      const snapshot = { seq: 3, status: 'COMPLETED' as const, ttlDeadline: now + 86_400_000, startedAt: now, livenessDeadline: null, executionDeadline: null, webhookPending: false };
+      const snapshot = finishedJobSnapshot();
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
-          while (Date.now() < until) {
-            const jobId = `${prefix}-${sent++}`;
-            await platform.ctx.temporal.workflow.signalWithStart('jobWorkflow', {
-              workflowId: jobWorkflowId(jobId),
-              taskQueue: jobTaskQueueOf('bench'),
-              args: [{ jobId, lostAfterMs: 60_000 }],
-              signal: jobChanged,
-              signalArgs: [snapshot],
-            });
-          }
+          while (Date.now() < until) await signalFinishedJob(platform.ctx.temporal, jobTaskQueueOf('bench'), `${prefix}-${sent++}`, snapshot);
         }),
       );
       const loadSecs = (performance.now() - t) / 1000;

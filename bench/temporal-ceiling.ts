@@ -22,6 +22,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { finishedJobSnapshot, signalFinishedJob } from './finished-job.ts';
 import { cpuSeconds, loadAverage } from './proc.ts';
 
 const { values: args } = parseArgs({
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
   const { loadConfig } = await import('../infra/config.ts');
   const { resolveTemporalBinary, startTemporalDevServer } = await import('../infra/temporal.ts');
   const { freePort } = await import('../test/support/ports.ts');
-  const { jobChanged, jobWorkflowId } = await import('../workflows/contracts.ts');
+  const { jobWorkflowId } = await import('../workflows/contracts.ts');
   const seconds = Number(args.seconds);
   const concurrency = Number(args.concurrency);
 
@@ -126,18 +127,16 @@ async function main(): Promise<void> {
     let next = 0;
     const start = Date.now();
     const until = start + seconds * 1000;
-    const now = Date.now();
-    const snapshot = { seq: 3, status: 'COMPLETED' as const, ttlDeadline: now + 86_400_000, startedAt: now, livenessDeadline: null, executionDeadline: null, webhookPending: false };
+    const snapshot = finishedJobSnapshot();
     const loops = Array.from({ length: concurrency }, async () => {
       while (Date.now() < until) {
         const jobId = `${run}-${next++}`;
         const t = performance.now();
-        const workflowId = jobWorkflowId(jobId);
         if (call === 'signal-with-start') {
-          await client.workflow.signalWithStart('jobWorkflow', { workflowId, taskQueue: TASK_QUEUE, args: [{ jobId, lostAfterMs: 60_000 }], signal: jobChanged, signalArgs: [snapshot] });
+          await signalFinishedJob(client, TASK_QUEUE, jobId, snapshot);
         } else {
           // The snapshot as the workflow's input: no signal event.
-          await client.workflow.start('jobWorkflow', { workflowId, taskQueue: TASK_QUEUE, args: [{ jobId, lostAfterMs: 60_000, snapshot }], requestEagerStart: call === 'eager' });
+          await client.workflow.start('jobWorkflow', { workflowId: jobWorkflowId(jobId), taskQueue: TASK_QUEUE, args: [{ jobId, lostAfterMs: 60_000, snapshot }], requestEagerStart: call === 'eager' });
         }
         latencies.push(performance.now() - t);
         sent++;
