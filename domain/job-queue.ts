@@ -7,7 +7,6 @@
  * This module speaks plain SQL over node-postgres rather than Prisma: the hot path (take, done) is a
  * single statement each, and Prisma's per-query overhead was a third of the round trip here.
  */
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Db, Prisma } from './db.ts';
 import type { JobSnapshot, JobStatus } from '../workflows/contracts.ts';
@@ -113,12 +112,12 @@ const statementNames = new Map<string, string>();
 /**
  * The queue's statements are prepared: each connection parses and plans one once, not on every
  * call (that was a third or more of a take's, insert's or finish's time). Their texts are
- * constants, never values.
+ * constants, never values, so the names stay few; one name is never given to another text.
  */
 function statementName(text: string): string {
   let name = statementNames.get(text);
   if (name === undefined) {
-    name = `gantry-queue-${createHash('sha256').update(text).digest('hex').slice(0, 20)}`;
+    name = `gantry-queue-${statementNames.size}`;
     statementNames.set(text, name);
   }
   return name;

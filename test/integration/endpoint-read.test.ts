@@ -1,6 +1,6 @@
 /**
  * `GET /v2/serverless/{id}` reads its row with one statement on node-postgres (domain/endpoints.ts
- * readOwned): the answer must be exactly what the Prisma row gives, for every kind of column (text
+ * findOwned): the answer must be exactly what the Prisma row gives, for every kind of column (text
  * arrays, JSON, enums, doubles, nullable integers, UTC timestamps), and the same refusals.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -250,8 +250,9 @@ describe('Gantry on a Temporal cluster, scaled out', () => {
         throw err;
       },
     );
-    figures.rolloutStartS = (Date.now() - releaseStarted) / 1000;
-    if (Date.now() - releaseStarted > 10_000) log(`slow rollout start: ${JSON.stringify(await rolloutStartState())}`);
+    const rolloutStartS = (Date.now() - releaseStarted) / 1000;
+    figures.rolloutStartS = rolloutStartS;
+    if (rolloutStartS > 10) log(`slow rollout start: ${JSON.stringify(await rolloutStartState())}`);
     const release = await db!.release.findFirstOrThrow({ where: { endpointId: lbId, version: 2 } });
     expect(release.status).toBe('ROLLING_OUT');
 
