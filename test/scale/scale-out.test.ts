@@ -16,7 +16,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb, type Db } from '../../domain/db.ts';
 import { randomString } from '../../domain/ids.ts';
-import { endpointWorkflowId, rolloutWorkflowId } from '../../workflows/contracts.ts';
+import { endpointWorkflowId, jobTaskQueueOf, rolloutWorkflowId } from '../../workflows/contracts.ts';
 import { registerWorkerCredential } from '../../domain/workers-auth.ts';
 import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
 import { ensureTemporalServerBinaries, startTemporalCluster, type TemporalCluster } from '../../infra/temporal-server.ts';
@@ -164,10 +164,22 @@ async function temporalState(query: string, since: number): Promise<unknown> {
         .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name: taskQueue }, taskQueueType })
         .then((d) => d.pollers.map((p) => ({ identity: p.identity, lastAccessS: Number(p.lastAccessTime?.seconds ?? 0) - Math.floor(since / 1000) })))
         .catch((err: unknown) => String(err));
+    // Workflow tasks waiting in matching on each queue (tasks history has not handed over yet are not counted).
+    const backlog = async (name: string): Promise<unknown> =>
+      connection.workflowService
+        .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name }, taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, reportStats: true })
+        .then(({ stats }) => ({
+          tasks: Number(stats?.approximateBacklogCount ?? 0),
+          oldestS: Number(stats?.approximateBacklogAge?.seconds ?? 0),
+          addedPerS: stats?.tasksAddRate,
+          dispatchedPerS: stats?.tasksDispatchRate,
+        }))
+        .catch((err: unknown) => String(err));
     return {
       matching,
       workflowPollers: await pollers(temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
       activityPollers: await pollers(temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+      workflowBacklog: { control: await backlog(taskQueue), jobs: await backlog(jobTaskQueueOf(taskQueue)) },
       survivingWorker: gantry.find((g) => g.name === 'worker-2')?.output().slice(-3000),
     };
   } finally {
