@@ -12,7 +12,7 @@ import type { RolloutInput } from '../../workflows/rollout.ts';
 import { testSettings, type FakeWorld } from './fake-world.ts';
 import { TestBed } from './support.ts';
 
-// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for three runs.
+// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for five runs.
 vi.setConfig({ testTimeout: 180_000 });
 
 let bed: TestBed;

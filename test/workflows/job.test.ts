@@ -10,7 +10,7 @@ import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
 import { TestBed } from './support.ts';
 
-// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for three runs.
+// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for five runs.
 vi.setConfig({ testTimeout: 180_000 });
 
 let bed: TestBed;
