@@ -46,15 +46,14 @@ interface KeyRow {
  * process hears no key changes) is read here, and through Prisma that read was most of a request's CPU.
  */
 async function readKey(source: KeySource, hash: string): Promise<KeyRow | null> {
-  const pool = source.jobs?.store.pool;
-  if (pool) {
-    const r = await pool.query<KeyRow>({
-      name: 'gantry-read-key',
-      text: `SELECT k.id, k."accountId", k.scopes::text[] AS scopes, k."endpointIds", k."revokedAt", k."expiresAt", a."isAdmin"
-             FROM "ApiKey" k JOIN "Account" a ON a.id = k."accountId" WHERE k.hash = $1`,
-      values: [hash],
-    });
-    return r.rows[0] ?? null;
+  const store = source.jobs?.store;
+  if (store) {
+    const [row] = await store.rows<KeyRow>(
+      `SELECT k.id, k."accountId", k.scopes::text[] AS scopes, k."endpointIds", k."revokedAt", k."expiresAt", a."isAdmin"
+       FROM "ApiKey" k JOIN "Account" a ON a.id = k."accountId" WHERE k.hash = $1`,
+      [hash],
+    );
+    return row ?? null;
   }
   const key = await source.db.apiKey.findUnique({ where: { hash }, include: { account: { select: { isAdmin: true } } } });
   return key && { id: key.id, accountId: key.accountId, scopes: key.scopes, endpointIds: key.endpointIds, revokedAt: key.revokedAt, expiresAt: key.expiresAt, isAdmin: key.account.isAdmin };

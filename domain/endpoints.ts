@@ -241,20 +241,14 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
 
 /**
  * The caller's endpoint unless it is being deleted. One prepared statement on the job runtime's
- * node-postgres pool where the process has one (Prisma's client was the largest part of a GET's
- * CPU), else Prisma; every column comes back as Prisma reads it (none is mapped, JSON is parsed,
- * timestamps are UTC).
+ * node-postgres pool (JobStore.rows) where the process has one (Prisma's client was the largest
+ * part of a GET's CPU), else Prisma; every column comes back as Prisma reads it (none is mapped,
+ * JSON is parsed, timestamps are UTC).
  */
 async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
-  const pool = ctx.jobs?.store.pool;
-  const e = pool
-    ? (
-        await pool.query<Endpoint>({
-          name: 'gantry-read-endpoint',
-          text: 'SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL',
-          values: [id, principal.accountId],
-        })
-      ).rows[0]
+  const store = ctx.jobs?.store;
+  const e = store
+    ? (await store.rows<Endpoint>('SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL', [id, principal.accountId]))[0]
     : await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
   if (!e) throw notFound('endpoint');
   requireEndpointAccess(principal, id);

@@ -106,18 +106,18 @@ export function pgConfig(connectionString: string): pg.ClientConfig {
   };
 }
 
-/** Names of the queue's statements by their text (a handful of constant texts). */
+/** Names of prepared statements by their text (a handful of constant texts). */
 const statementNames = new Map<string, string>();
 
 /**
- * The queue's statements are prepared: each connection parses and plans one once, not on every
- * call (that was a third or more of a take's, insert's or finish's time). Their texts are
- * constants, never values, so the names stay few; one name is never given to another text.
+ * Statements on the job runtime's pools are prepared: each connection parses and plans one once,
+ * not on every call (that was a third or more of a take's, insert's or finish's time). Their texts
+ * are constants, never values, so the names stay few; one name is never given to another text.
  */
 function statementName(text: string): string {
   let name = statementNames.get(text);
   if (name === undefined) {
-    name = `gantry-queue-${statementNames.size}`;
+    name = `gantry-sql-${statementNames.size}`;
     statementNames.set(text, name);
   }
   return name;
@@ -212,7 +212,11 @@ export class JobStore {
     this.RETAIN = retainSql(retention);
   }
 
-  private async rows<T>(text: string, values: unknown[]): Promise<T[]> {
+  /**
+   * The rows of one statement on this store's pool, prepared (statementName): the queue's own, and
+   * the key and endpoint reads that API processes make here rather than through Prisma.
+   */
+  async rows<T>(text: string, values: unknown[]): Promise<T[]> {
     return (await this.pool.query({ name: statementName(text), text, values })).rows as T[];
   }
 

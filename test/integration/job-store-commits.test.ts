@@ -90,7 +90,7 @@ describe('job queue commits', () => {
 
   it('prepares its statements once per connection: the same insert, take and finish again use them', async () => {
     const prepared = async (): Promise<Array<{ name: string; calls: string }>> =>
-      (await client.query<{ name: string; calls: string }>(`SELECT name, generic_plans + custom_plans AS calls FROM pg_prepared_statements WHERE name LIKE 'gantry-queue-%' ORDER BY name`)).rows;
+      (await client.query<{ name: string; calls: string }>(`SELECT name, generic_plans + custom_plans AS calls FROM pg_prepared_statements WHERE name LIKE 'gantry-sql-%' ORDER BY name`)).rows;
     const cycle = async (): Promise<void> => {
       const queued = job(false);
       await store.insert(queued, 1000);

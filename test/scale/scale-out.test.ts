@@ -144,8 +144,8 @@ const rate = (times: number[], from: number, to: number): number => times.filter
 
 /**
  * For a failed wait on Temporal: the first workflows `query` matches with the tail of their
- * histories (event type and seconds after `since`), who polls the task queue, and the last output
- * of the surviving worker process.
+ * histories (event type and seconds after `since`), who polls the task queues and what waits in
+ * them, and the last output of the surviving worker process.
  */
 async function temporalState(query: string, since: number): Promise<unknown> {
   const connection = await Connection.connect({ address: cluster!.address });
@@ -159,27 +159,26 @@ async function temporalState(query: string, since: number): Promise<unknown> {
       const jobId = wf.workflowId.startsWith('job:') ? wf.workflowId.slice('job:'.length) : undefined;
       matching.push({ workflowId: wf.workflowId, status: wf.status.name, events: events.slice(-20), ...(jobId ? { job: await db!.job.findUnique({ where: { id: jobId } }) } : {}) });
     }
-    const pollers = async (taskQueueType: number): Promise<unknown> =>
+    // Who polls a queue, and the tasks waiting in matching (tasks history has not handed over yet are not counted).
+    const { TASK_QUEUE_TYPE_WORKFLOW: WORKFLOW, TASK_QUEUE_TYPE_ACTIVITY: ACTIVITY } = temporal.api.enums.v1.TaskQueueType;
+    const describeQueue = async (name: string, taskQueueType: number): Promise<unknown> =>
       connection.workflowService
-        .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name: taskQueue }, taskQueueType })
-        .then((d) => d.pollers.map((p) => ({ identity: p.identity, lastAccessS: Number(p.lastAccessTime?.seconds ?? 0) - Math.floor(since / 1000) })))
-        .catch((err: unknown) => String(err));
-    // Workflow tasks waiting in matching on each queue (tasks history has not handed over yet are not counted).
-    const backlog = async (name: string): Promise<unknown> =>
-      connection.workflowService
-        .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name }, taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, reportStats: true })
-        .then(({ stats }) => ({
-          tasks: Number(stats?.approximateBacklogCount ?? 0),
-          oldestS: Number(stats?.approximateBacklogAge?.seconds ?? 0),
-          addedPerS: stats?.tasksAddRate,
-          dispatchedPerS: stats?.tasksDispatchRate,
+        .describeTaskQueue({ namespace: cluster!.namespace, taskQueue: { name }, taskQueueType, reportStats: true })
+        .then(({ pollers, stats }) => ({
+          pollers: pollers.map((p) => ({ identity: p.identity, lastAccessS: Number(p.lastAccessTime?.seconds ?? 0) - Math.floor(since / 1000) })),
+          backlog: {
+            tasks: Number(stats?.approximateBacklogCount ?? 0),
+            oldestS: Number(stats?.approximateBacklogAge?.seconds ?? 0),
+            addedPerS: stats?.tasksAddRate,
+            dispatchedPerS: stats?.tasksDispatchRate,
+          },
         }))
         .catch((err: unknown) => String(err));
     return {
       matching,
-      workflowPollers: await pollers(temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW),
-      activityPollers: await pollers(temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
-      workflowBacklog: { control: await backlog(taskQueue), jobs: await backlog(jobTaskQueueOf(taskQueue)) },
+      controlWorkflows: await describeQueue(taskQueue, WORKFLOW),
+      controlActivities: await describeQueue(taskQueue, ACTIVITY),
+      jobWorkflows: await describeQueue(jobTaskQueueOf(taskQueue), WORKFLOW),
       survivingWorker: gantry.find((g) => g.name === 'worker-2')?.output().slice(-3000),
     };
   } finally {
