@@ -109,9 +109,10 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
     {
       kind: 'timed',
       name: 'unsignalled jobs',
-      schedule: { everyMs: 60_000 },
+      // As often as the grace (5 s to 60 s): a state a crash left unsignalled is told within about twice the grace.
+      schedule: { everyMs: Math.min(60_000, Math.max(5_000, settings.unsignalledGraceMs)) },
       lock: TASK_LOCKS.unsignalledJobs,
-      does: 'the same, for states left unsignalled longer than GANTRY_JOB_UNSIGNALLED_GRACE_MS',
+      does: 'the same, every GANTRY_JOB_UNSIGNALLED_GRACE_MS (5 s to 60 s), for states left unsignalled longer than that',
       run: (stop) => jobs.recheckUnsignalled(settings.unsignalledGraceMs, stop),
     },
     {

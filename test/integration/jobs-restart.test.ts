@@ -272,6 +272,40 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     await expectSettled(s, ids, 'COMPLETED', [w]);
     await w.kill();
   }, 180_000);
+
+  it('jobs acknowledged just before one API process is killed -9 get their workflows from another that lives on, without a restart', async () => {
+    // The survivor's once-after-start sweep (2 s) is over before the jobs exist: only its periodic
+    // sweep, every grace period (here the 5 s floor), can tell them.
+    const survivor = await startGantry({ ...s.env, GANTRY_ROLE: 'api', PORT: String(await freePort()) });
+    await kill9(api);
+    api = await startGantry({ ...s.env, GANTRY_ROLE: 'api', GANTRY_JOB_SIGNAL_DELAY_MS: '600000' });
+    await sleep(3_000);
+    const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed-survivor' })));
+    await kill9(api);
+    const hasWorkflow = (id: string): Promise<boolean> =>
+      s.temporal.workflow
+        .getHandle(jobWorkflowId(id))
+        .describe()
+        .then(() => true)
+        .catch(() => false);
+    expect((await Promise.all(ids.map(hasWorkflow))).filter(Boolean).length).toBe(0);
+    const killedAt = Date.now();
+    // Grace (2 s) plus one sweep period (5 s), with room for a loaded machine; a sweep every minute fails this.
+    await eventually(
+      async () => {
+        const missing = (await Promise.all(ids.map(async (id) => ((await hasWorkflow(id)) ? undefined : id)))).filter(Boolean);
+        if (missing.length === 0) return true;
+        throw new Error(`${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - killedAt} ms after the kill`);
+      },
+      20_000,
+      'every acknowledged job has its workflow',
+    );
+    await kill9(survivor);
+    api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
+    const w = compat(s, { WORKER_CONCURRENCY: '4' });
+    await expectSettled(s, ids, 'COMPLETED', [w]);
+    await w.kill();
+  }, 180_000);
 });
 
 describe('PostgreSQL restarted mid-job', () => {

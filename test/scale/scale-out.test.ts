@@ -362,13 +362,29 @@ describe('Gantry on a Temporal cluster, scaled out', () => {
         () => temporalState(running, killedAt),
       );
       figures.workflowsCaughtUpSAfterLoad = (Date.now() - loadEnded) / 1000;
+      // Every acknowledged job's last state reaches Temporal: a state whose signal died with api-1
+      // (seen: a job finished 9 ms before the kill) is told by api-2's unsignalled-jobs sweep, which
+      // runs every grace period (5 s here) for states older than the grace, so within about 10 s.
+      // The running count can reach zero before that sweep starts such a job's workflow.
+      const untold = async () =>
+        (await db!.$queryRaw<Array<{ n: number }>>`SELECT count(*)::int AS n FROM "Job" WHERE id = ANY(${accepted}::text[]) AND "signalDueAt" IS NOT NULL`)[0]!.n;
+      await until('every acknowledged job state told to Temporal (no signal-due mark left)', async () => (await untold()) === 0, 60_000, 500, untold);
       // Every acknowledged job has a workflow; one whose GantryJobStatus is not COMPLETED is reported
       // (seen after a kill: a closed job workflow whose attribute kept an earlier status), not failed on.
-      const seen = new Map<string, { status: string; jobStatus: unknown }>();
-      for await (const wf of client.workflow.list({ query: `GantryKind = 'job' AND GantryEndpointId = '${queueId}'` })) {
-        seen.set(wf.workflowId, { status: wf.status.name, jobStatus: wf.searchAttributes?.GantryJobStatus });
+      // Visibility lags the start a little, so the listing is repeated for a short while.
+      const listJobWorkflows = async () => {
+        const seen = new Map<string, { status: string; jobStatus: unknown }>();
+        for await (const wf of client.workflow.list({ query: `GantryKind = 'job' AND GantryEndpointId = '${queueId}'` })) {
+          seen.set(wf.workflowId, { status: wf.status.name, jobStatus: wf.searchAttributes?.GantryJobStatus });
+        }
+        return { seen, withoutWorkflow: accepted.filter((id) => !seen.has(`job:${id}`)) };
+      };
+      let listed = await listJobWorkflows();
+      for (const giveUpAt = Date.now() + 15_000; listed.withoutWorkflow.length && Date.now() < giveUpAt; ) {
+        await sleep(1000);
+        listed = await listJobWorkflows();
       }
-      const withoutWorkflow = accepted.filter((id) => !seen.has(`job:${id}`));
+      const { seen, withoutWorkflow } = listed;
       const notCompleted = [...seen].filter(([, v]) => JSON.stringify(v.jobStatus) !== '["COMPLETED"]');
       figures.jobWorkflows = { count: seen.size, withoutWorkflow: withoutWorkflow.length, attributeNotCompleted: notCompleted.length };
       if (notCompleted.length || withoutWorkflow.length) {

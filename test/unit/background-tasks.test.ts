@@ -112,4 +112,15 @@ describe('background tasks', () => {
     const locks = tasks.flatMap((t) => (t.kind === 'timed' && t.lock !== null ? [t.lock] : []));
     expect(new Set(locks)).toEqual(new Set(Object.values(TASK_LOCKS)));
   });
+
+  it('sweeps for unsignalled job states as often as their grace, between 5 s and 60 s', () => {
+    const everyMs = (unsignalledGraceMs: number) => {
+      const jobs = { settings: jobSettings({ unsignalledGraceMs }), onQueued: () => () => {}, log: () => {} } as unknown as JobRuntime;
+      const task = backgroundTasks({ ctx: {} as never, jobs }).find((t) => t.name === 'unsignalled jobs');
+      return task?.kind === 'timed' && 'everyMs' in task.schedule ? task.schedule.everyMs : undefined;
+    };
+    expect(everyMs(30_000)).toBe(30_000);
+    expect(everyMs(1_000)).toBe(5_000);
+    expect(everyMs(600_000)).toBe(60_000);
+  });
 });
