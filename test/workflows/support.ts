@@ -5,6 +5,7 @@
  * known faults.
  */
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
@@ -72,6 +73,8 @@ export class WedgedWorkflowTask extends Error {}
  */
 export class TimeDriver {
   private readonly settled = new Set<string>();
+  /** Set once the scenario's run was given up: its advanceUntil stops at the next step. */
+  abandoned = false;
 
   constructor(
     private readonly env: TestWorkflowEnvironment,
@@ -82,7 +85,9 @@ export class TimeDriver {
   /** Moves workflow time on in steps of `stepMs` until `ok` holds; fails after `maxMs` of workflow time. */
   async advanceUntil(what: string, ok: () => boolean | Promise<boolean>, maxMs = 300_000, stepMs = 1000): Promise<void> {
     let slow = 0;
-    for (let skipped = 0; !(await ok()); skipped += stepMs) {
+    for (let skipped = 0; ; skipped += stepMs) {
+      if (this.abandoned) throw new Error(`given up (the test server wedged a workflow task): ${what}`);
+      if (await ok()) return;
       if (skipped > maxMs) throw new Error(`not within ${maxMs / 1000} s of workflow time: ${what}`);
       await this.releaseOrphanedChildLocks();
       const started = Date.now();
@@ -110,6 +115,20 @@ export class TimeDriver {
       if (parent?.closeTime && parent.closeTime.getTime() <= closed.getTime()) {
         await this.env.connection.testService?.unlockTimeSkipping({}).catch(() => undefined);
       }
+    }
+  }
+
+  /**
+   * Rejects with WedgedWorkflowTask once a workflow task of the scenario is wedged, checked every
+   * 5 s after the first `afterMs` of wall time (a scenario takes 2-10 s). A call that waits on the
+   * wedged task (a query, an update) would otherwise wait for ever, and advanceUntil's own check
+   * would never run. Stops when `stop` aborts.
+   */
+  async watchForWedge(stop: AbortSignal, afterMs = 20_000): Promise<never> {
+    await sleep(afterMs, undefined, { signal: stop });
+    for (;;) {
+      await this.throwIfWedged();
+      await sleep(5_000, undefined, { signal: stop });
     }
   }
 
@@ -179,8 +198,9 @@ export class TestBed {
 
   /**
    * Runs `fn` with a worker on a task queue of its own, then stops every workflow it left running.
-   * A run that the test server wedged (WedgedWorkflowTask) proved nothing and runs again, up to
-   * four times (on a loaded machine the same scenario was wedged three times in a row: the halt
+   * A run that the test server wedged (WedgedWorkflowTask: found by advanceUntil when time stops
+   * skipping, or by a watchdog when the run waits on a call that the wedged task holds) proved
+   * nothing and runs again, up to four times (on a loaded machine the same scenario was wedged three times in a row: the halt
    * scenario drains workers whose 730 ms ready-poll timer often fires while their task runs).
    */
   async scenario(fn: (s: Scenario) => Promise<void>, attempt = 1): Promise<void> {
@@ -189,14 +209,22 @@ export class TestBed {
     const driver = new TimeDriver(env, () => world.ids());
     const taskQueue = `scenario-${++this.queues}`;
     const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: this.bundle, activities: world.activities() });
+    const run = fn({ env, world, taskQueue, advanceUntil: (what, ok, maxMs, stepMs) => driver.advanceUntil(what, ok, maxMs, stepMs) });
+    // A run given up for a wedged task fails later (its waiting call ends when cleanUp terminates the
+    // workflows): that failure belongs to no attempt.
+    run.catch(() => undefined);
+    const watchdog = new AbortController();
     try {
-      await worker.runUntil(fn({ env, world, taskQueue, advanceUntil: (what, ok, maxMs, stepMs) => driver.advanceUntil(what, ok, maxMs, stepMs) }));
+      await worker.runUntil(Promise.race([run, driver.watchForWedge(watchdog.signal)]));
     } catch (err) {
+      watchdog.abort();
+      driver.abandoned = true;
       await this.cleanUp(world);
       if (!(err instanceof WedgedWorkflowTask) || attempt >= TestBed.ATTEMPTS) throw err;
       console.warn(`${err.message}; running the scenario again (attempt ${attempt + 1} of ${TestBed.ATTEMPTS})`);
       return this.scenario(fn, attempt + 1);
     }
+    watchdog.abort();
     await this.cleanUp(world);
   }
 
