@@ -143,6 +143,33 @@ async function expectSettled(s: Setup, ids: string[], status: string, starts: Wo
   }
 }
 
+/** The ids of `ids` whose job workflow does not exist (yet). */
+async function withoutWorkflow(s: Setup, ids: string[]): Promise<string[]> {
+  const exists = await Promise.all(
+    ids.map((id) =>
+      s.temporal.workflow
+        .getHandle(jobWorkflowId(id))
+        .describe()
+        .then(() => true)
+        .catch(() => false),
+    ),
+  );
+  return ids.filter((_, i) => !exists[i]);
+}
+
+/** Waits, at most `timeoutMs`, until every job of `ids` has its workflow; `since` names the moment counted from. */
+async function expectEveryWorkflow(s: Setup, ids: string[], timeoutMs: number, since: { at: number; what: string }): Promise<void> {
+  await eventually(
+    async () => {
+      const missing = await withoutWorkflow(s, ids);
+      if (missing.length === 0) return true;
+      throw new Error(`${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - since.at} ms after ${since.what}`);
+    },
+    timeoutMs,
+    'every acknowledged job has its workflow',
+  );
+}
+
 afterAll(async () => {
   for (const w of workers) await w.kill();
   for (const c of children) await kill9(c);
@@ -241,26 +268,12 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api', GANTRY_JOB_SIGNAL_DELAY_MS: '600000' });
     const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed' })));
     await kill9(api);
-    const hasWorkflow = async (id: string): Promise<boolean> =>
-      s.temporal.workflow
-        .getHandle(jobWorkflowId(id))
-        .describe()
-        .then(() => true)
-        .catch(() => false);
     // Nothing started them: no worker took them and the signals never left the killed process.
-    expect((await Promise.all(ids.map(hasWorkflow))).filter(Boolean).length).toBe(0);
+    expect(await withoutWorkflow(s, ids)).toHaveLength(ids.length);
 
     const restartedAt = Date.now();
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
-    await eventually(
-      async () => {
-        const missing = (await Promise.all(ids.map(async (id) => ((await hasWorkflow(id)) ? undefined : id)))).filter(Boolean);
-        if (missing.length === 0) return true;
-        throw new Error(`${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - restartedAt} ms after the restart`);
-      },
-      15_000,
-      'every acknowledged job has its workflow',
-    );
+    await expectEveryWorkflow(s, ids, 15_000, { at: restartedAt, what: 'the restart' });
     // The sweep that started them named their endpoint and account: they show in listings by endpoint.
     for (const id of ids.slice(0, 5)) {
       const attributes = (await s.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).searchAttributes;
@@ -282,24 +295,9 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     await sleep(3_000);
     const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed-survivor' })));
     await kill9(api);
-    const hasWorkflow = (id: string): Promise<boolean> =>
-      s.temporal.workflow
-        .getHandle(jobWorkflowId(id))
-        .describe()
-        .then(() => true)
-        .catch(() => false);
-    expect((await Promise.all(ids.map(hasWorkflow))).filter(Boolean).length).toBe(0);
-    const killedAt = Date.now();
+    expect(await withoutWorkflow(s, ids)).toHaveLength(ids.length);
     // Grace (2 s) plus one sweep period (5 s), with room for a loaded machine; a sweep every minute fails this.
-    await eventually(
-      async () => {
-        const missing = (await Promise.all(ids.map(async (id) => ((await hasWorkflow(id)) ? undefined : id)))).filter(Boolean);
-        if (missing.length === 0) return true;
-        throw new Error(`${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - killedAt} ms after the kill`);
-      },
-      20_000,
-      'every acknowledged job has its workflow',
-    );
+    await expectEveryWorkflow(s, ids, 20_000, { at: Date.now(), what: 'the kill' });
     await kill9(survivor);
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
     const w = compat(s, { WORKER_CONCURRENCY: '4' });
