@@ -287,8 +287,8 @@ describe('restarts mid-job (shared database and Temporal)', () => {
   }, 180_000);
 
   it('jobs acknowledged just before one API process is killed -9 get their workflows from another that lives on, without a restart', async () => {
-    // The survivor's once-after-start sweep (2 s) is over before the jobs exist: only its periodic
-    // sweep, every grace period (here the 5 s floor), can tell them.
+    // Both processes' once-after-start sweeps (2 s after each start) are over before the jobs exist:
+    // only the survivor's periodic sweep, every grace period (here the 5 s floor), can tell them.
     const survivor = await startGantry({ ...s.env, GANTRY_ROLE: 'api', PORT: String(await freePort()) });
     await kill9(api);
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api', GANTRY_JOB_SIGNAL_DELAY_MS: '600000' });

@@ -200,8 +200,9 @@ export class TestBed {
    * Runs `fn` with a worker on a task queue of its own, then stops every workflow it left running.
    * A run that the test server wedged (WedgedWorkflowTask: found by advanceUntil when time stops
    * skipping, or by a watchdog when the run waits on a call that the wedged task holds) proved
-   * nothing and runs again, up to four times (on a loaded machine the same scenario was wedged three times in a row: the halt
-   * scenario drains workers whose 730 ms ready-poll timer often fires while their task runs).
+   * nothing and runs again, up to ATTEMPTS runs in all (on a loaded machine the same scenario was
+   * wedged three times in a row: the halt scenario drains workers whose 730 ms ready-poll timer
+   * often fires while their task runs).
    */
   async scenario(fn: (s: Scenario) => Promise<void>, attempt = 1): Promise<void> {
     const env = this.env;
