@@ -13,9 +13,9 @@ export default tseslint.config(
     },
   },
   {
-    // Workflow code runs in Temporal's deterministic sandbox, where Date and Math.random are replaced
+    // Workflow code (and contracts/, bundled with it) runs in Temporal's deterministic sandbox, where Date and Math.random are replaced
     // with replay-safe versions; what must never appear there is I/O of any kind.
-    files: ['workflows/**/*.ts'],
+    files: ['workflows/**/*.ts', 'contracts/**/*.ts'],
     rules: {
       'no-restricted-globals': ['error', 'setInterval', 'fetch', 'process'],
       'no-restricted-imports': [

@@ -1,11 +1,11 @@
 import type { DomainContext } from '../domain/context.ts';
-import type { Db } from '../domain/db.ts';
-import { createDeployActivities } from './deployments.ts';
-import { createEndpointActivities } from './endpoints.ts';
-import { createHostActivities, type OrchestrationRuntime } from './hosts.ts';
-import { createPodActivities, createWorkerActivities } from './workers.ts';
-import { createJobActivities } from './jobs.ts';
-import { createOutputActivities } from './outputs.ts';
+import type { Db } from '../domain/shared/db.ts';
+import { createDeployActivities } from './deploy.ts';
+import { createEndpointActivities } from './endpoint.ts';
+import { createHostActivities, type OrchestrationRuntime } from './host.ts';
+import { createPodActivities, createWorkerActivities } from './worker.ts';
+import { createJobActivities } from './job.ts';
+import { createOutputActivities } from './purge-outputs.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
 export function createActivities(deps: { db: Db; ctx: DomainContext }) {

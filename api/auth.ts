@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticateCached, authenticateCurrent, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/auth.ts';
+import { authenticateCached, authenticateCurrent, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/accounts/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
-import type { Db } from '../domain/db.ts';
-import type { RecordCaches } from '../domain/record-cache.ts';
+import type { Db } from '../domain/shared/db.ts';
+import type { RecordCaches } from '../domain/shared/record-cache.ts';
 import { DomainError, ForgedCredential } from '../domain/errors.ts';
-import { consumeCounter } from '../domain/rate-limit.ts';
+import { consumeCounter } from '../domain/rate-limits/rate-limits.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -96,7 +96,7 @@ export function principalOf(request: FastifyRequest): Principal {
 /**
  * Principals of the job API, through the process's record cache (`ctx.records`): every job call
  * (run, runsync, status polls) would otherwise cost a key lookup. A revoked key keeps working here
- * for at most the revocation bound (domain/record-cache.ts).
+ * for at most the revocation bound (domain/shared/record-cache.ts).
  */
 export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>, request: FastifyRequest): Promise<Principal> {
   // Inside the throttle: a refused address is refused even with a key this process remembers.

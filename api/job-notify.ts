@@ -3,13 +3,13 @@
  * out in memory to the requests waiting here. The map of waiters is a hint, never the truth: a woken
  * request re-reads PostgreSQL, and every wait is bounded, so a lost notification costs latency only.
  * The same session carries the key-change channel to the process's record caches
- * (domain/record-cache.ts), and tells them whenever it is up or lost.
+ * (domain/shared/record-cache.ts), and tells them whenever it is up or lost.
  */
 import pg from 'pg';
-import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/job-queue.ts';
+import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/jobs/queue.ts';
 import type { Log } from '../domain/jobs/runtime.ts';
 import type { JobWakeups, Waiter } from '../domain/jobs/wakeups.ts';
-import { RECORD_CHANNEL, type RecordCaches } from '../domain/record-cache.ts';
+import { RECORD_CHANNEL, type RecordCaches } from '../domain/shared/record-cache.ts';
 
 class PendingWaiter implements Waiter {
   woken = false;

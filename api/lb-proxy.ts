@@ -3,7 +3,7 @@
  * one of its ready workers (@fastify/http-proxy over @fastify/reply-from and undici; bodies stream
  * through both ways without buffering).
  *
- * Addresses (`requestUrls.base`, see loadBalancerBaseUrl in domain/endpoints.ts):
+ * Addresses (`requestUrls.base`, see loadBalancerBaseUrl in domain/endpoints/endpoints.ts):
  * - `<GANTRY_PUBLIC_URL>/lb/<endpointId>/<worker path>` always;
  * - `https://<endpointId>.<GANTRY_LB_DOMAIN>/<worker path>` when a wildcard DNS domain routes to the
  *   API: every path on such a host goes to the worker, `/v2/...` and `/healthz` included.
@@ -21,7 +21,7 @@ import type { FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, type Dispatcher } from 'undici';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { authenticateCached } from '../domain/auth.ts';
+import { authenticateCached } from '../domain/accounts/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
 import {
@@ -36,8 +36,8 @@ import {
   type LbEndpoint,
   type LbHealthSettings,
   type LbWorkerAddress,
-} from '../domain/load-balancing.ts';
-import { endpointWorkflowId, queueNonEmpty } from '../workflows/contracts.ts';
+} from '../domain/load-balancing/load-balancing.ts';
+import { endpointWorkflowId, queueNonEmpty } from '../contracts/workflows.ts';
 import { bearerToken, throttledAuth } from './auth.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { LbHealthMonitor } from './lb-health.ts';
@@ -175,7 +175,7 @@ export class LoadBalancer {
   /**
    * Live routing state, not a cache of records: each view's workers are re-read every REFRESH_MS,
    * and every request checks its key and endpoint first (through ctx.records, within the
-   * revocation bound of domain/record-cache.ts): a deleted endpoint's view serves no request past
+   * revocation bound of domain/shared/record-cache.ts): a deleted endpoint's view serves no request past
    * that bound, and goes after EVICT_MS unused.
    */
   private readonly views = new Map<string, EndpointView>();

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { serializeList } from 'structured-headers';
-import type { Principal } from '../domain/auth.ts';
+import type { Principal } from '../domain/accounts/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
-import { consumeCounter, purgeExpiredRateLimitCounters, type CounterSpec, type RateLimitDecision, type SurfaceLimits } from '../domain/rate-limit.ts';
+import { consumeCounter, purgeExpiredRateLimitCounters, type CounterSpec, type RateLimitDecision, type SurfaceLimits } from '../domain/rate-limits/rate-limits.ts';
 
 const PURGE_EVERY_MS = 5 * 60_000;
 

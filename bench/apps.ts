@@ -1,7 +1,7 @@
 /**
  * Apps: from `gantry deploy` to the first answered call, and what one worker of the Python runtime
  * gets through. Run by hand:
- *   node infra/bootstrap.mjs node --import tsx bench/apps.ts [runs=1] [jobs=1000]
+ *   node tooling/bootstrap.mjs node --import tsx bench/apps.ts [runs=1] [jobs=1000]
  *
  * Each run brings up the whole platform (embedded PostgreSQL and Temporal dev server in a temporary
  * data dir, production loop settings), an SSH test host in front of this machine's Podman, and the
@@ -22,11 +22,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { liveWorker } from '../domain/worker-status.ts';
+import { liveWorker } from '../domain/workers/status.ts';
 import { containerNameOf, podVolumePrefix } from '../hostctl/containers.ts';
 import type { Platform } from '../infra/platform.ts';
-import { ensurePythonBaseImage } from '../infra/python-base-image.ts';
-import { startSshTestHost, type SshTestHost } from '../infra/ssh-test-host.ts';
+import { ensurePythonBaseImage } from '../test/support/python-base-image.ts';
+import { startSshTestHost, type SshTestHost } from '../test/support/ssh-test-host.ts';
 import { cpuSeconds, loadAverage } from './proc.ts';
 import { appsBenchSettings, startEmbeddedPlatform } from './support.ts';
 

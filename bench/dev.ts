@@ -1,7 +1,7 @@
 /**
  * The development loop: `gantry dev`'s first call (lazy provisioning of a live endpoint) and the time
  * from saving a file to the next call answering with the new code. Run by hand:
- *   node infra/bootstrap.mjs node --import tsx bench/dev.ts [edits=5]
+ *   node tooling/bootstrap.mjs node --import tsx bench/dev.ts [edits=5]
  *
  * Brings up the whole platform (embedded PostgreSQL and Temporal dev server, temporary data dir,
  * production loop settings), an SSH test host in front of this machine's Podman with the runtime
@@ -21,11 +21,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { runtimeImageFor } from '../domain/apps.ts';
+import { runtimeImageFor } from '../domain/apps/apps.ts';
 import { LABELS } from '../hostctl/containers.ts';
 import type { Platform } from '../infra/platform.ts';
-import { ensurePythonBaseImage } from '../infra/python-base-image.ts';
-import { startSshTestHost, type SshTestHost } from '../infra/ssh-test-host.ts';
+import { ensurePythonBaseImage } from '../test/support/python-base-image.ts';
+import { startSshTestHost, type SshTestHost } from '../test/support/ssh-test-host.ts';
 import { loadAverage } from './proc.ts';
 import { appsBenchSettings, freePort, startEmbeddedPlatform } from './support.ts';
 

@@ -4,7 +4,7 @@
  * forks itself as a worker process.
  */
 import type { Client } from '@temporalio/client';
-import { jobChanged, jobWorkflowId, type JobSnapshot } from '../workflows/contracts.ts';
+import { jobChanged, jobWorkflowId, type JobSnapshot } from '../contracts/workflows.ts';
 
 /** The snapshot of a job that finished at `now`. */
 export function finishedJobSnapshot(now = Date.now()): JobSnapshot {

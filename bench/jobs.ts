@@ -289,8 +289,8 @@ async function main(): Promise<void> {
   const { startPlatform } = await import('../infra/platform.ts');
   const { startEmbeddedPostgres } = await import('../infra/postgres.ts');
   const { resolveTemporalBinary, startTemporalDevServer } = await import('../infra/temporal.ts');
-  const { registerWorkerCredential } = await import('../domain/workers-auth.ts');
-  const { randomString } = await import('../domain/ids.ts');
+  const { registerWorkerCredential } = await import('../domain/workers/credentials.ts');
+  const { randomString } = await import('../domain/shared/ids.ts');
   const { freePort } = await import('../test/support/ports.ts');
 
   const workers = Number(args.workers);
@@ -398,7 +398,7 @@ async function main(): Promise<void> {
   const { WorkflowSignals } = await import('../domain/jobs/workflow-signals.ts');
   /** Workflow signals the API has yet to send (coalescing, or Temporal behind). */
   const pendingWorkflowSignals = (): number => platform.ctx.jobs?.signals.size ?? 0;
-  const { JobStore } = await import('../domain/job-queue.ts');
+  const { JobStore } = await import('../domain/jobs/queue.ts');
   // Where the time goes inside the platform: each queue statement and each workflow signal, timed.
   const timings = new Map<string, number[]>();
   const timed = (proto: object, names: string[], prefix: string): void => {
@@ -575,7 +575,7 @@ async function main(): Promise<void> {
     if (only.has('ceiling')) {
       // What this Temporal server and worker complete when each job is only its workflow: the floor
       // of "job workflows per second through the full path".
-      const { jobTaskQueueOf } = await import('../workflows/contracts.ts');
+      const { jobTaskQueueOf } = await import('../contracts/workflows.ts');
       const { finishedJobSnapshot, signalFinishedJob } = await import('./finished-job.ts');
       const prefix = `ceiling-${Date.now().toString(36)}`;
       const completed = async (): Promise<number> => (await platform.ctx.temporal.workflow.count(`WorkflowId STARTS_WITH "job:${prefix}-" AND ExecutionStatus="Completed"`)).count;

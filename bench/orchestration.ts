@@ -17,9 +17,9 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startSshTestHost } from '../infra/ssh-test-host.ts';
-import { ensureTestWorkerImage } from '../infra/test-image.ts';
-import { liveWorker } from '../domain/worker-status.ts';
+import { startSshTestHost } from '../test/support/ssh-test-host.ts';
+import { ensureTestWorkerImage } from '../test/support/test-image.ts';
+import { liveWorker } from '../domain/workers/status.ts';
 import { startEmbeddedPlatform } from './support.ts';
 
 const coldRuns = Number(process.argv[2] ?? 5);

@@ -44,8 +44,8 @@ const TASK_QUEUE = 'bench-ceiling';
 
 async function createWorker(connection: import('@temporalio/worker').NativeConnection) {
   const { Worker } = await import('@temporalio/worker');
-  const { workflowBundle } = await import('../workers/temporal-worker.ts');
-  // The options Gantry's worker uses (workers/temporal-worker.ts); job workflows that end at once call no activity.
+  const { workflowBundle } = await import('../infra/temporal-worker.ts');
+  // The options Gantry's worker uses (infra/temporal-worker.ts); job workflows that end at once call no activity.
   return Worker.create({ connection, namespace: 'default', taskQueue: TASK_QUEUE, workflowBundle: await workflowBundle(), maxCachedWorkflows: 500, ...(JSON.parse(String(args['worker-options'])) as object) });
 }
 
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
   const { loadConfig } = await import('../infra/config.ts');
   const { resolveTemporalBinary, startTemporalDevServer } = await import('../infra/temporal.ts');
   const { freePort } = await import('../test/support/ports.ts');
-  const { jobWorkflowId } = await import('../workflows/contracts.ts');
+  const { jobWorkflowId } = await import('../contracts/workflows.ts');
   const seconds = Number(args.seconds);
   const concurrency = Number(args.concurrency);
 

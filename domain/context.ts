@@ -1,12 +1,12 @@
 import type { Client } from '@temporalio/client';
 import type { SshPool } from '../hostctl/ssh.ts';
-import type { BlobStore } from './blob-store.ts';
-import type { Db } from './db.ts';
+import type { BlobStore } from './blobs/blob-store.ts';
+import type { Db } from './shared/db.ts';
 import type { JobRuntime } from './jobs/runtime.ts';
-import type { RateLimiter } from './rate-limit.ts';
-import type { RecordCaches } from './record-cache.ts';
-import type { SecretBox } from './secrets.ts';
-import type { PlatformSettings } from './settings.ts';
+import type { RateLimiter } from './rate-limits/rate-limits.ts';
+import type { RecordCaches } from './shared/record-cache.ts';
+import type { SecretBox } from './shared/secrets.ts';
+import type { PlatformSettings } from './shared/settings.ts';
 
 /** What every domain operation may use; built once per process and shared by REST and GraphQL. */
 export interface DomainContext {
@@ -29,12 +29,12 @@ export interface DomainContext {
   jobs?: JobRuntime;
   /**
    * What the job API, the proxy and the worker protocol remember of keys, worker credentials and
-   * endpoints, for at most the revocation bound (domain/record-cache.ts): one per process, built by
+   * endpoints, for at most the revocation bound (domain/shared/record-cache.ts): one per process, built by
    * the composition root; contexts made for other uses (the activities') have none.
    */
   records?: RecordCaches;
   /**
-   * The process's request limiter (domain/rate-limit.ts RateLimiter: counts batched to PostgreSQL),
+   * The process's request limiter (domain/rate-limits/rate-limits.ts RateLimiter: counts batched to PostgreSQL),
    * built and stopped by the composition root; without one every counted request runs its statement.
    */
   rateLimiter?: RateLimiter;

@@ -19,7 +19,7 @@
  * probes, a worker's watch, an endpoint's autoscaler, a job's timers) are Temporal workflows already
  * (workflows/): they are not listed here.
  */
-import { autoscalerWakeup } from '../domain/autoscaler-wakeup.ts';
+import { autoscalerWakeup } from '../domain/endpoints/autoscaler-wakeup.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { JobRuntime } from '../domain/jobs/runtime.ts';
 
@@ -151,7 +151,7 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'stale load rows',
       schedule: 'every 10 min',
       lock: 'every process, no lock (an idempotent DELETE)',
-      where: 'api/lb-proxy.ts, LoadBalancer.start (domain/load-balancing.ts purgeOldLoad)',
+      where: 'api/lb-proxy.ts, LoadBalancer.start (domain/load-balancing/load-balancing.ts purgeOldLoad)',
       does: 'deletes LbProxyLoad rows no process has refreshed for a day (processes that ended without retiring theirs)',
     },
     {
@@ -175,7 +175,7 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'rate-limit counters',
       schedule: 'every 5 min',
       lock: 'every API app, no lock (an idempotent DELETE)',
-      where: 'api/rate-limit.ts, registerRateLimitPurge (domain/rate-limit.ts purgeExpiredRateLimitCounters)',
+      where: 'api/rate-limit.ts, registerRateLimitPurge (domain/rate-limits/rate-limits.ts purgeExpiredRateLimitCounters)',
       does: 'deletes the counters of ended rate-limit windows',
     },
   ];

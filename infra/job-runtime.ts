@@ -6,8 +6,8 @@
  * (infra/platform.ts) starts it before the API listens and stops it after the API has closed.
  */
 import type { DomainContext } from '../domain/context.ts';
-import { randomString } from '../domain/ids.ts';
-import { createJobPool, databaseUrlOf, JobStore } from '../domain/job-queue.ts';
+import { randomString } from '../domain/shared/ids.ts';
+import { createJobPool, databaseUrlOf, JobStore } from '../domain/jobs/queue.ts';
 import { JobRuntime, type Log } from '../domain/jobs/runtime.ts';
 import type { JobSettings } from '../domain/jobs/settings.ts';
 import { JobNotifier } from '../api/job-notify.ts';

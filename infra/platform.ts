@@ -3,20 +3,20 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../api/app.ts';
-import { ensureAdmin } from '../domain/auth.ts';
-import { createBlobStore } from '../domain/blob-store.ts';
+import { buildApp } from '../api/server.ts';
+import { ensureAdmin } from '../domain/accounts/auth.ts';
+import { createBlobStore } from '../domain/blobs/blob-store.ts';
 import type { DomainContext } from '../domain/context.ts';
-import { createDb, type Db } from '../domain/db.ts';
-import { reconcileEndpointWorkflows } from '../domain/endpoints.ts';
-import { applyHostConfig } from '../domain/hosts.ts';
+import { createDb, type Db } from '../domain/shared/db.ts';
+import { reconcileEndpointWorkflows } from '../domain/endpoints/endpoints.ts';
+import { applyHostConfig } from '../domain/hosts/hosts.ts';
 import type { Log as JobLog } from '../domain/jobs/runtime.ts';
 import { backgroundTasks, startBackgroundTasks } from './background-tasks.ts';
 import { createJobRuntime } from './job-runtime.ts';
-import { RecordCaches } from '../domain/record-cache.ts';
-import { SecretBox } from '../domain/secrets.ts';
+import { RecordCaches } from '../domain/shared/record-cache.ts';
+import { SecretBox } from '../domain/shared/secrets.ts';
 import { SshPool } from '../hostctl/ssh.ts';
-import { createTemporalWorkers, installTemporalRuntime } from '../workers/temporal-worker.ts';
+import { createTemporalWorkers, installTemporalRuntime } from './temporal-worker.ts';
 import { startWorkerListener } from '../api/worker-listener.ts';
 import { isLoopbackUrl, localContainerGateway } from './container-network.ts';
 import type { GantryConfig } from './config.ts';
@@ -24,7 +24,7 @@ import { applyMigrations } from './migrations.ts';
 import { startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
 import { ensureSearchAttributes, ensureTemporal, type RunningTemporal } from './temporal.ts';
 import { ensureSchedules } from './schedules.ts';
-import { RateLimiter } from '../domain/rate-limit.ts';
+import { RateLimiter } from '../domain/rate-limits/rate-limits.ts';
 
 export const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'prisma', 'migrations');
 
@@ -92,7 +92,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       secrets,
       ssh: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
       // What the job API, the proxy and the worker protocol remember of keys, worker credentials
-      // and endpoints: one per process, for at most the revocation bound (domain/record-cache.ts).
+      // and endpoints: one per process, for at most the revocation bound (domain/shared/record-cache.ts).
       records: new RecordCaches(),
       settings: config.settings,
       blobs: createBlobStore(config.blobStore),
@@ -129,7 +129,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       await jobs.start();
       const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), { exclusively: (key, fn) => jobs.store.exclusively(key, fn), log: jobLog });
       stops.push(() => tasks.stop());
-      // Request limits: blocks of requests granted by PostgreSQL, spent here (domain/rate-limit.ts).
+      // Request limits: blocks of requests granted by PostgreSQL, spent here (domain/rate-limits/rate-limits.ts).
       ctx.rateLimiter = new RateLimiter(db);
       const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
       app = built;

@@ -104,7 +104,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
     await server.initialise();
   }
   await server.start();
-  // `npm start` runs Gantry in a process group of its own (infra/bootstrap.mjs), so a terminal's
+  // `npm start` runs Gantry in a process group of its own (tooling/bootstrap.mjs), so a terminal's
   // Ctrl+C does not reach this server directly: Gantry stops it last, after draining. A process that
   // exits without stopping it (a second Ctrl+C cuts the graceful stop short) still tells it to stop
   // (SIGINT: fast shutdown), as it does the Temporal dev server; 'exit' listeners run on every exit

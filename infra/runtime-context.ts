@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 /** The runtime image's build context: sdk/python's Containerfile and the `gantry` package, without tests and caches. */
 export const RUNTIME_CONTEXT_DIR = fileURLToPath(new URL('../sdk/python', import.meta.url));
 
-/** The files that go into the runtime image, for the digest in its name (domain/apps.ts runtimeContextDigest). */
+/** The files that go into the runtime image, for the digest in its name (domain/apps/apps.ts runtimeContextDigest). */
 export function runtimeContextFiles(dir = RUNTIME_CONTEXT_DIR): Array<{ path: string; content: Buffer }> {
   const files: Array<{ path: string; content: Buffer }> = [{ path: 'Containerfile', content: readFileSync(path.join(dir, 'Containerfile')) }];
   const walk = (rel: string): void => {

@@ -5,7 +5,7 @@
  * while (blob deletions), and its runs belong in the Temporal UI beside the other workflows.
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
-import { purgeOutputsScheduleId } from '../workflows/contracts.ts';
+import { purgeOutputsScheduleId } from '../contracts/workflows.ts';
 
 /** The workflow type the schedule starts (workflows/purge-outputs.ts, registered in workflows/index.ts). */
 const PURGE_OUTPUTS_WORKFLOW = 'purgeExpiredOutputsWorkflow';

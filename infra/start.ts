@@ -26,7 +26,7 @@ const graceful = closeWithGrace({ delay: 20_000 }, async ({ signal, err, manual 
   console.error(`Stopped in ${((Date.now() - since) / 1000).toFixed(1)} s.`);
 });
 
-// Started by infra/bootstrap.mjs (npm start) in a process group of its own, with an IPC channel:
+// Started by tooling/bootstrap.mjs (npm start) in a process group of its own, with an IPC channel:
 // when that parent goes away without passing a signal on (killed, its terminal closed), stop
 // gracefully. The channel must not keep this process alive by itself.
 if (process.channel) {

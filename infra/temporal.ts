@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
-import { GANTRY_SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import { GANTRY_SEARCH_ATTRIBUTES } from '../contracts/search-attributes.ts';
 import type { GantryConfig } from './config.ts';
 import { releaseBuildLock, tryBuildLock } from './build-lock.ts';
 
@@ -215,7 +215,7 @@ function registrationCommands(namespace: string, names: readonly string[]): stri
 }
 
 /**
- * Registers Gantry's search attributes (workflows/search-attributes.ts) on the namespace where they
+ * Registers Gantry's search attributes (contracts/search-attributes.ts) on the namespace where they
  * are missing, through the operator service. Every workflow start carries them and fails while they
  * are unknown, so this runs at each start: a cluster (TEMPORAL_ADDRESS) and a dev server whose
  * SQLite file predates them alike. Another process registering at the same moment is fine; where

@@ -7,7 +7,7 @@ import { workflowInfo } from '@temporalio/workflow';
 
 /**
  * Options for workflow tests only (test/workflows). They live in the run input types of the
- * workflow files, never in the contracts (workflows/contracts.ts) that the domain starts
+ * workflow files, never in the contracts (contracts/workflows.ts) that the domain starts
  * workflows with, and no API request reaches a workflow's input.
  */
 export interface RunTestOptions {

@@ -1,6 +1,6 @@
 import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
-import type { DeployActivities } from '../activities/deployments.ts';
-import type { DeployWorkflowInput, DeployWorkflowResult } from './contracts.ts';
+import type { DeployActivities } from '../activities/deploy.ts';
+import type { DeployWorkflowInput, DeployWorkflowResult } from '../contracts/workflows.ts';
 
 const { applyDeployment, revertDeployment, completeDeployment, failDeployment } = proxyActivities<DeployActivities>({
   startToCloseTimeout: '2 minutes',

@@ -12,10 +12,10 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { EndpointActivities } from '../activities/endpoints.ts';
-import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
-import type { EndpointScalingState, WorkerActivities } from '../activities/workers.ts';
-import { decideScaling, nextCheckMs } from '../domain/scaling.ts';
+import type { EndpointActivities } from '../activities/endpoint.ts';
+import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
+import type { EndpointScalingState, WorkerActivities } from '../activities/worker.ts';
+import { decideScaling, nextCheckMs } from '../domain/endpoints/scaling.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
 import {
   cancelRollout,
@@ -35,9 +35,9 @@ import {
   type EndpointWorkflowInput,
   type RolloutResult,
   type ScalingStatus,
-} from './contracts.ts';
+} from '../contracts/workflows.ts';
 import { newWorkerId, rolloutWorkflow } from './rollout.ts';
-import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from './search-attributes.ts';
+import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
 const { loadEndpointSpec, removeEndpointRecord } = proxyActivities<EndpointActivities>({

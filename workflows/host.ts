@@ -11,10 +11,10 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
+import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { drainWorker, getHostStatus, probeHostNow, removeHost, workerWorkflowId, type HostProbeResult, type HostWorkflowInput } from './contracts.ts';
-import { GantryKind, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH } from './search-attributes.ts';
+import { drainWorker, getHostStatus, probeHostNow, removeHost, workerWorkflowId, type HostProbeResult, type HostWorkflowInput } from '../contracts/workflows.ts';
+import { GantryKind, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH } from '../contracts/search-attributes.ts';
 
 const { probeAndRecordHost, liveWorkersOnHost, deleteHostRecord } = proxyActivities<HostActivities>({
   // A probe waits up to 20 s for the connection and 120 s for the script.

@@ -9,10 +9,10 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { JobActivities } from '../activities/jobs.ts';
+import type { JobActivities } from '../activities/job.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { jobChanged, jobState, recheckJob, type JobSnapshot, type JobWorkflowInput } from './contracts.ts';
-import { GantryJobStatus } from './search-attributes.ts';
+import { jobChanged, jobState, recheckJob, type JobSnapshot, type JobWorkflowInput } from '../contracts/workflows.ts';
+import { GantryJobStatus } from '../contracts/search-attributes.ts';
 
 /** The job's whole run state: the handlers write it, continue-as-new hands it to the next run. */
 interface JobRunState {

@@ -10,12 +10,12 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { HostActivities, OrchestrationSettings } from '../activities/hosts.ts';
-import type { PodActivities } from '../activities/workers.ts';
+import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
+import type { PodActivities } from '../activities/worker.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { drainWorker, getPodStatus, podChanged, workerEvent, workerWorkflowId, type PodWorkflowInput, type PodWorkflowStatus } from './contracts.ts';
+import { drainWorker, getPodStatus, podChanged, workerEvent, workerWorkflowId, type PodWorkflowInput, type PodWorkflowStatus } from '../contracts/workflows.ts';
 import { newWorkerId } from './rollout.ts';
-import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from './search-attributes.ts';
+import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
 // Short database reads and writes on the workflow's own path: local activities (one marker each).

@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
-import type { OutputActivities } from '../activities/outputs.ts';
-import type { PurgeOutputsResult } from './contracts.ts';
+import type { OutputActivities } from '../activities/purge-outputs.ts';
+import type { PurgeOutputsResult } from '../contracts/workflows.ts';
 
 const { purgeExpiredOutputs } = proxyActivities<OutputActivities>({
   startToCloseTimeout: '5 minutes',

@@ -12,11 +12,11 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { OrchestrationSettings } from '../activities/hosts.ts';
-import type { WorkerActivities } from '../activities/workers.ts';
+import type { OrchestrationSettings } from '../activities/host.ts';
+import type { WorkerActivities } from '../activities/worker.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { cancelRollout, drainWorker, endpointWorkflowId, getRolloutProgress, rolloutFinished, workerWorkflowId, type RolloutResult } from './contracts.ts';
-import { GantryAccountId, gantryMemo, gantrySearchAttributes, memoName } from './search-attributes.ts';
+import { cancelRollout, drainWorker, endpointWorkflowId, getRolloutProgress, rolloutFinished, workerWorkflowId, type RolloutResult } from '../contracts/workflows.ts';
+import { GantryAccountId, gantryMemo, gantrySearchAttributes, memoName } from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
 const { endpointScalingState } = proxyLocalActivities<WorkerActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });

@@ -13,11 +13,11 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { OrchestrationSettings } from '../activities/hosts.ts';
-import type { WorkerActivities } from '../activities/workers.ts';
+import type { OrchestrationSettings } from '../activities/host.ts';
+import type { WorkerActivities } from '../activities/worker.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { drainWorker, endpointWorkflowId, getWorkerPhase, podWorkflowId, workerEvent, type WorkerEvent, type WorkerPhase } from './contracts.ts';
-import { GantryHostId } from './search-attributes.ts';
+import { drainWorker, endpointWorkflowId, getWorkerPhase, podWorkflowId, workerEvent, type WorkerEvent, type WorkerPhase } from '../contracts/workflows.ts';
+import { GantryHostId } from '../contracts/search-attributes.ts';
 
 const quick = { startToCloseTimeout: '1 minute', retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 } } as const;
 const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<WorkerActivities>(quick);
@@ -26,7 +26,7 @@ const { placeWorker } = proxyLocalActivities<WorkerActivities>({
   startToCloseTimeout: '45 seconds',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '5 seconds', maximumAttempts: 5 },
 });
-// These heartbeat (activities/workers.ts): one whose Temporal worker died is retried after 30 s, not after its whole timeout.
+// These heartbeat (activities/worker.ts): one whose Temporal worker died is retried after 30 s, not after its whole timeout.
 const { checkWorkerReady, inspectWorker } = proxyActivities<WorkerActivities>({
   startToCloseTimeout: '2 minutes',
   heartbeatTimeout: '30 seconds',

@@ -7,7 +7,7 @@ import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { GraphQLError, type ValidationContext, type ValidationRule } from 'graphql';
-import { authenticateCurrent, type Principal } from '../../domain/auth.ts';
+import { authenticateCurrent, type Principal } from '../../domain/accounts/auth.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { bearerToken, throttledAuth } from '../auth.ts';

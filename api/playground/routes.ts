@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { DomainContext } from '../../domain/context.ts';
-import { isModelId } from '../../domain/public-models.ts';
+import { isModelId } from '../../domain/public-models/models.ts';
 import { problem, sendProblem } from '../problem.ts';
 import { registerStaticAssets } from '../static-assets.ts';
 

@@ -13,7 +13,7 @@ import {
   listAccounts,
   listApiKeys,
   revokeApiKey,
-} from '../../domain/api-keys.ts';
+} from '../../domain/accounts/api-keys.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 

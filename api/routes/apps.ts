@@ -37,7 +37,7 @@ import {
   receiveArtifactUpload,
   SourceUploadSchema,
   uploadSource,
-} from '../../domain/apps.ts';
+} from '../../domain/apps/apps.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { throttledAuth, principalOf } from '../auth.ts';
@@ -215,7 +215,7 @@ function capped(body: Readable, limit: number): Readable {
 
 /**
  * The signed artifact routes: no API key, the URL is the credential (HMAC over path and expiry,
- * domain/signed-urls.ts). A bad or stale signature counts as a failed authentication (the
+ * domain/blobs/signed-urls.ts). A bad or stale signature counts as a failed authentication (the
  * per-address throttle); each build has a request quota; an upload reads no more than the size
  * its build declared. Downloads (artifacts, and the source versions of live environments) are also
  * served on the worker-facing listener: they are how a worker of a deployed app fetches its code.

@@ -8,7 +8,7 @@ import {
   serverlessBilling,
   ServerlessBillingQuerySchema,
   ServerlessBillingResponseSchema,
-} from '../../domain/billing.ts';
+} from '../../domain/billing/billing.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 

@@ -15,7 +15,7 @@ import {
   listCpuTypes,
   listDataCenters,
   listGpuTypes,
-} from '../../domain/catalog.ts';
+} from '../../domain/catalog/catalog.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 

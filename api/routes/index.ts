@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { registerGraphql } from '../graphql/index.ts';
 import { lbProxyRoutes } from '../lb-proxy.ts';
-import { recordCachesOf } from '../../domain/record-cache.ts';
+import { recordCachesOf } from '../../domain/shared/record-cache.ts';
 import { authenticateRequests, principalOf } from '../auth.ts';
 import { refuseUnstorableBodies } from '../input-guards.ts';
 import { countRequests, jobApiCounter } from '../rate-limit.ts';

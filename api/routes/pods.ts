@@ -13,7 +13,7 @@ import {
   terminatePod,
   updatePod,
   UpdatePodBodySchema,
-} from '../../domain/pods.ts';
+} from '../../domain/pods/pods.ts';
 import { principalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
 
@@ -29,7 +29,7 @@ const STATES =
 
 /**
  * REST /v2/pods: long-running containers on a host, the same pods and operations as GraphQL's
- * (domain/pods.ts). An empty JSON body reads as none here, for bodiless actions sent with
+ * (domain/pods/pods.ts). An empty JSON body reads as none here, for bodiless actions sent with
  * `Content-Type: application/json`.
  */
 export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {

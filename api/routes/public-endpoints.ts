@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { openOutput } from '../../domain/model-outputs.ts';
+import { openOutput } from '../../domain/public-models/outputs.ts';
 import {
   getPublicModel,
   listPublicModels,
@@ -13,7 +13,7 @@ import {
   unpublishPublicModel,
   updatePublicModel,
   UpdatePublicEndpointSchema,
-} from '../../domain/public-models.ts';
+} from '../../domain/public-models/models.ts';
 import { principalOf, throttledAuth } from '../auth.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 

@@ -11,7 +11,7 @@ import {
   TemplateSchema,
   updateTemplate,
   UpdateTemplateSchema,
-} from '../../domain/templates.ts';
+} from '../../domain/templates/templates.ts';
 import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'template id' }) });

@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps.ts';
+import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps/apps.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { jobRuntimeOf } from '../../domain/jobs/runtime.ts';
 import { PingQuerySchema } from '../../domain/jobs/schemas.ts';
 import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/worker-protocol.ts';
 import { validationFailed } from '../../domain/errors.ts';
-import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers-auth.ts';
+import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/credentials.ts';
 import { throttledAuth } from '../auth.ts';
 import { RequestWaits } from '../request-signals.ts';
 

@@ -1,17 +1,17 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { registerApp } from './app.ts';
-import { registerBuild } from './build.ts';
-import { registerDeploy } from './deploy.ts';
-import { registerDev } from './dev.ts';
-import { registerEnv } from './env.ts';
+import { registerApp } from './commands/app.ts';
+import { registerBuild } from './commands/build.ts';
+import { registerDeploy } from './commands/deploy/deploy.ts';
+import { registerDev } from './commands/dev/dev.ts';
+import { registerEnv } from './commands/env.ts';
 import { CliError } from './errors.ts';
-import { registerInit } from './init.ts';
-import { registerLogin } from './login.ts';
+import { registerInit } from './commands/init.ts';
+import { registerLogin } from './commands/login.ts';
 import { failActiveProgress } from './output.ts';
 import { CLI_ROOT } from './python.ts';
-import { registerUndeploy } from './undeploy.ts';
+import { registerUndeploy } from './commands/undeploy.ts';
 
 const version = (JSON.parse(readFileSync(path.join(CLI_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 

@@ -5,12 +5,12 @@
  * for (wakeups.ts); workflows are told afterwards (workflow-signals.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { requireEndpointAccess, requireScope, type Principal } from '../auth.ts';
+import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { DomainError, notFound, RetryLater, validationFailed } from '../errors.ts';
-import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from '../job-queue.ts';
-import { validate } from '../validation.ts';
-import { webhookUrlProblem } from '../webhook-targets.ts';
-import { isModelId, validateModelInput, type CachedModel } from '../public-models.ts';
+import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from './queue.ts';
+import { validate } from '../shared/validation.ts';
+import { webhookUrlProblem } from './webhook-targets.ts';
+import { isModelId, validateModelInput, type CachedModel } from '../public-models/models.ts';
 import type { QueueEndpoint } from './queue-endpoints.ts';
 import type { JobRuntime } from './runtime.ts';
 import { jobView, RunJobBodySchema, WaitQuerySchema, type JobView } from './schemas.ts';

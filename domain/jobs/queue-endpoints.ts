@@ -1,9 +1,9 @@
 /**
- * The endpoint every job API call needs, from the process's record cache (domain/record-cache.ts):
+ * The endpoint every job API call needs, from the process's record cache (domain/shared/record-cache.ts):
  * a deleted endpoint is refused within the revocation bound, a new one works at once.
  */
-import type { Db } from '../db.ts';
-import { liveEndpoint, type LiveEndpoint, type RecordCaches } from '../record-cache.ts';
+import type { Db } from '../shared/db.ts';
+import { liveEndpoint, type LiveEndpoint, type RecordCaches } from '../shared/record-cache.ts';
 
 export type QueueEndpoint = LiveEndpoint;
 

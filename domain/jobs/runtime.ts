@@ -6,20 +6,20 @@
  * infra/background-tasks.ts. Nothing of it lives in a module: two runtimes in one process (tests,
  * two apps) share nothing.
  *
- * PostgreSQL holds the queue and decides every change of state (domain/job-queue.ts). Each job also
+ * PostgreSQL holds the queue and decides every change of state (domain/jobs/queue.ts). Each job also
  * has a Temporal workflow (`job:<id>`, workflows/job.ts) that owns its timers and its webhook; it is
  * told of each change after the change is committed, never on the way to an answer
  * (workflow-signals.ts).
  */
 import type { DomainContext } from '../context.ts';
-import type { Db } from '../db.ts';
-import type { JobStore } from '../job-queue.ts';
-import type { OutputStoreDeps } from '../model-outputs.ts';
-import { publishedModel, type CachedModel } from '../public-models.ts';
-import { recordCachesOf, type RecordCaches } from '../record-cache.ts';
+import type { Db } from '../shared/db.ts';
+import type { JobStore } from './queue.ts';
+import type { OutputStoreDeps } from '../public-models/outputs.ts';
+import { publishedModel, type CachedModel } from '../public-models/models.ts';
+import { recordCachesOf, type RecordCaches } from '../shared/record-cache.ts';
 import { QueueEndpoints } from './queue-endpoints.ts';
 import type { JobSettings } from './settings.ts';
-import type { PlatformSettings } from '../settings.ts';
+import type { PlatformSettings } from '../shared/settings.ts';
 import type { JobWakeups } from './wakeups.ts';
 import { WorkflowSignals } from './workflow-signals.ts';
 

@@ -5,10 +5,10 @@
  * queues the work that drains it.
  */
 import { DomainError, notFound, validationFailed } from '../errors.ts';
-import { isTerminal, type JobRow, type JobStatus, type JobStore, type Outcome, type TakenJob } from '../job-queue.ts';
-import { OutputProblem, storeModelOutput, type StoredOutput } from '../model-outputs.ts';
-import { unstorableJson, validate } from '../validation.ts';
-import { forgetWorker, type WorkerIdentity } from '../workers-auth.ts';
+import { isTerminal, type JobRow, type JobStatus, type JobStore, type Outcome, type TakenJob } from './queue.ts';
+import { OutputProblem, storeModelOutput, type StoredOutput } from '../public-models/outputs.ts';
+import { unstorableJson, validate } from '../shared/validation.ts';
+import { forgetWorker, type WorkerIdentity } from '../workers/credentials.ts';
 import type { JobRuntime } from './runtime.ts';
 import { PingQuerySchema } from './schemas.ts';
 import { REPOLL_MS, sleep } from './wakeups.ts';

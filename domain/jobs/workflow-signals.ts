@@ -4,9 +4,9 @@
  * quickly become one signal-with-start, so a fast job costs its workflow one task.
  */
 import type { DomainContext } from '../context.ts';
-import { isTerminal, snapshotOf, type JobRow } from '../job-queue.ts';
-import { jobChanged, jobTaskQueueOf, jobWorkflowId, recheckJob, type JobWorkflowInput } from '../../workflows/contracts.ts';
-import { gantrySearchAttributes } from '../../workflows/search-attributes.ts';
+import { isTerminal, snapshotOf, type JobRow } from './queue.ts';
+import { jobChanged, jobTaskQueueOf, jobWorkflowId, recheckJob, type JobWorkflowInput } from '../../contracts/workflows.ts';
+import { gantrySearchAttributes } from '../../contracts/search-attributes.ts';
 import type { Log } from './runtime.ts';
 import type { JobSettings } from './settings.ts';
 

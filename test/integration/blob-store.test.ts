@@ -1,7 +1,7 @@
 /**
- * The blob stores (domain/blob-store.ts): one behaviour suite, run against the directory store in a
+ * The blob stores (domain/blobs/blob-store.ts): one behaviour suite, run against the directory store in a
  * temp dir and against the S3 store talking to a real S3-compatible server (versitygw, built once
- * per machine by infra/ensure-versitygw.ts, started here over a temp dir). Both must keep the same
+ * per machine by test/support/versitygw.ts, started here over a temp dir). Both must keep the same
  * promises: whole objects or none, keys that cannot escape, prefixes that delete what they name.
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -11,10 +11,10 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBlobStore, directoryBlobStore, type BlobStore } from '../../domain/blob-store.ts';
+import { createBlobStore, directoryBlobStore, type BlobStore } from '../../domain/blobs/blob-store.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { loadConfig } from '../../infra/config.ts';
-import { startVersityGw, type RunningVersityGw } from '../../infra/ensure-versitygw.ts';
+import { startVersityGw, type RunningVersityGw } from '../support/versitygw.ts';
 
 const ACCESS_KEY = 'gantrytest';
 const SECRET_KEY = randomBytes(18).toString('base64url');

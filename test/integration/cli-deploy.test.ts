@@ -2,7 +2,7 @@
  * From Python code to URLs, as a user does it: the real `gantry` CLI (a child process) in a temporary
  * project against the whole platform with an SSH test host in front of this machine's Podman.
  * Hosts build the runtime image from sdk/python/Containerfile on a Debian-made Python base
- * (infra/python-base-image.ts; no registry is reachable here), workers fetch their artifact by a
+ * (test/support/python-base-image.ts; no registry is reachable here), workers fetch their artifact by a
  * signed URL, and every call goes through the public job API or the load-balancing proxy.
  *
  * The GPU template's endpoint is created and takes jobs, but the test host has no GPU, so nothing

@@ -6,11 +6,11 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { priceTable, cpuRate } from '../../domain/pricing.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { priceTable, cpuRate } from '../../domain/billing/pricing.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, ORCHESTRATION_WORKER_IMAGE, registerTestHost, removeManagedContainers, startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/worker-status.ts';
+import { liveWorker } from '../../domain/workers/status.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let fixture: OneHostPlatform | undefined;

@@ -1,12 +1,12 @@
 /**
- * `GET /v2/serverless/{id}` reads its row with one statement on node-postgres (domain/endpoints.ts
+ * `GET /v2/serverless/{id}` reads its row with one statement on node-postgres (domain/endpoints/endpoints.ts
  * findOwned): the answer must be exactly what the Prisma row gives, for every kind of column (text
  * arrays, JSON, enums, doubles, nullable integers, UTC timestamps), and the same refusals.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { endpointView } from '../../domain/endpoints.ts';
-import { newId, randomString } from '../../domain/ids.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { endpointView } from '../../domain/endpoints/endpoints.ts';
+import { newId, randomString } from '../../domain/shared/ids.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
 describe('the endpoint read of GET /v2/serverless/{id}', () => {

@@ -54,7 +54,7 @@ describe('stopping npm start', () => {
       TEMPORAL_ADDRESS: undefined,
       LOG_LEVEL: 'warn',
     };
-    const [cmd, args] = command === 'npm' ? ['npm', ['start']] : [process.execPath, ['infra/bootstrap.mjs', 'start']];
+    const [cmd, args] = command === 'npm' ? ['npm', ['start']] : [process.execPath, ['tooling/bootstrap.mjs', 'start']];
     if (command === 'npm') env.PATH = `${path.dirname(process.execPath)}${path.delimiter}${env.PATH ?? ''}`;
     const child = spawn(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     started.push(child);

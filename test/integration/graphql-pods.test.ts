@@ -7,14 +7,14 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { podVolumeName } from '../../hostctl/containers.ts';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
-import type { SshTestHost } from '../../infra/ssh-test-host.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import type { SshTestHost } from '../support/ssh-test-host.ts';
 import type { TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
 import { podVolumes, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
 import { containerEnv, graphql, podContainers as podContainersOn } from './pod-support.ts';
-import { podWorkflowId } from '../../workflows/contracts.ts';
+import { podWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 const POD_FIELDS = 'id name imageName desiredStatus gpuCount env ports containerDiskInGb dockerArgs templateId machine { podHostId } runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } }';

@@ -7,13 +7,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { applyHostConfig, readHostsFile } from '../../domain/hosts.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { applyHostConfig, readHostsFile } from '../../domain/hosts/hosts.ts';
 import { loadConfig } from '../../infra/config.ts';
-import { newId } from '../../domain/ids.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { hostWorkflowId } from '../../workflows/contracts.ts';
+import { hostWorkflowId } from '../../contracts/workflows.ts';
 
 let host: SshTestHost;
 let p: TestPlatform;

@@ -1,5 +1,5 @@
 /**
- * Which job-queue writes wait for the WAL flush (domain/job-queue.ts, relaxedCommit). Each statement
+ * Which job-queue writes wait for the WAL flush (domain/jobs/queue.ts, relaxedCommit). Each statement
  * runs inside a transaction left open, so that the setting its commit would use can be read: a
  * write someone is answered on (a /run insert, a result) keeps the session's `synchronous_commit`;
  * a take and a runsync insert (told to nobody before a durable commit that follows) turn it off for
@@ -8,9 +8,9 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../../domain/db.ts';
-import { randomString } from '../../domain/ids.ts';
-import { JobStore, pgConfig, type NewJob } from '../../domain/job-queue.ts';
+import { createDb, type Db } from '../../domain/shared/db.ts';
+import { randomString } from '../../domain/shared/ids.ts';
+import { JobStore, pgConfig, type NewJob } from '../../domain/jobs/queue.ts';
 import { freshDatabase } from '../support/databases.ts';
 
 let url: string;

@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createJobPool, JobStore } from '../../domain/job-queue.ts';
+import { createJobPool, JobStore } from '../../domain/jobs/queue.ts';
 import { freshDatabase } from '../support/databases.ts';
 
 let url: string;

@@ -6,10 +6,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { COMPAT_WORKER_DIR, createQueueEndpoint, createWorker, eventually, workerEnv, wrapWorker, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
-import { jobWorkflowId } from '../../workflows/contracts.ts';
+import { jobWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = 'localhost/gantry-test-compat-worker:1';
 const LABEL = 'io.gantry.test=compat-worker';

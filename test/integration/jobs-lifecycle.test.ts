@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobState, jobWorkflowId } from '../../workflows/contracts.ts';
+import { jobState, jobWorkflowId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, startCompatWorker, workerCall, workerEnv } from './jobs-helpers.ts';
 

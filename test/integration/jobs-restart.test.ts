@@ -12,15 +12,15 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createDb, type Db } from '../../domain/db.ts';
-import { randomString } from '../../domain/ids.ts';
-import { registerWorkerCredential } from '../../domain/workers-auth.ts';
+import { createDb, type Db } from '../../domain/shared/db.ts';
+import { randomString } from '../../domain/shared/ids.ts';
+import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
 import { startPostgresServer, type RunningPostgres } from '../../infra/postgres.ts';
 import { freshDatabase } from '../support/databases.ts';
 import { call } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 import { eventually, startCompatWorker, workerEnv, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
-import { jobWorkflowId } from '../../workflows/contracts.ts';
+import { jobWorkflowId } from '../../contracts/workflows.ts';
 
 const PING_MS = 400;
 

@@ -7,12 +7,12 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { buildApp } from '../../api/app.ts';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
-import { lbEndpointLoad, lbWorkerInFlight } from '../../domain/load-balancing.ts';
-import { REVOCATION_BOUND_MS } from '../../domain/record-cache.ts';
-import { endpointWorkflowId } from '../../workflows/contracts.ts';
+import { buildApp } from '../../api/server.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { lbEndpointLoad, lbWorkerInFlight } from '../../domain/load-balancing/load-balancing.ts';
+import { REVOCATION_BOUND_MS } from '../../domain/shared/record-cache.ts';
+import { endpointWorkflowId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createLbEndpoint, createLoopbackHost, rawRequest, registerWorker, startLbWorker, until, type LbWorkerProcess } from './lb-support.ts';
 

@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { Db } from '../../domain/db.ts';
-import { newId } from '../../domain/ids.ts';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import type { Db } from '../../domain/shared/db.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 

@@ -9,10 +9,10 @@ import { request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { discoveryVariable, MAX_SOURCE_BYTES, type Manifest } from '../../domain/apps.ts';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
-import { registerWorkerCredential } from '../../domain/workers-auth.ts';
+import { discoveryVariable, MAX_SOURCE_BYTES, type Manifest } from '../../domain/apps/apps.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
 import { isWorkerProtocolRoute } from '../../api/worker-listener.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 

@@ -10,12 +10,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { hostVolumeName, sharedVolumeDir } from '../../domain/data-centers.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { hostVolumeName, sharedVolumeDir } from '../../domain/catalog/data-centers.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, FAST_ORCHESTRATION, ORCHESTRATION_WORKER_IMAGE, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/worker-status.ts';
+import { liveWorker } from '../../domain/workers/status.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let p: TestPlatform;

@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { call } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
-import { endpointWorkflowId } from '../../workflows/contracts.ts';
+import { endpointWorkflowId } from '../../contracts/workflows.ts';
 
 /**
  * `npm start`'s own process (infra/start.ts) on its embedded defaults: the embedded PostgreSQL server

@@ -13,12 +13,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig } from '../../infra/config.ts';
 import { startPlatform, type Platform } from '../../infra/platform.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
+import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, TEST_HOST_LABELS, until } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/worker-status.ts';
-import { endpointWorkflowId } from '../../workflows/contracts.ts';
+import { liveWorker } from '../../domain/workers/status.ts';
+import { endpointWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker');

@@ -4,7 +4,7 @@
  * halted and rolled back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { endpointWorkflowId, getScalingStatus, getSpec } from '../../workflows/contracts.ts';
+import { endpointWorkflowId, getScalingStatus, getSpec } from '../../contracts/workflows.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 

@@ -3,11 +3,11 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { OrchestrationSettings } from '../../domain/orchestration-settings.ts';
+import type { OrchestrationSettings } from '../../domain/shared/orchestration-settings.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
-import { ensurePythonBaseImage } from '../../infra/python-base-image.ts';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
+import { ensurePythonBaseImage } from '../support/python-base-image.ts';
+import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 /** Loops short enough for tests; production uses the defaults. */
@@ -196,7 +196,7 @@ export async function readSse(
 
 /**
  * A OneHostPlatform whose host runs deployed Python apps: the runtime image is built on the host
- * from the Debian-made base (infra/python-base-image.ts; no registry here), artifacts are cached in
+ * from the Debian-made base (test/support/python-base-image.ts; no registry here), artifacts are cached in
  * `cacheDir`, and the proxy's health checks are quick. `versions`: the Python bases to make first.
  */
 export async function startAppsPlatform(hostName: string, cacheDir: string, versions: Array<'3.11' | '3.13'> = ['3.11']): Promise<OneHostPlatform> {

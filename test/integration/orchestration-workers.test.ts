@@ -5,10 +5,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { endpointWorkflowId, getScalingStatus } from '../../workflows/contracts.ts';
+import { endpointWorkflowId, getScalingStatus } from '../../contracts/workflows.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/worker-status.ts';
+import { liveWorker } from '../../domain/workers/status.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 

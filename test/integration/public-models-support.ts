@@ -8,10 +8,10 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
-import { ensurePythonClients } from '../../infra/python-clients.ts';
-import { purgeOutputsScheduleId } from '../../workflows/contracts.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { ensurePythonClients } from '../support/python-clients.ts';
+import { purgeOutputsScheduleId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, workerEnv, wrapWorker, type WorkerProcess } from './jobs-helpers.ts';
 

@@ -6,7 +6,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ensurePythonBaseImage, PODMAN_FLAGS, type PythonBaseVersion } from '../../infra/python-base-image.ts';
+import { ensurePythonBaseImage, PODMAN_FLAGS, type PythonBaseVersion } from '../support/python-base-image.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const sdkDir = path.join(root, 'sdk/python');

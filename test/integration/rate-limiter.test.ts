@@ -1,13 +1,13 @@
 /**
- * The per-process request limiter (domain/rate-limit.ts RateLimiter) against a real PostgreSQL:
+ * The per-process request limiter (domain/rate-limits/rate-limits.ts RateLimiter) against a real PostgreSQL:
  * far from a quota a statement grants a block of requests spent without round trips; near it every
  * request asks; the database's count is never below what was admitted and a quota is never passed,
  * by one process or several.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../../domain/db.ts';
-import { newId } from '../../domain/ids.ts';
-import { DEFAULT_RATE_LIMITER_OPTIONS, RateLimiter, type CounterSpec } from '../../domain/rate-limit.ts';
+import { createDb, type Db } from '../../domain/shared/db.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { DEFAULT_RATE_LIMITER_OPTIONS, RateLimiter, type CounterSpec } from '../../domain/rate-limits/rate-limits.ts';
 import { freshDatabase } from '../support/databases.ts';
 
 /** A Prisma client whose raw statements are counted (the same client underneath: every statement is real). */

@@ -5,13 +5,13 @@
  * actions, terminate; the same pods as GraphQL's; validation, scopes and account isolation.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE, rawRequest } from './lb-support.ts';
 import { type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
 import { containerEnv, graphql, podContainers } from './pod-support.ts';
-import { podWorkflowId } from '../../workflows/contracts.ts';
+import { podWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 

@@ -5,12 +5,12 @@
  */
 import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GantryAccountId, GantryEndpointId, GantryHostId, GantryKind, GantryReleaseVersion } from '../../workflows/search-attributes.ts';
+import { GantryAccountId, GantryEndpointId, GantryHostId, GantryKind, GantryReleaseVersion } from '../../contracts/search-attributes.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 import { graphql } from './pod-support.ts';
-import { liveWorker } from '../../domain/worker-status.ts';
-import { hostWorkflowId, podWorkflowId, rolloutWorkflowId, workerWorkflowId } from '../../workflows/contracts.ts';
+import { liveWorker } from '../../domain/workers/status.ts';
+import { hostWorkflowId, podWorkflowId, rolloutWorkflowId, workerWorkflowId } from '../../contracts/workflows.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;

@@ -1,5 +1,5 @@
 /**
- * Gantry's Temporal search attributes (workflows/search-attributes.ts) against the suite's real dev
+ * Gantry's Temporal search attributes (contracts/search-attributes.ts) against the suite's real dev
  * server: what the starters set, what the job workflow keeps current, and the visibility queries an
  * operator types in the Temporal UI. Registration on a namespace that lacks them (a cluster, or a
  * dev server database older than the attributes) goes through the operator service.
@@ -7,12 +7,12 @@
 import { Connection, type WorkflowExecutionInfo } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { msToTs } from '@temporalio/common/lib/time.js';
-import { randomString } from '../../domain/ids.ts';
+import { randomString } from '../../domain/shared/ids.ts';
 import { ensureSearchAttributes } from '../../infra/temporal.ts';
-import { GANTRY_SEARCH_ATTRIBUTES, GantryAccountId, GantryJobStatus, GantryKind } from '../../workflows/search-attributes.ts';
+import { GANTRY_SEARCH_ATTRIBUTES, GantryAccountId, GantryJobStatus, GantryKind } from '../../contracts/search-attributes.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
-import { endpointWorkflowId, jobWorkflowId } from '../../workflows/contracts.ts';
+import { endpointWorkflowId, jobWorkflowId } from '../../contracts/workflows.ts';
 
 let p: TestPlatform;
 

@@ -1,10 +1,10 @@
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../api/app.ts';
-import { issueApiKey } from '../../domain/auth.ts';
-import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints.ts';
-import { newId } from '../../domain/ids.ts';
-import { endpointWorkflowId, getSpec, rolloutWorkflowId, updateSpec, type EndpointSpec } from '../../workflows/contracts.ts';
+import { buildApp } from '../../api/server.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints/endpoints.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { endpointWorkflowId, getSpec, rolloutWorkflowId, updateSpec, type EndpointSpec } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 

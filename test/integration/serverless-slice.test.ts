@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
-import { endpointWorkflowId, getSpec } from '../../workflows/contracts.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
+import { endpointWorkflowId, getSpec } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {

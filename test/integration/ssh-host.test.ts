@@ -25,8 +25,8 @@ import {
   type SshConnection,
   type SshTarget,
 } from '../../hostctl/ssh.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
-import { ensureTestWorkerImage } from '../../infra/test-image.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
+import { ensureTestWorkerImage } from '../support/test-image.ts';
 
 const IMAGE = 'localhost/gantry-test-ssh-host:1';
 const LABEL = 'io.gantry.test=ssh-host';

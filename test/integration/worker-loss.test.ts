@@ -1,6 +1,6 @@
 /**
  * "A worker was lost: its jobs go back to the queue, and fail after MAX_WORKER_LOSSES losses" has one
- * home (domain/job-queue.ts requeueLostJobs), and every caller keeps all of it: a job lost for the
+ * home (domain/jobs/queue.ts requeueLostJobs), and every caller keeps all of it: a job lost for the
  * third time FAILS with the reason and the retention of finished jobs, one lost for the first time
  * goes back to the queue, each job's seq moves on (its workflow adopts the change at its next look),
  * and the same statement NOTIFYs, so that the requests waiting on them in every API process wake:
@@ -12,15 +12,15 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHostActivities, type OrchestrationRuntime } from '../../activities/hosts.ts';
-import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/orchestration-settings.ts';
-import { createJobActivities } from '../../activities/jobs.ts';
-import { createWorkerActivities } from '../../activities/workers.ts';
-import { randomString } from '../../domain/ids.ts';
-import { JOB_CHANNEL, MAX_WORKER_LOSSES, pgConfig, WORKER_LOST_ERROR } from '../../domain/job-queue.ts';
+import { createHostActivities, type OrchestrationRuntime } from '../../activities/host.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/orchestration-settings.ts';
+import { createJobActivities } from '../../activities/job.ts';
+import { createWorkerActivities } from '../../activities/worker.ts';
+import { randomString } from '../../domain/shared/ids.ts';
+import { JOB_CHANNEL, MAX_WORKER_LOSSES, pgConfig, WORKER_LOST_ERROR } from '../../domain/jobs/queue.ts';
 import { jobSettings } from '../../domain/jobs/settings.ts';
-import { registerWorkerCredential } from '../../domain/workers-auth.ts';
-import { startSshTestHost, type SshTestHost } from '../../infra/ssh-test-host.ts';
+import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
+import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
 
@@ -126,7 +126,7 @@ async function expectTheRule(s: Scenario, tag: RegExp): Promise<void> {
   expect(take.body.id).toBe(s.firstLoss.id);
 }
 
-describe('a lost worker: one rule, every caller (domain/job-queue.ts requeueLostJobs)', () => {
+describe('a lost worker: one rule, every caller (domain/jobs/queue.ts requeueLostJobs)', () => {
   it("the job workflow's liveness check (superviseJob -> JobStore.supervise)", async () => {
     const s = await scenario();
     const jobs = createJobActivities(p.ctx.db, p.ctx.settings);

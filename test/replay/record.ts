@@ -14,10 +14,10 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalBinary } from '../../infra/temporal.ts';
-import type { EndpointActivities } from '../../activities/endpoints.ts';
-import type { HostActivities } from '../../activities/hosts.ts';
-import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/orchestration-settings.ts';
-import type { EndpointScalingState, WorkerActivities } from '../../activities/workers.ts';
+import type { EndpointActivities } from '../../activities/endpoint.ts';
+import type { HostActivities } from '../../activities/host.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/orchestration-settings.ts';
+import type { EndpointScalingState, WorkerActivities } from '../../activities/worker.ts';
 import {
   cancelRollout,
   deleteEndpoint,
@@ -38,18 +38,18 @@ import {
   workerWorkflowId,
   type EndpointSpec,
   type JobSnapshot,
-} from '../../workflows/contracts.ts';
+} from '../../contracts/workflows.ts';
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
-import type { DeployActivities } from '../../activities/deployments.ts';
-import type { JobActivities } from '../../activities/jobs.ts';
-import type { OutputActivities } from '../../activities/outputs.ts';
-import { GANTRY_SEARCH_ATTRIBUTES, gantryMemo, gantrySearchAttributes } from '../../workflows/search-attributes.ts';
+import type { DeployActivities } from '../../activities/deploy.ts';
+import type { JobActivities } from '../../activities/job.ts';
+import type { OutputActivities } from '../../activities/purge-outputs.ts';
+import { GANTRY_SEARCH_ATTRIBUTES, gantryMemo, gantrySearchAttributes } from '../../contracts/search-attributes.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = path.join(here, 'histories');
-/** The worker's bundle entry (workers/temporal-worker.ts bundles the same file). */
+/** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(here, '..', '..', 'workflows', 'index.ts');
 const binary = resolveTemporalBinary(loadConfig());
 if (!binary) throw new Error('no Temporal CLI');
@@ -290,8 +290,8 @@ try {
   await recordMany(['endpointWorkflow-v2-autoscale-release-delete', 'workerWorkflow-v1-start-ready-drain', 'rolloutWorkflow-v1-replace-one'], () =>
     autoscaleReleaseDelete('recorded00000002', {}),
   );
-  // The same with search attributes and memo (workflows/search-attributes.ts): the endpoint started
-  // with them as domain/endpoints.ts starts it, its worker and rollout inheriting them, the worker
+  // The same with search attributes and memo (contracts/search-attributes.ts): the endpoint started
+  // with them as domain/endpoints/endpoints.ts starts it, its worker and rollout inheriting them, the worker
   // upserting its host once placed.
   await recordMany(['endpointWorkflow-v3-search-attributes', 'workerWorkflow-v3-host-search-attribute', 'rolloutWorkflow-v2-search-attributes'], () =>
     autoscaleReleaseDelete('recorded00000004', {
@@ -311,7 +311,7 @@ try {
   await record('hostWorkflow-v1-probe-remove', () => probeRemove('recorded00000003', {}));
   // Started without search attributes (as before they existed), today's code labels the run itself once.
   await record('hostWorkflow-v2-labels-old-run', () => probeRemove('recorded00000005', {}));
-  // Started as domain/hosts.ts starts it now.
+  // Started as domain/hosts/hosts.ts starts it now.
   await record('hostWorkflow-v3-search-attributes', () =>
     probeRemove('recorded00000006', { typedSearchAttributes: gantrySearchAttributes('host', { hostId: 'recorded00000006' }), memo: gantryMemo({ hostName: 'recorded-host' }) }),
   );
@@ -347,7 +347,7 @@ try {
   // The same started with search attributes: GantryJobStatus upserted on IN_PROGRESS and COMPLETED.
   await record('jobWorkflow-v2-status-search-attribute', () => runSuperviseWebhook('recorded-job-00000002', true));
 
-  // The row as the one truth (endpoint-reread-on-change-v1): started as domain/endpoints.ts starts it
+  // The row as the one truth (endpoint-reread-on-change-v1): started as domain/endpoints/endpoints.ts starts it
   // (signal-with-start of `endpointChanged`), a release reaching it as a changed row and a signal.
   await record('endpointWorkflow-v4-reread-on-change', async () => {
     const endpointId = 'recorded00000007';

@@ -4,8 +4,8 @@
  * GraphQL; what it may do to its own endpoint it still does.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/auth.ts';
-import { newId } from '../../domain/ids.ts';
+import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { newId } from '../../domain/shared/ids.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 describe('keys limited to endpoints', () => {

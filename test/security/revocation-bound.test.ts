@@ -1,5 +1,5 @@
 /**
- * One revocation bound on every path (domain/record-cache.ts, README "Security"): a deleted
+ * One revocation bound on every path (domain/shared/record-cache.ts, README "Security"): a deleted
  * endpoint and a revoked worker credential stop working on the job API, the load-balancing proxy
  * and the worker protocol within the bound, and not before the bound allows it (those paths
  * remember what they read, for exactly that long). A revoked key, or one whose endpoint list
@@ -16,10 +16,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey, hashKey } from '../../domain/auth.ts';
-import { newId, randomString } from '../../domain/ids.ts';
-import { recordCachesOf } from '../../domain/record-cache.ts';
-import { registerWorkerCredential } from '../../domain/workers-auth.ts';
+import { issueApiKey, hashKey } from '../../domain/accounts/auth.ts';
+import { newId, randomString } from '../../domain/shared/ids.ts';
+import { recordCachesOf } from '../../domain/shared/record-cache.ts';
+import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
 import { startTestApp, type Answer, type TestApp } from '../support/app.ts';
 
 const BOUND_MS = 2_000;
@@ -275,7 +275,7 @@ describe('the revocation bound', () => {
         },
       ],
       async () => {
-        // What the platform does when it gives the worker a new credential (activities/workers.ts).
+        // What the platform does when it gives the worker a new credential (activities/worker.ts).
         fresh = await registerWorkerCredential(t.ctx.db, { workerId, endpointId: queue });
       },
     );

@@ -7,10 +7,10 @@ import { lookup } from 'node:dns';
 import { createServer, type Server } from 'node:http';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardedLookup, parseWebhookAllowList, refusedAddress, webhookUrlProblem } from '../../domain/webhook-targets.ts';
+import { guardedLookup, parseWebhookAllowList, refusedAddress, webhookUrlProblem } from '../../domain/jobs/webhook-targets.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall } from '../integration/jobs-helpers.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { jobWorkflowId } from '../../workflows/contracts.ts';
+import { jobWorkflowId } from '../../contracts/workflows.ts';
 
 const NONE = parseWebhookAllowList(undefined);
 

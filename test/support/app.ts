@@ -5,15 +5,15 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
-import { buildApp, type AppOptions } from '../../api/app.ts';
-import { ensureAdmin } from '../../domain/auth.ts';
-import { createBlobStore } from '../../domain/blob-store.ts';
+import { buildApp, type AppOptions } from '../../api/server.ts';
+import { ensureAdmin } from '../../domain/accounts/auth.ts';
+import { createBlobStore } from '../../domain/blobs/blob-store.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { createDb } from '../../domain/db.ts';
-import { randomString } from '../../domain/ids.ts';
-import { RateLimiter } from '../../domain/rate-limit.ts';
-import { RecordCaches } from '../../domain/record-cache.ts';
-import { SecretBox } from '../../domain/secrets.ts';
+import { createDb } from '../../domain/shared/db.ts';
+import { randomString } from '../../domain/shared/ids.ts';
+import { RateLimiter } from '../../domain/rate-limits/rate-limits.ts';
+import { RecordCaches } from '../../domain/shared/record-cache.ts';
+import { SecretBox } from '../../domain/shared/secrets.ts';
 import { SshPool } from '../../hostctl/ssh.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { createJobRuntime } from '../../infra/job-runtime.ts';
@@ -71,14 +71,14 @@ export interface TestApp {
 }
 
 /**
- * The API alone (api/app.ts buildApp), for tests that need no network: a fresh database of the
+ * The API alone (api/server.ts buildApp), for tests that need no network: a fresh database of the
  * suite's migrated template, a client of the suite's Temporal server and the job runtime the
  * composition root would build, but no Temporal worker (workflows that routes start stay queued),
  * no background tasks and no listening socket. Starts in about a second, where startTestPlatform
  * bundles workflows and starts a worker.
  */
 export async function startTestApp(options: Partial<AppOptions> & { revocationBoundMs?: number } = {}): Promise<TestApp> {
-  // A test may shorten or lengthen the record caches' revocation bound (domain/record-cache.ts).
+  // A test may shorten or lengthen the record caches' revocation bound (domain/shared/record-cache.ts).
   const { revocationBoundMs, ...opts } = options;
   const databaseUrl = await freshDatabase();
   const db = createDb(databaseUrl, 4);

@@ -1,1 +1,1 @@
-export { freeLoopbackPort as freePort } from '../../infra/local-port.ts';
+export { freeLoopbackPort as freePort } from './local-port.ts';

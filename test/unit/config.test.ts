@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENVIRONMENT_SCHEMA, loadConfig } from '../../infra/config.ts';
-import { specProblems } from '../../workflows/contracts.ts';
+import { specProblems } from '../../contracts/workflows.ts';
 
 describe('loadConfig', () => {
   it('has embedded defaults when nothing is set', () => {

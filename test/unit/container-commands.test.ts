@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ensureImage, inspectContainer, logsCommand, runArgs, type ContainerSpec, type HostHandle, type RuntimeName } from '../../hostctl/containers.ts';
 import type { ExecResult, SshPool } from '../../hostctl/ssh.ts';
-import { prepareTestHostMachine } from '../../infra/ssh-test-host.ts';
+import { prepareTestHostMachine } from '../support/ssh-test-host.ts';
 
 /** Runs each command with this machine's shell (what the SSH host would do), recording it. */
 class LocalShell {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { exposureWarning } from '../../cli/src/dev-server.ts';
+import { exposureWarning } from '../../cli/src/commands/dev/server.ts';
 
 describe('gantry dev --host', () => {
   it('says nothing on loopback addresses', () => {

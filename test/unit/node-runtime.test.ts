@@ -1,5 +1,5 @@
 /**
- * Which Node.js Gantry runs on (infra/node-runtime.mjs, used by infra/bootstrap.mjs before anything
+ * Which Node.js Gantry runs on (tooling/node-runtime.mjs, used by tooling/bootstrap.mjs before anything
  * is installed): the machine's when it is supported, else the pinned Node 22 from the npm registry,
  * fetched once per machine, checked against its integrity, and taken from the cache afterwards.
  */
@@ -8,7 +8,7 @@ import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync,
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { chooseNode, ensureNode, integrityOf, isSupportedNode, nodeCacheDir, PINNED_NODE, SUPPORTED_NODE } from '../../infra/node-runtime.mjs';
+import { chooseNode, ensureNode, integrityOf, isSupportedNode, nodeCacheDir, PINNED_NODE, SUPPORTED_NODE } from '../../tooling/node-runtime.mjs';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -123,7 +123,7 @@ describe('fetching once per machine', () => {
     expect(cached.downloaded).toBe(false);
     expect(realpathSync(cached.node)).toBe(realpathSync(process.execPath));
 
-    const run = spawnSync(machineNode!, [path.join(root, 'infra', 'bootstrap.mjs'), 'node', '-p', 'process.version'], { encoding: 'utf8', env: { ...process.env, PATH: pathWithout(nodeCacheDir()) } });
+    const run = spawnSync(machineNode!, [path.join(root, 'tooling', 'bootstrap.mjs'), 'node', '-p', 'process.version'], { encoding: 'utf8', env: { ...process.env, PATH: pathWithout(nodeCacheDir()) } });
     expect(run.status, run.stderr).toBe(0);
     expect(run.stdout.trim()).toBe(`v${PINNED_NODE.version}`);
     expect(run.stderr).not.toMatch(/fetching/);

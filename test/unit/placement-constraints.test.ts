@@ -5,10 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
 import { diskLimitOf, parseProbeOutput } from '../../activities/host-probe.ts';
-import { effectiveDiskLimit } from '../../activities/hosts.ts';
-import { cpuInstanceId, cpuInstanceProblems, DEFAULT_CPU_INSTANCE, parseCpuInstanceId } from '../../domain/cpu-instances.ts';
-import { sharedVolumeDir, volumeStorage } from '../../domain/data-centers.ts';
-import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/placement.ts';
+import { effectiveDiskLimit } from '../../activities/host.ts';
+import { cpuInstanceId, cpuInstanceProblems, DEFAULT_CPU_INSTANCE, parseCpuInstanceId } from '../../domain/catalog/cpu-instances.ts';
+import { sharedVolumeDir, volumeStorage } from '../../domain/catalog/data-centers.ts';
+import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/placement.ts';
 
 const host = (id: string, extra: Partial<PlacementHost> = {}): PlacementHost => ({
   id,

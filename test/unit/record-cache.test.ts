@@ -1,11 +1,11 @@
 /**
- * The record cache of the hot request paths (domain/record-cache.ts) on its own: what it remembers,
+ * The record cache of the hot request paths (domain/shared/record-cache.ts) on its own: what it remembers,
  * for how long, and what it never remembers. test/security/revocation-bound.test.ts shows the same
  * bound on every request path of the API.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { RECORD_CACHE_MAX, RecordCache, RecordCaches, REVOCATION_BOUND_MS } from '../../domain/record-cache.ts';
+import { RECORD_CACHE_MAX, RecordCache, RecordCaches, REVOCATION_BOUND_MS } from '../../domain/shared/record-cache.ts';
 
 describe('RecordCache', () => {
   it('remembers a found record for the bound, counted from before its read, however long the read took', async () => {

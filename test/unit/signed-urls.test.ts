@@ -1,9 +1,9 @@
 /**
- * Signed URLs (domain/signed-urls.ts): a URL verifies for its own path, purpose and expiry only,
+ * Signed URLs (domain/blobs/signed-urls.ts): a URL verifies for its own path, purpose and expiry only,
  * and an expired one is told apart from a forged one only when it was really signed.
  */
 import { describe, expect, it } from 'vitest';
-import { signUrl, verifySignedUrl } from '../../domain/signed-urls.ts';
+import { signUrl, verifySignedUrl } from '../../domain/blobs/signed-urls.ts';
 
 const secret = Buffer.alloc(32, 7);
 const now = new Date('2026-01-01T00:00:00Z');

@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { DomainContext } from '../../domain/context.ts';
-import type { JobRow } from '../../domain/job-queue.ts';
+import type { JobRow } from '../../domain/jobs/queue.ts';
 import { jobSettings } from '../../domain/jobs/settings.ts';
 import { WorkflowSignals } from '../../domain/jobs/workflow-signals.ts';
 

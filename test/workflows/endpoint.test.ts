@@ -5,7 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cancelRollout, endpointChanged, endpointWorkflowId, getScalingStatus, getSpec, queueNonEmpty, rolloutWorkflowId, type RolloutResult } from '../../workflows/contracts.ts';
+import { cancelRollout, endpointChanged, endpointWorkflowId, getScalingStatus, getSpec, queueNonEmpty, rolloutWorkflowId, type RolloutResult } from '../../contracts/workflows.ts';
 import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
@@ -31,7 +31,7 @@ async function startEndpoint(client: Client, taskQueue: string, endpointId: stri
   return client.workflow.getHandle(endpointWorkflowId(endpointId));
 }
 
-/** Commits a change to the endpoint's row and tells its workflow, as domain/endpoints.ts does. */
+/** Commits a change to the endpoint's row and tells its workflow, as domain/endpoints/endpoints.ts does. */
 async function changeEndpoint(client: Client, world: FakeWorld, endpointId: string, change: Parameters<FakeWorld['changeRow']>[1]): Promise<void> {
   world.changeRow(endpointId, change);
   await client.workflow.getHandle(endpointWorkflowId(endpointId)).signal(endpointChanged);

@@ -7,12 +7,12 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { EndpointActivities } from '../../activities/endpoints.ts';
-import type { HostActivities } from '../../activities/hosts.ts';
-import { DEFAULT_ORCHESTRATION_SETTINGS, type OrchestrationSettings } from '../../domain/orchestration-settings.ts';
-import type { JobActivities } from '../../activities/jobs.ts';
-import type { EndpointScalingState, WorkerActivities } from '../../activities/workers.ts';
-import { endpointWorkflowId, jobWorkflowId, rolloutWorkflowId, workerWorkflowId, type EndpointSpec, type JobSnapshot } from '../../workflows/contracts.ts';
+import type { EndpointActivities } from '../../activities/endpoint.ts';
+import type { HostActivities } from '../../activities/host.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS, type OrchestrationSettings } from '../../domain/shared/orchestration-settings.ts';
+import type { JobActivities } from '../../activities/job.ts';
+import type { EndpointScalingState, WorkerActivities } from '../../activities/worker.ts';
+import { endpointWorkflowId, jobWorkflowId, rolloutWorkflowId, workerWorkflowId, type EndpointSpec, type JobSnapshot } from '../../contracts/workflows.ts';
 
 export type FakeWorkerStatus = 'PENDING' | 'INITIALIZING' | 'IDLE' | 'RUNNING' | 'DRAINING' | 'STOPPED' | 'FAILED';
 
@@ -238,7 +238,7 @@ export class FakeWorld {
         return { requeued: 0 };
       },
       finishRelease: async (input: { endpointId: string; version: number; previousVersion: number; outcome: 'COMPLETED' | 'HALTED' | 'SUPERSEDED'; reason?: string }): Promise<void> => {
-        // As activities/workers.ts: the release's outcome; a halt puts the endpoint back on the previous release.
+        // As activities/worker.ts: the release's outcome; a halt puts the endpoint back on the previous release.
         const r = this.release(input.endpointId, input.version);
         if (r && r.status === 'ROLLING_OUT') Object.assign(r, { status: input.outcome, ...(input.reason ? { reason: input.reason } : {}) });
         const row = this.endpoints.get(input.endpointId);

@@ -5,7 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { jobChanged, jobState, jobWorkflowId, recheckJob, type JobSnapshot } from '../../workflows/contracts.ts';
+import { jobChanged, jobState, jobWorkflowId, recheckJob, type JobSnapshot } from '../../contracts/workflows.ts';
 import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
 import { TestBed } from './support.ts';

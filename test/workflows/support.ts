@@ -1,5 +1,5 @@
 /**
- * What the workflow tests share: Temporal's time-skipping test server (infra/temporal-test-server.ts,
+ * What the workflow tests share: Temporal's time-skipping test server (test/support/temporal-test-server.ts,
  * built once per machine), the workflow bundle (built once per test file), a fake world per
  * scenario (fake-world.ts), and a driver of workflow time that works around the test server's
  * known faults.
@@ -13,13 +13,13 @@ import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type LogEntry, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
-import { resolveTemporalTestServer } from '../../infra/temporal-test-server.ts';
-import { GANTRY_SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
+import { resolveTemporalTestServer } from '../support/temporal-test-server.ts';
+import { GANTRY_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 import { FakeWorld } from './fake-world.ts';
 
 const { EventType } = temporal.api.enums.v1;
 
-/** The worker's bundle entry (workers/temporal-worker.ts bundles the same file). */
+/** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'workflows', 'index.ts');
 
 /** Warnings and errors, less the activity failures that scenarios cause on purpose (fake-world.ts). */

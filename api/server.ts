@@ -1,0 +1,98 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { DomainContext } from '../domain/context.ts';
+import { registerMetrics } from './metrics.ts';
+import { errorHandler, problem, sendProblem } from './problem.ts';
+import { registerRoutes } from './routes/index.ts';
+import { compileSchema, formatErrors } from '../domain/shared/validation.ts';
+import { validationFailed } from '../domain/errors.ts';
+import type { RateLimitQuotas, SurfaceLimits } from '../domain/rate-limits/rate-limits.ts';
+import { redactUrl } from './redact.ts';
+import { registerInputGuards } from './input-guards.ts';
+import { registerWorkerListenerGuard } from './worker-listener.ts';
+import { registerAuthThrottle } from './auth.ts';
+import { registerOpenApi } from './openapi.ts';
+import { registerRateLimitPurge } from './rate-limit.ts';
+
+export interface AppOptions {
+  logLevel: string;
+  /** Answers /readyz: false while starting or shutting down. */
+  isReady?: () => boolean;
+  /** Default per-account quotas of the management API; default: GANTRY_RATE_LIMITS, else built in. */
+  rateLimits?: RateLimitQuotas;
+  /** Every surface's limits; default: the platform's (ctx.settings.limits). */
+  limits?: Partial<SurfaceLimits>;
+  /** Where log lines go; default: standard output. */
+  logStream?: { write(line: string): void };
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    surfaceLimits: SurfaceLimits;
+  }
+}
+
+/**
+ * The Fastify app: the public routes (health, readiness, metrics, the OpenAPI document and its
+ * explorer) and what every surface shares; the surfaces themselves, each in its own scope with its
+ * own authentication and limits, in routes/index.ts.
+ */
+export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance {
+  const app = Fastify({
+    logger: {
+      level: opts.logLevel,
+      ...(opts.logStream ? { stream: opts.logStream } : {}),
+      redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]'], censor: '[redacted]' },
+      // Keys may come in the query string (`?api_key=`, the GraphQL convention): never logged.
+      serializers: {
+        req: (req: { method: string; url: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
+          method: req.method,
+          url: redactUrl(req.url),
+          host: req.host,
+          remoteAddress: req.ip,
+          remotePort: req.socket?.remotePort,
+        }),
+      },
+    },
+    bodyLimit: 20 * 1024 * 1024,
+    // Client disconnects must not leave handlers running forever.
+    requestTimeout: 330_000,
+    return503OnClosing: true,
+    // Errors the router raises before any route runs (bad URL encoding, over-long parameters) are
+    // problem+json like every other error.
+    frameworkErrors: (err, _request, reply) => {
+      const status = typeof err.statusCode === 'number' && err.statusCode >= 400 ? err.statusCode : 400;
+      const detail = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : err.code === 'FST_ERR_BAD_URL' ? 'the URL is not validly encoded' : 'request could not be processed';
+      return sendProblem(reply, problem(status, detail));
+    },
+  });
+  app.setErrorHandler(errorHandler);
+  // Route schemas (params, query, body) validate with the domain's validator: one set of messages.
+  app.setValidatorCompiler(({ schema }) => {
+    const validateFn = compileSchema(schema);
+    return (data: unknown) => (validateFn(data) ? { value: data } : { error: validationFailed(formatErrors(validateFn.errors)) });
+  });
+  app.setNotFoundHandler((request, reply) => sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)));
+
+  registerMetrics(app);
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    if (opts.isReady && !opts.isReady()) return sendProblem(reply, problem(503, 'not ready'));
+    await ctx.db.$queryRaw`select 1`;
+    return { status: 'ready' };
+  });
+
+  const limits: SurfaceLimits = { ...ctx.settings.limits, ...(opts.rateLimits ? { management: opts.rateLimits } : {}), ...opts.limits };
+  app.decorate('surfaceLimits', limits);
+  // Before anything reads them: ids and query values that no handler can store (NUL).
+  registerInputGuards(app);
+  // Worker containers' own address answers the worker protocol and nothing else.
+  registerWorkerListenerGuard(app);
+  // Shared by every surface; each surface authenticates and counts in its own scope (routes/index.ts).
+  registerAuthThrottle(app, ctx.db, limits.authFailuresPerMinute);
+  registerRateLimitPurge(app, ctx);
+
+  // The OpenAPI generator collects routes as they are added, so it loads before the route modules.
+  registerOpenApi(app);
+  app.register(registerRoutes, { ctx });
+  return app;
+}

@@ -1,0 +1,172 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Command } from 'commander';
+import { ApiError, PlatformClient, type App, type AppEndpoint, type Deployment } from '../../api.ts';
+import type { BuildResult } from '../../artifact.ts';
+import { addBuildOptions, buildSummary, runBuild, type BuildFlags } from '../build.ts';
+import { resolveAuth } from '../../config.ts';
+import { CliError, describeError } from '../../errors.ts';
+import { formatBytes, note, printJson, progress, say } from '../../output.ts';
+import { runPreview } from './preview.ts';
+import { checkEnvironmentName, resolveAppName } from '../../project.ts';
+
+interface DeployFlags extends BuildFlags {
+  env?: string;
+  app?: string;
+  preview?: boolean;
+}
+
+const DEFAULT_ENVIRONMENT = 'production';
+const POLL_INTERVAL_MS = 1000;
+/** Polls that may fail in a row (a restarting API, a dropped connection) before the command gives up. */
+const POLL_FAILURES_TOLERATED = 10;
+
+export function registerDeploy(program: Command): void {
+  addBuildOptions(
+    program
+      .command('deploy')
+      .description('build, upload and deploy the project: one endpoint per resource')
+      .option('-e, --env <name>', 'target environment (picked when the app has exactly one; created when missing)')
+      .option('-a, --app <name>', 'app name (default: gantry.toml project name, else the directory name)'),
+  )
+    .option('--preview', 'run the endpoints in local containers (Podman or Docker) instead, until Ctrl+C')
+    .action(async (flags: DeployFlags) => {
+      if (flags.preview) {
+        // A preview has no platform, so no environment to deploy to.
+        if (flags.env !== undefined) throw new CliError('--env has no meaning with --preview: a preview runs on this machine, not in an environment.');
+        await runPreview(flags);
+        return;
+      }
+      await deploy(flags);
+    });
+}
+
+/** What deploy will do about the app and environment, decided before the build so a rule-3 refusal comes first. */
+interface Plan {
+  app: string;
+  env: string;
+  createApp: boolean;
+  createEnv: boolean;
+}
+
+async function deploy(flags: DeployFlags): Promise<void> {
+  const projectDir = process.cwd();
+  const auth = resolveAuth(projectDir);
+  const client = new PlatformClient(auth.apiUrl, auth.apiKey);
+  const appName = resolveAppName(projectDir, flags.app);
+  const envFlag = flags.env !== undefined ? checkEnvironmentName(flags.env) : undefined;
+
+  const plan = planTarget(appName, envFlag, await findApp(client, appName));
+  const started = performance.now();
+  const built = await runBuild(flags);
+  const builtAt = performance.now();
+
+  const target = await applyPlan(client, plan);
+  let step = progress(`Uploading ${formatBytes(built.size)} to ${target.app}`);
+  const prepared = await client.prepareUpload(target.app, { sha256: built.sha256, size: built.size, manifest: built.manifest });
+  if (prepared.build.status !== 'READY') {
+    await client.upload(prepared.upload, built.path);
+    await client.finalizeUpload(target.app, prepared.build.id);
+  }
+  step.succeed(`Uploaded build ${prepared.build.id}`);
+  const uploadedAt = performance.now();
+
+  step = progress(`Deploying build ${prepared.build.id} to ${target.app}/${target.env}`);
+  let deployment = await client.deploy(target.app, target.env, prepared.build.id);
+  let failures = 0;
+  while (deployment.status === 'RUNNING') {
+    step.update(waitingOn(deployment, target));
+    await sleep(POLL_INTERVAL_MS);
+    try {
+      deployment = await client.getDeployment(target.app, deployment.id);
+      failures = 0;
+    } catch (err) {
+      if (err instanceof ApiError && err.status !== 429 && err.status < 500) throw err;
+      if (++failures > POLL_FAILURES_TOLERATED) {
+        throw new CliError(`Lost track of deployment ${deployment.id} (${describeError(err)}); it may still finish: see \`gantry env show ${target.env}\`.`);
+      }
+    }
+  }
+  if (deployment.status === 'FAILED') {
+    step.fail(`Deployment ${deployment.id} failed`);
+    throw new CliError(`The deployment to ${target.app}/${target.env} failed: ${deployment.error ?? 'the platform gave no reason'}.`);
+  }
+  step.succeed(`Deployed build ${prepared.build.id} to ${target.app}/${target.env}`);
+  // Where the time went, for scripts and bench/apps.ts: the release includes the CLI's 1 s polls.
+  const timings = { buildMs: Math.round(builtAt - started), uploadMs: Math.round(uploadedAt - builtAt), releaseMs: Math.round(performance.now() - uploadedAt) };
+
+  if (flags.json) {
+    printJson({ app: target.app, environment: target.env, build: buildSummary(built), buildId: prepared.build.id, deployment, timings });
+    return;
+  }
+  printSummary(deployment, built);
+}
+
+async function findApp(client: PlatformClient, name: string): Promise<App | undefined> {
+  try {
+    return await client.getApp(name);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Deploy rules 1-3: a missing app is created with the target environment (`production` when none
+ * is named); a missing named environment is created in the existing app; without --env, the app's
+ * only environment is the target, and several are a question only the user can answer.
+ */
+export function planTarget(app: string, envFlag: string | undefined, existing: App | undefined): Plan {
+  if (!existing) return { app, env: envFlag ?? DEFAULT_ENVIRONMENT, createApp: true, createEnv: false };
+  const names = existing.environments.map((e) => e.name);
+  if (envFlag !== undefined) return { app: existing.name, env: envFlag, createApp: false, createEnv: !names.includes(envFlag) };
+  if (names.length === 1) return { app: existing.name, env: names[0]!, createApp: false, createEnv: false };
+  if (names.length === 0) return { app: existing.name, env: DEFAULT_ENVIRONMENT, createApp: false, createEnv: true };
+  throw new CliError(`The app ${existing.name} has ${names.length} environments (${names.join(', ')}); choose one with --env NAME.`);
+}
+
+async function applyPlan(client: PlatformClient, plan: Plan): Promise<{ app: string; env: string }> {
+  if (plan.createApp) {
+    await client.createApp(plan.app, plan.env);
+    note(`Created the app ${plan.app} with the environment ${plan.env}`);
+  } else if (plan.createEnv) {
+    await client.createEnvironment(plan.app, plan.env);
+    note(`Created the environment ${plan.env} in the app ${plan.app}`);
+  }
+  return { app: plan.app, env: plan.env };
+}
+
+function waitingOn(d: Deployment, target: { app: string; env: string }): string {
+  const endpoints = d.endpoints.length > 0 ? `; endpoints: ${d.endpoints.map((e) => e.name).join(', ')}` : '; waiting for the endpoints';
+  return `Deploying to ${target.app}/${target.env}: ${d.status.toLowerCase()}${endpoints}`;
+}
+
+/** Deploy rule 6: load-balanced endpoints with their routes, queue-based ones with /run and /runsync. */
+function printSummary(d: Deployment, built: BuildResult): void {
+  const lb = d.endpoints.filter((e) => e.kind === 'lb');
+  const queue = d.endpoints.filter((e) => e.kind !== 'lb');
+  const routesOf = (e: AppEndpoint): Array<{ method: string; path: string }> =>
+    e.routes.length > 0 ? e.routes : (built.manifest.resources.find((r) => r.name === e.resource)?.routes ?? []);
+  const base = (url: string): string => url.replace(/\/+$/, '');
+
+  if (lb.length > 0) {
+    say('Load-balanced endpoints:');
+    for (const e of lb) {
+      say(`  ${e.resource}  (endpoint ${e.name}, id ${e.id})`);
+      say(`    base URL  ${base(e.url)}`);
+      for (const r of routesOf(e)) say(`    ${r.method.padEnd(6)} ${base(e.url)}${r.path}`);
+    }
+  }
+  if (queue.length > 0) {
+    if (lb.length > 0) say('');
+    say('Queue-based endpoints:');
+    for (const e of queue) {
+      say(`  ${e.resource}  (endpoint ${e.name}, id ${e.id})`);
+      say(`    base URL  ${base(e.url)}`);
+      say(`    POST   ${base(e.url)}/run`);
+      say(`    POST   ${base(e.url)}/runsync`);
+    }
+  }
+  if (d.endpoints.length === 0) say('The deployment succeeded but lists no endpoints.');
+  say('');
+  say('Every endpoint takes the API key as a bearer token: -H "Authorization: Bearer $SERVICE_API_KEY".');
+}

@@ -1,0 +1,159 @@
+import { createHash } from 'node:crypto';
+import type { DomainContext } from '../context.ts';
+import type { Db } from '../shared/db.ts';
+import { DomainError, forbidden } from '../errors.ts';
+import { newApiKey, newId } from '../shared/ids.ts';
+import { recordCachesOf, type CachedKey } from '../shared/record-cache.ts';
+import type { ApiKeyScope } from '../../generated/prisma/enums.ts';
+
+export type Scope = ApiKeyScope;
+
+/** Who is calling: resolved from a bearer key once per request, then passed to every domain call. */
+export interface Principal {
+  accountId: string;
+  keyId: string;
+  scopes: ReadonlySet<Scope>;
+  /** Empty: every endpoint of the account. */
+  endpointIds: readonly string[];
+  isAdmin: boolean;
+}
+
+export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+const KEY_SHAPE = /^[A-Za-z0-9_\-.]{16,200}$/;
+
+/** Where keys are read: the database, and (in API processes) the job runtime's plain connections and record caches. */
+export type KeySource = Pick<DomainContext, 'db' | 'jobs' | 'records'>;
+
+/** Resolves a presented key; throws `unauthenticated` for malformed, unknown, revoked or expired keys. */
+export async function authenticate(source: KeySource, presented: string | undefined): Promise<Principal> {
+  return (await resolveKey(source, presented)).principal;
+}
+
+interface KeyRow {
+  id: string;
+  accountId: string;
+  scopes: Scope[];
+  endpointIds: string[];
+  revokedAt: Date | null;
+  expiresAt: Date | null;
+  isAdmin: boolean;
+}
+
+/**
+ * One indexed statement (the key's hash, joined with its account). On the job runtime's
+ * node-postgres pool where the process has one: every key not remembered (and every key, while the
+ * process hears no key changes) is read here, and through Prisma that read was most of a request's CPU.
+ */
+async function readKey(source: KeySource, hash: string): Promise<KeyRow | null> {
+  const store = source.jobs?.store;
+  if (store) {
+    const [row] = await store.rows<KeyRow>(
+      `SELECT k.id, k."accountId", k.scopes::text[] AS scopes, k."endpointIds", k."revokedAt", k."expiresAt", a."isAdmin"
+       FROM "ApiKey" k JOIN "Account" a ON a.id = k."accountId" WHERE k.hash = $1`,
+      [hash],
+    );
+    return row ?? null;
+  }
+  const key = await source.db.apiKey.findUnique({ where: { hash }, include: { account: { select: { isAdmin: true } } } });
+  return key && { id: key.id, accountId: key.accountId, scopes: key.scopes, endpointIds: key.endpointIds, revokedAt: key.revokedAt, expiresAt: key.expiresAt, isAdmin: key.account.isAdmin };
+}
+
+/** The key's principal and expiry; throws as `authenticate` does. */
+async function resolveKey(source: KeySource, presented: string | undefined): Promise<CachedKey> {
+  if (!presented) throw new DomainError('unauthenticated', 'missing bearer token');
+  if (!KEY_SHAPE.test(presented)) throw new DomainError('unauthenticated', 'malformed bearer token');
+  const key = await readKey(source, hashKey(presented));
+  if (!key || key.revokedAt) throw new DomainError('unauthenticated', 'invalid bearer token');
+  if (key.expiresAt && key.expiresAt.getTime() <= Date.now()) throw new DomainError('unauthenticated', 'expired bearer token');
+  return {
+    principal: {
+      accountId: key.accountId,
+      keyId: key.id,
+      scopes: new Set(key.scopes),
+      endpointIds: key.endpointIds,
+      // A key limited to some endpoints is never the platform's administrator (hosts, accounts).
+      isAdmin: key.isAdmin && key.scopes.includes('ADMIN') && key.endpointIds.length === 0,
+    },
+    expiresAt: key.expiresAt?.getTime() ?? null,
+  };
+}
+
+/**
+ * `authenticate` through the process's record cache (`ctx.records`), for the surfaces where a key
+ * lookup per request would be most of the cost: the job API and the load-balancing proxy. A revoked
+ * key, or one whose scopes or endpoints changed, is seen within the revocation bound
+ * (domain/shared/record-cache.ts); an expired key stops at its expiry; failures are never remembered.
+ */
+export async function authenticateCached(ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>, presented: string | undefined): Promise<Principal> {
+  if (!presented) return authenticate(ctx, presented);
+  const keys = recordCachesOf(ctx).keys;
+  const hash = hashKey(presented);
+  const key = await keys.get(hash, () => resolveKey(ctx, presented));
+  if (!key) throw new DomainError('unauthenticated', 'invalid bearer token');
+  if (key.expiresAt !== null && key.expiresAt <= Date.now()) {
+    keys.delete(hash);
+    throw new DomainError('unauthenticated', 'expired bearer token');
+  }
+  return key.principal;
+}
+
+/**
+ * A key as current as a read of it, for the management REST API and GraphQL: through the record
+ * cache while the process hears every key change (a revocation reaches it at commit, see
+ * domain/shared/record-cache.ts), else read from PostgreSQL.
+ */
+export function authenticateCurrent(source: KeySource, presented: string | undefined): Promise<Principal> {
+  return source.records?.keysFollowChanges ? authenticateCached(source, presented) : authenticate(source, presented);
+}
+
+export function requireScope(principal: Principal, scope: Scope): void {
+  if (!principal.scopes.has(scope) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scope.toLowerCase()} scope`);
+}
+
+/** Any one of `scopes` (ADMIN holds them all). */
+export function requireAnyScope(principal: Principal, scopes: readonly Scope[]): void {
+  if (!scopes.some((s) => principal.scopes.has(s)) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scopes.map((s) => s.toLowerCase()).join(' or ')} scope`);
+}
+
+export function requireEndpointAccess(principal: Principal, endpointId: string): void {
+  if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(endpointId)) throw forbidden('this key does not reach that endpoint');
+}
+
+export interface IssuedKey {
+  id: string;
+  key: string;
+}
+
+export async function issueApiKey(db: Db, accountId: string, name: string, scopes: Scope[], key = newApiKey(), endpointIds: string[] = []): Promise<IssuedKey> {
+  const id = newId();
+  await db.apiKey.create({ data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds } });
+  return { id, key };
+}
+
+const ADMIN_EMAIL = 'admin@gantry.local';
+
+/**
+ * Makes sure the admin account exists and has a key. Returns the key only when Gantry generated it
+ * now (it is stored hashed and cannot be shown again); a configured key is never returned, so it is
+ * never printed. GANTRY_ADMIN_API_KEY pins the key: it is added if no key with that hash exists yet.
+ */
+export async function ensureAdmin(db: Db, configuredKey: string | undefined): Promise<{ accountId: string; newKey: string | undefined }> {
+  const account = await db.account.upsert({
+    where: { email: ADMIN_EMAIL },
+    update: {},
+    create: { id: newId(), email: ADMIN_EMAIL, name: 'admin', isAdmin: true },
+  });
+  const all: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
+  if (configuredKey) {
+    if (!KEY_SHAPE.test(configuredKey)) throw new Error('GANTRY_ADMIN_API_KEY must be 16-200 characters of letters, digits, "_", "-" or "."');
+    const existing = await db.apiKey.findUnique({ where: { hash: hashKey(configuredKey) } });
+    if (existing) return { accountId: account.id, newKey: undefined };
+    await issueApiKey(db, account.id, 'admin (GANTRY_ADMIN_API_KEY)', all, configuredKey);
+    return { accountId: account.id, newKey: undefined };
+  }
+  const count = await db.apiKey.count({ where: { accountId: account.id, revokedAt: null } });
+  if (count > 0) return { accountId: account.id, newKey: undefined };
+  const issued = await issueApiKey(db, account.id, 'first admin key', all);
+  return { accountId: account.id, newKey: issued.key };
+}

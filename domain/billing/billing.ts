@@ -1,0 +1,497 @@
+import { Type, type Static } from 'typebox';
+import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
+import { recordedCpuInstance } from '../catalog/cpu-instances.ts';
+import type { DomainContext } from '../context.ts';
+import type { Db, Prisma } from '../shared/db.ts';
+import { DomainError } from '../errors.ts';
+import { cpuRate, gpuRate, priceTable, type PriceTable } from './pricing.ts';
+import { validate } from '../shared/validation.ts';
+
+/**
+ * Billing: what usage cost, from UsageRecord rows (a worker's running time) and the price table.
+ * A GPU worker costs seconds x price of its GPU type per GPU x gpuCount; a CPU worker costs
+ * seconds x price of its flavor per vCPU x vCPUs. A row that spans buckets is split across them in
+ * proportion to the time it overlaps each. The account's serverless discount (a factor the list
+ * price is multiplied by, e.g. 0.8 for 20% off) applies to serverless usage before its expiry.
+ * Buckets are UTC calendar units; weeks start on Monday. Buckets without spend are left out.
+ */
+
+// ---------------------------------------------------------------- metering
+
+/** What metering needs of a worker row. */
+const METERED_FIELDS = {
+  id: true,
+  startedAt: true,
+  stoppedAt: true,
+  endpointId: true,
+  gpuUuids: true,
+  gpuTypeId: true,
+  cpuFlavorId: true,
+  endpoint: { select: { accountId: true } },
+  pod: { select: { accountId: true } },
+} as const satisfies Prisma.WorkerSelect;
+export type MeteredWorker = Prisma.WorkerGetPayload<{ select: typeof METERED_FIELDS }>;
+
+/**
+ * Meters a worker: its one usage row (id = the worker's id) runs from its container's start to its
+ * stop, or to `now` while it runs. Written each time the worker is watched and when it ends, so
+ * spend shows while a worker runs, and stays when the worker's row goes with its pod or endpoint.
+ * Takes the worker's id, or its row when the caller has just read it.
+ */
+export async function meterWorker(db: Db | Prisma.TransactionClient, worker: string | MeteredWorker, now = new Date()): Promise<void> {
+  const w = typeof worker === 'string' ? await db.worker.findUnique({ where: { id: worker }, select: METERED_FIELDS }) : worker;
+  const accountId = w?.endpoint?.accountId ?? w?.pod?.accountId;
+  if (!w?.startedAt || !accountId) return;
+  const endedAt = w.stoppedAt ?? now;
+  const usage = { endedAt, seconds: Math.max(0, (endedAt.getTime() - w.startedAt.getTime()) / 1000) };
+  await db.usageRecord.upsert({
+    where: { id: w.id },
+    create: { id: w.id, workerId: w.id, accountId, endpointId: w.endpointId, gpuTypeId: w.gpuTypeId, gpuCount: w.gpuUuids.length, cpuFlavorId: w.cpuFlavorId, startedAt: w.startedAt, ...usage },
+    update: usage,
+  });
+}
+
+// ---------------------------------------------------------------- schemas
+
+export const BucketSizeSchema = Type.Union([Type.Literal('hour'), Type.Literal('day'), Type.Literal('week'), Type.Literal('month'), Type.Literal('year')], {
+  description: 'length of each bucket; default day',
+});
+type BucketSize = Static<typeof BucketSizeSchema>;
+
+const windowParams = {
+  startTime: Type.Optional(Type.String({ format: 'date-time', description: 'start (RFC 3339), snapped down to its bucket; default 30 days ago' })),
+  endTime: Type.Optional(Type.String({ format: 'date-time', description: 'end (RFC 3339, exclusive), snapped up to a bucket boundary; default now' })),
+  bucketSize: Type.Optional(BucketSizeSchema),
+  lastN: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,4}$', description: 'the last N buckets, ending with the current one; not with startTime/endTime' })),
+};
+
+export const BillingQuerySchema = Type.Object(windowParams, { additionalProperties: false });
+
+export const ServerlessBillingQuerySchema = Type.Object(
+  {
+    ...windowParams,
+    serverlessId: Type.Optional(Type.String({ minLength: 1, description: 'only this endpoint' })),
+    endpointId: Type.Optional(Type.String({ minLength: 1, description: 'same as serverlessId' })),
+  },
+  { additionalProperties: false },
+);
+
+const TimeRange = {
+  startTime: Type.String({ format: 'date-time', description: 'inclusive' }),
+  endTime: Type.String({ format: 'date-time', description: 'exclusive' }),
+};
+
+const usd = (description: string) => Type.Number({ description: `${description}, USD` });
+
+const serverlessAmounts = {
+  totalAmount: usd('total'),
+  gpuAmount: usd('GPU workers'),
+  cpuAmount: usd('CPU workers'),
+  diskAmount: usd('disk (not charged by Gantry)'),
+  feeAmount: usd('platform fee (not charged by Gantry)'),
+};
+const ServerlessAmountsSchema = Type.Object(serverlessAmounts);
+
+const DiscountSchema = Type.Union(
+  [
+    Type.Object({
+      discountFactor: Type.Number({ description: 'list prices are multiplied by this' }),
+      type: Type.Union([Type.String(), Type.Null()]),
+      expirationDate: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    }),
+    Type.Null(),
+  ],
+  { description: "the account's serverless discount, applied to serverless amounts before it expires" },
+);
+
+export const ServerlessBillingResponseSchema = Type.Object({
+  records: Type.Array(Type.Object({ ...TimeRange, serverlessId: Type.String(), ...serverlessAmounts })),
+  metadata: Type.Object({
+    query: Type.Object({ ...TimeRange, bucketSize: BucketSizeSchema, serverlessId: Type.Union([Type.String(), Type.Null()]) }),
+    recordCount: Type.Integer(),
+    uniqueServerlessCount: Type.Integer(),
+    totals: ServerlessAmountsSchema,
+    discount: DiscountSchema,
+  }),
+});
+export type ServerlessBillingResponse = Static<typeof ServerlessBillingResponseSchema>;
+
+const allAmounts = {
+  totalAmount: usd('total'),
+  podGpuAmount: usd('GPU pods'),
+  podCpuAmount: usd('CPU pods'),
+  podDiskAmount: usd('pod disk (not charged by Gantry)'),
+  serverlessGpuAmount: usd('serverless GPU workers'),
+  serverlessCpuAmount: usd('serverless CPU workers'),
+  serverlessDiskAmount: usd('serverless disk (not charged by Gantry)'),
+  serverlessFeeAmount: usd('serverless platform fee (not charged by Gantry)'),
+  storageStandardAmount: usd('network volume storage (not charged by Gantry)'),
+  storageHighPerformanceAmount: usd('high-performance storage (not offered by Gantry)'),
+  endpointAmount: usd('public models called (their per-call prices)'),
+  clusterGpuAmount: usd('clusters (not offered by Gantry)'),
+  clusterDiskAmount: usd('clusters (not offered by Gantry)'),
+  clusterNetworkingAmount: usd('clusters (not offered by Gantry)'),
+};
+type AllAmounts = { [K in keyof typeof allAmounts]: number };
+
+export const BillingResponseSchema = Type.Object({
+  records: Type.Array(Type.Object({ ...TimeRange, ...allAmounts })),
+  metadata: Type.Object({
+    query: Type.Object({ ...TimeRange, bucketSize: BucketSizeSchema }),
+    recordCount: Type.Integer(),
+    totals: Type.Object(allAmounts),
+    discount: DiscountSchema,
+  }),
+});
+export type BillingResponse = Static<typeof BillingResponseSchema>;
+
+export const EndpointBillingResponseSchema = Type.Object({
+  records: Type.Array(Type.Object({ ...TimeRange, totalAmount: usd('public endpoints') })),
+  metadata: Type.Object({
+    query: Type.Object({ ...TimeRange, bucketSize: BucketSizeSchema }),
+    recordCount: Type.Integer(),
+    totals: Type.Object({ totalAmount: usd('public endpoints') }),
+  }),
+});
+export type EndpointBillingResponse = Static<typeof EndpointBillingResponseSchema>;
+
+// ---------------------------------------------------------------- time buckets
+
+export function bucketStart(t: Date, size: BucketSize): Date {
+  const d = new Date(t.getTime());
+  switch (size) {
+    case 'hour':
+      d.setUTCMinutes(0, 0, 0);
+      return d;
+    case 'day':
+      d.setUTCHours(0, 0, 0, 0);
+      return d;
+    case 'week': {
+      d.setUTCHours(0, 0, 0, 0);
+      d.setUTCDate(d.getUTCDate() - ((d.getUTCDay() + 6) % 7));
+      return d;
+    }
+    case 'month':
+      return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1));
+    case 'year':
+      return new Date(Date.UTC(d.getUTCFullYear(), 0, 1));
+  }
+}
+
+/** The start of the bucket after the one starting at `start`, or `n` buckets on (n may be negative). */
+export function bucketShift(start: Date, size: BucketSize, n = 1): Date {
+  const d = new Date(start.getTime());
+  switch (size) {
+    case 'hour':
+      return new Date(d.getTime() + n * 3_600_000);
+    case 'day':
+      d.setUTCDate(d.getUTCDate() + n);
+      return d;
+    case 'week':
+      d.setUTCDate(d.getUTCDate() + 7 * n);
+      return d;
+    case 'month':
+      d.setUTCMonth(d.getUTCMonth() + n);
+      return d;
+    case 'year':
+      d.setUTCFullYear(d.getUTCFullYear() + n);
+      return d;
+  }
+}
+
+const MAX_BUCKETS = 10_000;
+
+interface Window {
+  start: Date;
+  end: Date;
+  bucketSize: BucketSize;
+}
+
+function resolveWindow(q: { startTime?: string; endTime?: string; bucketSize?: string; lastN?: string }, now = new Date()): Window {
+  const size = (q.bucketSize ?? 'day') as BucketSize;
+  if (q.lastN !== undefined && (q.startTime !== undefined || q.endTime !== undefined)) {
+    throw new DomainError('bad_request', 'lastN and startTime/endTime exclude each other; give one or the other');
+  }
+  let start: Date;
+  let end: Date;
+  if (q.lastN !== undefined) {
+    const current = bucketStart(now, size);
+    start = bucketShift(current, size, -(Number(q.lastN) - 1));
+    end = bucketShift(current, size);
+  } else {
+    const rawEnd = q.endTime !== undefined ? new Date(q.endTime) : now;
+    const rawStart = q.startTime !== undefined ? new Date(q.startTime) : new Date(rawEnd.getTime() - 30 * 86_400_000);
+    start = bucketStart(rawStart, size);
+    const endFloor = bucketStart(rawEnd, size);
+    end = endFloor.getTime() === rawEnd.getTime() ? endFloor : bucketShift(endFloor, size);
+    if (rawStart.getTime() >= rawEnd.getTime()) throw new DomainError('bad_request', 'startTime must be before endTime');
+  }
+  let buckets = 0;
+  for (let t = start; t < end && buckets <= MAX_BUCKETS; t = bucketShift(t, size)) buckets++;
+  if (buckets > MAX_BUCKETS) throw new DomainError('bad_request', `the window spans more than ${MAX_BUCKETS} ${size} buckets; use a larger bucketSize or a shorter window`);
+  return { start, end, bucketSize: size };
+}
+
+// ---------------------------------------------------------------- pricing usage
+
+interface UsageRow {
+  endpointId: string | null;
+  gpuTypeId: string | null;
+  gpuCount: number;
+  cpuFlavorId: string | null;
+  startedAt: Date;
+  endedAt: Date;
+  seconds: number;
+}
+
+interface Charge {
+  kind: 'gpu' | 'cpu';
+  /** USD per second of this row at list price. */
+  perSecond: number;
+}
+
+function charge(row: UsageRow, table: PriceTable, product: 'serverless' | 'pod', endpointVcpus: Map<string, number | null>): Charge | undefined {
+  if (row.gpuTypeId && row.gpuCount > 0) {
+    const rate = gpuRate(table, row.gpuTypeId);
+    return { kind: 'gpu', perSecond: ((product === 'serverless' ? rate.serverlessPerHour : rate.podPerHour) / 3600) * row.gpuCount };
+  }
+  if (row.cpuFlavorId) {
+    const { flavorId, vcpus } = recordedCpuInstance(row.cpuFlavorId, row.endpointId ? endpointVcpus.get(row.endpointId) : undefined);
+    const rate = cpuRate(table, flavorId);
+    return { kind: 'cpu', perSecond: ((product === 'serverless' ? rate.serverlessPerVcpuHour : rate.podPerVcpuHour) / 3600) * vcpus };
+  }
+  return undefined;
+}
+
+interface Discount {
+  factor: number;
+  type: string | null;
+  expires: Date | null;
+}
+
+/**
+ * Splits a row over buckets (and at the discount's expiry) and calls `add` with each piece's
+ * bucket start, its billed seconds, and whether the discount covers it.
+ */
+function spread(row: UsageRow, w: Window, discountExpires: Date | null, add: (bucket: Date, seconds: number, discounted: boolean) => void): void {
+  const from = row.startedAt.getTime();
+  const to = row.endedAt.getTime();
+  const covered = (t: number): boolean => discountExpires === null || t < discountExpires.getTime();
+  if (to <= from) {
+    if (from >= w.start.getTime() && from < w.end.getTime()) add(bucketStart(row.startedAt, w.bucketSize), row.seconds, covered(from));
+    return;
+  }
+  const lo = Math.max(from, w.start.getTime());
+  const hi = Math.min(to, w.end.getTime());
+  for (let b = bucketStart(new Date(lo), w.bucketSize); b.getTime() < hi; b = bucketShift(b, w.bucketSize)) {
+    const a = Math.max(lo, b.getTime());
+    const z = Math.min(hi, bucketShift(b, w.bucketSize).getTime());
+    if (z <= a) continue;
+    const cut = discountExpires && discountExpires.getTime() > a && discountExpires.getTime() < z ? discountExpires.getTime() : undefined;
+    const pieces: Array<[number, number]> = cut === undefined ? [[a, z]] : [[a, cut], [cut, z]];
+    for (const [p, q] of pieces) add(b, (row.seconds * (q - p)) / (to - from), covered(p));
+  }
+}
+
+async function accountDiscount(ctx: DomainContext, accountId: string): Promise<Discount | null> {
+  const account = await ctx.db.account.findUnique({
+    where: { id: accountId },
+    select: { serverlessDiscountFactor: true, serverlessDiscountType: true, serverlessDiscountExpires: true },
+  });
+  if (!account || account.serverlessDiscountFactor === null) return null;
+  return { factor: account.serverlessDiscountFactor, type: account.serverlessDiscountType, expires: account.serverlessDiscountExpires };
+}
+
+const discountView = (d: Discount | null): ServerlessBillingResponse['metadata']['discount'] =>
+  d ? { discountFactor: d.factor, type: d.type, expirationDate: d.expires?.toISOString() ?? null } : null;
+
+/** Micro-dollars: enough for per-second prices, and sums stay stable. */
+const money = (x: number): number => Math.round(x * 1e6) / 1e6;
+
+async function usageRows(ctx: DomainContext, principal: Principal, w: Window, endpointId: string | undefined, serverlessOnly: boolean): Promise<UsageRow[]> {
+  const restricted = principal.endpointIds.length > 0;
+  return ctx.db.usageRecord.findMany({
+    where: {
+      accountId: principal.accountId,
+      startedAt: { lt: w.end },
+      endedAt: { gte: w.start },
+      ...(endpointId !== undefined
+        ? { endpointId }
+        : restricted
+          ? { endpointId: { in: [...principal.endpointIds] } }
+          : serverlessOnly
+            ? { endpointId: { not: null } }
+            : {}),
+    },
+    select: { endpointId: true, gpuTypeId: true, gpuCount: true, cpuFlavorId: true, startedAt: true, endedAt: true, seconds: true },
+  });
+}
+
+async function vcpusOfEndpoints(ctx: DomainContext, rows: UsageRow[]): Promise<Map<string, number | null>> {
+  const ids = [...new Set(rows.filter((r) => r.cpuFlavorId && r.endpointId).map((r) => r.endpointId!))];
+  if (ids.length === 0) return new Map();
+  const endpoints = await ctx.db.endpoint.findMany({ where: { id: { in: ids } }, select: { id: true, cpuVcpuCount: true } });
+  return new Map(endpoints.map((e) => [e.id, e.cpuVcpuCount]));
+}
+
+// ---------------------------------------------------------------- operations
+
+/** Serverless spend per endpoint per bucket (listServerlessBilling). */
+export async function serverlessBilling(ctx: DomainContext, principal: Principal, query: unknown): Promise<ServerlessBillingResponse> {
+  requireScope(principal, 'READ');
+  const q = validate(ServerlessBillingQuerySchema, query);
+  if (q.serverlessId !== undefined && q.endpointId !== undefined && q.serverlessId !== q.endpointId) {
+    throw new DomainError('bad_request', 'serverlessId and endpointId name different endpoints; give one');
+  }
+  const endpointId = q.serverlessId ?? q.endpointId;
+  if (endpointId !== undefined) requireEndpointAccess(principal, endpointId);
+  const w = resolveWindow(q);
+  const [rows, discount] = await Promise.all([usageRows(ctx, principal, w, endpointId, true), accountDiscount(ctx, principal.accountId)]);
+  const vcpus = await vcpusOfEndpoints(ctx, rows);
+  const table = priceTable(ctx.settings.pricesFile);
+
+  const buckets = new Map<string, { start: Date; endpointId: string; gpu: number; cpu: number }>();
+  for (const row of rows) {
+    const c = charge(row, table, 'serverless', vcpus);
+    if (!c) continue;
+    spread(row, w, discount?.expires ?? null, (bucket, seconds, discounted) => {
+      const key = `${bucket.toISOString()} ${row.endpointId}`;
+      let b = buckets.get(key);
+      if (!b) buckets.set(key, (b = { start: bucket, endpointId: row.endpointId!, gpu: 0, cpu: 0 }));
+      const amount = seconds * c.perSecond * (discount && discounted ? discount.factor : 1);
+      b[c.kind] += amount;
+    });
+  }
+  const sorted = [...buckets.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || a.endpointId.localeCompare(b.endpointId));
+  const totals = { gpu: 0, cpu: 0 };
+  const records = sorted.map((b) => {
+    totals.gpu += b.gpu;
+    totals.cpu += b.cpu;
+    return {
+      startTime: b.start.toISOString(),
+      endTime: bucketShift(b.start, w.bucketSize).toISOString(),
+      serverlessId: b.endpointId,
+      totalAmount: money(b.gpu + b.cpu),
+      gpuAmount: money(b.gpu),
+      cpuAmount: money(b.cpu),
+      diskAmount: 0,
+      feeAmount: 0,
+    };
+  });
+  return {
+    records,
+    metadata: {
+      query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize, serverlessId: endpointId ?? null },
+      recordCount: records.length,
+      uniqueServerlessCount: new Set(records.map((r) => r.serverlessId)).size,
+      totals: { totalAmount: money(totals.gpu + totals.cpu), gpuAmount: money(totals.gpu), cpuAmount: money(totals.cpu), diskAmount: 0, feeAmount: 0 },
+      discount: discountView(discount),
+    },
+  };
+}
+
+const zeroAmounts = (): AllAmounts => ({
+  totalAmount: 0,
+  podGpuAmount: 0,
+  podCpuAmount: 0,
+  podDiskAmount: 0,
+  serverlessGpuAmount: 0,
+  serverlessCpuAmount: 0,
+  serverlessDiskAmount: 0,
+  serverlessFeeAmount: 0,
+  storageStandardAmount: 0,
+  storageHighPerformanceAmount: 0,
+  endpointAmount: 0,
+  clusterGpuAmount: 0,
+  clusterDiskAmount: 0,
+  clusterNetworkingAmount: 0,
+});
+
+const AMOUNT_FIELD = {
+  serverless: { gpu: 'serverlessGpuAmount', cpu: 'serverlessCpuAmount' },
+  pod: { gpu: 'podGpuAmount', cpu: 'podCpuAmount' },
+} as const;
+
+/** All spend per bucket: serverless workers and pods (listBilling). */
+export async function billing(ctx: DomainContext, principal: Principal, query: unknown): Promise<BillingResponse> {
+  requireScope(principal, 'READ');
+  const w = resolveWindow(validate(BillingQuerySchema, query));
+  const [rows, discount, modelCharges] = await Promise.all([usageRows(ctx, principal, w, undefined, false), accountDiscount(ctx, principal.accountId), modelChargesByBucket(ctx, principal, w)]);
+  const vcpus = await vcpusOfEndpoints(ctx, rows);
+  const table = priceTable(ctx.settings.pricesFile);
+  const buckets = new Map<number, AllAmounts>();
+  for (const [bucket, amount] of modelCharges) {
+    let b = buckets.get(bucket);
+    if (!b) buckets.set(bucket, (b = zeroAmounts()));
+    b.endpointAmount += amount;
+  }
+  for (const row of rows) {
+    // Usage without an endpoint is a pod's.
+    const product = row.endpointId ? 'serverless' : 'pod';
+    const c = charge(row, table, product, vcpus);
+    if (!c) continue;
+    spread(row, w, discount?.expires ?? null, (bucket, seconds, discounted) => {
+      let b = buckets.get(bucket.getTime());
+      if (!b) buckets.set(bucket.getTime(), (b = zeroAmounts()));
+      const factor = product === 'serverless' && discount && discounted ? discount.factor : 1;
+      b[AMOUNT_FIELD[product][c.kind]] += seconds * c.perSecond * factor;
+    });
+  }
+  const totals = zeroAmounts();
+  const records = [...buckets.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([start, amounts]) => {
+      amounts.totalAmount = amounts.podGpuAmount + amounts.podCpuAmount + amounts.serverlessGpuAmount + amounts.serverlessCpuAmount + amounts.endpointAmount;
+      const rounded = zeroAmounts();
+      for (const k of Object.keys(amounts) as (keyof AllAmounts)[]) {
+        totals[k] += amounts[k];
+        rounded[k] = money(amounts[k]);
+      }
+      return { startTime: new Date(start).toISOString(), endTime: bucketShift(new Date(start), w.bucketSize).toISOString(), ...rounded };
+    });
+  for (const k of Object.keys(totals) as (keyof AllAmounts)[]) totals[k] = money(totals[k]);
+  return {
+    records,
+    metadata: {
+      query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize },
+      recordCount: records.length,
+      totals,
+      discount: discountView(discount),
+    },
+  };
+}
+
+/**
+ * What the account's calls of public models cost, per bucket (epoch ms of its start): each
+ * completed call's charge (PublicModelCharge, written with its result) in the bucket of its completion.
+ */
+async function modelChargesByBucket(ctx: DomainContext, principal: Principal, w: Window): Promise<Map<number, number>> {
+  const charges = await ctx.db.publicModelCharge.findMany({
+    where: { accountId: principal.accountId, createdAt: { gte: w.start, lt: w.end } },
+    select: { createdAt: true, amount: true },
+  });
+  const buckets = new Map<number, number>();
+  for (const c of charges) {
+    const start = bucketStart(c.createdAt, w.bucketSize).getTime();
+    buckets.set(start, (buckets.get(start) ?? 0) + c.amount);
+  }
+  return buckets;
+}
+
+/** Public models the account called (listEndpointBilling): the charges of its completed calls, per bucket. */
+export async function publicEndpointBilling(ctx: DomainContext, principal: Principal, query: unknown): Promise<EndpointBillingResponse> {
+  requireScope(principal, 'READ');
+  const w = resolveWindow(validate(BillingQuerySchema, query));
+  const buckets = await modelChargesByBucket(ctx, principal, w);
+  let total = 0;
+  const records = [...buckets.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([start, amount]) => {
+      total += amount;
+      return { startTime: new Date(start).toISOString(), endTime: bucketShift(new Date(start), w.bucketSize).toISOString(), totalAmount: money(amount) };
+    });
+  return {
+    records,
+    metadata: { query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize }, recordCount: records.length, totals: { totalAmount: money(total) } },
+  };
+}

@@ -1,0 +1,401 @@
+import { Type, type Static } from 'typebox';
+import { requireScope, type Principal } from '../accounts/auth.ts';
+import type { DomainContext } from '../context.ts';
+import { CPU_FLAVORS, MIN_VCPUS, maxVcpusOnHost } from './cpu-instances.ts';
+import { DomainError, notFound } from '../errors.ts';
+import { describeGpu, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
+import { cpuRate, gpuRate, priceTable, type PriceTable } from '../billing/pricing.ts';
+import { validate } from '../shared/validation.ts';
+import { liveWorker } from '../workers/status.ts';
+
+/**
+ * The catalog: what the registered hosts offer. GPU types and CPU flavors come from hosts with
+ * status READY; a GPU is available when its host can pass GPUs to containers and no live worker
+ * (status other than STOPPED or FAILED) holds its UUID, as placement (domain/workers/placement.ts) decides.
+ * Prices come from the price table (domain/billing/pricing.ts).
+ */
+
+// ---------------------------------------------------------------- schemas
+
+export const AvailabilitySchema = Type.Union([Type.Literal('NONE'), Type.Literal('LOW'), Type.Literal('MEDIUM'), Type.Literal('HIGH')], {
+  description: 'NONE: nothing free; LOW: one unit or under a quarter free; MEDIUM: under half free; HIGH: half or more free',
+});
+export type Availability = Static<typeof AvailabilitySchema>;
+
+const DataCenterAvailabilitySchema = Type.Object({ id: Type.String(), name: Type.String(), availability: AvailabilitySchema });
+
+const CountSchema = Type.Object(
+  {
+    total: Type.Integer({ description: 'units on READY hosts' }),
+    available: Type.Integer({ description: 'units no live worker holds' }),
+  },
+  { description: 'Gantry: capacity of the registered hosts' },
+);
+
+export const GpuTypeSchema = Type.Object({
+  id: Type.String({ description: 'GPU type id: the name nvidia-smi prints for the card' }),
+  name: Type.String(),
+  pool: Type.Union([Type.String(), Type.Null()], { description: 'serverless GPU pool id (gpu.pools of an endpoint); null when the card is in no pool' }),
+  manufacturer: Type.Union([Type.Literal('NVIDIA'), Type.Literal('AMD'), Type.Literal('UNKNOWN')]),
+  memory: Type.Integer({ description: 'VRAM in GB' }),
+  secure: Type.Boolean({ description: 'offered by a READY host' }),
+  community: Type.Boolean({ description: 'always false: Gantry runs one cloud, its own hosts' }),
+  price: Type.Object(
+    {
+      secure: Type.Number({ description: 'pod price per GPU per hour, USD' }),
+      community: Type.Number({ description: 'same as secure (one cloud)' }),
+      serverless: Type.Optional(Type.Number({ description: 'serverless price per GPU per hour, USD; absent when the card is in no pool' })),
+      serverlessPerSecond: Type.Optional(Type.Number({ description: 'serverless price per GPU per second, USD' })),
+    },
+    { description: 'list prices from the price table (GANTRY_PRICES_FILE); account discounts are not applied' },
+  ),
+  maxCount: Type.Object(
+    { secure: Type.Integer({ description: 'most GPUs of this type on one host' }), community: Type.Integer() },
+    { description: 'largest number of these GPUs one worker or pod can get (one host)' },
+  ),
+  count: CountSchema,
+  availability: Type.Optional(AvailabilitySchema),
+  dataCenters: Type.Optional(Type.Array(DataCenterAvailabilitySchema)),
+});
+export type GpuTypeView = Static<typeof GpuTypeSchema>;
+export const GpuTypeListSchema = Type.Object({ gpus: Type.Array(GpuTypeSchema) });
+
+const listOf = (values: readonly string[]): string => `^(${values.join('|')})(,(${values.join('|')}))*$`;
+
+export const GpuCatalogQuerySchema = Type.Object(
+  {
+    include: Type.Optional(Type.String({ pattern: listOf(['AVAILABILITY']), description: 'AVAILABILITY adds `availability` and `dataCenters`; needs `product`' })),
+    product: Type.Optional(
+      Type.String({
+        pattern: listOf(['POD', 'CLUSTER', 'SERVERLESS']),
+        description: 'comma-separated POD, CLUSTER, SERVERLESS; only with include=AVAILABILITY (pods and workers share the same hosts, so every product sees the same stock)',
+      }),
+    ),
+    count: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,3}$', description: 'GPUs wanted on one host (default 1); only with include=AVAILABILITY' })),
+  },
+  { additionalProperties: false },
+);
+export type GpuCatalogQuery = Static<typeof GpuCatalogQuerySchema>;
+
+export const CpuTypeSchema = Type.Object({
+  id: Type.String({ description: 'CPU flavor id (cpu.id of an endpoint)' }),
+  name: Type.String(),
+  group: Type.String({ description: 'flavor family' }),
+  vcpu: Type.Object({ min: Type.Integer(), max: Type.Integer({ description: 'largest power of two a READY host can give at this memory per vCPU' }) }),
+  ramGbPerVcpu: Type.Number({ description: 'GB of memory per vCPU' }),
+  price: Type.Object({
+    securePerVcpu: Type.Number({ description: 'pod price per vCPU per hour, USD' }),
+    serverlessPerVcpu: Type.Number({ description: 'serverless price per vCPU per hour, USD' }),
+  }),
+  hosts: Type.Integer({ description: 'READY hosts that can run this flavor at its minimum size' }),
+});
+export type CpuTypeView = Static<typeof CpuTypeSchema>;
+export const CpuTypeListSchema = Type.Object({ cpus: Type.Array(CpuTypeSchema) });
+
+export const RegionSchema = Type.Union([
+  Type.Literal('NORTH_AMERICA'),
+  Type.Literal('SOUTH_AMERICA'),
+  Type.Literal('EUROPE'),
+  Type.Literal('ASIA'),
+  Type.Literal('MIDDLE_EAST'),
+  Type.Literal('AFRICA'),
+  Type.Literal('OCEANIA'),
+  Type.Literal('ANTARCTICA'),
+  Type.Literal('UNKNOWN'),
+]);
+
+const ResourceAvailabilitySchema = Type.Object({ id: Type.String(), name: Type.String(), availability: AvailabilitySchema });
+
+export const DataCenterSchema = Type.Object({
+  id: Type.String({ description: 'the dataCenterId hosts were registered with' }),
+  name: Type.String(),
+  region: RegionSchema,
+  country: Type.Union([Type.String(), Type.Null()], { description: 'ISO 3166-1 alpha-2, as the operator set it; GraphQL `locations` places workers by it' }),
+  globalNetwork: Type.Boolean(),
+  networkVolumeTypes: Type.Array(Type.Union([Type.Literal('STANDARD'), Type.Literal('HIGH_PERFORMANCE')]), { description: 'empty: network volumes cannot be made here (several hosts and no shared storage)' }),
+  compliance: Type.Array(Type.String()),
+  hosts: Type.Object({ total: Type.Integer(), ready: Type.Integer() }, { description: 'registered hosts here, and how many are READY' }),
+  gpus: CountSchema,
+  gpuAvailability: Type.Optional(Type.Array(ResourceAvailabilitySchema)),
+});
+export type DataCenterView = Static<typeof DataCenterSchema>;
+export const DataCenterListSchema = Type.Object({ dataCenters: Type.Array(DataCenterSchema) });
+
+export const DataCenterQuerySchema = Type.Object(
+  {
+    include: Type.Optional(
+      Type.String({
+        pattern: listOf(['GPU_AVAILABILITY']),
+        description: 'GPU_AVAILABILITY adds gpuAvailability (CPU_AVAILABILITY is not offered: workers do not record the vCPUs they hold)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+// ---------------------------------------------------------------- inventory
+
+interface HostGpu {
+  uuid: string;
+  name: string;
+  memoryMb: number;
+  pool: GpuPoolId | undefined;
+}
+
+/** Host.gpus as stored by the probe; entries that are not GPU records are skipped. */
+function hostGpus(json: unknown): HostGpu[] {
+  if (!Array.isArray(json)) return [];
+  const out: HostGpu[] = [];
+  for (const g of json as unknown[]) {
+    if (typeof g !== 'object' || g === null) continue;
+    const r = g as Record<string, unknown>;
+    if (typeof r.uuid !== 'string' || typeof r.name !== 'string' || typeof r.memoryMb !== 'number') continue;
+    out.push({ uuid: r.uuid, name: r.name, memoryMb: r.memoryMb, pool: typeof r.pool === 'string' && isGpuPoolId(r.pool) ? r.pool : undefined });
+  }
+  return out;
+}
+
+interface GpuStock {
+  gpuTypeId: string;
+  name: string;
+  pool: GpuPoolId | null;
+  memoryGb: number;
+  total: number;
+  available: number;
+  maxPerHost: number;
+  /** Per data center: totals and the most free GPUs of this type on one of its hosts. */
+  dataCenters: Map<string, { total: number; available: number; maxFreeOnHost: number }>;
+}
+
+interface Inventory {
+  gpus: Map<string, GpuStock>;
+  dataCenters: Map<string, { hosts: number; readyHosts: number; gpuTotal: number; gpuAvailable: number }>;
+  cpuHosts: Map<string, { hosts: number; maxVcpus: number }>;
+}
+
+async function inventory(ctx: DomainContext): Promise<Inventory> {
+  const [hosts, workers] = await Promise.all([
+    ctx.db.host.findMany({ select: { dataCenterId: true, status: true, cpuCount: true, memoryMb: true, gpus: true, gpuMethod: true }, orderBy: { name: 'asc' } }),
+    ctx.db.worker.findMany({ where: liveWorker, select: { gpuUuids: true } }),
+  ]);
+  const held = new Set(workers.flatMap((w) => w.gpuUuids));
+  const inv: Inventory = { gpus: new Map(), dataCenters: new Map(), cpuHosts: new Map() };
+  for (const host of hosts) {
+    let dc = inv.dataCenters.get(host.dataCenterId);
+    if (!dc) inv.dataCenters.set(host.dataCenterId, (dc = { hosts: 0, readyHosts: 0, gpuTotal: 0, gpuAvailable: 0 }));
+    dc.hosts++;
+    if (host.status !== 'READY') continue;
+    dc.readyHosts++;
+
+    for (const flavor of CPU_FLAVORS) {
+      const max = maxVcpusOnHost(flavor, host.cpuCount, host.memoryMb);
+      if (max === 0) continue;
+      const c = inv.cpuHosts.get(flavor.id) ?? { hosts: 0, maxVcpus: 0 };
+      inv.cpuHosts.set(flavor.id, { hosts: c.hosts + 1, maxVcpus: Math.max(c.maxVcpus, max) });
+    }
+
+    // As placement sees it: GPUs a host cannot hand to containers are never free.
+    const passthrough = host.gpuMethod !== null && host.gpuMethod !== 'none';
+    const perType = new Map<string, { total: number; free: number }>();
+    for (const g of hostGpus(host.gpus)) {
+      const d = describeGpu(g.name, g.memoryMb);
+      let stock = inv.gpus.get(d.gpuTypeId);
+      if (!stock) {
+        stock = { gpuTypeId: d.gpuTypeId, name: d.displayName, pool: g.pool ?? d.pool ?? null, memoryGb: d.memoryGb, total: 0, available: 0, maxPerHost: 0, dataCenters: new Map() };
+        inv.gpus.set(d.gpuTypeId, stock);
+      }
+      const free = passthrough && !held.has(g.uuid);
+      stock.total++;
+      dc.gpuTotal++;
+      if (free) {
+        stock.available++;
+        dc.gpuAvailable++;
+      }
+      const t = perType.get(d.gpuTypeId) ?? { total: 0, free: 0 };
+      perType.set(d.gpuTypeId, { total: t.total + 1, free: t.free + (free ? 1 : 0) });
+    }
+    for (const [typeId, t] of perType) {
+      const stock = inv.gpus.get(typeId)!;
+      stock.maxPerHost = Math.max(stock.maxPerHost, t.total);
+      const s = stock.dataCenters.get(host.dataCenterId) ?? { total: 0, available: 0, maxFreeOnHost: 0 };
+      stock.dataCenters.set(host.dataCenterId, { total: s.total + t.total, available: s.available + t.free, maxFreeOnHost: Math.max(s.maxFreeOnHost, t.free) });
+    }
+  }
+  return inv;
+}
+
+export function availabilityLevel(available: number, total: number): Availability {
+  if (available <= 0 || total <= 0) return 'NONE';
+  const share = available / total;
+  if (available === 1 || share < 0.25) return 'LOW';
+  if (share < 0.5) return 'MEDIUM';
+  return 'HIGH';
+}
+
+// ---------------------------------------------------------------- GPU types
+
+const poolOrder = (pool: string | null): number => (pool === null ? GPU_POOL_IDS.length : (GPU_POOL_IDS as readonly string[]).indexOf(pool));
+
+function gpuTypeView(stock: GpuStock, withAvailability: { count: number } | undefined, prices: PriceTable): GpuTypeView {
+  const rate = gpuRate(prices, stock.gpuTypeId, stock.pool);
+  const view: GpuTypeView = {
+    id: stock.gpuTypeId,
+    name: stock.name,
+    pool: stock.pool,
+    manufacturer: 'NVIDIA',
+    memory: stock.memoryGb,
+    secure: true,
+    community: false,
+    price: {
+      secure: rate.podPerHour,
+      community: rate.podPerHour,
+      ...(stock.pool ? { serverless: rate.serverlessPerHour, serverlessPerSecond: rate.serverlessPerHour / 3600 } : {}),
+    },
+    maxCount: { secure: stock.maxPerHost, community: 0 },
+    count: { total: stock.total, available: stock.available },
+  };
+  if (withAvailability) {
+    const wanted = withAvailability.count;
+    // A worker or pod runs on one host: `count` GPUs must be free together on one of them.
+    const dcs = [...stock.dataCenters.entries()].sort(([a], [b]) => a.localeCompare(b));
+    view.dataCenters = dcs.map(([id, s]) => ({ id, name: id, availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE' }));
+    view.availability = dcs.some(([, s]) => s.maxFreeOnHost >= wanted) ? availabilityLevel(stock.available, stock.total) : 'NONE';
+  }
+  return view;
+}
+
+function availabilityOption(query: GpuCatalogQuery): { count: number } | undefined {
+  const include = query.include !== undefined;
+  if (include && query.product === undefined) throw new DomainError('bad_request', 'include=AVAILABILITY needs product (POD, CLUSTER or SERVERLESS)');
+  if (!include && (query.product !== undefined || query.count !== undefined)) throw new DomainError('bad_request', 'product and count are valid only with include=AVAILABILITY');
+  return include ? { count: Number(query.count ?? 1) } : undefined;
+}
+
+/** Every GPU type on READY hosts, pools in catalog order (GraphQL `gpuTypes` reads this too). */
+export async function gpuTypes(ctx: DomainContext, availability?: { count: number }): Promise<GpuTypeView[]> {
+  const inv = await inventory(ctx);
+  const prices = priceTable(ctx.settings.pricesFile);
+  return [...inv.gpus.values()]
+    .sort((a, b) => poolOrder(a.pool) - poolOrder(b.pool) || a.memoryGb - b.memoryGb || a.gpuTypeId.localeCompare(b.gpuTypeId))
+    .map((s) => gpuTypeView(s, availability, prices));
+}
+
+export async function listGpuTypes(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<GpuTypeView[]> {
+  requireScope(principal, 'READ');
+  return gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)));
+}
+
+export async function getGpuType(ctx: DomainContext, principal: Principal, id: string, query: unknown = {}): Promise<GpuTypeView> {
+  requireScope(principal, 'READ');
+  const found = (await gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)))).find((g) => g.id === id);
+  if (!found) throw notFound('GPU type');
+  return found;
+}
+
+// ---------------------------------------------------------------- CPU types
+
+/** Flavors that fit at least one READY host at their minimum size. */
+export async function cpuTypes(ctx: DomainContext): Promise<CpuTypeView[]> {
+  const inv = await inventory(ctx);
+  const table = priceTable(ctx.settings.pricesFile);
+  return CPU_FLAVORS.flatMap((f) => {
+    const hosts = inv.cpuHosts.get(f.id);
+    if (!hosts) return [];
+    const rate = cpuRate(table, f.id);
+    return [
+      {
+        id: f.id,
+        name: f.name,
+        group: f.group,
+        vcpu: { min: MIN_VCPUS, max: hosts.maxVcpus },
+        ramGbPerVcpu: f.ramGbPerVcpu,
+        price: { securePerVcpu: rate.podPerVcpuHour, serverlessPerVcpu: rate.serverlessPerVcpuHour },
+        hosts: hosts.hosts,
+      },
+    ];
+  });
+}
+
+export async function listCpuTypes(ctx: DomainContext, principal: Principal): Promise<CpuTypeView[]> {
+  requireScope(principal, 'READ');
+  return cpuTypes(ctx);
+}
+
+export async function getCpuType(ctx: DomainContext, principal: Principal, id: string): Promise<CpuTypeView> {
+  requireScope(principal, 'READ');
+  const found = (await cpuTypes(ctx)).find((c) => c.id === id);
+  if (!found) throw notFound('CPU type');
+  return found;
+}
+
+// ---------------------------------------------------------------- data centers
+
+const REGION_BY_PREFIX: Record<string, DataCenterView['region']> = {
+  US: 'NORTH_AMERICA',
+  CA: 'NORTH_AMERICA',
+  NA: 'NORTH_AMERICA',
+  MX: 'NORTH_AMERICA',
+  EU: 'EUROPE',
+  EUR: 'EUROPE',
+  AP: 'ASIA',
+  ASIA: 'ASIA',
+  SEA: 'ASIA',
+  OC: 'OCEANIA',
+  SA: 'SOUTH_AMERICA',
+  BR: 'SOUTH_AMERICA',
+  ME: 'MIDDLE_EAST',
+  AF: 'AFRICA',
+};
+
+/** The region of an id such as "EU-RO-1" or "US-TX-3", from its first segment; UNKNOWN otherwise. */
+export function regionOf(dataCenterId: string): DataCenterView['region'] {
+  return REGION_BY_PREFIX[dataCenterId.split(/[-_]/)[0]!.toUpperCase()] ?? 'UNKNOWN';
+}
+
+/** Data centers Gantry knows: every dataCenterId a registered host carries, whatever its status. */
+export async function knownDataCenterIds(ctx: DomainContext): Promise<string[]> {
+  const rows = await ctx.db.host.findMany({ distinct: ['dataCenterId'], select: { dataCenterId: true }, orderBy: { dataCenterId: 'asc' } });
+  return rows.map((r) => r.dataCenterId);
+}
+
+async function dataCenters(ctx: DomainContext, query: unknown): Promise<DataCenterView[]> {
+  const include = new Set((validate(DataCenterQuerySchema, query).include ?? '').split(',').filter(Boolean));
+  const [inv, settings] = await Promise.all([inventory(ctx), ctx.db.dataCenter.findMany()]);
+  const settingsOf = new Map(settings.map((s) => [s.id, s]));
+  return [...inv.dataCenters.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([id, dc]) => {
+      const s = settingsOf.get(id);
+      const view: DataCenterView = {
+        id,
+        name: id,
+        region: regionOf(id),
+        country: s?.country ?? null,
+        globalNetwork: false,
+        networkVolumeTypes: s?.networkVolumePath || dc.hosts === 1 ? ['STANDARD'] : [],
+        compliance: [],
+        hosts: { total: dc.hosts, ready: dc.readyHosts },
+        gpus: { total: dc.gpuTotal, available: dc.gpuAvailable },
+      };
+      if (include.has('GPU_AVAILABILITY')) {
+        const here = [...inv.gpus.values()].flatMap((s) => {
+          const at = s.dataCenters.get(id);
+          return at ? [{ id: s.gpuTypeId, name: s.name, availability: availabilityLevel(at.available, at.total) }] : [];
+        });
+        if (here.length > 0) view.gpuAvailability = here;
+      }
+      return view;
+    });
+}
+
+export async function listDataCenters(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<DataCenterView[]> {
+  requireScope(principal, 'READ');
+  return dataCenters(ctx, query);
+}
+
+export async function getDataCenter(ctx: DomainContext, principal: Principal, id: string, query: unknown = {}): Promise<DataCenterView> {
+  requireScope(principal, 'READ');
+  const found = (await dataCenters(ctx, query)).find((d) => d.id === id);
+  if (!found) throw notFound('data center');
+  return found;
+}

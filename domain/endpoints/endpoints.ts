@@ -1,0 +1,537 @@
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Endpoint, WorkerStatus } from '../../generated/prisma/client.ts';
+import { Prisma } from '../../generated/prisma/client.ts';
+import { deleteEndpoint as deleteEndpointSignal, endpointChanged, endpointWorkflowId, specProblems, type EndpointWorkflow } from '../../contracts/workflows.ts';
+import { gantryMemo, gantrySearchAttributes } from '../../contracts/search-attributes.ts';
+import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
+import { registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
+import type { DomainContext } from '../context.ts';
+import {
+  CreateEndpointSchema,
+  UpdateEndpointSchema,
+  type EndpointView,
+  type ListEndpointReleasesResponse,
+  type ListEndpointWorkersResponse,
+  type ReleaseDiffEntry,
+  type WorkerSummary,
+  type WorkerView,
+} from './schemas.ts';
+import { DomainError, notFound, validationFailed } from '../errors.ts';
+import { isGpuPoolId } from '../catalog/gpu-pools.ts';
+import { newId } from '../shared/ids.ts';
+import { cpuInstanceProblems, DEFAULT_CPU_INSTANCE, type CpuInstance } from '../catalog/cpu-instances.ts';
+import { volumeReferenceProblems } from '../network-volumes/network-volumes.ts';
+import { validate } from '../shared/validation.ts';
+
+/**
+ * Base URL of a load-balancing endpoint: `https://<id>.<GANTRY_LB_DOMAIN>` when a wildcard domain
+ * routes to the API, else the path-based proxy under the public URL.
+ */
+export function loadBalancerBaseUrl(endpointId: string, publicUrl: string, lbDomain: string | undefined): string {
+  const domain = lbDomain?.trim().replace(/^\.+|\.+$/g, '');
+  return domain ? `https://${endpointId}.${domain}` : `${publicUrl}/lb/${endpointId}`;
+}
+
+export function endpointView(e: Endpoint, ctx: Pick<DomainContext, 'publicUrl' | 'settings'>): EndpointView {
+  const { publicUrl } = ctx;
+  return {
+    id: e.id,
+    name: e.name,
+    type: e.type,
+    requestUrls:
+      e.type === 'QUEUE_BASED'
+        ? { run: `${publicUrl}/v2/${e.id}/run`, runSync: `${publicUrl}/v2/${e.id}/runsync` }
+        : { base: loadBalancerBaseUrl(e.id, publicUrl, ctx.settings.lbDomain) },
+    image: e.image,
+    args: e.args,
+    disk: e.disk,
+    ports: e.ports,
+    env: e.env as Record<string, string>,
+    registry: e.registryId,
+    gpu: e.gpuPools.length > 0 ? { pools: e.gpuPools, count: e.gpuCount ?? 1 } : null,
+    cpu: e.cpuFlavorId ? { id: e.cpuFlavorId, vcpuCount: e.cpuVcpuCount ?? 2, memory: e.cpuMemoryGb ?? 1 } : null,
+    workers: { min: e.workersMin, max: e.workersMax },
+    scaling: { type: e.scalerType, value: e.scalerValue, idleTimeout: e.idleTimeout },
+    dataCenterIds: e.dataCenterIds,
+    networkVolumes: e.networkVolumeIds,
+    timeout: e.timeoutMs,
+    flashboot: e.flashboot,
+    createdAt: e.createdAt.toISOString(),
+  };
+}
+
+/**
+ * The row is the one truth about an endpoint's settings; its workflow (workflows/endpoint.ts) is
+ * their executor. Every change is committed here first, then the workflow is told "your row
+ * changed, read it again" with signal-with-start (`endpointChanged`, which carries nothing), which
+ * also starts the workflow when it is missing. The signal is durable once Temporal has answered,
+ * and the workflow reads the row after it: changes that race (several requests, several API
+ * processes) all end in a read of the newest row, with nothing to order or compare here.
+ */
+
+/** How long a request waits for Temporal before it answers 503 (the row stays the truth). */
+const WORKFLOW_CALL_BUDGET_MS = 8_000;
+
+const unavailable = (detail: string): DomainError => new DomainError('unavailable', detail);
+
+type EndpointLabels = Pick<Endpoint, 'id' | 'accountId' | 'name'>;
+
+/**
+ * The search attributes and memo an endpoint's workflow starts with (contracts/search-attributes.ts);
+ * the workers and rollouts it starts inherit the account and name from them.
+ */
+function endpointWorkflowLabels(e: EndpointLabels): { typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>; memo: Record<string, string> } {
+  return {
+    typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId: e.id, accountId: e.accountId }),
+    memo: gantryMemo({ endpointName: e.name }),
+  };
+}
+
+/**
+ * Signals the endpoint's workflow (`signal`, no arguments), starting it if it is not running.
+ * Answers false when a finished run holds the id: the endpoint was deleted, nobody is left to tell.
+ */
+async function signalEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, signal: typeof endpointChanged | typeof deleteEndpointSignal, deadline: number): Promise<boolean> {
+  try {
+    await ctx.temporal.withDeadline(deadline, () =>
+      ctx.temporal.workflow.signalWithStart<EndpointWorkflow, []>('endpointWorkflow', {
+        workflowId: endpointWorkflowId(e.id),
+        taskQueue: ctx.taskQueue,
+        args: [{ endpointId: e.id }],
+        ...endpointWorkflowLabels(e),
+        signal,
+        signalArgs: [],
+        // A finished run means a deleted endpoint: never start another under its id.
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      }),
+    );
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
+/** Tells the endpoint's workflow that its row changed (starting the workflow if need be). */
+function tellEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, deadline = Date.now() + WORKFLOW_CALL_BUDGET_MS): Promise<boolean> {
+  return signalEndpointWorkflow(ctx, e, endpointChanged, deadline);
+}
+
+/**
+ * Run at process start: every live endpoint's workflow is made sure to exist and told to read its
+ * row (a change committed while Temporal could not be reached, or a crash between a commit and the
+ * workflow start, is mended so), and endpoints being deleted get their deletion again. One Temporal
+ * call per endpoint and no worker needed; idempotent, so several processes may run it at once.
+ * The first failure (Temporal unreachable) ends it with that error.
+ */
+export async function reconcileEndpointWorkflows(ctx: DomainContext): Promise<number> {
+  const live = await ctx.db.endpoint.findMany({ where: { deletingAt: null }, select: { id: true, accountId: true, name: true } });
+  await inBatches(live, 8, async (e) => {
+    await tellEndpointWorkflow(ctx, e);
+  });
+  const deleting = await ctx.db.endpoint.findMany({ where: { deletingAt: { not: null } }, select: { id: true, accountId: true, name: true } });
+  await inBatches(deleting, 8, (e) => signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS));
+  return live.length;
+}
+
+async function inBatches<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}
+
+/**
+ * How an endpoint's workers are sized when the REST body cannot say it: GraphQL `saveEndpoint`
+ * names a CPU instance (`instanceIds`); REST makes a CPU endpoint of the default size when `gpu`
+ * is left out, and keeps `cpu` read-only as the spec says.
+ */
+export interface EndpointComputeOptions {
+  cpuInstance?: CpuInstance;
+  /** A deploy chooses the ids of the endpoints it makes before it makes them (service discovery). */
+  id?: string;
+  /** The app environment and resource a deploy makes the endpoint for. */
+  app?: { environmentId: string; resource: string };
+}
+
+const cpuColumns = (cpu: CpuInstance | null) => ({ cpuFlavorId: cpu?.flavorId ?? null, cpuVcpuCount: cpu?.vcpus ?? null, cpuMemoryGb: cpu?.memoryGb ?? null });
+
+function checkCpuInstance(cpu: CpuInstance, at: string): void {
+  const problems = cpuInstanceProblems(cpu);
+  if (problems.length > 0) throw validationFailed(problems.map((p) => `${at}: ${p}`));
+}
+
+export async function createEndpoint(ctx: DomainContext, principal: Principal, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
+  requireScope(principal, 'WRITE');
+  // A new endpoint uses the account's registry credentials and templates: not for a key limited to some endpoints.
+  requireAccountWide(principal);
+  const input = validate(CreateEndpointSchema, body);
+  if (input.cpu !== undefined) {
+    throw new DomainError('bad_request', '`cpu` is read-only: leave `gpu` out to make a CPU endpoint (its size is shown in `cpu`), or name a CPU instance with GraphQL saveEndpoint(instanceIds)');
+  }
+  if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
+  const cpu = input.gpu ? null : (options.cpuInstance ?? DEFAULT_CPU_INSTANCE);
+  if (cpu) checkCpuInstance(cpu, '$.instanceIds');
+  const workers = input.workers ?? { min: 0, max: 3 };
+  const scaling = input.scaling ?? { type: 'QUEUE_DELAY' as const, value: 4, idleTimeout: 5 };
+  const id = options.id ?? newId();
+  const data = {
+    id,
+    accountId: principal.accountId,
+    appEnvironmentId: options.app?.environmentId ?? null,
+    appResource: options.app?.resource ?? null,
+    name: input.name,
+    type: input.type ?? 'QUEUE_BASED',
+    image: input.image,
+    args: input.args ?? '',
+    disk: input.disk ?? 10,
+    ports: input.ports ?? [],
+    env: input.env ?? {},
+    registryId: input.registry ?? null,
+    gpuPools: input.gpu?.pools ?? [],
+    gpuCount: input.gpu ? (input.gpu.count ?? 1) : null,
+    ...cpuColumns(cpu),
+    workersMin: workers.min,
+    workersMax: workers.max,
+    scalerType: scaling.type,
+    scalerValue: scaling.value,
+    idleTimeout: scaling.idleTimeout,
+    dataCenterIds: input.dataCenterIds ?? [],
+    networkVolumeIds: input.networkVolumes ?? [],
+    timeoutMs: input.timeout ?? 600_000,
+    flashboot: input.flashboot ?? 'OFF',
+  } satisfies Prisma.EndpointUncheckedCreateInput;
+
+  const problems = specProblems({ endpointId: id, ...data, releaseVersion: 1 });
+  if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
+  const refProblems = await referenceProblems(ctx, principal, { registry: data.registryId, image: data.image, networkVolumes: data.networkVolumeIds, gpuPools: data.gpuPools });
+  if (refProblems.length > 0) throw validationFailed(refProblems);
+
+  let endpoint: Endpoint;
+  try {
+    endpoint = await ctx.db.$transaction(async (tx) => {
+      const created = await tx.endpoint.create({ data });
+      await tx.release.create({
+        data: {
+          id: newId(),
+          endpointId: id,
+          version: 1,
+          image: data.image,
+          args: data.args,
+          disk: data.disk,
+          ports: data.ports,
+          env: data.env,
+          registryId: data.registryId,
+          status: 'COMPLETED',
+        },
+      });
+      return created;
+    });
+  } catch (err) {
+    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
+      throw new DomainError('conflict', `an endpoint named '${input.name}' already exists`);
+    }
+    throw err;
+  }
+  // Acknowledged only once both the row and the workflow exist; a crash in between is mended at start-up.
+  try {
+    await tellEndpointWorkflow(ctx, endpoint);
+  } catch {
+    throw unavailable('the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start');
+  }
+  return endpointView(endpoint, ctx);
+}
+
+/**
+ * The caller's endpoint unless it is being deleted. One prepared statement on the job runtime's
+ * node-postgres pool (JobStore.rows) where the process has one (Prisma's client was the largest
+ * part of a GET's CPU), else Prisma; every column comes back as Prisma reads it (none is mapped,
+ * JSON is parsed, timestamps are UTC).
+ */
+async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
+  const store = ctx.jobs?.store;
+  const e = store
+    ? (await store.rows<Endpoint>('SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL', [id, principal.accountId]))[0]
+    : await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
+  if (!e) throw notFound('endpoint');
+  requireEndpointAccess(principal, id);
+  return e;
+}
+
+export async function getEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<EndpointView> {
+  requireScope(principal, 'READ');
+  return endpointView(await findOwned(ctx, principal, id), ctx);
+}
+
+export async function listEndpoints(ctx: DomainContext, principal: Principal): Promise<EndpointView[]> {
+  requireScope(principal, 'READ');
+  const rows = await ctx.db.endpoint.findMany({
+    where: {
+      accountId: principal.accountId,
+      deletingAt: null,
+      ...(principal.endpointIds.length > 0 ? { id: { in: [...principal.endpointIds] } } : {}),
+    },
+    orderBy: { createdAt: 'asc' },
+  });
+  return rows.map((e) => endpointView(e, ctx));
+}
+
+/** Ids the body names that must exist in the caller's account (or in the pool list). */
+async function referenceProblems(
+  ctx: DomainContext,
+  principal: Principal,
+  refs: { registry?: string | null; image?: string; networkVolumes?: readonly string[]; gpuPools?: readonly string[] },
+): Promise<string[]> {
+  const problems: string[] = [];
+  refs.gpuPools?.forEach((pool, i) => {
+    if (!isGpuPoolId(pool)) problems.push(`$.gpu.pools[${i}]: unknown GPU pool '${pool}'`);
+  });
+  if (refs.registry) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, refs.registry, refs.image, '$.registry')));
+  if (refs.networkVolumes) problems.push(...(await volumeReferenceProblems(ctx, principal.accountId, refs.networkVolumes, (i) => `$.networkVolumes[${i}]`)));
+  return problems;
+}
+
+/** The shared container configuration: a change of any of these makes a new release. */
+const CONTAINER_FIELDS = ['image', 'args', 'disk', 'ports', 'env', 'registry'] as const;
+type ContainerField = (typeof CONTAINER_FIELDS)[number];
+
+function containerValue(e: Pick<Endpoint, 'image' | 'args' | 'disk' | 'ports' | 'env' | 'registryId'>, field: ContainerField): unknown {
+  return field === 'registry' ? e.registryId : e[field];
+}
+
+/** JSON with object keys sorted: equal configurations compare equal whatever their key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
+/**
+ * PATCH /v2/serverless/{id}: only what the body names changes. The row (and, for container
+ * changes, release N+1) is committed first, in one transaction, after the domain's rules
+ * (specProblems) passed; then the workflow is told to read the row again (`endpointChanged`).
+ *
+ * If Temporal does not take the signal in time, the answer is 503 and the row keeps the change: it
+ * is the truth. The workflow catches up when the request is repeated, on the next change of the
+ * endpoint, or when an API process starts (reconcileEndpointWorkflows tells every workflow to
+ * read its row).
+ */
+export async function updateEndpoint(ctx: DomainContext, principal: Principal, id: string, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
+  requireScope(principal, 'WRITE');
+  const current = await findOwned(ctx, principal, id);
+  const input = validate(UpdateEndpointSchema, body);
+  if (input.cpu !== undefined) throw new DomainError('bad_request', '`cpu` is read-only: a CPU endpoint\'s size is named with GraphQL saveEndpoint(instanceIds); `gpu` moves an endpoint to GPUs');
+  if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
+  if (options.cpuInstance) checkCpuInstance(options.cpuInstance, '$.instanceIds');
+  // The credential and the image are checked together whenever either changes.
+  const registry = input.registry !== undefined ? input.registry : input.image !== undefined ? current.registryId : undefined;
+  const refProblems = await referenceProblems(ctx, principal, { registry, image: input.image ?? current.image, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
+  if (refProblems.length > 0) throw validationFailed(refProblems);
+
+  let after: Endpoint;
+  try {
+    after = await ctx.db.$transaction(async (tx) => {
+      // Changes of one endpoint apply one after another: release numbers and diffs stay exact.
+      const locked = await tx.$queryRaw<Array<{ id: string }>>`SELECT id FROM "Endpoint" WHERE id = ${id} AND "deletingAt" IS NULL FOR UPDATE`;
+      if (locked.length === 0) throw notFound('endpoint');
+      const row = await tx.endpoint.findUniqueOrThrow({ where: { id } });
+      const data = {
+        name: input.name ?? row.name,
+        image: input.image ?? row.image,
+        args: input.args ?? row.args,
+        disk: input.disk ?? row.disk,
+        ports: input.ports ?? row.ports,
+        env: (input.env ?? row.env) as Prisma.InputJsonValue,
+        registryId: input.registry !== undefined ? input.registry : row.registryId,
+        // Compute is placement: new workers get it, running ones keep theirs until replaced.
+        gpuPools: options.cpuInstance ? [] : (input.gpu?.pools ?? row.gpuPools),
+        gpuCount: options.cpuInstance ? null : input.gpu ? (input.gpu.count ?? row.gpuCount ?? 1) : row.gpuCount,
+        ...(options.cpuInstance ? cpuColumns(options.cpuInstance) : input.gpu ? cpuColumns(null) : {}),
+        workersMin: input.workers?.min ?? row.workersMin,
+        workersMax: input.workers?.max ?? row.workersMax,
+        scalerType: input.scaling?.type ?? row.scalerType,
+        scalerValue: input.scaling?.value ?? row.scalerValue,
+        idleTimeout: input.scaling?.idleTimeout ?? row.idleTimeout,
+        dataCenterIds: input.dataCenterIds ?? row.dataCenterIds,
+        networkVolumeIds: input.networkVolumes ?? row.networkVolumeIds,
+        timeoutMs: input.timeout ?? row.timeoutMs,
+        flashboot: input.flashboot ?? row.flashboot,
+        currentReleaseVersion: row.currentReleaseVersion,
+      } satisfies Prisma.EndpointUncheckedUpdateInput;
+      const problems = specProblems({ endpointId: id, ...data, releaseVersion: data.currentReleaseVersion });
+      if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
+
+      // GPU changes are placement, like data centers: the autoscaler places new workers on the new
+      // pools, and the Release keeps the container configuration only (spec "Versioning" 4).
+      const next = { image: data.image, args: data.args, disk: data.disk, ports: data.ports, env: data.env, registryId: data.registryId };
+      const changes: ReleaseDiffEntry[] = [];
+      for (const field of CONTAINER_FIELDS) {
+        const old = containerValue(row, field);
+        const now = containerValue(next as Endpoint, field);
+        if (canonical(old) !== canonical(now)) changes.push({ field, old, new: now });
+      }
+      if (changes.length > 0) {
+        const newest = await tx.release.aggregate({ where: { endpointId: id }, _max: { version: true } });
+        const version = Math.max(newest._max.version ?? 0, row.currentReleaseVersion) + 1;
+        const finishedAt = new Date();
+        await tx.release.updateMany({ where: { endpointId: id, status: 'ROLLING_OUT' }, data: { status: 'SUPERSEDED', finishedAt } });
+        await tx.release.updateMany({ where: { endpointId: id, status: 'COMPLETED' }, data: { status: 'SUPERSEDED' } });
+        await tx.release.create({
+          data: { id: newId(), endpointId: id, version, ...next, changes: changes as Prisma.InputJsonValue, status: 'ROLLING_OUT' },
+        });
+        data.currentReleaseVersion = version;
+      }
+      return tx.endpoint.update({ where: { id }, data });
+    });
+  } catch (err) {
+    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
+      throw new DomainError('conflict', `an endpoint named '${input.name ?? ''}' already exists`);
+    }
+    throw err;
+  }
+
+  const reachesWorkflow = input.workers !== undefined || input.scaling !== undefined || input.timeout !== undefined || CONTAINER_FIELDS.some((f) => input[f] !== undefined);
+  if (reachesWorkflow) {
+    try {
+      await tellEndpointWorkflow(ctx, after);
+    } catch {
+      throw unavailable('the change is saved but has not reached the running endpoint yet (Temporal did not answer in time); repeat the request to apply it');
+    }
+  }
+  return endpointView(after, ctx);
+}
+
+/**
+ * Asks the endpoint's workflow to drain and remove the endpoint, starting the workflow if it is not
+ * running (its first act is then the deletion). A workflow that has already finished cannot do it:
+ * its endpoint has nothing left to drain, so the row is removed here.
+ */
+async function signalDeletion(ctx: DomainContext, e: EndpointLabels, deadline: number): Promise<void> {
+  if (!(await signalEndpointWorkflow(ctx, e, deleteEndpointSignal, deadline))) {
+    await ctx.db.endpoint.deleteMany({ where: { id: e.id, deletingAt: { not: null } } });
+  }
+}
+
+/**
+ * DELETE /v2/serverless/{id}: marks the endpoint as being deleted (reads answer 404 from then on),
+ * cancels its queued jobs, and signals its workflow, which drains the workers and removes the row.
+ * Repeating it while the deletion runs sends the signal again (and answers 204).
+ */
+export async function deleteEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
+  requireScope(principal, 'WRITE');
+  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true, accountId: true, name: true } });
+  if (!e) throw notFound('endpoint');
+  requireEndpointAccess(principal, id);
+  const now = new Date();
+  await ctx.db.$transaction([
+    ctx.db.endpoint.updateMany({ where: { id, deletingAt: null }, data: { deletingAt: now } }),
+    ctx.db.job.updateMany({ where: { endpointId: id, status: 'IN_QUEUE' }, data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } } }),
+  ]);
+  try {
+    await signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS);
+  } catch {
+    throw unavailable('the deletion is recorded but the endpoint workflow did not answer in time; repeat the request, or it completes when the API next starts');
+  }
+}
+
+type PublicWorkerStatus = WorkerView['status'];
+
+/** Stored lifecycle state → public state; stopped and failed workers are not listed. */
+const PUBLIC_WORKER_STATUS: Record<WorkerStatus, PublicWorkerStatus | null> = {
+  PENDING: 'THROTTLED', // waiting for capacity
+  INITIALIZING: 'INITIALIZING',
+  IDLE: 'IDLE',
+  RUNNING: 'RUNNING',
+  UNHEALTHY: 'UNHEALTHY',
+  DRAINING: 'RUNNING', // finishing its jobs before it stops
+  STOPPED: null,
+  FAILED: null,
+};
+const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatus[]).filter((s) => PUBLIC_WORKER_STATUS[s] !== null);
+
+const emptySummary = (): WorkerSummary => ({ running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, total: 0 });
+
+function countInto(summary: WorkerSummary, status: PublicWorkerStatus, n = 1): void {
+  summary[status.toLowerCase() as Exclude<keyof WorkerSummary, 'total'>] += n;
+  summary.total += n;
+}
+
+/** GET /v2/serverless/{id}/workers: the endpoint's allocated workers (not stopped or failed). */
+export async function listEndpointWorkers(ctx: DomainContext, principal: Principal, id: string): Promise<ListEndpointWorkersResponse> {
+  requireScope(principal, 'READ');
+  const endpoint = await findOwned(ctx, principal, id);
+  const [workers, releases] = await Promise.all([
+    ctx.db.worker.findMany({
+      where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } },
+      include: { host: { select: { dataCenterId: true } } },
+      orderBy: { createdAt: 'asc' },
+    }),
+    ctx.db.release.findMany({ where: { endpointId: id }, select: { version: true, image: true } }),
+  ]);
+  const imageOf = new Map(releases.map((r) => [r.version, r.image]));
+  const summary = emptySummary();
+  const now = Date.now();
+  const views = workers.map((w): WorkerView => {
+    const status = PUBLIC_WORKER_STATUS[w.status] as PublicWorkerStatus;
+    countInto(summary, status);
+    const placedGpus = w.gpuUuids.length > 0 ? w.gpuUuids.length : endpoint.gpuPools.length > 0 ? (endpoint.gpuCount ?? 1) : 0;
+    return {
+      id: w.id,
+      status,
+      isStale: w.releaseVersion !== endpoint.currentReleaseVersion,
+      version: w.releaseVersion,
+      gpuCount: placedGpus,
+      image: imageOf.get(w.releaseVersion) ?? null,
+      uptimeSeconds: w.startedAt ? Math.max(0, Math.floor((now - w.startedAt.getTime()) / 1000)) : null,
+      gpuTypeId: w.gpuTypeId,
+      dataCenterId: w.host?.dataCenterId ?? null,
+      startedAt: w.startedAt?.toISOString() ?? null,
+    };
+  });
+  return { endpointVersion: endpoint.currentReleaseVersion, summary, workers: views };
+}
+
+/** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */
+export async function listEndpointReleases(ctx: DomainContext, principal: Principal, id: string): Promise<ListEndpointReleasesResponse> {
+  requireScope(principal, 'READ');
+  const endpoint = await findOwned(ctx, principal, id);
+  const [releases, counts] = await Promise.all([
+    ctx.db.release.findMany({ where: { endpointId: id }, orderBy: { version: 'desc' } }),
+    ctx.db.worker.groupBy({ by: ['releaseVersion', 'status'], where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } }, _count: { _all: true } }),
+  ]);
+  const byVersion = new Map<number, WorkerSummary>();
+  const total = emptySummary();
+  for (const c of counts) {
+    const status = PUBLIC_WORKER_STATUS[c.status] as PublicWorkerStatus;
+    let summary = byVersion.get(c.releaseVersion);
+    if (!summary) byVersion.set(c.releaseVersion, (summary = emptySummary()));
+    countInto(summary, status, c._count._all);
+    countInto(total, status, c._count._all);
+  }
+  const onLatest = byVersion.get(endpoint.currentReleaseVersion)?.total ?? 0;
+  return {
+    endpointVersion: endpoint.currentReleaseVersion,
+    rollout: {
+      inProgress: total.total > onLatest,
+      currentVersion: endpoint.currentReleaseVersion,
+      workersOnLatest: onLatest,
+      workersOnOlder: total.total - onLatest,
+      workersTotal: total.total,
+      percentOnLatest: total.total === 0 ? 0 : Math.round((onLatest * 100) / total.total),
+    },
+    releases: releases.map((r) => {
+      const workers = byVersion.get(r.version) ?? emptySummary();
+      return {
+        id: r.id,
+        version: r.version,
+        source: 'MANUAL' as const,
+        buildId: null,
+        createdByUserId: null,
+        status: r.status,
+        statusReason: r.statusReason,
+        createdAt: r.createdAt.toISOString(),
+        finishedAt: r.finishedAt?.toISOString() ?? null,
+        workerCount: workers.total,
+        workers,
+        diff: Array.isArray(r.changes) ? (r.changes as ReleaseDiffEntry[]) : [],
+      };
+    }),
+  };
+}

@@ -1,0 +1,189 @@
+import { Type, type Static } from 'typebox';
+import type { Endpoint } from '../../generated/prisma/client.ts';
+import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
+import { requireAccountWide } from '../registries/registries.ts';
+import type { DomainContext } from '../context.ts';
+import { createEndpoint, deleteEndpoint, updateEndpoint } from './endpoints.ts';
+import { cpuInstanceId, parseCpuInstanceId, type CpuInstance } from '../catalog/cpu-instances.ts';
+import { DomainError, notFound, validationFailed } from '../errors.ts';
+import { validate } from '../shared/validation.ts';
+
+/**
+ * The endpoint as the GraphQL API shows and saves it (spec "GraphQL endpoint record", `saveEndpoint`):
+ * the same endpoints as REST, in the hosted service's GraphQL vocabulary. Every change goes through
+ * createEndpoint / updateEndpoint / deleteEndpoint, so the rules and the workflow updates are REST's.
+ */
+export interface EndpointRecord {
+  id: string;
+  name: string;
+  gpuIds: string;
+  idleTimeout: number;
+  locations: string;
+  networkVolumeId: string | null;
+  flashBootType: 'OFF' | 'FLASHBOOT' | 'PRIORITY_FLASHBOOT';
+  scalerType: 'QUEUE_DELAY' | 'REQUEST_COUNT';
+  scalerValue: number;
+  templateId: string | null;
+  workersMax: number;
+  workersMin: number;
+  type: 'QB' | 'LB';
+  gpuCount: number;
+  /** A CPU endpoint's instance (`cpu3c-2-4`); empty for a GPU endpoint. */
+  instanceIds: string[];
+  executionTimeoutMs: number;
+}
+
+export const SaveEndpointInputSchema = Type.Object(
+  {
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    name: Type.String({ minLength: 1, maxLength: 191 }),
+    templateId: Type.String({ minLength: 1, maxLength: 200 }),
+    gpuIds: Type.Optional(
+      Type.Union([Type.String({ maxLength: 1024, pattern: '^\\s*(-?[A-Z0-9_]+\\s*(,\\s*-?[A-Z0-9_]+\\s*)*)?$', description: 'GPU pool ids in order of preference, comma-separated; empty (or CPU) for a CPU endpoint' }), Type.Null()]),
+    ),
+    instanceIds: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 1, description: 'a CPU endpoint: its instance, `<flavor>-<vCPUs>-<memory GB>` such as cpu3c-2-4' }), Type.Null()])),
+    type: Type.Optional(Type.Union([Type.Literal('QB'), Type.Literal('LB')])),
+    idleTimeout: Type.Optional(Type.Integer({ minimum: 0 })),
+    locations: Type.Optional(Type.Union([Type.String({ maxLength: 1024 }), Type.Null()])),
+    flashBootType: Type.Optional(Type.Union([Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')])),
+    scalerType: Type.Optional(Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')])),
+    scalerValue: Type.Optional(Type.Number({ minimum: 0.5 })),
+    workersMin: Type.Optional(Type.Integer({ minimum: 0 })),
+    workersMax: Type.Optional(Type.Integer({ minimum: 0 })),
+    networkVolumeId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+    gpuCount: Type.Optional(Type.Integer({ minimum: 1 })),
+    executionTimeoutMs: Type.Optional(Type.Integer({ minimum: 1000 })),
+  },
+  { additionalProperties: false },
+);
+export type SaveEndpointInput = Static<typeof SaveEndpointInputSchema>;
+
+export function endpointRecord(e: Endpoint): EndpointRecord {
+  return {
+    id: e.id,
+    name: e.name,
+    gpuIds: e.gpuPools.join(','),
+    idleTimeout: e.idleTimeout,
+    locations: e.locations,
+    networkVolumeId: e.networkVolumeIds[0] ?? null,
+    flashBootType: e.flashboot,
+    scalerType: e.scalerType,
+    scalerValue: e.scalerValue,
+    templateId: e.templateId,
+    workersMax: e.workersMax,
+    workersMin: e.workersMin,
+    type: e.type === 'LOAD_BALANCING' ? 'LB' : 'QB',
+    gpuCount: e.gpuCount ?? (e.cpuFlavorId ? 0 : 1),
+    instanceIds: e.cpuFlavorId ? [cpuInstanceId({ flavorId: e.cpuFlavorId, vcpus: e.cpuVcpuCount ?? 2, memoryGb: e.cpuMemoryGb ?? 4 })] : [],
+    executionTimeoutMs: e.timeoutMs,
+  };
+}
+
+export async function listEndpointRecords(ctx: DomainContext, principal: Principal): Promise<EndpointRecord[]> {
+  requireScope(principal, 'READ');
+  const rows = await ctx.db.endpoint.findMany({
+    where: { accountId: principal.accountId, deletingAt: null, ...(principal.endpointIds.length > 0 ? { id: { in: [...principal.endpointIds] } } : {}) },
+    orderBy: { createdAt: 'asc' },
+  });
+  return rows.map(endpointRecord);
+}
+
+function normaliseLocations(locations: string | null | undefined): string | undefined {
+  if (locations === undefined) return undefined;
+  const list = (locations ?? '')
+    .split(',')
+    .map((l) => l.trim().toUpperCase())
+    .filter(Boolean);
+  // Countries of the data centers the operator describes (hosts configuration); one no data center
+  // has yet is kept, and workers wait for it (PENDING, saying so).
+  const bad = list.filter((l) => !/^[A-Z]{2}$/.test(l));
+  if (bad.length > 0) throw validationFailed([`$.locations: ${bad.join(', ')} ${bad.length > 1 ? 'are' : 'is'} not an ISO 3166-1 alpha-2 country code (US, CZ, ...)`]);
+  return [...new Set(list)].join(',');
+}
+
+/** `saveEndpoint`: creates without `id`; with `id` changes the given fields (the template's container config on a template change). */
+export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw: unknown): Promise<EndpointRecord> {
+  requireScope(principal, 'WRITE');
+  const input = validate(SaveEndpointInputSchema, raw);
+  if (input.id) requireEndpointAccess(principal, input.id);
+  else requireAccountWide(principal);
+  const locations = normaliseLocations(input.locations);
+  const template = await ctx.db.template.findFirst({ where: { id: input.templateId, accountId: principal.accountId } });
+  if (!template) throw validationFailed([`$.templateId: no template '${input.templateId}'`]);
+  // Exclusions ("-ADA_24") narrow the pools the scheduler may choose; the stored list keeps the wanted ones.
+  const pools = (input.gpuIds ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p && !p.startsWith('-') && p !== 'CPU');
+  const instanceId = input.instanceIds?.[0];
+  let cpuInstance: CpuInstance | undefined;
+  if (instanceId !== undefined) {
+    if (pools.length > 0) throw validationFailed(['$.gpuIds: a CPU endpoint (instanceIds) names no GPU pools; leave gpuIds empty']);
+    cpuInstance = parseCpuInstanceId(instanceId);
+    if (!cpuInstance) throw validationFailed([`$.instanceIds[0]: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`]);
+  } else if (pools.length === 0 && !input.id) {
+    throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
+  }
+  const compute = cpuInstance ? { cpuInstance } : {};
+  const container = {
+    image: template.imageName,
+    args: template.dockerArgs,
+    disk: template.containerDiskInGb,
+    ports: template.ports.split(',').map((p) => p.trim()).filter(Boolean),
+    env: template.env as Record<string, string>,
+    registry: template.registryId,
+  };
+
+  let id = input.id;
+  if (!id) {
+    const created = await createEndpoint(ctx, principal, {
+      name: input.name,
+      type: input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
+      ...container,
+      ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
+      workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
+      scaling: { type: input.scalerType ?? 'QUEUE_DELAY', value: input.scalerValue ?? 4, idleTimeout: input.idleTimeout ?? 5 },
+      networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
+      flashboot: input.flashBootType ?? 'OFF',
+      ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
+    }, compute);
+    id = created.id;
+  } else {
+    const current = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
+    if (!current) throw notFound('endpoint');
+    // A CPU endpoint saved again without gpuIds or instanceIds keeps its instance.
+    if (pools.length === 0 && !cpuInstance && !current.cpuFlavorId) throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
+    const workers = input.workersMin !== undefined || input.workersMax !== undefined ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax } : undefined;
+    const scaling =
+      input.scalerType !== undefined || input.scalerValue !== undefined || input.idleTimeout !== undefined
+        ? { type: input.scalerType ?? current.scalerType, value: input.scalerValue ?? current.scalerValue, idleTimeout: input.idleTimeout ?? current.idleTimeout }
+        : undefined;
+    await updateEndpoint(ctx, principal, id, {
+      name: input.name,
+      ...(pools.length > 0 ? { gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 } } : {}),
+      ...(template.id !== current.templateId ? container : {}),
+      ...(workers ? { workers } : {}),
+      ...(scaling ? { scaling } : {}),
+      ...(input.networkVolumeId !== undefined ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] } : {}),
+      ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
+      ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
+    }, compute);
+  }
+  // The GraphQL-only fields.
+  const row = await ctx.db.endpoint.update({
+    where: { id },
+    data: { templateId: template.id, ...(locations !== undefined ? { locations } : {}) },
+  });
+  return endpointRecord(row);
+}
+
+/** `deleteEndpoint`: only an endpoint scaled to zero (workersMin and workersMax both 0) may be deleted. */
+export async function deleteEndpointScaledToZero(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
+  requireScope(principal, 'WRITE');
+  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
+  if (!e) throw notFound('endpoint');
+  if (e.workersMin !== 0 || e.workersMax !== 0) {
+    throw new DomainError('bad_request', `endpoint ${id} has workersMin ${e.workersMin} and workersMax ${e.workersMax}; set both to 0 before deleting it`);
+  }
+  await deleteEndpoint(ctx, principal, id);
+}

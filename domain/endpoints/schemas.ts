@@ -1,0 +1,248 @@
+import { Type, type Static } from 'typebox';
+import { ArgsSchema, EnvSchema, ImageSchema } from '../containers/fields.ts';
+
+/** Schemas of the REST Endpoint resource (spec "Endpoint", "Sub-objects and enumerations"). */
+
+export const EndpointTypeSchema = Type.Union([Type.Literal('QUEUE_BASED'), Type.Literal('LOAD_BALANCING')]);
+export const ScalerTypeSchema = Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]);
+export const FlashBootSchema = Type.Union([Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')]);
+
+/** A port 1-65535 and a protocol: anything else is a `--publish` the runtime refuses on every start. */
+const Port = Type.String({
+  pattern: '^(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])/(?:http|tcp|udp)$',
+  maxLength: 11,
+  description: '`port/protocol` with a port 1-65535, e.g. `8000/http`',
+});
+
+/** Lists and ids a tenant writes are bounded: every entry becomes a row value or a command word. */
+const MAX_LIST = 64;
+const Ref = (description?: string) => Type.String({ minLength: 1, maxLength: 200, ...(description ? { description } : {}) });
+const Pools = Type.Array(Ref(), { minItems: 1, maxItems: MAX_LIST, description: 'GPU pool ids from GET /v2/catalog/gpus' });
+
+export const GpuConfigSchema = Type.Object(
+  {
+    pools: Pools,
+    count: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+export const WorkersSchema = Type.Object(
+  { min: Type.Integer({ minimum: 0 }), max: Type.Integer({ minimum: 0 }) },
+  { additionalProperties: false },
+);
+
+export const ScalingSchema = Type.Object(
+  {
+    type: ScalerTypeSchema,
+    value: Type.Number({ minimum: 0.5 }),
+    idleTimeout: Type.Integer({ minimum: 0, description: 'seconds before an idle worker is removed' }),
+  },
+  { additionalProperties: false },
+);
+
+/** The shared container configuration (templates, pods, endpoints): changing it makes a new release. */
+const containerFields = {
+  image: ImageSchema,
+  args: Type.Optional(ArgsSchema),
+  disk: Type.Optional(Type.Integer({ minimum: 1, description: 'container disk in GB' })),
+  ports: Type.Optional(Type.Array(Port, { maxItems: MAX_LIST })),
+  env: Type.Optional(EnvSchema),
+  registry: Type.Optional(Type.Union([Ref('registry credential id; its registry must be the image\'s'), Type.Null()])),
+};
+
+export const CreateEndpointSchema = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 191 }),
+    type: Type.Optional(EndpointTypeSchema),
+    ...containerFields,
+    gpu: Type.Optional(GpuConfigSchema),
+    // Accepted by the schema so that the refusal is a clear rule, not an "unknown property".
+    cpu: Type.Optional(Type.Unknown()),
+    workers: Type.Optional(WorkersSchema),
+    scaling: Type.Optional(ScalingSchema),
+    dataCenterIds: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
+    networkVolumes: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
+    timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
+    flashboot: Type.Optional(FlashBootSchema),
+  },
+  { additionalProperties: false },
+);
+export type CreateEndpointInput = Static<typeof CreateEndpointSchema>;
+
+const QueueBasedUrls = Type.Object({ run: Type.String({ format: 'uri' }), runSync: Type.String({ format: 'uri' }) }, { additionalProperties: false });
+const LoadBalancingUrls = Type.Object({ base: Type.String({ format: 'uri' }) }, { additionalProperties: false });
+
+export const EndpointSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  type: EndpointTypeSchema,
+  requestUrls: Type.Union([QueueBasedUrls, LoadBalancingUrls]),
+  image: Type.String(),
+  args: Type.String(),
+  disk: Type.Integer(),
+  ports: Type.Array(Type.String()),
+  env: Type.Record(Type.String(), Type.String()),
+  registry: Type.Union([Type.String(), Type.Null()]),
+  gpu: Type.Union([Type.Object({ pools: Type.Array(Type.String()), count: Type.Integer() }), Type.Null()]),
+  cpu: Type.Union([Type.Object({ id: Type.String(), vcpuCount: Type.Integer(), memory: Type.Integer() }), Type.Null()]),
+  workers: WorkersSchema,
+  scaling: ScalingSchema,
+  dataCenterIds: Type.Array(Type.String()),
+  networkVolumes: Type.Array(Type.String()),
+  timeout: Type.Integer(),
+  flashboot: FlashBootSchema,
+  createdAt: Type.String({ format: 'date-time' }),
+});
+export type EndpointView = Static<typeof EndpointSchema>;
+
+export const EndpointListSchema = Type.Object({ endpoints: Type.Array(EndpointSchema) });
+
+/**
+ * PATCH body (spec "PATCH /v2/serverless/{id}"): every property optional, unknown ones rejected.
+ * `workers` and `scaling` may carry only the members that change; no defaults are filled in, so
+ * an omitted member stays as it is (`gpu.count` included).
+ */
+export const UpdateEndpointSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
+    gpu: Type.Optional(
+      Type.Object(
+        {
+          pools: Pools,
+          count: Type.Optional(Type.Integer({ minimum: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    // Read-only: accepted by the schema so that the refusal is a clear rule, not an "unknown property".
+    cpu: Type.Optional(Type.Unknown({ description: 'read-only; updating CPU endpoints is unsupported' })),
+    workers: Type.Optional(
+      Type.Object({ min: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 0 })) }, { additionalProperties: false }),
+    ),
+    scaling: Type.Optional(
+      Type.Object(
+        {
+          type: Type.Optional(ScalerTypeSchema),
+          value: Type.Optional(Type.Number({ minimum: 0.5 })),
+          idleTimeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before an idle worker is removed' })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    dataCenterIds: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST, description: 'empty: the scheduler chooses' })),
+    networkVolumes: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
+    timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
+    flashboot: Type.Optional(FlashBootSchema),
+    image: Type.Optional(ImageSchema),
+    args: containerFields.args,
+    disk: containerFields.disk,
+    ports: containerFields.ports,
+    env: containerFields.env,
+    registry: containerFields.registry,
+  },
+  { additionalProperties: false },
+);
+export type UpdateEndpointInput = Static<typeof UpdateEndpointSchema>;
+
+export const EndpointIdParamsSchema = Type.Object({ id: Ref('endpoint id') });
+
+/** What changed between two releases: one entry per container field, values as JSON. */
+export const ReleaseDiffEntrySchema = Type.Object({
+  field: Type.String(),
+  old: Type.Unknown(),
+  new: Type.Unknown(),
+});
+export type ReleaseDiffEntry = Static<typeof ReleaseDiffEntrySchema>;
+
+/** The public worker states; the stored lifecycle states map onto these. */
+export const WorkerStatusSchema = Type.Union([
+  Type.Literal('RUNNING'),
+  Type.Literal('IDLE'),
+  Type.Literal('INITIALIZING'),
+  Type.Literal('THROTTLED'),
+  Type.Literal('UNHEALTHY'),
+]);
+
+/** Counts of workers by public state; `total` is their sum. */
+export const WorkerSummarySchema = Type.Object({
+  running: Type.Integer({ minimum: 0 }),
+  idle: Type.Integer({ minimum: 0 }),
+  initializing: Type.Integer({ minimum: 0 }),
+  throttled: Type.Integer({ minimum: 0 }),
+  unhealthy: Type.Integer({ minimum: 0 }),
+  total: Type.Integer({ minimum: 0 }),
+});
+export type WorkerSummary = Static<typeof WorkerSummarySchema>;
+
+const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableInteger = Type.Union([Type.Integer(), Type.Null()]);
+
+export const WorkerViewSchema = Type.Object({
+  id: Type.String(),
+  status: WorkerStatusSchema,
+  /** True when the worker runs an older release than the endpoint's current one. */
+  isStale: Type.Boolean(),
+  version: NullableInteger,
+  gpuCount: Type.Integer({ minimum: 0 }),
+  image: NullableString,
+  uptimeSeconds: NullableInteger,
+  gpuTypeId: NullableString,
+  dataCenterId: NullableString,
+  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+export type WorkerView = Static<typeof WorkerViewSchema>;
+
+export const ListEndpointWorkersResponseSchema = Type.Object({
+  endpointVersion: NullableInteger,
+  summary: WorkerSummarySchema,
+  workers: Type.Array(WorkerViewSchema),
+});
+export type ListEndpointWorkersResponse = Static<typeof ListEndpointWorkersResponseSchema>;
+
+export const ReleaseStatusSchema = Type.Union([
+  Type.Literal('ROLLING_OUT'),
+  Type.Literal('COMPLETED'),
+  Type.Literal('HALTED'),
+  Type.Literal('ROLLED_BACK'),
+  Type.Literal('SUPERSEDED'),
+]);
+
+export const ReleaseViewSchema = Type.Object({
+  id: Type.String(),
+  version: Type.Integer(),
+  source: Type.Literal('MANUAL'),
+  buildId: Type.Null(),
+  createdByUserId: Type.Null(),
+  status: ReleaseStatusSchema,
+  statusReason: NullableString,
+  createdAt: Type.String({ format: 'date-time' }),
+  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  /** Workers on this release, all states together. */
+  workerCount: Type.Integer({ minimum: 0 }),
+  /** Workers on this release by state. */
+  workers: WorkerSummarySchema,
+  /** Container fields that changed from the previous release: `[{field, old, new}]`. */
+  diff: Type.Array(ReleaseDiffEntrySchema),
+});
+export type ReleaseView = Static<typeof ReleaseViewSchema>;
+
+export const RolloutSummarySchema = Type.Object({
+  /** True while any worker still runs an older release. */
+  inProgress: Type.Boolean(),
+  currentVersion: Type.Integer(),
+  workersOnLatest: Type.Integer({ minimum: 0 }),
+  workersOnOlder: Type.Integer({ minimum: 0 }),
+  workersTotal: Type.Integer({ minimum: 0 }),
+  /** Share of workers on the current release, 0 when there are none. */
+  percentOnLatest: Type.Integer({ minimum: 0, maximum: 100 }),
+});
+export type RolloutSummary = Static<typeof RolloutSummarySchema>;
+
+export const ListEndpointReleasesResponseSchema = Type.Object({
+  endpointVersion: Type.Integer(),
+  rollout: RolloutSummarySchema,
+  /** Newest first. */
+  releases: Type.Array(ReleaseViewSchema),
+});
+export type ListEndpointReleasesResponse = Static<typeof ListEndpointReleasesResponseSchema>;

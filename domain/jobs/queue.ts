@@ -1,0 +1,768 @@
+/**
+ * The job queue in PostgreSQL: every change of a job's state is one conditional SQL statement, so
+ * that correctness (no job taken twice, no completion recorded twice, nothing lost on a restart)
+ * stays in the database whatever the processes around it do. Wake-ups ride on LISTEN/NOTIFY: the
+ * statements that make work appear send `pg_notify` in the same transaction.
+ *
+ * This module speaks plain SQL over node-postgres rather than Prisma: the hot path (take, done) is a
+ * single statement each, and Prisma's per-query overhead was a third of the round trip here.
+ */
+import pg from 'pg';
+import type { Db, Prisma } from '../shared/db.ts';
+import type { JobSnapshot, JobStatus } from '../../contracts/workflows.ts';
+
+export type { JobStatus } from '../../contracts/workflows.ts';
+
+export const TERMINAL: readonly JobStatus[] = ['COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
+export const isTerminal = (s: JobStatus): boolean => TERMINAL.includes(s);
+
+/** The NOTIFY channel; payloads are `<kind>:<process tag>:<id>` (kinds below). */
+export const JOB_CHANNEL = 'gantry_jobs';
+export type NotifyKind = 'q' /* endpoint has queued work */ | 'j' /* job changed */ | 's' /* worker has jobs to stop */;
+
+/** How long results stay readable after a job finishes (compat.md). */
+export const RETENTION_RUN_MS = 30 * 60_000;
+export const RETENTION_SYNC_MS = 60_000;
+/** A job whose worker was lost this many times fails instead of going back to the queue. */
+export const MAX_WORKER_LOSSES = 3;
+
+export interface JobRow {
+  id: string;
+  endpointId: string;
+  accountId: string;
+  status: JobStatus;
+  output: unknown;
+  error: string | null;
+  webhook: string | null;
+  executionTimeoutMs: number;
+  ttlMs: number;
+  lowPriority: boolean;
+  sync: boolean;
+  workerId: string | null;
+  retries: number;
+  seq: number;
+  createdAt: Date;
+  startedAt: Date | null;
+  lastSeenAt: Date | null;
+  completedAt: Date | null;
+  expiresAt: Date;
+  webhookDeliveredAt: Date | null;
+  webhookAttempts: number;
+  /** The public model the job was submitted to (its caller's account is billed), else null. */
+  modelId: string | null;
+}
+
+export interface TakenJob extends JobRow {
+  input: unknown;
+}
+
+const COLS = `j.id, j."endpointId", j."accountId", j.status, j.output, j.error, j.webhook, j."executionTimeoutMs", j."ttlMs",
+  j."lowPriority", j.sync, j."workerId", j.retries, j.seq, j."createdAt", j."startedAt", j."lastSeenAt", j."completedAt",
+  j."expiresAt", j."webhookDeliveredAt", j."webhookAttempts", j."modelId"`;
+/** Same, without the output (which may be megabytes) where it is not needed. */
+const COLS_LEAN = COLS.replace('j.output, ', 'NULL::jsonb AS output, ');
+
+/** SQL: the job `j` is of the account in parameter `p`, or `p` is null (any account's). */
+const OF_ACCOUNT = (p: string): string => `(${p}::text IS NULL OR j."accountId" = ${p}::text)`;
+
+/** How long finished jobs stay readable. */
+export interface Retention {
+  runMs: number;
+  syncMs: number;
+}
+export const DEFAULT_RETENTION: Retention = { runMs: RETENTION_RUN_MS, syncMs: RETENTION_SYNC_MS };
+
+/**
+ * `expiresAt` once a job is finished: retention after completion, never beyond its TTL. `now` is the
+ * SQL of the current time as the columns store it (UTC `timestamp`): the queue's own sessions run in
+ * UTC, where `now()` converts so; any other session needs `now() AT TIME ZONE 'UTC'`.
+ */
+const retainSql = (r: Retention, now = 'now()'): string => `LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond',
+  ${now} + CASE WHEN j.sync THEN interval '${Math.trunc(r.syncMs)} milliseconds' ELSE interval '${Math.trunc(r.runMs)} milliseconds' END)`;
+
+const TIMESTAMP_OID = 1114;
+
+/**
+ * The connection string behind a Prisma client built by `createDb` (its node-postgres adapter keeps
+ * it). The queue needs its own connections: a LISTEN session and plain pg statements.
+ */
+export function databaseUrlOf(db: Db): string {
+  const config = (db as unknown as { _engineConfig?: { adapter?: { config?: { connectionString?: unknown } } } })._engineConfig?.adapter?.config;
+  const url = config?.connectionString;
+  if (typeof url === 'string' && url) return url;
+  throw new Error('cannot find the database URL of the Prisma client (expected a @prisma/adapter-pg client from createDb)');
+}
+
+/** node-postgres settings shared by the queue's pool and LISTEN session: UTC on both sides. */
+export function pgConfig(connectionString: string): pg.ClientConfig {
+  return {
+    connectionString,
+    // Prisma stores `timestamp(3)` columns in UTC; now() must be read and written the same way.
+    options: '-c TimeZone=UTC',
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+        oid === TIMESTAMP_OID && format !== 'binary' ? (s: string) => new Date(`${s.replace(' ', 'T')}Z`) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    },
+  };
+}
+
+/** Names of prepared statements by their text (a handful of constant texts). */
+const statementNames = new Map<string, string>();
+
+/**
+ * Statements on the job runtime's pools are prepared: each connection parses and plans one once,
+ * not on every call (that was a third or more of a take's, insert's or finish's time). Their texts
+ * are constants, never values, so the names stay few; one name is never given to another text.
+ */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `gantry-sql-${statementNames.size}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+export function createJobPool(connectionString: string, max = 10): pg.Pool {
+  const pool = new pg.Pool({ ...pgConfig(connectionString), max, idleTimeoutMillis: 10_000, allowExitOnIdle: true });
+  // An idle client whose server went away (a PostgreSQL restart) must not crash the process.
+  pool.on('error', () => {});
+  return pool;
+}
+
+export const ms = (d: Date | null | undefined): number | null => (d ? d.getTime() : null);
+
+/** What the job workflow is told: the state of one job at one `seq`. */
+export function snapshotOf(row: JobRow, lostAfterMs: number): JobSnapshot {
+  const startedAt = ms(row.startedAt);
+  return {
+    seq: row.seq,
+    status: row.status,
+    ttlDeadline: row.createdAt.getTime() + row.ttlMs,
+    startedAt,
+    livenessDeadline: startedAt === null ? null : Math.max(startedAt, ms(row.lastSeenAt) ?? 0) + lostAfterMs,
+    executionDeadline: startedAt === null ? null : startedAt + row.executionTimeoutMs,
+    webhookPending: row.webhook !== null && row.webhookDeliveredAt === null,
+  };
+}
+
+export const GONE = (seq: number): JobSnapshot => ({
+  seq,
+  status: 'GONE',
+  ttlDeadline: 0,
+  startedAt: null,
+  livenessDeadline: null,
+  executionDeadline: null,
+  webhookPending: false,
+});
+
+export interface NewJob {
+  id: string;
+  endpointId: string;
+  accountId: string;
+  /** JSON text of the input (kept as the client sent it, re-serialized once). */
+  inputJson: string;
+  webhook: string | null;
+  executionTimeoutMs: number;
+  ttlMs: number;
+  lowPriority: boolean;
+  sync: boolean;
+  /** Submitted by model id (a public model). */
+  modelId?: string | null;
+}
+
+export interface Outcome {
+  status: 'COMPLETED' | 'FAILED';
+  outputJson: string | null;
+  error: string | null;
+}
+
+/** What one completed call of a public model costs its caller. */
+export interface ModelCharge {
+  units: number;
+  amount: number;
+}
+
+export interface HealthCounts {
+  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+  workers: { idle: number; initializing: number; ready: number; running: number; throttled: number; unhealthy: number };
+}
+
+/**
+ * A CTE (to be joined: an unread one is never run) that makes the statement's own transaction
+ * commit without waiting for the WAL flush (`synchronous_commit` off for that transaction only,
+ * where `when` holds), for writes nobody has been told of yet:
+ * a take (lost in a crash, the job is queued again and taken again, as after a worker loss) and a
+ * runsync job's insert (acknowledged only with its result, whose commit does wait and flushes the
+ * WAL before it, the insert included; an early answer goes through `flush` first). Every write a
+ * client or worker is answered on commits durably.
+ */
+const relaxedCommit = (when = 'true'): string =>
+  `relaxed AS (SELECT set_config('synchronous_commit', CASE WHEN ${when} THEN 'off' ELSE current_setting('synchronous_commit') END, true))`;
+
+/** The SQL of every job state change. `tag` names the calling process in NOTIFY payloads. */
+export class JobStore {
+  private readonly RETAIN: string;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly tag: string,
+    readonly retention: Retention = DEFAULT_RETENTION,
+  ) {
+    this.RETAIN = retainSql(retention);
+  }
+
+  /**
+   * The rows of one statement on this store's pool, prepared (statementName): the queue's own, and
+   * the key and endpoint reads that API processes make here rather than through Prisma.
+   */
+  async rows<T>(text: string, values: unknown[]): Promise<T[]> {
+    return (await this.pool.query({ name: statementName(text), text, values })).rows as T[];
+  }
+
+  /** This store's connections as a SqlRunner. */
+  private readonly sql: SqlRunner = <T>(text: string, values: unknown[]) => this.rows<T>(text, values);
+
+  /**
+   * Queues a job unless its endpoint already holds `maxQueued` queued jobs (undefined: the queue is
+   * full). The count stops at the cap, so it costs at most that many index entries. The job is
+   * marked signal-due: its workflow does not exist until a signal-with-start is confirmed, and a
+   * process killed between this commit and that signal leaves the mark for the sweep to mend.
+   */
+  async insert(job: NewJob, maxQueued: number): Promise<JobRow | undefined> {
+    const [row] = await this.rows<JobRow>(
+      `WITH ${relaxedCommit('$9::boolean')}, j AS (
+         INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt", "modelId")
+         SELECT $1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond', now(), $12
+         WHERE (SELECT count(*) FROM (SELECT 1 FROM "Job" WHERE "endpointId" = $2 AND status = 'IN_QUEUE' LIMIT $11::int) queued) < $11::int
+         RETURNING *)
+       -- A /run job commits durably (its answer acknowledges it), a runsync job relaxed.
+       SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j CROSS JOIN relaxed`,
+      [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag, maxQueued, job.modelId ?? null],
+    );
+    return row;
+  }
+
+  /**
+   * Waits until every commit before it is on disk: a transaction with an id of its own commits
+   * durably, and WAL is flushed in order. Before a relaxed write is acknowledged after all.
+   */
+  async flush(): Promise<void> {
+    await this.pool.query('SELECT txid_current()');
+  }
+
+  /**
+   * Takes up to `limit` queued jobs for a worker, oldest first, normal priority before low. SKIP
+   * LOCKED lets concurrent takers pass each other without waiting or taking the same row.
+   */
+  async take(endpointId: string, workerId: string, limit: number): Promise<{ jobs: TakenJob[]; more: boolean }> {
+    const rows = await this.rows<TakenJob & { more: boolean }>(
+      `WITH ${relaxedCommit()}, picked AS (
+         SELECT id FROM "Job"
+         WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND "expiresAt" > now()
+         ORDER BY "lowPriority", "createdAt"
+         LIMIT $3::int
+         FOR UPDATE SKIP LOCKED),
+       j AS (
+         UPDATE "Job" j SET status = 'IN_PROGRESS', "workerId" = $2, "startedAt" = now(), "lastSeenAt" = NULL, seq = j.seq + 1
+         FROM picked WHERE j.id = picked.id
+         RETURNING j.*)
+       -- Whether queued jobs remain (seen from this statement's snapshot): when none do, the next take
+       -- can wait for a wake-up without asking.
+       SELECT ${COLS_LEAN}, j.input,
+         EXISTS (SELECT 1 FROM "Job" q WHERE q."endpointId" = $1 AND q.status = 'IN_QUEUE' AND q."expiresAt" > now()
+                 AND q.id NOT IN (SELECT id FROM picked)) AS more
+       FROM j CROSS JOIN relaxed`,
+      [endpointId, workerId, limit],
+    );
+    return { jobs: rows.map(({ more: _more, ...job }) => job), more: rows.length === 0 ? false : Boolean(rows[0]?.more) };
+  }
+
+  /** Puts back jobs whose take answer never reached the worker (it hung up first). */
+  async untake(ids: string[], workerId: string): Promise<JobRow[]> {
+    if (ids.length === 0) return [];
+    return this.rows<JobRow>(
+      `WITH ${relaxedCommit()}, j AS (
+         UPDATE "Job" SET status = 'IN_QUEUE', "workerId" = NULL, "startedAt" = NULL, seq = seq + 1
+         WHERE id = ANY($1) AND "workerId" = $2 AND status = 'IN_PROGRESS' RETURNING *)
+       SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $3 || ':' || j."endpointId") FROM j CROSS JOIN relaxed`,
+      [ids, workerId, this.tag],
+    );
+  }
+
+  /**
+   * Records a worker's result. Only the worker holding the job, and only once: a repeated post (the
+   * SDK retries) or a post from a worker the job was taken away from changes nothing (null). Jobs
+   * of public models are not finished here (null too): their output is stored and billed first
+   * (finishModelJob), and this one statement stays the whole path of every other job.
+   */
+  async finish(jobId: string, workerId: string, outcome: Outcome): Promise<JobRow | null> {
+    const [row] = await this.rows<JobRow>(
+      `WITH ${this.finishing('IS NULL')}
+       SELECT ${COLS}, pg_notify('${JOB_CHANNEL}', 'j:' || $6 || ':' || j.id) FROM j`,
+      [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag],
+    );
+    return row ?? null;
+  }
+
+  /**
+   * finish for a job of a public model, with its charge (if any) recorded by the same statement: a
+   * completed call is billed exactly once, and never without its result.
+   */
+  async finishModelJob(jobId: string, workerId: string, outcome: Outcome, charge: ModelCharge | null): Promise<JobRow | null> {
+    const [row] = await this.rows<JobRow>(
+      `WITH ${this.finishing('IS NOT NULL')},
+       c AS (
+         INSERT INTO "PublicModelCharge" ("jobId", "accountId", "modelId", units, amount, "createdAt")
+         SELECT j.id, j."accountId", j."modelId", $7::float8, $8::float8, now() FROM j WHERE $9::boolean
+         ON CONFLICT ("jobId") DO NOTHING)
+       SELECT ${COLS}, pg_notify('${JOB_CHANNEL}', 'j:' || $6 || ':' || j.id) FROM j`,
+      [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag, charge?.units ?? 0, charge?.amount ?? 0, charge !== null],
+    );
+    return row ?? null;
+  }
+
+  /** The CTE `j` of finish and finishModelJob: the held job's result ($1 job, $2 worker, $3-$5 the outcome), for plain jobs or a model's. */
+  private finishing(model: 'IS NULL' | 'IS NOT NULL'): string {
+    return `j AS (
+         UPDATE "Job" j SET status = $3::"JobStatus", output = $4::jsonb, error = $5, "completedAt" = now(), seq = j.seq + 1,
+           "expiresAt" = ${this.RETAIN}, "signalDueAt" = now()
+         WHERE j.id = $1 AND j."workerId" = $2 AND j.status = 'IN_PROGRESS' AND j."modelId" ${model}
+         RETURNING j.*)`;
+  }
+
+  /** Status and holder of a job, to tell a duplicate result from one for a job not held, and whose model (and caller) it is. */
+  async holder(jobId: string): Promise<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string } | null> {
+    const [row] = await this.rows<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string }>(
+      `SELECT status, "workerId", "modelId", "accountId" FROM "Job" WHERE id = $1`,
+      [jobId],
+    );
+    return row ?? null;
+  }
+
+  /** A progress update (`status: IN_PROGRESS` on job-done): shown as the output until the result. */
+  async progress(jobId: string, workerId: string, outputJson: string | null): Promise<boolean> {
+    const r = await this.pool.query({
+      text: `WITH j AS (UPDATE "Job" SET output = $3::jsonb WHERE id = $1 AND "workerId" = $2 AND status = 'IN_PROGRESS' RETURNING id)
+             SELECT pg_notify('${JOB_CHANNEL}', 'j:' || $4 || ':' || j.id) FROM j`,
+      values: [jobId, workerId, outputJson, this.tag],
+    });
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  /** Appends a stream chunk; its seq comes from the job row, whose lock orders concurrent posts. */
+  async appendChunk(jobId: string, workerId: string, outputJson: string): Promise<boolean> {
+    const r = await this.pool.query({
+      text: `WITH j AS (
+               UPDATE "Job" SET "streamTotal" = "streamTotal" + 1
+               WHERE id = $1 AND "workerId" = $2 AND status = 'IN_PROGRESS' RETURNING id, "streamTotal"),
+             c AS (INSERT INTO "JobStreamChunk" ("jobId", seq, output) SELECT j.id, j."streamTotal" - 1, $3::jsonb FROM j RETURNING "jobId")
+             SELECT pg_notify('${JOB_CHANNEL}', 'j:' || $4 || ':' || c."jobId") FROM c`,
+      values: [jobId, workerId, outputJson, this.tag],
+    });
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  /**
+   * The job as its owner may read it; null once expired or gone. `accountId`: only a job that
+   * account submitted (the callers of a public model share its endpoint, not their jobs); this
+   * holds for every call below that takes it.
+   */
+  async get(jobId: string, endpointId: string, withOutput = true, accountId: string | null = null): Promise<JobRow | null> {
+    const [row] = await this.rows<JobRow>(
+      `SELECT ${withOutput ? COLS : COLS_LEAN} FROM "Job" j WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now() AND ${OF_ACCOUNT('$3')}`,
+      [jobId, endpointId, accountId],
+    );
+    return row ?? null;
+  }
+
+  /**
+   * Hands out the stream chunks not yet given to a /stream caller, moving the job's cursor in the
+   * same statement: concurrent callers never get the same chunk.
+   */
+  async takeStream(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ status: JobStatus; outputs: unknown[] } | null> {
+    const [cursor] = await this.rows<{ status: JobStatus; from: number; to: number }>(
+      `WITH cur AS (
+         SELECT id, status, "streamDelivered" AS "from", "streamTotal" AS "to" FROM "Job" j
+         WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now() AND ${OF_ACCOUNT('$3')} FOR UPDATE),
+       moved AS (UPDATE "Job" j SET "streamDelivered" = cur."to" FROM cur WHERE j.id = cur.id AND cur."to" > cur."from" RETURNING j.id)
+       SELECT status, "from", "to" FROM cur`,
+      [jobId, endpointId, accountId],
+    );
+    if (!cursor) return null;
+    if (cursor.to <= cursor.from) return { status: cursor.status, outputs: [] };
+    const chunks = await this.rows<{ output: unknown }>(
+      `SELECT output FROM "JobStreamChunk" WHERE "jobId" = $1 AND seq >= $2 AND seq < $3 ORDER BY seq`,
+      [jobId, cursor.from, cursor.to],
+    );
+    return { status: cursor.status, outputs: chunks.map((c) => c.output) };
+  }
+
+  /**
+   * Cancels a queued or running job. A running one is marked for its worker's job-stop channel.
+   * Returns the job after the call and whether this call cancelled it.
+   */
+  async cancel(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ row: JobRow; changed: boolean } | null> {
+    const [row] = await this.rows<JobRow & { prevWorker: string | null; prevStatus: JobStatus }>(
+      `WITH prev AS (
+         SELECT id, status, "workerId" FROM "Job" j WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now()
+           AND status IN ('IN_QUEUE', 'IN_PROGRESS') AND ${OF_ACCOUNT('$4')} FOR UPDATE),
+       j AS (
+         UPDATE "Job" j SET status = 'CANCELLED', "completedAt" = now(), seq = j.seq + 1, "expiresAt" = ${this.RETAIN},
+           "stopRequestedAt" = CASE WHEN prev.status = 'IN_PROGRESS' THEN now() END, "signalDueAt" = now()
+         FROM prev WHERE j.id = prev.id
+         RETURNING j.*, prev."workerId" AS "prevWorker", prev.status AS "prevStatus")
+       SELECT ${COLS_LEAN}, j."prevWorker", j."prevStatus",
+         pg_notify('${JOB_CHANNEL}', 'j:' || $3 || ':' || j.id),
+         CASE WHEN j."prevStatus" = 'IN_PROGRESS' THEN pg_notify('${JOB_CHANNEL}', 's:' || $3 || ':' || j."prevWorker") END
+       FROM j`,
+      [jobId, endpointId, this.tag, accountId],
+    );
+    if (row) return { row, changed: true };
+    const current = await this.get(jobId, endpointId, false, accountId);
+    return current ? { row: current, changed: false } : null;
+  }
+
+  /** Puts a FAILED or TIMED_OUT job back in the queue under the same id (a resubmission). */
+  async retry(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ row: JobRow; changed: boolean } | null> {
+    const { client, release } = await this.checkout();
+    try {
+      await client.query('BEGIN');
+      const r = await client.query({
+        text: `WITH j AS (
+                 UPDATE "Job" j SET status = 'IN_QUEUE', output = NULL, error = NULL, "workerId" = NULL, "startedAt" = NULL,
+                   "completedAt" = NULL, "lastSeenAt" = NULL, "stopRequestedAt" = NULL, "stopDeliveredAt" = NULL,
+                   retries = j.retries + 1, seq = j.seq + 1, "webhookAttempts" = 0, "webhookDeliveredAt" = NULL,
+                   "streamTotal" = 0, "streamDelivered" = 0, "createdAt" = now(), "expiresAt" = now() + j."ttlMs" * interval '1 millisecond'
+                 WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now() AND j.status IN ('FAILED', 'TIMED_OUT') AND ${OF_ACCOUNT('$4')}
+                 RETURNING j.*)
+               SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $3 || ':' || j."endpointId") FROM j`,
+        values: [jobId, endpointId, this.tag, accountId],
+      });
+      if (r.rows[0]) await client.query({ text: `DELETE FROM "JobStreamChunk" WHERE "jobId" = $1`, values: [jobId] });
+      await client.query('COMMIT');
+      if (r.rows[0]) return { row: r.rows[0] as JobRow, changed: true };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      release();
+    }
+    const current = await this.get(jobId, endpointId, false, accountId);
+    return current ? { row: current, changed: false } : null;
+  }
+
+  /** Removes the endpoint's queued jobs (running ones stay); returns their ids. */
+  async purge(endpointId: string, accountId: string | null = null): Promise<string[]> {
+    const rows = await this.rows<{ id: string }>(`DELETE FROM "Job" j WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND ${OF_ACCOUNT('$2')} RETURNING id`, [endpointId, accountId]);
+    return rows.map((r) => r.id);
+  }
+
+  async health(endpointId: string): Promise<HealthCounts> {
+    const jobs = await this.rows<{ status: JobStatus; n: number; retried: number }>(
+      `SELECT status, count(*)::int AS n, count(*) FILTER (WHERE retries > 0)::int AS retried
+       FROM "Job" WHERE "endpointId" = $1 AND "expiresAt" > now() GROUP BY status`,
+      [endpointId],
+    );
+    const workers = await this.rows<{ status: string; busy: boolean }>(
+      `SELECT w.status, EXISTS (SELECT 1 FROM "Job" j WHERE j."workerId" = w.id AND j.status = 'IN_PROGRESS') AS busy
+       FROM "Worker" w WHERE w."endpointId" = $1 AND w.status NOT IN ('STOPPED', 'FAILED')`,
+      [endpointId],
+    );
+    const count = (s: JobStatus): number => jobs.find((r) => r.status === s)?.n ?? 0;
+    const h: HealthCounts = {
+      jobs: {
+        completed: count('COMPLETED'),
+        failed: count('FAILED') + count('TIMED_OUT'),
+        inProgress: count('IN_PROGRESS'),
+        inQueue: count('IN_QUEUE'),
+        retried: jobs.reduce((sum, r) => sum + r.retried, 0),
+      },
+      workers: { idle: 0, initializing: 0, ready: 0, running: 0, throttled: 0, unhealthy: 0 },
+    };
+    for (const w of workers) {
+      if (w.status === 'PENDING') h.workers.throttled++;
+      else if (w.status === 'INITIALIZING') h.workers.initializing++;
+      else if (w.status === 'UNHEALTHY') h.workers.unhealthy++;
+      else if (w.status === 'IDLE' || w.status === 'RUNNING') {
+        h.workers.ready++;
+        if (w.busy) h.workers.running++;
+        else h.workers.idle++;
+      }
+    }
+    return h;
+  }
+
+  /** A worker's ping: it is alive, and so are the jobs it lists (worker-loss detection reads these). */
+  async ping(workerId: string, jobIds: string[], unhealthy: string | null): Promise<void> {
+    await this.pool.query({
+      text: unhealthy
+        ? `UPDATE "Worker" SET "lastPingAt" = now(), status = 'UNHEALTHY', "statusReason" = $2 WHERE id = $1`
+        : `UPDATE "Worker" SET "lastPingAt" = now() WHERE id = $1`,
+      values: unhealthy ? [workerId, unhealthy] : [workerId],
+    });
+    if (jobIds.length > 0) {
+      await this.pool.query({
+        text: `UPDATE "Job" SET "lastSeenAt" = now() WHERE id = ANY($1) AND "workerId" = $2 AND status = 'IN_PROGRESS'`,
+        values: [jobIds, workerId],
+      });
+    }
+  }
+
+  /** Jobs the worker must stop (cancelled or timed out while it held them), each handed over once. */
+  async takeStops(workerId: string): Promise<string[]> {
+    const rows = await this.rows<{ id: string }>(
+      `UPDATE "Job" SET "stopDeliveredAt" = now()
+       WHERE "workerId" = $1 AND "stopRequestedAt" IS NOT NULL AND "stopDeliveredAt" IS NULL RETURNING id`,
+      [workerId],
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /** Marks the worker as leaving (stopPod): it gets no new jobs. */
+  async workerLeaving(workerId: string, reason: string): Promise<void> {
+    await this.pool.query({
+      text: `UPDATE "Worker" SET "desiredStatus" = 'EXITED', "statusReason" = $2 WHERE id = $1`,
+      values: [workerId, reason],
+    });
+  }
+
+  // ------------------------------------------------------------------ supervision (the job workflow)
+
+  async snapshotRow(jobId: string): Promise<JobRow | null> {
+    const [row] = await this.rows<JobRow>(`SELECT ${COLS_LEAN} FROM "Job" j WHERE j.id = $1`, [jobId]);
+    return row ?? null;
+  }
+
+  /**
+   * TTL reached: a queued job is removed; a running one is cancelled, stopped on its worker and
+   * hidden at once. Returns the row afterwards (null: removed).
+   */
+  async expire(jobId: string): Promise<JobRow | null> {
+    const deleted = await this.rows<{ id: string }>(
+      `WITH d AS (DELETE FROM "Job" WHERE id = $1 AND status = 'IN_QUEUE' AND "createdAt" + "ttlMs" * interval '1 millisecond' <= now() RETURNING id)
+       SELECT d.id, pg_notify('${JOB_CHANNEL}', 'j:' || $2 || ':' || d.id) FROM d`,
+      [jobId, this.tag],
+    );
+    if (deleted.length > 0) return null;
+    await this.rows(
+      `WITH j AS (
+         UPDATE "Job" j SET status = 'CANCELLED', error = 'job TTL expired', "completedAt" = now(), seq = j.seq + 1,
+           "expiresAt" = now(), "stopRequestedAt" = now()
+         WHERE j.id = $1 AND j.status = 'IN_PROGRESS' AND j."createdAt" + j."ttlMs" * interval '1 millisecond' <= now()
+         RETURNING j.id, j."workerId")
+       SELECT pg_notify('${JOB_CHANNEL}', 'j:' || $2 || ':' || j.id), pg_notify('${JOB_CHANNEL}', 's:' || $2 || ':' || j."workerId") FROM j`,
+      [jobId, this.tag],
+    );
+    return this.snapshotRow(jobId);
+  }
+
+  /**
+   * Enforces a running job's limits: past its execution timeout it is TIMED_OUT (and stopped on its
+   * worker); when its worker has not listed it in a ping for `lostAfterMs`, its worker counts as lost
+   * (requeueLostJobs). Returns the row afterwards.
+   */
+  async supervise(jobId: string, lostAfterMs: number): Promise<JobRow | null> {
+    await this.rows(
+      `WITH j AS (
+         UPDATE "Job" j SET status = 'TIMED_OUT', error = 'execution timeout exceeded', "completedAt" = now(), seq = j.seq + 1,
+           "expiresAt" = ${this.RETAIN}, "stopRequestedAt" = now()
+         WHERE j.id = $1 AND j.status = 'IN_PROGRESS' AND j."startedAt" + j."executionTimeoutMs" * interval '1 millisecond' <= now()
+         RETURNING j.id, j."workerId")
+       SELECT pg_notify('${JOB_CHANNEL}', 'j:' || $2 || ':' || j.id), pg_notify('${JOB_CHANNEL}', 's:' || $2 || ':' || j."workerId") FROM j`,
+      [jobId, this.tag],
+    );
+    await requeueLostJobs(this.sql, { jobId, silentForMs: lostAfterMs }, { tag: this.tag, retention: this.retention });
+    return this.snapshotRow(jobId);
+  }
+
+  /** The final job object a webhook receives, if the job is still at `seq` and not yet delivered. */
+  async webhookPayload(jobId: string, seq: number): Promise<{ url: string; row: JobRow } | null> {
+    const [row] = await this.rows<JobRow>(
+      `SELECT ${COLS} FROM "Job" j WHERE j.id = $1 AND j.seq = $2 AND j.webhook IS NOT NULL AND j."webhookDeliveredAt" IS NULL`,
+      [jobId, seq],
+    );
+    return row?.webhook ? { url: row.webhook, row } : null;
+  }
+
+  async webhookAttempted(jobId: string, seq: number, delivered: boolean): Promise<void> {
+    await this.pool.query({
+      text: `UPDATE "Job" SET "webhookAttempts" = "webhookAttempts" + 1, "webhookDeliveredAt" = CASE WHEN $3 THEN now() END
+             WHERE id = $1 AND seq = $2`,
+      values: [jobId, seq, delivered],
+    });
+  }
+
+  // ------------------------------------------------------------------ sweeps (safety nets)
+
+  /** Deletes jobs past their expiry, in batches (retention, and TTL where no workflow acted). */
+  async deleteExpired(limit: number): Promise<number> {
+    const r = await this.pool.query({
+      text: `DELETE FROM "Job" WHERE id IN (SELECT id FROM "Job" WHERE "expiresAt" <= now() - interval '1 minute' LIMIT $1::int FOR UPDATE SKIP LOCKED)`,
+      values: [limit],
+    });
+    return r.rowCount ?? 0;
+  }
+
+  /**
+   * Running jobs whose limits passed more than `graceMs` ago: their workflow would have acted by now,
+   * so it missed a signal (a crash between a commit and the signal). They get a fresh one.
+   */
+  async overdueRunning(lostAfterMs: number, graceMs: number, limit: number): Promise<JobRow[]> {
+    return this.rows<JobRow>(
+      `SELECT ${COLS_LEAN} FROM "Job" j
+       WHERE j.status = 'IN_PROGRESS'
+         AND (GREATEST(j."startedAt", COALESCE(j."lastSeenAt", j."startedAt")) + ($1::float8 + $2::float8) * interval '1 millisecond' <= now()
+           OR j."startedAt" + (j."executionTimeoutMs" + $2::float8) * interval '1 millisecond' <= now()
+           OR j."createdAt" + (j."ttlMs" + $2::float8) * interval '1 millisecond' <= now())
+       LIMIT $3::int`,
+      [lostAfterMs, graceMs, limit],
+    );
+  }
+
+  /**
+   * Finished jobs whose webhook no workflow has tried within `graceMs` of completion. Scans by start
+   * time (the index it has); a job cancelled before it started is left to its workflow's TTL timer.
+   */
+  async undeliveredWebhooks(graceMs: number, windowMs: number, limit: number): Promise<JobRow[]> {
+    return this.rows<JobRow>(
+      `SELECT ${COLS_LEAN} FROM "Job" j
+       WHERE j.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')
+         AND j."startedAt" > now() - $2::float8 * interval '1 millisecond'
+         AND j."completedAt" <= now() - $1::float8 * interval '1 millisecond'
+         AND j.webhook IS NOT NULL AND j."webhookDeliveredAt" IS NULL AND j."webhookAttempts" = 0
+       LIMIT $3::int`,
+      [graceMs, windowMs, limit],
+    );
+  }
+
+  /** The states whose workflows were signalled: their marks go (only at the seq signalled). */
+  async clearSignalDue(ids: string[], seqs: number[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.pool.query({
+      text: `UPDATE "Job" j SET "signalDueAt" = NULL FROM unnest($1::text[], $2::int[]) AS s(id, seq)
+             WHERE j.id = s.id AND j.seq = s.seq AND j."signalDueAt" IS NOT NULL`,
+      values: [ids, seqs],
+    });
+  }
+
+  /**
+   * Jobs whose workflow was never confirmed told of their state (a new job's start, a final state)
+   * `graceMs` after it was recorded: the process that recorded it went down first. A scan without an index: the column is almost always empty, and an
+   * index would make every clearing update rewrite all of the row's index entries.
+   */
+  async unsignalled(graceMs: number, limit: number): Promise<Array<{ id: string; seq: number; endpointId: string; accountId: string }>> {
+    return this.rows<{ id: string; seq: number; endpointId: string; accountId: string }>(
+      `SELECT id, seq, "endpointId", "accountId" FROM "Job" WHERE "signalDueAt" < now() - $1::float8 * interval '1 millisecond' LIMIT $2::int`,
+      [graceMs, limit],
+    );
+  }
+
+  /** Runs `fn` only if no other process holds the named advisory lock (one sweeper at a time). */
+  async exclusively(lockKey: number, fn: () => Promise<void>): Promise<boolean> {
+    const { client, release } = await this.checkout();
+    try {
+      const { rows } = await client.query<{ locked: boolean }>({ text: 'SELECT pg_try_advisory_lock($1) AS locked', values: [lockKey] });
+      if (!rows[0]?.locked) return false;
+      try {
+        await fn();
+      } finally {
+        await client.query({ text: 'SELECT pg_advisory_unlock($1)', values: [lockKey] });
+      }
+      return true;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * A client of the pool for several statements. While checked out it has no error listener of the
+   * pool's: a server that goes away meanwhile (a PostgreSQL restart) would emit an unhandled 'error'
+   * and end the process. The listener here keeps it to the next query's failure, and a broken
+   * client is destroyed on release instead of going back to the pool.
+   */
+  private async checkout(): Promise<{ client: pg.PoolClient; release: () => void }> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    const onError = (err: Error): void => {
+      broken = err;
+    };
+    client.on('error', onError);
+    return {
+      client,
+      release: () => {
+        client.removeListener('error', onError);
+        client.release(broken);
+      },
+    };
+  }
+}
+
+// ------------------------------------------------------------------ a lost worker: one rule, every caller
+
+/** Runs one statement on the caller's connection and answers its rows. */
+export type SqlRunner = <T>(text: string, values: unknown[]) => Promise<T[]>;
+
+/** A Prisma client or interactive transaction as a SqlRunner: the statement commits with the caller's other writes. */
+export function prismaSql(db: Db | Prisma.TransactionClient): SqlRunner {
+  return <T>(text: string, values: unknown[]) => db.$queryRawUnsafe<T[]>(text, ...values);
+}
+
+/** Why a job failed whose worker was lost MAX_WORKER_LOSSES times. */
+export const WORKER_LOST_ERROR = `worker lost while running the job (${MAX_WORKER_LOSSES} times)`;
+
+/**
+ * Whose running jobs lost their worker: every job a worker held once the worker is known gone (its
+ * container ended, its workflow is gone: the orchestration), or one job its worker's pings have not
+ * listed for `silentForMs` (the job's own workflow, through JobStore.supervise).
+ */
+export type LostWorker = { workerId: string } | { jobId: string; silentForMs: number };
+
+export interface LostJob {
+  id: string;
+  endpointId: string;
+  /** IN_QUEUE: back in the queue for another worker; FAILED: lost MAX_WORKER_LOSSES times. */
+  status: 'IN_QUEUE' | 'FAILED';
+  seq: number;
+}
+
+/** The current time as the job columns store it (UTC `timestamp`), whatever the session's time zone. */
+const NOW_UTC = `(now() AT TIME ZONE 'UTC')`;
+
+/**
+ * THE rule for a lost worker, for every caller (the job workflow's liveness check, a worker's final
+ * state, a host's reconcile): each running job it held goes back to the queue (retries + 1) for
+ * another worker, or, at its MAX_WORKER_LOSSES-th loss, FAILS with WORKER_LOST_ERROR and is kept
+ * for the retention of finished jobs. Either way its `seq` moves on (its workflow adopts the new
+ * state at its next look) and the same statement NOTIFYs: a requeued job wakes a waiting job-take
+ * of its endpoint, a failed one wakes the runsync, status-sync and /stream calls waiting on it, in
+ * every API process. Jobs already finished are not touched. `tag` names the caller in the NOTIFY
+ * payloads (an API process skips its own); `retention` is the job settings' (jobSettings()).
+ */
+export async function requeueLostJobs(sql: SqlRunner, lost: LostWorker, opts: { tag: string; retention: Retention }): Promise<LostJob[]> {
+  const failed = `j.retries + 1 >= ${MAX_WORKER_LOSSES}`;
+  const [where, values] =
+    'workerId' in lost
+      ? [`j."workerId" = $1`, [lost.workerId, opts.tag, WORKER_LOST_ERROR]]
+      : [
+          `j.id = $1 AND GREATEST(j."startedAt", COALESCE(j."lastSeenAt", j."startedAt")) + $4::float8 * interval '1 millisecond' <= ${NOW_UTC}`,
+          [lost.jobId, opts.tag, WORKER_LOST_ERROR, lost.silentForMs],
+        ];
+  return sql<LostJob>(
+    `WITH j AS (
+       UPDATE "Job" j SET
+         status = CASE WHEN ${failed} THEN 'FAILED'::"JobStatus" ELSE 'IN_QUEUE'::"JobStatus" END,
+         error = CASE WHEN ${failed} THEN $3::text END,
+         "completedAt" = CASE WHEN ${failed} THEN ${NOW_UTC} END,
+         "expiresAt" = CASE WHEN ${failed} THEN ${retainSql(opts.retention, NOW_UTC)} ELSE j."expiresAt" END,
+         "workerId" = CASE WHEN ${failed} THEN j."workerId" END,
+         "startedAt" = CASE WHEN ${failed} THEN j."startedAt" END,
+         retries = j.retries + 1, seq = j.seq + 1, "lastSeenAt" = NULL
+       WHERE ${where} AND j.status = 'IN_PROGRESS'
+       RETURNING j.id, j."endpointId", j.status, j.seq)
+     SELECT j.id, j."endpointId", j.status::text AS status, j.seq,
+       pg_notify('${JOB_CHANNEL}', CASE WHEN j.status = 'IN_QUEUE' THEN 'q:' || $2 || ':' || j."endpointId" ELSE 'j:' || $2 || ':' || j.id END)::text AS notified
+     FROM j`,
+    values,
+  );
+}

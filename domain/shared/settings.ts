@@ -1,0 +1,47 @@
+/**
+ * The settings the domain, the activities and the API run with: parsed once from the environment
+ * by infra/config.ts (the one schema of every variable) and handed down in the DomainContext. No
+ * module reads process.env for itself.
+ */
+import type { JobSettings } from '../jobs/settings.ts';
+import type { LbHealthSettings } from '../load-balancing/load-balancing.ts';
+import type { OrchestrationSettings } from './orchestration-settings.ts';
+import type { SurfaceLimits } from '../rate-limits/rate-limits.ts';
+import type { WebhookAllowList } from '../jobs/webhook-targets.ts';
+import type { OutputSettings } from '../public-models/outputs.ts';
+
+export interface PlatformSettings {
+  /** Wildcard DNS domain of load-balancing endpoints (GANTRY_LB_DOMAIN), normalized; undefined: path-based URLs. */
+  lbDomain: string | undefined;
+  /** The proxy's health probes of load-balancing workers (GANTRY_LB_HEALTH). */
+  lbHealth: LbHealthSettings;
+  /** Private addresses and names job webhooks may reach (GANTRY_WEBHOOK_ALLOW). */
+  webhookAllow: WebhookAllowList;
+  /** Price file merged over the built-in list prices (GANTRY_PRICES_FILE); re-read when it changes. */
+  pricesFile: string | undefined;
+  /** Job API timings and limits (GANTRY_JOB_*, GANTRY_WORKER_PING_INTERVAL_MS, GANTRY_MAX_QUEUED_JOBS). */
+  jobs: JobSettings;
+  /** Request limits of every surface (GANTRY_*RATE_LIMITS, GANTRY_AUTH_FAILURES_PER_MINUTE). */
+  limits: SurfaceLimits;
+  /** Orchestration timings (GANTRY_ORCHESTRATION). */
+  orchestration: OrchestrationSettings;
+  /** Apps: the runtime image of deployed Python code and where hosts cache artifacts (GANTRY_RUNTIME_*, GANTRY_ARTIFACT_CACHE_DIR). */
+  apps: AppSettings;
+  /** Public models' output files: URL lifetime and purge interval (GANTRY_OUTPUT_URL_TTL_MS, GANTRY_OUTPUT_PURGE_INTERVAL_MS). */
+  outputs: OutputSettings;
+  /** Error answers may carry stack traces: only NODE_ENV=development, a developer's own machine. */
+  stackTraces: boolean;
+}
+
+export interface AppSettings {
+  /** A runtime image to pull instead of building one (`{python}` is replaced by 3.10 .. 3.13); undefined: hosts build it. */
+  runtimeImage: string | undefined;
+  /** What hosts build the runtime image on (`{python}` replaced). */
+  runtimeBaseImage: string;
+  /** Digest of the runtime's build context and base: part of the built image's name. */
+  runtimeDigest: string;
+  /** The runtime's build context (sdk/python: the Containerfile and the Python package). */
+  runtimeContextDir: string;
+  /** Host directory where workers keep downloaded artifacts, one subdirectory per account. */
+  artifactCacheDir: string;
+}

@@ -1,0 +1,406 @@
+import { Type, type Static } from 'typebox';
+import type { Template } from '../../generated/prisma/client.ts';
+import { requireScope, type Principal } from '../accounts/auth.ts';
+import type { DomainContext } from '../context.ts';
+import { DomainError, notFound, validationFailed } from '../errors.ts';
+import { newId } from '../shared/ids.ts';
+import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
+import { validate } from '../shared/validation.ts';
+import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } from '../containers/fields.ts';
+
+/**
+ * Templates: named container configurations (image, args, disk, ports, env, registry, volume) that
+ * endpoints and pods are created from. One set of rules behind two input shapes: the REST shape
+ * (`image`, `args`, `disk`, `ports` array, `env` object, `registry`, `mounts`) and the GraphQL
+ * shape (`imageName`, `dockerArgs`, `containerDiskInGb`, `ports` string, `env` [{key, value}],
+ * `containerRegistryAuthId`, `volumeInGb`). A template is a snapshot: changing it does not change
+ * endpoints or pods already made from it.
+ */
+
+// ---------------------------------------------------------------- REST shapes
+
+const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', maxLength: 11, description: '`port/protocol`, e.g. `8000/http`' });
+
+// No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
+
+
+const PersistentMountSchema = Type.Object(
+  {
+    size: Type.Integer({ minimum: 1, maximum: 4096, description: 'host-local persistent volume in GB' }),
+    path: MountPathSchema,
+  },
+  { additionalProperties: false },
+);
+
+const templateBodyFields = {
+  image: ImageSchema,
+  args: ArgsSchema,
+  disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
+  ports: Type.Array(PortSchema, { maxItems: 64 }),
+  env: EnvSchema,
+  registry: Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'registry credential id, for private images' }),
+  serverless: Type.Boolean({ description: 'for serverless workers (true) or pods (false)' }),
+  readme: Type.String({ maxLength: 65536 }),
+};
+
+export const CreateTemplateSchema = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' }),
+    image: templateBodyFields.image,
+    args: Type.Optional(templateBodyFields.args),
+    disk: Type.Optional(templateBodyFields.disk),
+    ports: Type.Optional(templateBodyFields.ports),
+    env: Type.Optional(templateBodyFields.env),
+    registry: Type.Optional(templateBodyFields.registry),
+    mounts: Type.Optional(
+      Type.Object({ persistent: Type.Optional(PersistentMountSchema) }, { additionalProperties: false, description: 'a host-local persistent volume (pod templates only)' }),
+    ),
+    serverless: Type.Optional(templateBodyFields.serverless),
+    readme: Type.Optional(templateBodyFields.readme),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateTemplateSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
+    image: Type.Optional(templateBodyFields.image),
+    args: Type.Optional(templateBodyFields.args),
+    disk: Type.Optional(templateBodyFields.disk),
+    ports: Type.Optional(templateBodyFields.ports),
+    env: Type.Optional(templateBodyFields.env),
+    registry: Type.Optional(templateBodyFields.registry),
+    mounts: Type.Optional(
+      Type.Object(
+        { persistent: Type.Optional(Type.Union([PersistentMountSchema, Type.Null()])) },
+        { additionalProperties: false, description: 'omitted or `{}` keeps the mount; `persistent: null` removes it' },
+      ),
+    ),
+    serverless: Type.Optional(templateBodyFields.serverless),
+    readme: Type.Optional(templateBodyFields.readme),
+  },
+  { additionalProperties: false },
+);
+
+export const TemplateSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  image: Type.String(),
+  args: Type.String(),
+  disk: Type.Integer(),
+  mounts: Type.Object({ persistent: Type.Optional(Type.Object({ size: Type.Integer(), path: Type.String() })) }),
+  ports: Type.Array(Type.String()),
+  env: Type.Record(Type.String(), Type.String()),
+  registry: Type.Union([Type.String(), Type.Null()]),
+  serverless: Type.Boolean(),
+  public: Type.Boolean({ description: 'always false: templates are private to their account' }),
+  readme: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+});
+export type TemplateView = Static<typeof TemplateSchema>;
+export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSchema) });
+
+// ---------------------------------------------------------------- GraphQL shapes
+
+
+/** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
+export const SaveTemplateInputSchema = Type.Object(
+  {
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    name: Type.String({ minLength: 1, maxLength: 191 }),
+    imageName: templateBodyFields.image,
+    dockerArgs: Type.Optional(templateBodyFields.args),
+    containerDiskInGb: Type.Optional(templateBodyFields.disk),
+    volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
+    volumeMountPath: Type.Optional(MountPathSchema),
+    env: Type.Optional(EnvListSchema),
+    ports: Type.Optional(Type.String({ maxLength: 1024, description: 'comma-separated `port/protocol` entries' })),
+    isServerless: Type.Optional(Type.Boolean()),
+    readme: Type.Optional(templateBodyFields.readme),
+    containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type SaveTemplateInput = Static<typeof SaveTemplateInputSchema>;
+
+/** The GraphQL template record. */
+export interface TemplateRecord {
+  id: string;
+  name: string;
+  imageName: string;
+  dockerArgs: string;
+  containerDiskInGb: number;
+  volumeInGb: number;
+  volumeMountPath: string;
+  env: { key: string; value: string }[];
+  ports: string;
+  isServerless: boolean;
+  isPublic: boolean;
+  readme: string;
+  containerRegistryAuthId: string | null;
+}
+
+// ---------------------------------------------------------------- views
+
+const portList = (ports: string): string[] =>
+  ports
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+
+export function templateView(t: Template): TemplateView {
+  return {
+    id: t.id,
+    name: t.name,
+    image: t.imageName,
+    args: t.dockerArgs,
+    disk: t.containerDiskInGb,
+    mounts: t.volumeInGb > 0 ? { persistent: { size: t.volumeInGb, path: t.volumeMountPath } } : {},
+    ports: portList(t.ports),
+    env: t.env as Record<string, string>,
+    registry: t.registryId,
+    serverless: t.isServerless,
+    public: false,
+    readme: t.readme,
+    createdAt: t.createdAt.toISOString(),
+    updatedAt: t.updatedAt.toISOString(),
+  };
+}
+
+export function templateRecord(t: Template): TemplateRecord {
+  return {
+    id: t.id,
+    name: t.name,
+    imageName: t.imageName,
+    dockerArgs: t.dockerArgs,
+    containerDiskInGb: t.containerDiskInGb,
+    volumeInGb: t.volumeInGb,
+    volumeMountPath: t.volumeMountPath,
+    env: Object.entries(t.env as Record<string, string>).map(([key, value]) => ({ key, value })),
+    ports: t.ports,
+    isServerless: t.isServerless,
+    isPublic: false,
+    readme: t.readme,
+    containerRegistryAuthId: t.registryId,
+  };
+}
+
+// ---------------------------------------------------------------- the one set of rules
+
+/** A template's stored fields (the model's names). */
+interface TemplateFields {
+  name: string;
+  imageName: string;
+  dockerArgs: string;
+  containerDiskInGb: number;
+  volumeInGb: number;
+  volumeMountPath: string;
+  env: Record<string, string>;
+  ports: string;
+  isServerless: boolean;
+  readme: string;
+  registryId: string | null;
+}
+
+/** Where each rule's failure is reported, in the caller's own field names. */
+interface FieldPaths {
+  ports: string;
+  volume: string;
+  registry: string;
+}
+const REST_PATHS: FieldPaths = { ports: '$.ports', volume: '$.mounts.persistent', registry: '$.registry' };
+const GRAPHQL_PATHS: FieldPaths = { ports: '$.ports', volume: '$.volumeInGb', registry: '$.containerRegistryAuthId' };
+
+const DEFAULTS: Omit<TemplateFields, 'name' | 'imageName'> = {
+  dockerArgs: '',
+  containerDiskInGb: 10,
+  volumeInGb: 0,
+  volumeMountPath: '/workspace',
+  env: {},
+  ports: '',
+  isServerless: false,
+  readme: '',
+  registryId: null,
+};
+
+function portProblems(ports: string, at: string): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const entry of portList(ports)) {
+    const m = /^([0-9]{1,5})\/(http|tcp|udp)$/.exec(entry);
+    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535) problems.push(`${at}: '${entry}' is not port/protocol with a port 1-65535 and protocol http, tcp or udp`);
+    else if (seen.has(entry)) problems.push(`${at}: '${entry}' is listed twice`);
+    seen.add(entry);
+  }
+  return problems;
+}
+
+async function save(ctx: DomainContext, principal: Principal, id: string | undefined, patch: Partial<TemplateFields>, paths: FieldPaths): Promise<Template> {
+  try {
+    return await ctx.db.$transaction(async (tx) => {
+      let base: TemplateFields | undefined;
+      if (id !== undefined) {
+        const existing = await tx.template.findFirst({ where: { id, accountId: principal.accountId } });
+        if (!existing) throw notFound('template');
+        base = { ...existing, env: existing.env as Record<string, string> };
+      }
+      const merged = { ...DEFAULTS, ...base, ...patch } as TemplateFields;
+      const problems = portProblems(merged.ports, paths.ports);
+      if (merged.isServerless && merged.volumeInGb > 0) {
+        problems.push(`${paths.volume}: serverless templates cannot have a persistent volume (workers are replaced freely); use a network volume`);
+      }
+      if (merged.registryId !== null && (patch.registryId !== undefined || patch.imageName !== undefined)) {
+        problems.push(...(await registryBindingProblems(tx, principal.accountId, merged.registryId, merged.imageName, paths.registry)));
+      }
+      if (problems.length > 0) throw validationFailed(problems);
+      const data = {
+        name: merged.name,
+        imageName: merged.imageName,
+        dockerArgs: merged.dockerArgs,
+        containerDiskInGb: merged.containerDiskInGb,
+        volumeInGb: merged.volumeInGb,
+        volumeMountPath: merged.volumeMountPath,
+        env: merged.env,
+        ports: portList(merged.ports).join(','),
+        isServerless: merged.isServerless,
+        readme: merged.readme,
+        registryId: merged.registryId,
+      };
+      if (id !== undefined) return tx.template.update({ where: { id }, data });
+      return tx.template.create({ data: { id: newId(), accountId: principal.accountId, ...data } });
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new DomainError('conflict', `a template named '${patch.name ?? ''}' already exists`);
+    throw err;
+  }
+}
+
+/** Only the keys present in `value` (PATCH semantics: undefined means "leave as is"). */
+function defined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+// ---------------------------------------------------------------- REST operations
+
+/** The REST shape (create or update) as Template columns; a `persistent: null` mount removes the volume. */
+function restFields(input: Static<typeof UpdateTemplateSchema>) {
+  const persistent = input.mounts?.persistent;
+  return defined({
+    name: input.name,
+    imageName: input.image,
+    dockerArgs: input.args,
+    containerDiskInGb: input.disk,
+    ports: input.ports?.join(','),
+    env: input.env,
+    registryId: input.registry,
+    volumeInGb: persistent === null ? 0 : persistent?.size,
+    volumeMountPath: persistent?.path,
+    isServerless: input.serverless,
+    readme: input.readme,
+  });
+}
+
+export async function createTemplate(ctx: DomainContext, principal: Principal, body: unknown): Promise<TemplateView> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const row = await save(ctx, principal, undefined, restFields(validate(CreateTemplateSchema, body)), REST_PATHS);
+  return templateView(row);
+}
+
+export async function updateTemplate(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<TemplateView> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const row = await save(ctx, principal, id, restFields(validate(UpdateTemplateSchema, body)), REST_PATHS);
+  return templateView(row);
+}
+
+async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Template> {
+  const row = await ctx.db.template.findFirst({ where: { id, accountId: principal.accountId } });
+  if (!row) throw notFound('template');
+  return row;
+}
+
+export async function getTemplate(ctx: DomainContext, principal: Principal, id: string): Promise<TemplateView> {
+  requireScope(principal, 'READ');
+  requireAccountWide(principal);
+  return templateView(await findOwned(ctx, principal, id));
+}
+
+async function templateRows(ctx: DomainContext, principal: Principal): Promise<Template[]> {
+  requireScope(principal, 'READ');
+  requireAccountWide(principal);
+  return ctx.db.template.findMany({ where: { accountId: principal.accountId }, orderBy: { createdAt: 'asc' } });
+}
+
+export async function listTemplates(ctx: DomainContext, principal: Principal): Promise<TemplateView[]> {
+  return (await templateRows(ctx, principal)).map(templateView);
+}
+
+/** Deletes a template; refused (400) while a pod or a live endpoint was made from it. */
+export async function deleteTemplate(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  await ctx.db.$transaction(async (tx) => {
+    const row = await tx.template.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true } });
+    if (!row) throw notFound('template');
+    const pods = await tx.pod.findMany({ where: { templateId: id }, select: { id: true }, take: 5 });
+    if (pods.length > 0) throw new DomainError('bad_request', `template is in use by pod ${pods.map((p) => p.id).join(', ')}`);
+    const endpoints = await tx.endpoint.findMany({ where: { templateId: id, deletingAt: null }, select: { id: true }, take: 5 });
+    if (endpoints.length > 0) throw new DomainError('bad_request', `template is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`);
+    await tx.template.delete({ where: { id } });
+  });
+}
+
+// ---------------------------------------------------------------- GraphQL operations
+
+/** GraphQL `saveTemplate`: creates without `id`, changes the named template with it. */
+export async function saveTemplate(ctx: DomainContext, principal: Principal, input: unknown): Promise<TemplateRecord> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const i = validate(SaveTemplateInputSchema, input);
+  let env: Record<string, string> | undefined;
+  if (i.env) {
+    env = {};
+    const duplicates = new Set<string>();
+    for (const { key, value } of i.env) {
+      if (key in env) duplicates.add(key);
+      env[key] = value;
+    }
+    if (duplicates.size > 0) throw validationFailed([...duplicates].map((k) => `$.env: key '${k}' is given twice`));
+  }
+  const row = await save(
+    ctx,
+    principal,
+    i.id,
+    defined({
+      name: i.name,
+      imageName: i.imageName,
+      dockerArgs: i.dockerArgs,
+      containerDiskInGb: i.containerDiskInGb,
+      volumeInGb: i.volumeInGb,
+      volumeMountPath: i.volumeMountPath,
+      env,
+      ports: i.ports,
+      isServerless: i.isServerless,
+      readme: i.readme,
+      registryId: i.containerRegistryAuthId === '' ? null : i.containerRegistryAuthId,
+    }),
+    GRAPHQL_PATHS,
+  );
+  return templateRecord(row);
+}
+
+/** GraphQL `myself { podTemplates }`-style listing. */
+export async function listTemplateRecords(ctx: DomainContext, principal: Principal): Promise<TemplateRecord[]> {
+  return (await templateRows(ctx, principal)).map(templateRecord);
+}
+
+/** GraphQL `deleteTemplate(templateName)`: templates are named uniquely within an account. */
+export async function deleteTemplateByName(ctx: DomainContext, principal: Principal, name: string): Promise<void> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const row = await ctx.db.template.findFirst({ where: { accountId: principal.accountId, name }, select: { id: true } });
+  if (!row) throw notFound('template');
+  await deleteTemplate(ctx, principal, row.id);
+}

@@ -1,0 +1,62 @@
+/**
+ * A Python virtual environment with the hosted service's own Python package (`runpod`: its job API
+ * client and its worker SDK) and Pillow, at the versions test/fixtures/image-model/requirements.txt
+ * pins, from PyPI. Tests use it to run the image-model fixture worker and the playground's Python
+ * snippet as users would. Built once per machine (about a minute) and cached by the content of the
+ * requirements file.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
+import { loadConfig } from '../../infra/config.ts';
+
+export const PYTHON_CLIENTS_REQUIREMENTS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'image-model', 'requirements.txt');
+
+function run(cmd: string, args: string[]): Promise<{ status: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.once('error', reject);
+    child.once('close', (status) => resolve({ status, output }));
+  });
+}
+
+/** The venv's python3, built first when missing. `python` is the interpreter the venv is made from (python3 on PATH). */
+export async function ensurePythonClients(opts: { cacheDir?: string; python?: string; log?: (msg: string) => void } = {}): Promise<string> {
+  const cacheDir = opts.cacheDir ?? loadConfig().cacheDir;
+  const python = opts.python ?? 'python3';
+  const log = opts.log ?? ((msg: string) => console.error(msg));
+  const requirements = readFileSync(PYTHON_CLIENTS_REQUIREMENTS);
+  const version = spawnSync(python, ['-c', 'import sys; print(sys.version_info[:2])'], { encoding: 'utf8' }).stdout.trim();
+  const hash = createHash('sha256').update(requirements).update(version).digest('hex').slice(0, 16);
+  const dir = path.join(cacheDir, `python-clients-${hash}`);
+  const bin = path.join(dir, 'bin', 'python3');
+  if (existsSync(bin)) return bin;
+  const lock = `${dir}.lock`;
+  while (!tryBuildLock(lock, 15 * 60_000)) await sleep(500);
+  try {
+    if (existsSync(bin)) return bin;
+    log(`Building the Python clients venv (runpod, Pillow) in ${dir}`);
+    const started = Date.now();
+    const work = `${dir}.building`;
+    rmSync(work, { recursive: true, force: true });
+    let r = await run(python, ['-m', 'venv', work]);
+    if (r.status !== 0) throw new Error(`${python} -m venv failed: ${r.output.trim()}`);
+    r = await run(path.join(work, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', '--no-input', '-r', PYTHON_CLIENTS_REQUIREMENTS]);
+    if (r.status !== 0) throw new Error(`pip install -r ${PYTHON_CLIENTS_REQUIREMENTS} failed: ${r.output.trim().split('\n').slice(-20).join('\n')}`);
+    // Built aside, then renamed: a half-built venv is never taken for a whole one. Only its python3
+    // is used (console scripts' shebangs name the build path; the interpreter finds its venv itself).
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(work, dir);
+    log(`Built the Python clients venv in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    return bin;
+  } finally {
+    releaseBuildLock(lock);
+  }
+}
