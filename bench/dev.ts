@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { runtimeImageFor } from '../domain/apps/apps.ts';
+import { runtimeImageFor } from '../domain/apps/index.ts';
 import { LABELS } from '../hostctl/containers.ts';
 import type { Platform } from '../infra/platform.ts';
 import { ensurePythonBaseImage } from '../test/support/python-base-image.ts';

@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from 'typebox';
 import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/blob-store.ts';
-import { runtimeContextDigest } from '../domain/apps/apps.ts';
+import { runtimeContextDigest } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/settings.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';

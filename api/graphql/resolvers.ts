@@ -1,4 +1,4 @@
-import { createApp, createEnvironment, deleteApp, deleteEnvironment, deployBuild, environmentOwner, finalizeArtifactUpload, getApp, getDeployment, listApps, prepareArtifactUpload, type AppView, type DeploymentView, type EnvironmentView } from '../../domain/apps/apps.ts';
+import { createApp, createEnvironment, deleteApp, deleteEnvironment, deployBuild, environmentOwner, finalizeArtifactUpload, getApp, getDeployment, listApps, prepareArtifactUpload, type AppView, type DeploymentView, type EnvironmentView } from '../../domain/apps/index.ts';
 import type { Principal } from '../../domain/accounts/auth.ts';
 import { gpuTypes } from '../../domain/catalog/catalog.ts';
 import type { DomainContext } from '../../domain/context.ts';

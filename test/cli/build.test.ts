@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { PrepareUploadSchema } from '../../domain/apps/apps.ts';
+import { PrepareUploadSchema } from '../../domain/apps/index.ts';
 import { validate } from '../../domain/shared/validation.ts';
 import { gantry, readArtifact, readManifest, tempDir } from './helpers.ts';
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { artifactDownloadUrl, discoveryVariable, type Manifest } from '../../domain/apps/apps.ts';
+import { artifactDownloadUrl, discoveryVariable, type Manifest } from '../../domain/apps/index.ts';
 import { startVersityGw } from '../support/versitygw.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { until } from './orchestration-support.ts';

@@ -9,7 +9,7 @@ import { request as httpRequest } from 'node:http';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { discoveryVariable, MAX_SOURCE_BYTES, type Manifest } from '../../domain/apps/apps.ts';
+import { discoveryVariable, MAX_SOURCE_BYTES, type Manifest } from '../../domain/apps/index.ts';
 import { issueApiKey } from '../../domain/accounts/auth.ts';
 import { newId } from '../../domain/shared/ids.ts';
 import { registerWorkerCredential } from '../../domain/workers/credentials.ts';

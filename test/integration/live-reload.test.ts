@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { create as createTar } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Manifest } from '../../domain/apps/apps.ts';
+import type { Manifest } from '../../domain/apps/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
 

@@ -1,0 +1,94 @@
+import { Type, type Static } from 'typebox';
+import { MAX_ARTIFACT_BYTES, ManifestSchema, NameSchema, Sha256Schema } from './manifest.ts';
+
+/** The request and response shapes of the apps REST API (docs/apps.md "Platform REST") and of live reload's source uploads. */
+
+export const AppEndpointSchema = Type.Object({
+  resource: Type.String(),
+  id: Type.String(),
+  name: Type.String(),
+  type: Type.Union([Type.Literal('QUEUE_BASED'), Type.Literal('LOAD_BALANCING')]),
+  kind: Type.Union([Type.Literal('queue'), Type.Literal('lb')]),
+  url: Type.String({ description: 'queue-based: {run_url}/v2/{id} (add /run or /runsync); load-balanced: the base URL of its routes' }),
+  routes: Type.Array(Type.Object({ method: Type.String(), path: Type.String() })),
+});
+export type AppEndpointView = Static<typeof AppEndpointSchema>;
+
+export const EnvironmentSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  currentBuildId: Type.Union([Type.String(), Type.Null()]),
+  endpoints: Type.Array(AppEndpointSchema),
+});
+export type EnvironmentView = Static<typeof EnvironmentSchema>;
+
+export const AppSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  environments: Type.Array(EnvironmentSchema),
+});
+export type AppView = Static<typeof AppSchema>;
+export const AppListSchema = Type.Object({ apps: Type.Array(AppSchema) });
+export const EnvironmentListSchema = Type.Object({ environments: Type.Array(EnvironmentSchema) });
+
+export const BuildSchema = Type.Object({
+  id: Type.String(),
+  sha256: Type.String(),
+  size: Type.Integer(),
+  fingerprint: Type.String(),
+  pythonVersion: Type.String(),
+  status: Type.Union([Type.Literal('UPLOADING'), Type.Literal('READY')]),
+  createdAt: Type.String({ format: 'date-time' }),
+});
+export type BuildView = Static<typeof BuildSchema>;
+
+export const PreparedUploadSchema = Type.Object({
+  build: BuildSchema,
+  upload: Type.Object({
+    url: Type.String({ description: 'PUT the artifact bytes here; the URL itself is the credential' }),
+    method: Type.Literal('PUT'),
+    headers: Type.Record(Type.String(), Type.String()),
+    expiresAt: Type.String({ format: 'date-time' }),
+  }),
+});
+export type PreparedUploadView = Static<typeof PreparedUploadSchema>;
+
+export const DeploymentSchema = Type.Object({
+  id: Type.String(),
+  workflowId: Type.String(),
+  status: Type.Union([Type.Literal('RUNNING'), Type.Literal('SUCCEEDED'), Type.Literal('FAILED')]),
+  error: Type.Union([Type.String(), Type.Null()]),
+  buildId: Type.String(),
+  environment: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  endpoints: Type.Array(AppEndpointSchema),
+});
+export type DeploymentView = Static<typeof DeploymentSchema>;
+
+export const CreateAppSchema = Type.Object({ name: NameSchema, environment: Type.Optional(NameSchema) }, { additionalProperties: false });
+export const CreateEnvironmentSchema = Type.Object({ name: NameSchema }, { additionalProperties: false });
+export const PrepareUploadSchema = Type.Object(
+  {
+    sha256: Sha256Schema,
+    size: Type.Integer({ minimum: 1, maximum: MAX_ARTIFACT_BYTES, description: 'bytes of the gzip file' }),
+    manifest: ManifestSchema,
+  },
+  { additionalProperties: false },
+);
+export const DeployBuildSchema = Type.Object({ buildId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
+
+export const ProvisionResourceSchema = DeployBuildSchema;
+export const SourceUploadSchema = Type.Object({
+  version: Type.Integer({ minimum: 1, description: 'counts up from 1 per environment' }),
+  sha256: Type.String({ description: 'sha256 (hex) of the uploaded bytes' }),
+});
+export type SourceUploadView = Static<typeof SourceUploadSchema>;
+export const WorkerSourceSchema = Type.Object({
+  version: Type.Integer({ minimum: 1 }),
+  sha256: Type.String(),
+  url: Type.String({ description: 'signed, valid one hour; served on the worker-facing listener too' }),
+});
+export type WorkerSourceView = Static<typeof WorkerSourceSchema>;
