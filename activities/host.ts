@@ -1,70 +1,22 @@
 /**
- * Host side effects: probing over SSH (pinning the host key on first contact), recording what was
- * found, and rebuilding state from container labels after a restart (adopt or remove).
+ * Called by the host workflow (workflows/host.ts; orchestrationSettings by every orchestration
+ * workflow). Host side effects: probing over SSH (pinning the host key on first contact), recording
+ * what was found, and rebuilding state from container labels after a restart (adopt or remove).
  */
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Db } from '../domain/shared/db.ts';
 import type { Host, Prisma } from '../generated/prisma/client.ts';
-import type { SecretBox } from '../domain/shared/secrets.ts';
-import { HostKeyMissingError, sshTargetOf } from '../domain/hosts/access.ts';
 import { probeHost, type DiskLimit, type HostProbe } from './host-probe.ts';
-import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle, type RuntimeName } from '../hostctl/containers.ts';
+import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle } from '../hostctl/containers.ts';
 import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/catalog/data-centers.ts';
-import { HostKeyMismatchError, normalizeFingerprint, type SshPool, type SshTarget } from '../hostctl/ssh.ts';
+import { HostKeyMismatchError, normalizeFingerprint } from '../hostctl/ssh.ts';
 import { isLiveWorker, liveWorker } from '../domain/workers/status.ts';
 import { prismaSql, requeueLostJobs } from '../domain/jobs/queue.ts';
 import type { OrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
-import type { PlatformSettings } from '../domain/shared/settings.ts';
 import { workerWorkflowId, type HostProbeResult } from '../contracts/workflows.ts';
+import { hostHandle, recordHostKeyMismatch, targetOf, type OrchestrationRuntime } from './orchestration-runtime.ts';
 
 export type { OrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
-
-/** What orchestration activities share: the database, secrets, the SSH pool, the Temporal client. */
-export interface OrchestrationRuntime {
-  db: Db;
-  secrets: SecretBox;
-  publicUrl: string;
-  /** Base address worker containers reach the API at (see DomainContext.workerUrl). */
-  workerUrl: string;
-  temporal: Client;
-  pool: SshPool;
-  settings: OrchestrationSettings;
-  /** The rest of what the platform runs with (job retention, prices, ...). */
-  platform: PlatformSettings;
-  /** Signs the artifact URLs handed to workers of deployed apps. */
-  signingKey: Buffer;
-}
-
-/** The SSH target of a host row (domain/hosts/access.ts); a host without a key fails the activity for good. */
-function targetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin?: string | null): SshTarget {
-  try {
-    return sshTargetOf(host, secrets, pin === undefined ? host.hostKeySha256 : pin);
-  } catch (err) {
-    if (err instanceof HostKeyMissingError) throw ApplicationFailure.nonRetryable(err.message, 'NoHostKey');
-    throw err;
-  }
-}
-
-/** Container commands on a READY host; fails without retries when the host cannot be used. */
-export async function hostHandle(rt: OrchestrationRuntime, hostId: string): Promise<HostHandle & { host: Host }> {
-  const host = await rt.db.host.findUnique({ where: { id: hostId } });
-  if (!host) throw ApplicationFailure.nonRetryable(`host ${hostId} no longer exists`, 'HostGone');
-  if (host.status === 'HOST_KEY_MISMATCH') throw ApplicationFailure.nonRetryable(`host ${host.name}: ${host.statusReason ?? 'host key mismatch'}`, 'HostKeyMismatch');
-  const runtime = (host.containerRuntime ?? 'podman') as RuntimeName;
-  return { hostId, host, target: targetOf(host, rt.secrets), runtime };
-}
-
-/** Turns a HostKeyMismatchError into the host's status, so that no more work goes there. */
-export async function recordHostKeyMismatch(db: Db, hostId: string, err: HostKeyMismatchError): Promise<void> {
-  await db.host.updateMany({
-    where: { id: hostId },
-    data: {
-      status: 'HOST_KEY_MISMATCH',
-      statusReason: `host key changed: pinned ${err.expected}, the host now presents ${err.actual}. Work on this host has stopped. If the host was reinstalled, probe it with {"acceptHostKey": "${err.actual}"}.`,
-    },
-  });
-}
 
 function gpuMethodOf(probe: HostProbe): string {
   return probe.gpuPassthrough.method;

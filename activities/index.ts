@@ -2,8 +2,11 @@ import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/shared/db.ts';
 import { createDeployActivities } from './deploy.ts';
 import { createEndpointActivities } from './endpoint.ts';
-import { createHostActivities, type OrchestrationRuntime } from './host.ts';
-import { createPodActivities, createWorkerActivities } from './worker.ts';
+import { createHostActivities } from './host.ts';
+import type { OrchestrationRuntime } from './orchestration-runtime.ts';
+import { createPodActivities } from './pod.ts';
+import { createRolloutActivities } from './rollout.ts';
+import { createWorkerActivities } from './worker.ts';
 import { createJobActivities } from './job.ts';
 import { createOutputActivities } from './purge-outputs.ts';
 
@@ -21,5 +24,14 @@ export function createActivities(deps: { db: Db; ctx: DomainContext }) {
     platform: deps.ctx.settings,
     signingKey: deps.ctx.signingKey,
   };
-  return { ...createEndpointActivities(deps.db), ...createHostActivities(rt), ...createWorkerActivities(rt), ...createPodActivities(rt), ...createJobActivities(deps.db, deps.ctx.settings), ...createDeployActivities(deps.ctx), ...createOutputActivities(deps.ctx) };
+  return {
+    ...createEndpointActivities(rt),
+    ...createHostActivities(rt),
+    ...createWorkerActivities(rt),
+    ...createPodActivities(rt),
+    ...createRolloutActivities(deps.db),
+    ...createJobActivities(deps.db, deps.ctx.settings),
+    ...createDeployActivities(deps.ctx),
+    ...createOutputActivities(deps.ctx),
+  };
 }

@@ -1,27 +1,25 @@
 /**
- * Worker side effects: records, placement, image pulls, container start and stop over SSH, the
- * checks that decide readiness and health, the numbers the autoscaler reads, and release outcomes.
+ * Called by the worker workflow (workflows/worker.ts), which runs every endpoint worker and every
+ * pod's worker. Worker side effects: placement, image pulls, container start and stop over SSH, the
+ * checks that decide readiness and health, draining, and the worker's final state.
  */
 import { randomInt } from 'node:crypto';
 import { Context, ApplicationFailure } from '@temporalio/activity';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import type { DomainContext } from '../domain/context.ts';
-import type { Db } from '../domain/shared/db.ts';
 import { meterWorker } from '../domain/billing/billing.ts';
 import { splitArgs } from '../domain/containers/args.ts';
 import { gpuTypeId } from '../domain/catalog/gpu-pools.ts';
 import { prismaSql, requeueLostJobs } from '../domain/jobs/queue.ts';
-import { lbEndpointLoad, lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing/load-balancing.ts';
+import { lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/workers/placement.ts';
-import { podPorts } from '../domain/pods/pods.ts';
+import { podPorts } from '../domain/pods/index.ts';
 import { FINAL_WORKER_STATUSES, liveWorker } from '../domain/workers/status.ts';
 import { cpuInstanceId, recordedCpuInstance, type CpuInstance } from '../domain/catalog/cpu-instances.ts';
-import { ENDPOINT_VOLUME_MOUNT, hostVolumeName, sharedVolumeDir, volumeStorage } from '../domain/catalog/data-centers.ts';
-import { artifactDownloadUrl } from '../domain/apps/apps.ts';
+import { ENDPOINT_VOLUME_MOUNT } from '../domain/catalog/data-centers.ts';
+import { artifactDownloadUrl } from '../domain/apps/index.ts';
 import { openRegistryCredential } from '../domain/registries/registries.ts';
 import { registerWorkerCredential } from '../domain/workers/credentials.ts';
-import type { QueueStats, ScalingWorker } from '../domain/endpoints/scaling.ts';
-import type { Pod, Prisma } from '../generated/prisma/client.ts';
+import type { Pod } from '../generated/prisma/client.ts';
 import {
   containerLogTail,
   containerNameOf,
@@ -31,15 +29,12 @@ import {
   podVolumeName,
   registryOf,
   removeContainer,
-  removeVolume,
   runContainer,
   type ContainerSpec,
 } from '../hostctl/containers.ts';
-import { hostHandle, recordHostKeyMismatch, type OrchestrationRuntime } from './host.ts';
+import { heartbeating, hostHandle, sshTrouble, type OrchestrationRuntime } from './orchestration-runtime.ts';
+import { networkVolumeHosts, networkVolumeMount } from './network-volumes.ts';
 import { ensureRuntimeImage } from './runtime-image.ts';
-import { workerWorkflowId } from '../contracts/workflows.ts';
-import { HostKeyMismatchError, SshConnectError } from '../hostctl/ssh.ts';
-
 
 /** Where a deployed app's worker finds its account's artifact cache (docs/apps.md). */
 const ARTIFACT_CACHE_MOUNT = '/var/cache/gantry/artifacts';
@@ -53,8 +48,6 @@ const POD_GPU_POOL = 'pod-gpu-type';
 /** Label of a pod's container (pod workers carry no endpoint label). */
 export const POD_LABEL = 'gantry.pod';
 
-type DbOrTx = Db | Prisma.TransactionClient;
-
 /** A CPU endpoint's instance (its row's flavor and size). */
 function endpointCpuInstance(e: { cpuFlavorId: string | null; cpuVcpuCount: number | null; cpuMemoryGb: number | null }): CpuInstance {
   return e.cpuVcpuCount && e.cpuMemoryGb ? { flavorId: e.cpuFlavorId!, vcpus: e.cpuVcpuCount, memoryGb: e.cpuMemoryGb } : recordedCpuInstance(e.cpuFlavorId!);
@@ -67,65 +60,8 @@ function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: n
   return { vcpus: i.vcpus, memoryMb: i.memoryGb * 1024 };
 }
 
-/**
- * The hosts a worker mounting these network volumes may run on: every host of a data center with
- * shared storage for its volume, or the one host holding it. `bindings`: hosts that would bind a
- * not-yet-bound single-host volume to themselves. Undefined `onlyHostIds`: no volumes, no limit.
- */
-async function networkVolumeHosts(db: DbOrTx, volumeIds: readonly string[]): Promise<{ onlyHostIds?: string[]; bindings: Map<string, string>; problems: string[] }> {
-  if (volumeIds.length === 0) return { bindings: new Map(), problems: [] };
-  const volumes = await db.networkVolume.findMany({ where: { id: { in: [...volumeIds] }, deletedAt: null } });
-  const dcIds = [...new Set(volumes.map((v) => v.dataCenterId))];
-  const [settings, hosts] = await Promise.all([
-    db.dataCenter.findMany({ where: { id: { in: dcIds } } }),
-    db.host.findMany({ where: { dataCenterId: { in: dcIds } }, select: { id: true, dataCenterId: true }, orderBy: { createdAt: 'asc' } }),
-  ]);
-  const allowed = new Set<string>();
-  const bindings = new Map<string, string>();
-  const problems = volumeIds.filter((id) => !volumes.some((v) => v.id === id)).map((id) => `network volume ${id} was deleted`);
-  for (const v of volumes) {
-    const inDc = hosts.filter((h) => h.dataCenterId === v.dataCenterId).map((h) => h.id);
-    const storage = volumeStorage(v, settings.find((d) => d.id === v.dataCenterId), inDc);
-    if (storage.kind === 'shared-path') inDc.forEach((id) => allowed.add(id));
-    else if (storage.kind === 'host') {
-      allowed.add(storage.hostId);
-      if (storage.bindTo) bindings.set(storage.bindTo, v.id);
-    } else problems.push(`network volume ${v.id}: ${storage.reason}`);
-  }
-  return { onlyHostIds: [...allowed], bindings, problems };
-}
-
-/**
- * How a worker on `host` mounts the network volume of its data center: a named volume on the host
- * that holds it, or the volume's directory on the data center's shared storage.
- */
-async function networkVolumeMount(db: Db, volumeIds: readonly string[], host: { id: string; dataCenterId: string }, target: string): Promise<Pick<ContainerSpec, 'volumes' | 'binds'>> {
-  if (volumeIds.length === 0) return {};
-  const volumes = await db.networkVolume.findMany({ where: { id: { in: [...volumeIds] }, deletedAt: null } });
-  const bound = volumes.find((v) => v.hostId === host.id);
-  if (bound) return { volumes: [{ name: hostVolumeName(host.id, bound.id), path: target }] };
-  const dc = await db.dataCenter.findUnique({ where: { id: host.dataCenterId } });
-  const shared = volumes.find((v) => !v.hostId && v.dataCenterId === host.dataCenterId);
-  if (shared && dc?.networkVolumePath) return { binds: [{ source: sharedVolumeDir(dc.networkVolumePath, shared.id), path: target }] };
-  throw ApplicationFailure.nonRetryable(`none of the network volumes ${volumeIds.join(', ')} is reachable from host ${host.id} (data center ${host.dataCenterId})`, 'VolumeUnavailable');
-}
-
-export interface EndpointScalingState {
-  queue: QueueStats;
-  workers: Array<ScalingWorker & { status: string; hostId: string | null; ready: boolean }>;
-  /** False once the endpoint row is gone. */
-  exists: boolean;
-}
-
 export type ReadyCheck = { state: 'ready' } | { state: 'waiting'; reason?: string } | { state: 'failed'; reason: string };
 export type WatchResult = { state: 'ok' } | { state: 'unknown'; reason: string } | { state: 'failed'; reason: string } | { state: 'stopped'; reason: string } | { state: 'gone' };
-
-export interface PodState {
-  /** False once the pod's row is gone. */
-  exists: boolean;
-  desiredStatus: 'RUNNING' | 'EXITED' | 'TERMINATED';
-  workers: Array<{ id: string; status: string }>;
-}
 
 export interface PlacementResult {
   placed: boolean;
@@ -147,16 +83,6 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   function endpointWorker(worker: Awaited<ReturnType<typeof workerRow>>) {
     if (!worker.endpoint) throw ApplicationFailure.nonRetryable(`worker ${worker.id} has no endpoint`, 'WorkerGone');
     return { ...worker, endpoint: worker.endpoint };
-  }
-
-  /** SSH trouble that says nothing about the worker itself: the host workflow decides reachability. */
-  async function sshTrouble(hostId: string, err: unknown): Promise<string | undefined> {
-    if (err instanceof HostKeyMismatchError) {
-      await recordHostKeyMismatch(db, hostId, err);
-      throw ApplicationFailure.nonRetryable(err.message, 'HostKeyMismatch');
-    }
-    if (err instanceof SshConnectError || (err instanceof Error && /^Ssh/.test(err.name))) return err.message;
-    return undefined;
   }
 
   /**
@@ -259,74 +185,13 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       await db.worker.update({ where: { id: workerId }, data: { containerId, containerName: spec.name, statusReason: waitingFor } });
       return { containerId, adopted: false };
     } catch (err) {
-      const ssh = await sshTrouble(hostId, err);
+      const ssh = await sshTrouble(db, hostId, err);
       if (ssh || (err instanceof Error && /already in use|Conflict/i.test(err.message))) throw err;
       throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'StartFailed');
     }
   }
 
   const activities = {
-    /** Rows for workers about to be started (PENDING), so that the autoscaler counts them at once. */
-    async createWorkerRecords(input: { endpointId: string; releaseVersion: number; workerIds: string[] }): Promise<number> {
-      const endpoint = await db.endpoint.findUnique({ where: { id: input.endpointId }, select: { id: true } });
-      if (!endpoint) return 0;
-      const r = await db.worker.createMany({
-        data: input.workerIds.map((id) => ({ id, endpointId: input.endpointId, releaseVersion: input.releaseVersion, status: 'PENDING' as const, statusReason: 'waiting for placement' })),
-        skipDuplicates: true,
-      });
-      return r.count;
-    },
-
-    /**
-     * What the autoscaler and rollouts decide on: queue numbers from the Job table (lowPriority
-     * apart) and the endpoint's live workers with how long each has been idle. Two queries; a
-     * load-balancing endpoint reads its requests from what the API processes publish instead
-     * (requests waiting for a worker count as queued, requests under way as in progress).
-     */
-    async endpointScalingState(endpointId: string): Promise<EndpointScalingState> {
-      const [stats] = await db.$queryRaw<Array<{ queued: bigint; queued_low: bigint; in_progress: bigint; oldest_age_ms: number | null; exists: boolean; type: string | null }>>`
-        select
-          (select e.type::text from "Endpoint" e where e.id = ${endpointId}) as type,
-          count(*) filter (where j.status = 'IN_QUEUE' and not j."lowPriority") as queued,
-          count(*) filter (where j.status = 'IN_QUEUE' and j."lowPriority") as queued_low,
-          count(*) filter (where j.status = 'IN_PROGRESS') as in_progress,
-          (extract(epoch from (now() - min(j."createdAt") filter (where j.status = 'IN_QUEUE' and not j."lowPriority"))) * 1000)::float8 as oldest_age_ms,
-          exists(select 1 from "Endpoint" e where e.id = ${endpointId}) as exists
-        from "Job" j
-        where j."endpointId" = ${endpointId} and j.status in ('IN_QUEUE', 'IN_PROGRESS') and (j.status = 'IN_PROGRESS' or j."expiresAt" > now())`;
-      const workers = await db.$queryRaw<
-        Array<{ id: string; status: string; releaseVersion: number; hostId: string | null; in_flight: bigint; idle_ms: number | null }>
-      >`
-        select w.id, w.status::text as status, w."releaseVersion", w."hostId",
-          (select count(*) from "Job" j where j."workerId" = w.id and j.status = 'IN_PROGRESS') as in_flight,
-          (extract(epoch from (now() - greatest(w."readyAt", (select max(coalesce(j."completedAt", j."startedAt")) from "Job" j where j."workerId" = w.id)))) * 1000)::float8 as idle_ms
-        from "Worker" w
-        where w."endpointId" = ${endpointId} and w.status not in ('STOPPED', 'FAILED')`;
-      const lb = stats?.type === 'LOAD_BALANCING' ? await lbEndpointLoad(db, endpointId) : null;
-      const queue: QueueStats = lb
-        ? { queued: lb.waiting, queuedLowPriority: 0, inProgress: lb.inFlight, oldestQueuedAgeMs: lb.oldestWaitMs }
-        : {
-            queued: Number(stats?.queued ?? 0),
-            queuedLowPriority: Number(stats?.queued_low ?? 0),
-            inProgress: Number(stats?.in_progress ?? 0),
-            oldestQueuedAgeMs: stats?.oldest_age_ms ?? null,
-          };
-      return {
-        exists: stats?.exists ?? false,
-        queue,
-        workers: workers.map((w) => {
-          const load = lb?.workers[w.id];
-          const inFlight = load ? load.inFlight : Number(w.in_flight);
-          // Idle since it became ready or since its last request, whichever is later.
-          const idleMs = load?.idleForMs != null ? Math.min(load.idleForMs, w.idle_ms ?? Infinity) : w.idle_ms;
-          const ready = w.status === 'IDLE' || w.status === 'RUNNING';
-          const busy = inFlight > 0 || w.status === 'RUNNING';
-          const state: ScalingWorker['state'] = w.status === 'DRAINING' ? 'draining' : !ready ? 'starting' : busy ? 'busy' : 'idle';
-          return { id: w.id, status: w.status, hostId: w.hostId, ready, state, releaseVersion: w.releaseVersion, idleForMs: state === 'idle' ? Math.max(0, idleMs ?? 0) : 0 };
-        }),
-      };
-    },
-
     /**
      * Finds the worker a place: serialized over all placements (an advisory lock), so that two
      * workers never get one GPU. Leaves the worker PENDING with the reason when nothing fits.
@@ -473,7 +338,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         const outcome = await ensureImage(rt.pool, h, image, login, { timeoutMs: rt.settings.pullTimeoutSec * 1000, signal: Context.current().cancellationSignal });
         return { image, outcome, ms: Date.now() - started };
       } catch (err) {
-        const ssh = await sshTrouble(w.hostId, err);
+        const ssh = await sshTrouble(db, w.hostId, err);
         if (ssh) throw err;
         throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'PullFailed');
       } finally {
@@ -593,7 +458,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           return { state: 'failed', reason: `the container exited with code ${state.exitCode} before the worker was ready${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
         }
       } catch (err) {
-        const ssh = await sshTrouble(w.hostId, err);
+        const ssh = await sshTrouble(db, w.hostId, err);
         if (ssh) return { state: 'waiting', reason: ssh };
         throw err;
       }
@@ -651,38 +516,10 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) return await watchLbHealth(w.id, w.host.address, w.hostPort, w.healthFailingSince);
         return { state: 'ok' };
       } catch (err) {
-        const ssh = await sshTrouble(w.hostId, err);
+        const ssh = await sshTrouble(db, w.hostId, err);
         if (ssh) return { state: 'unknown', reason: ssh };
         throw err;
       }
-    },
-
-    /**
-     * Closes workers that wait for placement (PENDING, no host) although their workflow is gone
-     * (terminated by hand, say): they would hold a place in the autoscaler's count for ever. Placed
-     * workers are the hosts' reconciles' business.
-     */
-    async closeOrphanWorkers(endpointId: string): Promise<string[]> {
-      const rows = await db.worker.findMany({
-        where: { endpointId, hostId: null, status: 'PENDING', createdAt: { lt: new Date(Date.now() - 60_000) } },
-        select: { id: true },
-      });
-      const closed: string[] = [];
-      for (const { id } of rows) {
-        let running = false;
-        try {
-          running = (await rt.temporal.workflow.getHandle(workerWorkflowId(id)).describe()).status.name === 'RUNNING';
-        } catch (err) {
-          if (!(err instanceof WorkflowNotFoundError)) throw err;
-        }
-        if (running) continue;
-        await db.worker.updateMany({
-          where: { id, status: 'PENDING' },
-          data: { status: 'FAILED', statusReason: 'its workflow was gone', stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
-        });
-        closed.push(id);
-      }
-      return closed;
     },
 
     /** No new jobs for this worker from now on (the job API hands jobs only to IDLE/RUNNING workers). */
@@ -708,7 +545,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         return true;
       } catch (err) {
         if (err instanceof ApplicationFailure) return false;
-        const ssh = await sshTrouble(w.hostId, err).catch(() => 'host key mismatch');
+        const ssh = await sshTrouble(db, w.hostId, err).catch(() => 'host key mismatch');
         if (ssh && w.host.status !== 'READY') return false;
         throw err;
       }
@@ -727,38 +564,6 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         return { requeued };
       });
     },
-
-    /**
-     * Records a release's outcome. A halted release rolls the endpoint back: its current version
-     * and container configuration return to the previous release's.
-     */
-    async finishRelease(input: { endpointId: string; version: number; previousVersion: number; outcome: 'COMPLETED' | 'HALTED' | 'SUPERSEDED'; reason?: string }): Promise<void> {
-      await db.$transaction(async (tx) => {
-        const now = new Date();
-        await tx.release.updateMany({
-          where: { endpointId: input.endpointId, version: input.version, status: 'ROLLING_OUT' },
-          data: { status: input.outcome, statusReason: input.reason ?? null, finishedAt: now },
-        });
-        if (input.outcome === 'COMPLETED') {
-          await tx.release.updateMany({ where: { endpointId: input.endpointId, version: { lt: input.version }, status: { in: ['COMPLETED', 'ROLLING_OUT'] } }, data: { status: 'SUPERSEDED', finishedAt: now } });
-        }
-        if (input.outcome === 'HALTED') {
-          const previous = await tx.release.findUnique({ where: { endpointId_version: { endpointId: input.endpointId, version: input.previousVersion } } });
-          // Only when no newer release was made meanwhile.
-          const rolledBack = await tx.endpoint.updateMany({
-            where: { id: input.endpointId, currentReleaseVersion: input.version },
-            data: {
-              currentReleaseVersion: input.previousVersion,
-              ...(previous
-                ? { image: previous.image, args: previous.args, disk: previous.disk, ports: previous.ports, env: (previous.env ?? {}) as Prisma.InputJsonValue, registryId: previous.registryId }
-                : {}),
-            },
-          });
-          // The previous release is the live one again.
-          if (rolledBack.count > 0 && previous?.status === 'SUPERSEDED') await tx.release.update({ where: { id: previous.id }, data: { status: 'COMPLETED' } });
-        }
-      });
-    },
   };
   // Each reaches a host over SSH and can take minutes: it heartbeats, so that one whose Temporal
   // worker died (kill -9, a lost machine) is retried elsewhere after the workflow's heartbeat
@@ -770,66 +575,4 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   return activities;
 }
 
-/** How often the long host activities heartbeat; the workflows' heartbeat timeout is several of these. */
-export const ACTIVITY_HEARTBEAT_MS = 5_000;
-
-/** `fn`, heartbeating every ACTIVITY_HEARTBEAT_MS while it runs. */
-function heartbeating<A extends unknown[], R>(fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
-  return async (...args: A) => {
-    const context = Context.current();
-    const timer = setInterval(() => context.heartbeat(), ACTIVITY_HEARTBEAT_MS);
-    try {
-      return await fn(...args);
-    } finally {
-      clearInterval(timer);
-    }
-  };
-}
-
 export type WorkerActivities = ReturnType<typeof createWorkerActivities>;
-
-/**
- * What a pod's workflow (workflows/pod.ts) reads and writes besides the worker activities above: a
- * pod runs one worker at a time through the same worker workflow and activities.
- */
-export function createPodActivities(rt: OrchestrationRuntime) {
-  const { db } = rt;
-  return {
-    /** What a pod's workflow decides on: the pod's desired state and its live workers. */
-    async podState(podId: string): Promise<PodState> {
-      const pod = await db.pod.findUnique({
-        where: { id: podId },
-        select: { desiredStatus: true, workers: { where: { ...liveWorker }, select: { id: true, status: true }, orderBy: { createdAt: 'asc' } } },
-      });
-      if (!pod) return { exists: false, desiredStatus: 'TERMINATED', workers: [] };
-      return { exists: true, desiredStatus: pod.desiredStatus, workers: pod.workers };
-    },
-
-    /** The row of a pod's next worker (PENDING), before its workflow starts. */
-    async createPodWorker(input: { podId: string; workerId: string }): Promise<boolean> {
-      const pod = await db.pod.findUnique({ where: { id: input.podId }, select: { id: true } });
-      if (!pod) return false;
-      await db.worker.createMany({ data: [{ id: input.workerId, podId: input.podId, status: 'PENDING', statusReason: 'waiting for placement' }], skipDuplicates: true });
-      return true;
-    },
-
-    /**
-     * A terminated pod's row goes once its containers have (its worker rows with it), its volume
-     * first. A host that cannot be reached keeps the volume; its reconcile removes it later.
-     */
-    async removePodRecord(podId: string): Promise<void> {
-      const pod = await db.pod.findUnique({ where: { id: podId }, select: { desiredStatus: true, volumeHostId: true } });
-      if (pod?.desiredStatus !== 'TERMINATED') return;
-      if (pod.volumeHostId) {
-        try {
-          await removeVolume(rt.pool, await hostHandle(rt, pod.volumeHostId), podVolumeName(pod.volumeHostId, podId), 15_000);
-        } catch (err) {
-          Context.current().log.warn('the pod volume stays until its host is reconciled', { podId, hostId: pod.volumeHostId, error: String(err) });
-        }
-      }
-      await db.pod.deleteMany({ where: { id: podId, desiredStatus: 'TERMINATED' } });
-    },
-  };
-}
-
-export type PodActivities = ReturnType<typeof createPodActivities>;

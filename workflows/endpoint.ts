@@ -12,9 +12,8 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { EndpointActivities } from '../activities/endpoint.ts';
+import type { EndpointActivities, EndpointScalingState } from '../activities/endpoint.ts';
 import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
-import type { EndpointScalingState, WorkerActivities } from '../activities/worker.ts';
 import { decideScaling, nextCheckMs } from '../domain/endpoints/scaling.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
 import {
@@ -45,7 +44,7 @@ const { loadEndpointSpec, removeEndpointRecord } = proxyActivities<EndpointActiv
   retry: { initialInterval: '200 milliseconds', maximumInterval: '10 seconds' },
 });
 // Local activities: one marker event each in the history instead of three, for the loop's reads.
-const { endpointScalingState, createWorkerRecords, closeOrphanWorkers } = proxyLocalActivities<WorkerActivities>({
+const { endpointScalingState, createWorkerRecords, closeOrphanWorkers } = proxyLocalActivities<EndpointActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
 });

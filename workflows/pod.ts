@@ -11,7 +11,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
-import type { PodActivities } from '../activities/worker.ts';
+import type { PodActivities } from '../activities/pod.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
 import { drainWorker, getPodStatus, podChanged, workerEvent, workerWorkflowId, type PodWorkflowInput, type PodWorkflowStatus } from '../contracts/workflows.ts';
 import { newWorkerId } from './rollout.ts';

@@ -13,14 +13,15 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { OrchestrationSettings } from '../activities/host.ts';
-import type { WorkerActivities } from '../activities/worker.ts';
+import type { EndpointActivities } from '../activities/endpoint.ts';
+import type { RolloutActivities } from '../activities/rollout.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
 import { cancelRollout, drainWorker, endpointWorkflowId, getRolloutProgress, rolloutFinished, workerWorkflowId, type RolloutResult } from '../contracts/workflows.ts';
 import { GantryAccountId, gantryMemo, gantrySearchAttributes, memoName } from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
-const { endpointScalingState } = proxyLocalActivities<WorkerActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });
-const { createWorkerRecords, finishRelease } = proxyActivities<WorkerActivities>({
+const { endpointScalingState } = proxyLocalActivities<EndpointActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });
+const { createWorkerRecords, finishRelease } = proxyActivities<EndpointActivities & RolloutActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds' },
 });

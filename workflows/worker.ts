@@ -14,13 +14,14 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { OrchestrationSettings } from '../activities/host.ts';
+import type { EndpointActivities } from '../activities/endpoint.ts';
 import type { WorkerActivities } from '../activities/worker.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
 import { drainWorker, endpointWorkflowId, getWorkerPhase, podWorkflowId, workerEvent, type WorkerEvent, type WorkerPhase } from '../contracts/workflows.ts';
 import { GantryHostId } from '../contracts/search-attributes.ts';
 
 const quick = { startToCloseTimeout: '1 minute', retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 } } as const;
-const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<WorkerActivities>(quick);
+const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<EndpointActivities & WorkerActivities>(quick);
 // Placement is a short database transaction on the way to a cold start: a local activity saves a round trip.
 const { placeWorker } = proxyLocalActivities<WorkerActivities>({
   startToCloseTimeout: '45 seconds',

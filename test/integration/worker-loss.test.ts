@@ -12,7 +12,8 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHostActivities, type OrchestrationRuntime } from '../../activities/host.ts';
+import { createHostActivities } from '../../activities/host.ts';
+import type { OrchestrationRuntime } from '../../activities/orchestration-runtime.ts';
 import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/orchestration-settings.ts';
 import { createJobActivities } from '../../activities/job.ts';
 import { createWorkerActivities } from '../../activities/worker.ts';

@@ -14,10 +14,11 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalBinary } from '../../infra/temporal.ts';
-import type { EndpointActivities } from '../../activities/endpoint.ts';
+import type { EndpointActivities, EndpointScalingState } from '../../activities/endpoint.ts';
 import type { HostActivities } from '../../activities/host.ts';
 import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/orchestration-settings.ts';
-import type { EndpointScalingState, WorkerActivities } from '../../activities/worker.ts';
+import type { RolloutActivities } from '../../activities/rollout.ts';
+import type { WorkerActivities } from '../../activities/worker.ts';
 import {
   cancelRollout,
   deleteEndpoint,
@@ -75,7 +76,7 @@ const defaultRow = (endpointId: string): EndpointSpec => ({ endpointId, workersM
 const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
 const fastSettings = { ...DEFAULT_ORCHESTRATION_SETTINGS, autoscaleActiveMs: 200, autoscaleRestMs: 1000, readyPollMs: 100, watchIntervalSec: 1, rolloutPollMs: 200 };
 
-const orchestration: HostActivities & WorkerActivities = {
+const orchestration: HostActivities & WorkerActivities & RolloutActivities & Pick<EndpointActivities, 'createWorkerRecords' | 'endpointScalingState' | 'closeOrphanWorkers'> = {
   async orchestrationSettings() {
     return fastSettings;
   },

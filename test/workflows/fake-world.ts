@@ -7,11 +7,11 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { EndpointActivities } from '../../activities/endpoint.ts';
+import type { EndpointActivities, EndpointScalingState } from '../../activities/endpoint.ts';
 import type { HostActivities } from '../../activities/host.ts';
 import { DEFAULT_ORCHESTRATION_SETTINGS, type OrchestrationSettings } from '../../domain/shared/orchestration-settings.ts';
 import type { JobActivities } from '../../activities/job.ts';
-import type { EndpointScalingState, WorkerActivities } from '../../activities/worker.ts';
+import type { WorkerActivities } from '../../activities/worker.ts';
 import { endpointWorkflowId, jobWorkflowId, rolloutWorkflowId, workerWorkflowId, type EndpointSpec, type JobSnapshot } from '../../contracts/workflows.ts';
 
 export type FakeWorkerStatus = 'PENDING' | 'INITIALIZING' | 'IDLE' | 'RUNNING' | 'DRAINING' | 'STOPPED' | 'FAILED';
