@@ -11,12 +11,8 @@
  * (a disposable database: it is wiped).
  */
 import { parseArgs } from 'node:util';
-import {
-  applyMigrations,
-  createMigration,
-  diffSchemaAgainstDatabase,
-  markMigrationRolledBack,
-} from '../infra/migrations.ts';
+import { applyMigrations, markMigrationRolledBack } from '../infra/migrations.ts';
+import { createMigration, diffSchemaAgainstDatabase } from '../infra/schema-engine.ts';
 
 function databaseUrl(): string {
   const url = process.env.DATABASE_URL;

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { applyMigrations, diffSchemaAgainstDatabase, migrationChecksum, readMigrations } from '../../infra/migrations.ts';
+import { applyMigrations, migrationChecksum, readMigrations } from '../../infra/migrations.ts';
+import { diffSchemaAgainstDatabase } from '../../infra/schema-engine.ts';
 import { migrationsDir } from '../../infra/platform.ts';
 import { freshDatabase } from '../support/databases.ts';
 
