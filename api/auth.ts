@@ -79,7 +79,7 @@ export function throttledAuth<T>(request: FastifyRequest, authenticate: () => Pr
   return throttle ? throttle.guard(request.ip, authenticate) : authenticate();
 }
 
-/** One failed-authentication throttle for the whole app: every surface counts into it (README "Security"). */
+/** One failed-authentication throttle for the whole app: every surface counts into it (docs/security.md). */
 export function registerAuthThrottle(app: FastifyInstance, db: Db, authFailuresPerMinute: number): void {
   app.decorate('authThrottle', new AuthFailureThrottle(db, authFailuresPerMinute));
 }

@@ -44,7 +44,7 @@ export function countRequests(scope: FastifyInstance, ctx: Pick<DomainContext, '
   scope.addHook('onRequest', async (request, reply) => enforceRateLimit(ctx, reply, counterOf(request)));
 }
 
-/** The management API's quota: per account, REST and GraphQL together (README "Security"). */
+/** The management API's quota: per account, REST and GraphQL together (docs/security.md). */
 export function managementCounter(principal: Principal, limits: SurfaceLimits): CounterSpec {
   return { counter: principal.accountId, accountId: principal.accountId, quotas: limits.management };
 }

@@ -18,7 +18,7 @@ import { parseWebhookAllowList } from '../domain/jobs/webhook-targets.ts';
 
 /**
  * Every environment variable Gantry reads, in one schema, read once at start (loadConfig): the
- * README's configuration table lists exactly these (test/unit/config.test.ts checks it). Values
+ * table of docs/configuration.md lists exactly these (test/unit/config.test.ts checks it). Values
  * are strings as the environment has them; the schema bounds their shape, loadConfig turns them
  * into the typed GantryConfig, and nothing else in the platform reads process.env.
  */

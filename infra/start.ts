@@ -1,4 +1,4 @@
-/** `npm start`: the whole platform in one process on its embedded defaults (see README). */
+/** `npm start`: the whole platform in one process on its embedded defaults (see docs/operating.md). */
 import closeWithGrace from 'close-with-grace';
 import { loadConfig } from './config.ts';
 import { startPlatform, type Platform } from './platform.ts';

@@ -25,7 +25,7 @@ export interface JobSettings {
   maxWorkflowBacklog: number;
 }
 
-/** The built-in timings; infra/config.ts reads the variables that override them (README "Configuration"). */
+/** The built-in timings; infra/config.ts reads the variables that override them (docs/configuration.md). */
 export const DEFAULT_JOB_TIMINGS = {
   pingIntervalMs: 10_000,
   takeHoldMs: 30_000,

@@ -33,7 +33,7 @@ export function parseRateLimits(value: string | undefined, defaults: RateLimitQu
   return quotas;
 }
 
-/** Every surface's quotas (README "Security"; infra/config.ts reads them). */
+/** Every surface's quotas (docs/security.md; infra/config.ts reads them). */
 export interface SurfaceLimits {
   management: RateLimitQuotas;
   jobs: RateLimitQuotas;

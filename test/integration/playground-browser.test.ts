@@ -6,7 +6,7 @@
  * Code panel's curl, Python (`runpod`) and JavaScript (`runpod-sdk`) code for that input is
  * copied and run as a user would, and each must make the same image. With
  * GANTRY_PLAYGROUND_SCREENSHOT=1 the model page after the run is saved as docs/images/playground.png
- * (the README's picture); otherwise into a temporary directory.
+ * (docs/public-models.md's picture); otherwise into a temporary directory.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -270,7 +270,7 @@ describe('playground in a browser', () => {
       for (const r of apiCalls) expect(r.authorization, r.url).toBe(`Bearer ${f.callerKey}`);
       for (const r of requests.filter((r) => !apiCalls.includes(r))) expect(r.authorization, r.url).toBeUndefined();
 
-      // 5. The picture: the README's, when asked for.
+      // 5. The picture: docs/public-models.md's, when asked for.
       await page.mouse.move(0, 0);
       await page.evaluate('document.activeElement?.blur()');
       const shotDir = process.env.GANTRY_PLAYGROUND_SCREENSHOT === '1' ? path.join(REPO_ROOT, 'docs', 'images') : scratch;

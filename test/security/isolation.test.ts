@@ -1,6 +1,6 @@
 /**
  * A tenant's container, started by Gantry on a real SSH host with the platform's own loopback
- * public URL (the default and the README's local setup): from inside it PostgreSQL and Temporal
+ * public URL (the default and docs/hosts.md's local setup): from inside it PostgreSQL and Temporal
  * cannot be reached, on loopback or on any address of the host, while the worker protocol works
  * through the worker-facing listener, which serves nothing else.
  */

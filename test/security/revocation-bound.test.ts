@@ -1,5 +1,5 @@
 /**
- * One revocation bound on every path (domain/shared/record-cache.ts, README "Security"): a deleted
+ * One revocation bound on every path (domain/shared/record-cache.ts, docs/security.md): a deleted
  * endpoint and a revoked worker credential stop working on the job API, the load-balancing proxy
  * and the worker protocol within the bound, and not before the bound allows it (those paths
  * remember what they read, for exactly that long). A revoked key, or one whose endpoint list

@@ -60,9 +60,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ GANTRY_WORKER_PING_INTERVAL_MS: '2000', GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' })).toThrow(/disagree/);
   });
 
-  it('is the one list of variables: the README\'s configuration table names exactly these', () => {
-    const readme = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../README.md'), 'utf8');
-    const table = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('### Production'));
+  it('is the one list of variables: the table of docs/configuration.md names exactly these', () => {
+    const page = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../docs/configuration.md'), 'utf8');
+    // The table: from its header row to the first blank line after it.
+    const start = page.indexOf('| variable | default | meaning |');
+    expect(start).toBeGreaterThanOrEqual(0);
+    const end = page.indexOf('\n\n', start);
+    const table = page.slice(start, end < 0 ? undefined : end);
     const documented = new Set([...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((m) => [...m[1]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((v) => v[1]!)));
     documented.delete('TEST_DATABASE_URL');
     documented.delete('TEST_TEMPORAL_ADDRESS');
