@@ -3,7 +3,7 @@ import type { Principal } from '../../domain/accounts/auth.ts';
 import { gpuTypes } from '../../domain/catalog/catalog.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { deleteEndpointScaledToZero, listEndpointRecords, saveEndpoint, type EndpointRecord } from '../../domain/endpoints/records.ts';
-import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '../../domain/pods/pods.ts';
+import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '../../domain/pods/index.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/registries.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates/templates.ts';
 import { requireScope } from '../../domain/accounts/auth.ts';

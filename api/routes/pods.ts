@@ -13,7 +13,7 @@ import {
   terminatePod,
   updatePod,
   UpdatePodBodySchema,
-} from '../../domain/pods/pods.ts';
+} from '../../domain/pods/index.ts';
 import { principalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
 
