@@ -11,7 +11,7 @@ import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, r
 import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/catalog/data-centers.ts';
 import { HostKeyMismatchError, normalizeFingerprint } from '../hostctl/ssh.ts';
 import { isLiveWorker, liveWorker } from '../domain/workers/status.ts';
-import { prismaSql, requeueLostJobs } from '../domain/jobs/queue.ts';
+import { prismaSql, requeueLostJobs } from '../domain/jobs/index.ts';
 import type { OrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
 import { workerWorkflowId, type HostProbeResult } from '../contracts/workflows.ts';
 import { hostHandle, recordHostKeyMismatch, targetOf, type OrchestrationRuntime } from './orchestration-runtime.ts';

@@ -2,10 +2,11 @@ import { lookup } from 'node:dns';
 import { ApplicationFailure } from '@temporalio/activity';
 import { Agent, fetch } from 'undici';
 import type { Db } from '../domain/shared/db.ts';
-import { createJobPool, databaseUrlOf, GONE, JobStore, snapshotOf } from '../domain/jobs/queue.ts';
-import { jobView } from '../domain/jobs/schemas.ts';
+import { createJobPool, databaseUrlOf, GONE, snapshotOf } from '../domain/jobs/index.ts';
+import { JobStore } from '../domain/jobs/index.ts';
+import { jobView } from '../domain/jobs/index.ts';
 import { randomString } from '../domain/shared/ids.ts';
-import { guardedLookup, webhookUrlProblem } from '../domain/jobs/webhook-targets.ts';
+import { guardedLookup, webhookUrlProblem } from '../domain/jobs/index.ts';
 import type { PlatformSettings } from '../domain/shared/settings.ts';
 import type { JobSnapshot } from '../contracts/workflows.ts';
 

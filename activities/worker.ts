@@ -9,7 +9,7 @@ import type { DomainContext } from '../domain/context.ts';
 import { meterWorker } from '../domain/billing/billing.ts';
 import { splitArgs } from '../domain/containers/args.ts';
 import { gpuTypeId } from '../domain/catalog/gpu-pools.ts';
-import { prismaSql, requeueLostJobs } from '../domain/jobs/queue.ts';
+import { prismaSql, requeueLostJobs } from '../domain/jobs/index.ts';
 import { lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing/load-balancing.ts';
 import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/workers/placement.ts';
 import { podPorts } from '../domain/pods/index.ts';

@@ -6,9 +6,9 @@
  * (domain/shared/record-cache.ts), and tells them whenever it is up or lost.
  */
 import pg from 'pg';
-import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/jobs/queue.ts';
-import type { Log } from '../domain/jobs/runtime.ts';
-import type { JobWakeups, Waiter } from '../domain/jobs/wakeups.ts';
+import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/jobs/index.ts';
+import type { Log } from '../domain/jobs/index.ts';
+import type { JobWakeups, Waiter } from '../domain/jobs/index.ts';
 import { RECORD_CHANNEL, type RecordCaches } from '../domain/shared/record-cache.ts';
 
 class PendingWaiter implements Waiter {

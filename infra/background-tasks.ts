@@ -21,7 +21,7 @@
  */
 import { autoscalerWakeup } from '../domain/endpoints/autoscaler-wakeup.ts';
 import type { DomainContext } from '../domain/context.ts';
-import type { JobRuntime } from '../domain/jobs/runtime.ts';
+import type { JobRuntime } from '../domain/jobs/index.ts';
 
 /** PostgreSQL advisory lock keys of the tasks that one process at a time runs (values kept across versions). */
 export const TASK_LOCKS = {

@@ -7,14 +7,14 @@ import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/settings.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
 import type { LocalHostSettings } from '../domain/hosts/hosts.ts';
-import { jobSettings } from '../domain/jobs/settings.ts';
+import { jobSettings } from '../domain/jobs/index.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing/load-balancing.ts';
 import { parseOrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
 import { DEFAULT_JOB_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, DEFAULT_RATE_LIMITS, parseRateLimits } from '../domain/rate-limits/rate-limits.ts';
 import type { PlatformSettings } from '../domain/shared/settings.ts';
 import { validate } from '../domain/shared/validation.ts';
 import { DEFAULT_OUTPUT_SETTINGS } from '../domain/public-models/outputs.ts';
-import { parseWebhookAllowList } from '../domain/jobs/webhook-targets.ts';
+import { parseWebhookAllowList } from '../domain/jobs/index.ts';
 
 /**
  * Every environment variable Gantry reads, in one schema, read once at start (loadConfig): the

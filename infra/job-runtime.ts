@@ -7,9 +7,10 @@
  */
 import type { DomainContext } from '../domain/context.ts';
 import { randomString } from '../domain/shared/ids.ts';
-import { createJobPool, databaseUrlOf, JobStore } from '../domain/jobs/queue.ts';
-import { JobRuntime, type Log } from '../domain/jobs/runtime.ts';
-import type { JobSettings } from '../domain/jobs/settings.ts';
+import { createJobPool, databaseUrlOf } from '../domain/jobs/index.ts';
+import { JobStore } from '../domain/jobs/index.ts';
+import { JobRuntime, type Log } from '../domain/jobs/index.ts';
+import type { JobSettings } from '../domain/jobs/index.ts';
 import { JobNotifier } from '../api/job-notify.ts';
 
 /** Connections of the client-side pool and of the worker protocol's. */

@@ -1,10 +1,11 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps/apps.ts';
+import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { jobRuntimeOf } from '../../domain/jobs/runtime.ts';
-import { PingQuerySchema } from '../../domain/jobs/schemas.ts';
-import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/worker-protocol.ts';
+import { jobRuntimeOf } from '../../domain/jobs/index.ts';
+import { PingQuerySchema } from '../../domain/jobs/index.ts';
+import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
 import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/credentials.ts';
 import { throttledAuth } from '../auth.ts';
@@ -40,84 +41,82 @@ function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdent
  * sends JSON bodies labelled `application/x-www-form-urlencoded`, so bodies here are read raw and
  * parsed as JSON by the domain.
  */
-export function workerProtocolRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const workerProtocolRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   const jobs = jobRuntimeOf(ctx);
   // Long-polls end when the worker hangs up or the app starts closing (a graceful stop does not wait out their hold time).
-  const waits = new RequestWaits(app);
-  void app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: DONE_BODY_LIMIT }, (_request, body, done) => done(null, body));
+  const waits = new RequestWaits(scope);
+  scope.removeAllContentTypeParsers();
+  scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: DONE_BODY_LIMIT }, (_request, body, done) => done(null, body));
 
-    type TakeRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>;
-    const take = (batch: boolean) => async (request: TakeRequest, reply: FastifyReply) => {
+  type TakeRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>;
+  const take = (batch: boolean) => async (request: TakeRequest, reply: FastifyReply) => {
+    const identity = await worker(ctx, request);
+    const max = batch ? Math.min(MAX_BATCH, Math.max(1, Number(request.query.batch_size ?? 1) || 1)) : 1;
+    const abort = waits.signal(reply);
+    const taken = await takeJobs(jobs, identity, { max, abort });
+    if (taken.length === 0) return reply.code(204).send();
+    if (reply.raw.destroyed || (abort.aborted && !waits.closing)) {
+      // The worker is gone: the jobs go back to the queue rather than wait for worker-loss detection.
+      await untakeJobs(jobs, identity, taken.map((j) => j.id));
+      return reply.code(204).send();
+    }
+    const out = taken.map((j) => ({ id: j.id, input: j.input }));
+    return reply.send(batch ? out : out[0]);
+  };
+  const takeOpts = (response: object) => ({ attachValidation: true, schema: { params: WorkerParams, querystring: TakeQuery, response: { 200: response } } });
+  scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>('/v2/:endpointId/job-take/:workerId', takeOpts(TakenJobSchema), take(false));
+  scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>(
+    '/v2/:endpointId/job-take-batch/:workerId',
+    takeOpts(Type.Array(TakenJobSchema)),
+    take(true),
+  );
+
+  scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
+    '/v2/:endpointId/job-done/:workerId/:jobId',
+    { schema: { params: WorkerJobParams } },
+    async (request) => finishJob(jobs, await worker(ctx, request), request.params.jobId, request.body),
+  );
+
+  scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
+    '/v2/:endpointId/job-stream/:workerId/:jobId',
+    { schema: { params: WorkerJobParams } },
+    async (request) => {
+      await postStreamChunk(jobs, await worker(ctx, request), request.params.jobId, request.body);
+      return {};
+    },
+  );
+
+  scope.get<{ Params: { endpointId: string; workerId: string } }>(
+    '/v2/:endpointId/job-stop/:workerId',
+    { schema: { params: WorkerParams, response: { 200: Type.Object({ jobsToStop: Type.Array(Type.String()) }) } } },
+    async (request, reply) => {
       const identity = await worker(ctx, request);
-      const max = batch ? Math.min(MAX_BATCH, Math.max(1, Number(request.query.batch_size ?? 1) || 1)) : 1;
-      const abort = waits.signal(reply);
-      const taken = await takeJobs(jobs, identity, { max, abort });
-      if (taken.length === 0) return reply.code(204).send();
-      if (reply.raw.destroyed || (abort.aborted && !waits.closing)) {
-        // The worker is gone: the jobs go back to the queue rather than wait for worker-loss detection.
-        await untakeJobs(jobs, identity, taken.map((j) => j.id));
-        return reply.code(204).send();
-      }
-      const out = taken.map((j) => ({ id: j.id, input: j.input }));
-      return reply.send(batch ? out : out[0]);
-    };
-    const takeOpts = (response: object) => ({ attachValidation: true, schema: { params: WorkerParams, querystring: TakeQuery, response: { 200: response } } });
-    scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>('/v2/:endpointId/job-take/:workerId', takeOpts(TakenJobSchema), take(false));
-    scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>(
-      '/v2/:endpointId/job-take-batch/:workerId',
-      takeOpts(Type.Array(TakenJobSchema)),
-      take(true),
-    );
+      const ids = await waitForStops(jobs, identity, waits.signal(reply));
+      if (ids.length === 0) return reply.code(204).send();
+      return { jobsToStop: ids };
+    },
+  );
 
-    scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
-      '/v2/:endpointId/job-done/:workerId/:jobId',
-      { schema: { params: WorkerJobParams } },
-      async (request) => finishJob(jobs, await worker(ctx, request), request.params.jobId, request.body),
-    );
+  // Live reload (docs/dev-loop.md): the worker asks for a source version newer than the one it runs.
+  scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { after?: string } }>(
+    '/v2/:endpointId/source/:workerId',
+    { attachValidation: true, schema: { params: WorkerParams, querystring: SourceQuery, response: { 200: WorkerSourceSchema } } },
+    async (request, reply) => {
+      const identity = await worker(ctx, request);
+      // The credential first, as on every worker route: a stranger learns nothing from a 422.
+      if (request.validationError) throw validationFailed(['$query.after: the newest source version the worker runs (a whole number)']);
+      const source = await sourceForWorker(ctx, identity, Number(request.query.after ?? 0));
+      if (!source) return reply.code(204).send();
+      return source;
+    },
+  );
 
-    scope.post<{ Params: { endpointId: string; workerId: string; jobId: string } }>(
-      '/v2/:endpointId/job-stream/:workerId/:jobId',
-      { schema: { params: WorkerJobParams } },
-      async (request) => {
-        await postStreamChunk(jobs, await worker(ctx, request), request.params.jobId, request.body);
-        return {};
-      },
-    );
-
-    scope.get<{ Params: { endpointId: string; workerId: string } }>(
-      '/v2/:endpointId/job-stop/:workerId',
-      { schema: { params: WorkerParams, response: { 200: Type.Object({ jobsToStop: Type.Array(Type.String()) }) } } },
-      async (request, reply) => {
-        const identity = await worker(ctx, request);
-        const ids = await waitForStops(jobs, identity, waits.signal(reply));
-        if (ids.length === 0) return reply.code(204).send();
-        return { jobsToStop: ids };
-      },
-    );
-
-    // Live reload (docs/dev-loop.md): the worker asks for a source version newer than the one it runs.
-    scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { after?: string } }>(
-      '/v2/:endpointId/source/:workerId',
-      { attachValidation: true, schema: { params: WorkerParams, querystring: SourceQuery, response: { 200: WorkerSourceSchema } } },
-      async (request, reply) => {
-        const identity = await worker(ctx, request);
-        // The credential first, as on every worker route: a stranger learns nothing from a 422.
-        if (request.validationError) throw validationFailed(['$query.after: the newest source version the worker runs (a whole number)']);
-        const source = await sourceForWorker(ctx, identity, Number(request.query.after ?? 0));
-        if (!source) return reply.code(204).send();
-        return source;
-      },
-    );
-
-    scope.get<{ Params: { endpointId: string; workerId: string } }>(
-      '/v2/:endpointId/ping/:workerId',
-      { attachValidation: true, schema: { params: WorkerParams, querystring: PingQuerySchema } },
-      async (request) => {
-        await workerPing(jobs, await worker(ctx, request), request.query);
-        return {};
-      },
-    );
-  });
-}
+  scope.get<{ Params: { endpointId: string; workerId: string } }>(
+    '/v2/:endpointId/ping/:workerId',
+    { attachValidation: true, schema: { params: WorkerParams, querystring: PingQuerySchema } },
+    async (request) => {
+      await workerPing(jobs, await worker(ctx, request), request.query);
+      return {};
+    },
+  );
+};

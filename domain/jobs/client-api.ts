@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { DomainError, notFound, RetryLater, validationFailed } from '../errors.ts';
-import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from './queue.ts';
+import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from './rows.ts';
 import { validate } from '../shared/validation.ts';
 import { webhookUrlProblem } from './webhook-targets.ts';
 import { isModelId, validateModelInput, type CachedModel } from '../public-models/models.ts';

@@ -3,7 +3,7 @@
  * domain validates, and the job object clients and webhooks see.
  */
 import { Type, type Static } from 'typebox';
-import type { JobRow } from './queue.ts';
+import type { JobRow } from './rows.ts';
 
 export const JobPolicySchema = Type.Object(
   {

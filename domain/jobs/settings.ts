@@ -1,5 +1,5 @@
 /** The job API's timings and limits (infra/config.ts reads them once; tests shorten them). */
-import { DEFAULT_RETENTION, type Retention } from './queue.ts';
+import { DEFAULT_RETENTION, type Retention } from './rows.ts';
 
 export interface JobSettings {
   /** Interval the platform gives workers (RUNPOD_PING_INTERVAL). */

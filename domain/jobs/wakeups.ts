@@ -4,7 +4,7 @@
  * LISTEN/NOTIFY for other processes'). A hint only: every waiter re-reads PostgreSQL, and waits are
  * bounded so that a lost hint costs latency, never a job.
  */
-import type { JobRow, NotifyKind } from './queue.ts';
+import type { JobRow, NotifyKind } from './rows.ts';
 
 /** A registered interest in a wake-up; created before looking in the database so none is missed. */
 export interface Waiter {

@@ -5,7 +5,8 @@
  * queues the work that drains it.
  */
 import { DomainError, notFound, validationFailed } from '../errors.ts';
-import { isTerminal, type JobRow, type JobStatus, type JobStore, type Outcome, type TakenJob } from './queue.ts';
+import { isTerminal, type JobRow, type JobStatus, type Outcome, type TakenJob } from './rows.ts';
+import type { JobStore } from './queue.ts';
 import { OutputProblem, storeModelOutput, type StoredOutput } from '../public-models/outputs.ts';
 import { unstorableJson, validate } from '../shared/validation.ts';
 import { forgetWorker, type WorkerIdentity } from '../workers/credentials.ts';

@@ -4,7 +4,7 @@
  * quickly become one signal-with-start, so a fast job costs its workflow one task.
  */
 import type { DomainContext } from '../context.ts';
-import { isTerminal, snapshotOf, type JobRow } from './queue.ts';
+import { isTerminal, snapshotOf, type JobRow } from './rows.ts';
 import { jobChanged, jobTaskQueueOf, jobWorkflowId, recheckJob, type JobWorkflowInput } from '../../contracts/workflows.ts';
 import { gantrySearchAttributes } from '../../contracts/search-attributes.ts';
 import type { Log } from './runtime.ts';

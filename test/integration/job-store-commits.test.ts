@@ -10,7 +10,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type Db } from '../../domain/shared/db.ts';
 import { randomString } from '../../domain/shared/ids.ts';
-import { JobStore, pgConfig, type NewJob } from '../../domain/jobs/queue.ts';
+import { JobStore } from '../../domain/jobs/index.ts';
+import { pgConfig, type NewJob } from '../../domain/jobs/index.ts';
 import { freshDatabase } from '../support/databases.ts';
 
 let url: string;

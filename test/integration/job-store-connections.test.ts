@@ -5,7 +5,8 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createJobPool, JobStore } from '../../domain/jobs/queue.ts';
+import { createJobPool } from '../../domain/jobs/index.ts';
+import { JobStore } from '../../domain/jobs/index.ts';
 import { freshDatabase } from '../support/databases.ts';
 
 let url: string;

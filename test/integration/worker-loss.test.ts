@@ -18,8 +18,9 @@ import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/orchestratio
 import { createJobActivities } from '../../activities/job.ts';
 import { createWorkerActivities } from '../../activities/worker.ts';
 import { randomString } from '../../domain/shared/ids.ts';
-import { JOB_CHANNEL, MAX_WORKER_LOSSES, pgConfig, WORKER_LOST_ERROR } from '../../domain/jobs/queue.ts';
-import { jobSettings } from '../../domain/jobs/settings.ts';
+import { JOB_CHANNEL, MAX_WORKER_LOSSES, pgConfig } from '../../domain/jobs/index.ts';
+import { WORKER_LOST_ERROR } from '../../domain/jobs/index.ts';
+import { jobSettings } from '../../domain/jobs/index.ts';
 import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';

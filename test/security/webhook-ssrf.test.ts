@@ -7,7 +7,7 @@ import { lookup } from 'node:dns';
 import { createServer, type Server } from 'node:http';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { guardedLookup, parseWebhookAllowList, refusedAddress, webhookUrlProblem } from '../../domain/jobs/webhook-targets.ts';
+import { guardedLookup, parseWebhookAllowList, refusedAddress, webhookUrlProblem } from '../../domain/jobs/index.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall } from '../integration/jobs-helpers.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { jobWorkflowId } from '../../contracts/workflows.ts';

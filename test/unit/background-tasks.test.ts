@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { backgroundTasks, startBackgroundTasks, TASK_LOCKS, type BackgroundTask, type TaskRunner } from '../../infra/background-tasks.ts';
-import type { JobRuntime } from '../../domain/jobs/runtime.ts';
-import { jobSettings } from '../../domain/jobs/settings.ts';
+import type { JobRuntime } from '../../domain/jobs/index.ts';
+import { jobSettings } from '../../domain/jobs/index.ts';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -6,9 +6,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { DomainContext } from '../../domain/context.ts';
-import type { JobRow } from '../../domain/jobs/queue.ts';
-import { jobSettings } from '../../domain/jobs/settings.ts';
-import { WorkflowSignals } from '../../domain/jobs/workflow-signals.ts';
+import type { JobRow } from '../../domain/jobs/index.ts';
+import { jobSettings } from '../../domain/jobs/index.ts';
+import { WorkflowSignals } from '../../domain/jobs/index.ts';
 
 interface Sent {
   workflowId: string;
