@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, type Dispatcher } from 'undici';
@@ -453,105 +454,103 @@ function upstreamErrorProblem(request: ProxiedRequest, error: Error): { status: 
  * Registers the proxy: `/lb/<endpointId>/...` always, and every path of `<endpointId>.<domain>`
  * when GANTRY_LB_DOMAIN is set.
  */
-export function lbProxyRoutes(app: FastifyInstance, ctx: DomainContext): void {
+export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   const domain = ctx.settings.lbDomain;
-  const balancer = new LoadBalancer(ctx, app.log, ctx.settings.lbHealth);
+  const balancer = new LoadBalancer(ctx, scope.log, ctx.settings.lbHealth);
 
-  void app.register(async (scope) => {
-    if (domain) scope.addConstraintStrategy(lbHostConstraint(domain) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]);
-    // Bodies are never parsed here: the proxy's own pass-through parser streams them to the worker.
-    scope.removeAllContentTypeParsers();
-    scope.addHook('onReady', async () => balancer.start());
-    scope.addHook('onClose', async () => balancer.stop());
+  if (domain) scope.addConstraintStrategy(lbHostConstraint(domain) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]);
+  // Bodies are never parsed here: the proxy's own pass-through parser streams them to the worker.
+  scope.removeAllContentTypeParsers();
+  scope.addHook('onReady', async () => balancer.start());
+  scope.addHook('onClose', async () => balancer.stop());
 
-    // Authentication, the endpoint, then a worker (waiting for one if need be), before the body is read.
-    scope.addHook('onRequest', async (request, reply) => {
-      const routing = request.routeOptions.config.lbRouting ?? 'path';
-      const endpointId = routing === 'host' && domain ? endpointIdFromHost(request.headers.host, domain) : (request.params as { endpointId?: string }).endpointId;
-      if (!endpointId) throw new DomainError('not_found', 'endpoint not found');
-      const principal = await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
-      const endpoint = await authorizeLbCall(ctx, principal, endpointId);
-      await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: app.surfaceLimits.proxy });
-      const started = Date.now();
-      const hangup = hangupSignal(request, reply);
-      const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangup);
-      if (!got) {
-        reply.header('retry-after', '5');
-        throw new DomainError('unavailable', `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`);
-      }
-      // A client gone while its key, quota or worker was looked up already had its 'close': none
-      // follows, so its count ends here (else the worker would seem busy until the process ends,
-      // and a drain of it would wait its whole timeout).
-      if (reply.raw.destroyed || request.raw.socket?.destroyed) {
-        got.release();
-        return sendProblem(reply, problem(499, 'the client closed the connection before a worker was chosen'));
-      }
-      request.lb = { endpoint, worker: got.worker, release: got.release, routing, attempts: 1, hangup };
-      // Counted until the answer is sent or the connection (for a WebSocket, the whole session) ends.
-      reply.raw.once('close', () => request.lb?.release());
-    });
+  // Authentication, the endpoint, then a worker (waiting for one if need be), before the body is read.
+  scope.addHook('onRequest', async (request, reply) => {
+    const routing = request.routeOptions.config.lbRouting ?? 'path';
+    const endpointId = routing === 'host' && domain ? endpointIdFromHost(request.headers.host, domain) : (request.params as { endpointId?: string }).endpointId;
+    if (!endpointId) throw new DomainError('not_found', 'endpoint not found');
+    const principal = await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
+    const endpoint = await authorizeLbCall(ctx, principal, endpointId);
+    await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: scope.surfaceLimits.proxy });
+    const started = Date.now();
+    const hangup = hangupSignal(request, reply);
+    const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangup);
+    if (!got) {
+      reply.header('retry-after', '5');
+      throw new DomainError('unavailable', `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`);
+    }
+    // A client gone while its key, quota or worker was looked up already had its 'close': none
+    // follows, so its count ends here (else the worker would seem busy until the process ends,
+    // and a drain of it would wait its whole timeout).
+    if (reply.raw.destroyed || request.raw.socket?.destroyed) {
+      got.release();
+      return sendProblem(reply, problem(499, 'the client closed the connection before a worker was chosen'));
+    }
+    request.lb = { endpoint, worker: got.worker, release: got.release, routing, attempts: 1, hangup };
+    // Counted until the answer is sent or the connection (for a WebSocket, the whole session) ends.
+    reply.raw.once('close', () => request.lb?.release());
+  });
 
-    const forward = (request: ProxiedRequest, reply: ProxyReply, dest: string, options: FastifyReplyFromHooks): void => {
-      const lb = request.lb!;
-      void reply.from(dest, {
-        ...options,
-        getUpstream: () => lb.worker.origin,
-        timeout: lb.endpoint.timeoutMs,
-        onError: (r, { error }) => {
-          if (lb.hangup.aborted) {
-            // Nobody reads the answer; 499 (as nginx logs it) keeps this out of the worker's error counts.
-            request.log.info({ workerId: lb.worker.id }, 'client hung up before the worker answered; request to the worker dropped');
-            void sendProblem(r as unknown as FastifyReply, problem(499, 'the client closed the connection before the worker answered'));
+  const forward = (request: ProxiedRequest, reply: ProxyReply, dest: string, options: FastifyReplyFromHooks): void => {
+    const lb = request.lb!;
+    void reply.from(dest, {
+      ...options,
+      getUpstream: () => lb.worker.origin,
+      timeout: lb.endpoint.timeoutMs,
+      onError: (r, { error }) => {
+        if (lb.hangup.aborted) {
+          // Nobody reads the answer; 499 (as nginx logs it) keeps this out of the worker's error counts.
+          request.log.info({ workerId: lb.worker.id }, 'client hung up before the worker answered; request to the worker dropped');
+          void sendProblem(r as unknown as FastifyReply, problem(499, 'the client closed the connection before the worker answered'));
+          return;
+        }
+        const p = upstreamErrorProblem(request, error);
+        if (p.unreachable) {
+          balancer.health.reportUnreachable(lb.worker.id, p.detail);
+          // Nothing reached the worker: a request without a body can go to another one.
+          const next = !hasBody(request) && lb.attempts < MAX_ATTEMPTS ? balancer.retake(lb.endpoint.id, lb.worker.id) : undefined;
+          if (next) {
+            lb.release();
+            lb.worker = next.worker;
+            lb.release = next.release;
+            lb.attempts++;
+            forward(request, r, dest, options);
             return;
           }
-          const p = upstreamErrorProblem(request, error);
-          if (p.unreachable) {
-            balancer.health.reportUnreachable(lb.worker.id, p.detail);
-            // Nothing reached the worker: a request without a body can go to another one.
-            const next = !hasBody(request) && lb.attempts < MAX_ATTEMPTS ? balancer.retake(lb.endpoint.id, lb.worker.id) : undefined;
-            if (next) {
-              lb.release();
-              lb.worker = next.worker;
-              lb.release = next.release;
-              lb.attempts++;
-              forward(request, r, dest, options);
-              return;
-            }
-          }
-          request.log.info({ err: error, workerId: lb.worker.id }, 'load-balancing request failed');
-          void sendProblem(r as unknown as FastifyReply, problem(p.status, p.detail));
-        },
-      });
-    };
-
-    const proxyOptions = (routing: Routing): FastifyHttpProxyOptions & { websocket: true } => ({
-      undici: hangupAwareDispatcher(),
-      upstream: '',
-      websocket: true as const,
-      config: { lbRouting: routing },
-      disableRequestLogging: true,
-      // Worker redirects keep their own paths; see rewriteHeaders for the path-routed prefix.
-      internalRewriteLocationHeader: false,
-      replyOptions: {
-        getUpstream: (request) => request.lb?.worker.origin ?? 'http://127.0.0.1:9',
-        rewriteRequestHeaders: (request, headers) => ({ ...forwardedHeaders(request, headers), [HANGUP]: request.lb?.hangup }),
-        rewriteHeaders: (headers, request) => {
-          // A redirect to a path of the worker stays under the endpoint's prefix.
-          const location = headers.location;
-          if (request?.lb?.routing === 'path' && typeof location === 'string' && location.startsWith('/') && !location.startsWith('//')) {
-            return { ...headers, location: `/lb/${request.lb.endpoint.id}${location}` };
-          }
-          return headers;
-        },
-        // Never replay a request on its own: a worker's 503 is the worker's answer.
-        retryDelay: () => null,
+        }
+        request.log.info({ err: error, workerId: lb.worker.id }, 'load-balancing request failed');
+        void sendProblem(r as unknown as FastifyReply, problem(p.status, p.detail));
       },
-      // Not in the library's types: http-proxy calls it for the handshake with the worker.
-      wsClientOptions: { rewriteRequestHeaders: (_headers: unknown, request: ProxiedRequest) => webSocketHeaders(request) } as FastifyHttpProxyOptions['wsClientOptions'],
-      handler: (request, reply, dest, options) => forward(request, reply, dest, options),
     });
+  };
 
-    await scope.register(httpProxy, { ...proxyOptions('path'), prefix: '/lb/:endpointId' });
-    if (domain) await scope.register(httpProxy, { ...proxyOptions('host'), prefix: '', constraints: { lbHost: '*' } });
+  const proxyOptions = (routing: Routing): FastifyHttpProxyOptions & { websocket: true } => ({
+    undici: hangupAwareDispatcher(),
+    upstream: '',
+    websocket: true as const,
+    config: { lbRouting: routing },
+    disableRequestLogging: true,
+    // Worker redirects keep their own paths; see rewriteHeaders for the path-routed prefix.
+    internalRewriteLocationHeader: false,
+    replyOptions: {
+      getUpstream: (request) => request.lb?.worker.origin ?? 'http://127.0.0.1:9',
+      rewriteRequestHeaders: (request, headers) => ({ ...forwardedHeaders(request, headers), [HANGUP]: request.lb?.hangup }),
+      rewriteHeaders: (headers, request) => {
+        // A redirect to a path of the worker stays under the endpoint's prefix.
+        const location = headers.location;
+        if (request?.lb?.routing === 'path' && typeof location === 'string' && location.startsWith('/') && !location.startsWith('//')) {
+          return { ...headers, location: `/lb/${request.lb.endpoint.id}${location}` };
+        }
+        return headers;
+      },
+      // Never replay a request on its own: a worker's 503 is the worker's answer.
+      retryDelay: () => null,
+    },
+    // Not in the library's types: http-proxy calls it for the handshake with the worker.
+    wsClientOptions: { rewriteRequestHeaders: (_headers: unknown, request: ProxiedRequest) => webSocketHeaders(request) } as FastifyHttpProxyOptions['wsClientOptions'],
+    handler: (request, reply, dest, options) => forward(request, reply, dest, options),
   });
-}
+
+  await scope.register(httpProxy, { ...proxyOptions('path'), prefix: '/lb/:endpointId' });
+  if (domain) await scope.register(httpProxy, { ...proxyOptions('host'), prefix: '', constraints: { lbHost: '*' } });
+};

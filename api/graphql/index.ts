@@ -1,11 +1,12 @@
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import { fastifyApolloHandler } from '@as-integrations/fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { GraphQLError, type ValidationContext, type ValidationRule } from 'graphql';
 import { authenticateCurrent, type Principal } from '../../domain/accounts/auth.ts';
 import type { DomainContext } from '../../domain/context.ts';
@@ -60,7 +61,7 @@ function presentedKey(request: FastifyRequest): string | undefined {
  * POST {base_url}/graphql on Apollo Server inside the Fastify app, over the same domain services as
  * REST. Queries are bounded: depth, cost and alias limits reject unbounded work before it starts.
  */
-export async function registerGraphql(app: FastifyInstance, ctx: DomainContext): Promise<void> {
+export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   const domainErrors: ApolloServerPlugin<GraphqlContext> = {};
   const apollo = new ApolloServer<GraphqlContext>({
     typeDefs,
@@ -155,7 +156,7 @@ export async function registerGraphql(app: FastifyInstance, ctx: DomainContext):
       },
     }) as unknown as RouteHandlerMethod, // its own route generics (Reply: string) differ from the hooks' above
   });
-}
+};
 
 /** A refusal before Apollo runs, in GraphQL's own error shape. */
 function graphqlError(reply: FastifyReply, err: DomainError): FastifyReply {

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
 import type { DomainContext } from '../../domain/context.ts';
 import { isModelId } from '../../domain/public-models/models.ts';
 import { problem, sendProblem } from '../problem.ts';
@@ -85,7 +86,7 @@ export function playgroundCsp(publicUrl: string): string {
   );
 }
 
-export async function playgroundRoutes(app: FastifyInstance, { ctx }: { ctx: DomainContext }): Promise<void> {
+export const playgroundRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   const csp = playgroundCsp(ctx.publicUrl);
   const sendPage = (reply: FastifyReply): FastifyReply =>
     reply
@@ -109,4 +110,4 @@ export async function playgroundRoutes(app: FastifyInstance, { ctx }: { ctx: Dom
     if (!isModelId(request.params.modelId)) return sendProblem(reply, problem(404, 'no such model page: a model id is lowercase letters and digits in groups joined by "-"'));
     return sendPage(reply);
   });
-}
+};

@@ -1,5 +1,4 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import {
@@ -37,7 +36,7 @@ import {
   receiveArtifactUpload,
   SourceUploadSchema,
   uploadSource,
-} from '../../domain/apps/apps.ts';
+} from '../../domain/apps/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { throttledAuth, principalOf } from '../auth.ts';
@@ -220,7 +219,7 @@ function capped(body: Readable, limit: number): Readable {
  * its build declared. Downloads (artifacts, and the source versions of live environments) are also
  * served on the worker-facing listener: they are how a worker of a deployed app fetches its code.
  */
-export async function artifactRoutes(scope: FastifyInstance, { ctx }: { ctx: DomainContext }): Promise<void> {
+export const artifactRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   // The bytes are streamed to the blob store, never buffered.
   scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
   const perObject = (id: string, kind: string) => ({ counter: `artifact-${kind}/${id}`, quotas: { minute: 600, hour: 10_000, day: 100_000 } });
@@ -262,4 +261,4 @@ export async function artifactRoutes(scope: FastifyInstance, { ctx }: { ctx: Dom
         .send(artifact.body);
     },
   );
-}
+};

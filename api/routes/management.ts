@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { authenticateRequests, principalOf, requireDeclaredScopes } from '../auth.ts';
 import { refuseUnstorableBodies } from '../input-guards.ts';
@@ -16,11 +16,6 @@ import { serverlessRoutes } from './serverless.ts';
 import { templateRoutes } from './templates.ts';
 import { workerLogRoutes } from './worker-logs.ts';
 
-/** The options of the route plugins: the domain context they serve. */
-export interface ContextOptions {
-  ctx: DomainContext;
-}
-
 /**
  * The management REST API (`/v2/serverless`, `/v2/templates`, `/v2/hosts`, ...) in one encapsulated
  * scope. Its hooks run for every route registered in it, in this order and all on `onRequest`,
@@ -31,7 +26,7 @@ export interface ContextOptions {
  * added here needs nothing else; nothing outside this scope (the public routes, the job API, the
  * worker protocol, the proxy, GraphQL) gets any of it.
  */
-export async function managementRoutes(scope: FastifyInstance, { ctx }: ContextOptions): Promise<void> {
+export const managementRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   authenticateRequests(scope, ctx);
   countRequests(scope, ctx, (request) => managementCounter(principalOf(request), scope.surfaceLimits));
   requireDeclaredScopes(scope);
@@ -49,4 +44,4 @@ export async function managementRoutes(scope: FastifyInstance, { ctx }: ContextO
   await scope.register(hostRoutes, { ctx });
   await scope.register(appRoutes, { ctx });
   await scope.register(publicEndpointRoutes, { ctx });
-}
+};

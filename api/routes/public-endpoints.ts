@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { openOutput } from '../../domain/public-models/outputs.ts';
@@ -106,7 +105,7 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
  * each object has a request quota. The bytes go out with the type found when they were stored,
  * never sniffed by the browser, sandboxed, and cacheable until the URL expires.
  */
-export async function outputRoutes(scope: FastifyInstance, { ctx }: { ctx: DomainContext }): Promise<void> {
+export const outputRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   scope.get<{ Params: { objectId: string; file: string }; Querystring: Record<string, string> }>(
     '/v2/outputs/:objectId/:file',
     { schema: { hide: true, params: Type.Object({ objectId: Type.String({ pattern: '^[a-z0-9]{24}$' }), file: Type.String({ pattern: '^[a-z]+\\.[a-z0-9]{1,5}$' }) }) } },
@@ -125,4 +124,4 @@ export async function outputRoutes(scope: FastifyInstance, { ctx }: { ctx: Domai
         .send(out.body);
     },
   );
-}
+};
