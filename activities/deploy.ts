@@ -1,6 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Build } from '../generated/prisma/client.ts';
-import { writeResourceEndpoints, type Manifest } from '../domain/apps/apps.ts';
+import { writeResourceEndpoints, type Manifest } from '../domain/apps/index.ts';
 import type { Principal } from '../domain/accounts/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { deleteEndpoint } from '../domain/endpoints/endpoints.ts';

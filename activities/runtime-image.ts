@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { create } from 'tar';
-import { builtRuntimePython } from '../domain/apps/apps.ts';
+import { builtRuntimePython } from '../domain/apps/index.ts';
 import type { AppSettings } from '../domain/shared/settings.ts';
 import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
 import type { SshPool } from '../hostctl/ssh.ts';

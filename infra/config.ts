@@ -6,7 +6,7 @@ import { runtimeContextDigest } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/settings.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
-import type { LocalHostSettings } from '../domain/hosts/hosts.ts';
+import type { LocalHostSettings } from '../domain/hosts/hosts-file.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing/load-balancing.ts';
 import { parseOrchestrationSettings } from '../domain/shared/orchestration-settings.ts';

@@ -9,7 +9,7 @@ import { createBlobStore } from '../domain/blobs/blob-store.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { createDb, type Db } from '../domain/shared/db.ts';
 import { reconcileEndpointWorkflows } from '../domain/endpoints/endpoints.ts';
-import { applyHostConfig } from '../domain/hosts/hosts.ts';
+import { applyHostConfig } from '../domain/hosts/hosts-file.ts';
 import type { Log as JobLog } from '../domain/jobs/index.ts';
 import { backgroundTasks, startBackgroundTasks } from './background-tasks.ts';
 import { createJobRuntime } from './job-runtime.ts';

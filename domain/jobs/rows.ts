@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Db, Prisma } from '../shared/db.ts';
+import type { Db } from '../shared/db.ts';
 import type { JobSnapshot, JobStatus } from '../../contracts/workflows.ts';
 
 /** The job row as the queue reads it, its snapshot for the job workflow, and the queue's connections and prepared statements. */

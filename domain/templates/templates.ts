@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox';
+import type { Static } from 'typebox';
 import type { Template } from '../../generated/prisma/client.ts';
 import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
@@ -6,7 +6,7 @@ import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
-import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } from '../containers/fields.ts';
+import { CreateTemplateSchema, SaveTemplateInputSchema, UpdateTemplateSchema, type TemplateRecord, type TemplateView } from './schemas.ts';
 
 /**
  * Templates: named container configurations (image, args, disk, ports, env, registry, volume) that
@@ -17,131 +17,6 @@ import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } fr
  * endpoints or pods already made from it.
  */
 
-// ---------------------------------------------------------------- REST shapes
-
-const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', maxLength: 11, description: '`port/protocol`, e.g. `8000/http`' });
-
-// No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
-
-
-const PersistentMountSchema = Type.Object(
-  {
-    size: Type.Integer({ minimum: 1, maximum: 4096, description: 'host-local persistent volume in GB' }),
-    path: MountPathSchema,
-  },
-  { additionalProperties: false },
-);
-
-const templateBodyFields = {
-  image: ImageSchema,
-  args: ArgsSchema,
-  disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
-  ports: Type.Array(PortSchema, { maxItems: 64 }),
-  env: EnvSchema,
-  registry: Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'registry credential id, for private images' }),
-  serverless: Type.Boolean({ description: 'for serverless workers (true) or pods (false)' }),
-  readme: Type.String({ maxLength: 65536 }),
-};
-
-export const CreateTemplateSchema = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' }),
-    image: templateBodyFields.image,
-    args: Type.Optional(templateBodyFields.args),
-    disk: Type.Optional(templateBodyFields.disk),
-    ports: Type.Optional(templateBodyFields.ports),
-    env: Type.Optional(templateBodyFields.env),
-    registry: Type.Optional(templateBodyFields.registry),
-    mounts: Type.Optional(
-      Type.Object({ persistent: Type.Optional(PersistentMountSchema) }, { additionalProperties: false, description: 'a host-local persistent volume (pod templates only)' }),
-    ),
-    serverless: Type.Optional(templateBodyFields.serverless),
-    readme: Type.Optional(templateBodyFields.readme),
-  },
-  { additionalProperties: false },
-);
-
-export const UpdateTemplateSchema = Type.Object(
-  {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
-    image: Type.Optional(templateBodyFields.image),
-    args: Type.Optional(templateBodyFields.args),
-    disk: Type.Optional(templateBodyFields.disk),
-    ports: Type.Optional(templateBodyFields.ports),
-    env: Type.Optional(templateBodyFields.env),
-    registry: Type.Optional(templateBodyFields.registry),
-    mounts: Type.Optional(
-      Type.Object(
-        { persistent: Type.Optional(Type.Union([PersistentMountSchema, Type.Null()])) },
-        { additionalProperties: false, description: 'omitted or `{}` keeps the mount; `persistent: null` removes it' },
-      ),
-    ),
-    serverless: Type.Optional(templateBodyFields.serverless),
-    readme: Type.Optional(templateBodyFields.readme),
-  },
-  { additionalProperties: false },
-);
-
-export const TemplateSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  image: Type.String(),
-  args: Type.String(),
-  disk: Type.Integer(),
-  mounts: Type.Object({ persistent: Type.Optional(Type.Object({ size: Type.Integer(), path: Type.String() })) }),
-  ports: Type.Array(Type.String()),
-  env: Type.Record(Type.String(), Type.String()),
-  registry: Type.Union([Type.String(), Type.Null()]),
-  serverless: Type.Boolean(),
-  public: Type.Boolean({ description: 'always false: templates are private to their account' }),
-  readme: Type.String(),
-  createdAt: Type.String({ format: 'date-time' }),
-  updatedAt: Type.String({ format: 'date-time' }),
-});
-export type TemplateView = Static<typeof TemplateSchema>;
-export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSchema) });
-
-// ---------------------------------------------------------------- GraphQL shapes
-
-
-/** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
-export const SaveTemplateInputSchema = Type.Object(
-  {
-    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    name: Type.String({ minLength: 1, maxLength: 191 }),
-    imageName: templateBodyFields.image,
-    dockerArgs: Type.Optional(templateBodyFields.args),
-    containerDiskInGb: Type.Optional(templateBodyFields.disk),
-    volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
-    volumeMountPath: Type.Optional(MountPathSchema),
-    env: Type.Optional(EnvListSchema),
-    ports: Type.Optional(Type.String({ maxLength: 1024, description: 'comma-separated `port/protocol` entries' })),
-    isServerless: Type.Optional(Type.Boolean()),
-    readme: Type.Optional(templateBodyFields.readme),
-    containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
-  },
-  { additionalProperties: false },
-);
-export type SaveTemplateInput = Static<typeof SaveTemplateInputSchema>;
-
-/** The GraphQL template record. */
-export interface TemplateRecord {
-  id: string;
-  name: string;
-  imageName: string;
-  dockerArgs: string;
-  containerDiskInGb: number;
-  volumeInGb: number;
-  volumeMountPath: string;
-  env: { key: string; value: string }[];
-  ports: string;
-  isServerless: boolean;
-  isPublic: boolean;
-  readme: string;
-  containerRegistryAuthId: string | null;
-}
-
-// ---------------------------------------------------------------- views
 
 const portList = (ports: string): string[] =>
   ports
@@ -186,7 +61,6 @@ export function templateRecord(t: Template): TemplateRecord {
   };
 }
 
-// ---------------------------------------------------------------- the one set of rules
 
 /** A template's stored fields (the model's names). */
 interface TemplateFields {
@@ -281,7 +155,6 @@ function defined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-// ---------------------------------------------------------------- REST operations
 
 /** The REST shape (create or update) as Template columns; a `persistent: null` mount removes the volume. */
 function restFields(input: Static<typeof UpdateTemplateSchema>) {
@@ -352,7 +225,6 @@ export async function deleteTemplate(ctx: DomainContext, principal: Principal, i
   });
 }
 
-// ---------------------------------------------------------------- GraphQL operations
 
 /** GraphQL `saveTemplate`: creates without `id`, changes the named template with it. */
 export async function saveTemplate(ctx: DomainContext, principal: Principal, input: unknown): Promise<TemplateRecord> {

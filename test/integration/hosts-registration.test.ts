@@ -8,7 +8,7 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { applyHostConfig, readHostsFile } from '../../domain/hosts/hosts.ts';
+import { applyHostConfig, readHostsFile } from '../../domain/hosts/hosts-file.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { newId } from '../../domain/shared/ids.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';

@@ -1,0 +1,123 @@
+import { Type, type Static } from 'typebox';
+import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } from '../containers/fields.ts';
+
+/** The shapes of templates: REST /v2/templates bodies and views, GraphQL `saveTemplate` input and record. */
+
+const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', maxLength: 11, description: '`port/protocol`, e.g. `8000/http`' });
+
+// No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
+
+const PersistentMountSchema = Type.Object(
+  {
+    size: Type.Integer({ minimum: 1, maximum: 4096, description: 'host-local persistent volume in GB' }),
+    path: MountPathSchema,
+  },
+  { additionalProperties: false },
+);
+
+const templateBodyFields = {
+  image: ImageSchema,
+  args: ArgsSchema,
+  disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
+  ports: Type.Array(PortSchema, { maxItems: 64 }),
+  env: EnvSchema,
+  registry: Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'registry credential id, for private images' }),
+  serverless: Type.Boolean({ description: 'for serverless workers (true) or pods (false)' }),
+  readme: Type.String({ maxLength: 65536 }),
+};
+
+export const CreateTemplateSchema = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 191, description: 'unique within the account' }),
+    image: templateBodyFields.image,
+    args: Type.Optional(templateBodyFields.args),
+    disk: Type.Optional(templateBodyFields.disk),
+    ports: Type.Optional(templateBodyFields.ports),
+    env: Type.Optional(templateBodyFields.env),
+    registry: Type.Optional(templateBodyFields.registry),
+    mounts: Type.Optional(
+      Type.Object({ persistent: Type.Optional(PersistentMountSchema) }, { additionalProperties: false, description: 'a host-local persistent volume (pod templates only)' }),
+    ),
+    serverless: Type.Optional(templateBodyFields.serverless),
+    readme: Type.Optional(templateBodyFields.readme),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateTemplateSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
+    image: Type.Optional(templateBodyFields.image),
+    args: Type.Optional(templateBodyFields.args),
+    disk: Type.Optional(templateBodyFields.disk),
+    ports: Type.Optional(templateBodyFields.ports),
+    env: Type.Optional(templateBodyFields.env),
+    registry: Type.Optional(templateBodyFields.registry),
+    mounts: Type.Optional(
+      Type.Object(
+        { persistent: Type.Optional(Type.Union([PersistentMountSchema, Type.Null()])) },
+        { additionalProperties: false, description: 'omitted or `{}` keeps the mount; `persistent: null` removes it' },
+      ),
+    ),
+    serverless: Type.Optional(templateBodyFields.serverless),
+    readme: Type.Optional(templateBodyFields.readme),
+  },
+  { additionalProperties: false },
+);
+
+export const TemplateSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  image: Type.String(),
+  args: Type.String(),
+  disk: Type.Integer(),
+  mounts: Type.Object({ persistent: Type.Optional(Type.Object({ size: Type.Integer(), path: Type.String() })) }),
+  ports: Type.Array(Type.String()),
+  env: Type.Record(Type.String(), Type.String()),
+  registry: Type.Union([Type.String(), Type.Null()]),
+  serverless: Type.Boolean(),
+  public: Type.Boolean({ description: 'always false: templates are private to their account' }),
+  readme: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+});
+export type TemplateView = Static<typeof TemplateSchema>;
+export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSchema) });
+
+
+/** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
+export const SaveTemplateInputSchema = Type.Object(
+  {
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    name: Type.String({ minLength: 1, maxLength: 191 }),
+    imageName: templateBodyFields.image,
+    dockerArgs: Type.Optional(templateBodyFields.args),
+    containerDiskInGb: Type.Optional(templateBodyFields.disk),
+    volumeInGb: Type.Optional(Type.Integer({ minimum: 0, maximum: 4096 })),
+    volumeMountPath: Type.Optional(MountPathSchema),
+    env: Type.Optional(EnvListSchema),
+    ports: Type.Optional(Type.String({ maxLength: 1024, description: 'comma-separated `port/protocol` entries' })),
+    isServerless: Type.Optional(Type.Boolean()),
+    readme: Type.Optional(templateBodyFields.readme),
+    containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type SaveTemplateInput = Static<typeof SaveTemplateInputSchema>;
+
+/** The GraphQL template record. */
+export interface TemplateRecord {
+  id: string;
+  name: string;
+  imageName: string;
+  dockerArgs: string;
+  containerDiskInGb: number;
+  volumeInGb: number;
+  volumeMountPath: string;
+  env: { key: string; value: string }[];
+  ports: string;
+  isServerless: boolean;
+  isPublic: boolean;
+  readme: string;
+  containerRegistryAuthId: string | null;
+}
