@@ -3,9 +3,10 @@
  * counts and starts. The rollout workflow reads the same scaling state and writes worker rows too.
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { Endpoint } from '../generated/prisma/client.ts';
+import { Prisma, type Endpoint } from '../generated/prisma/client.ts';
 import type { QueueStats, ScalingWorker } from '../domain/endpoints/scaling.ts';
 import { lbEndpointLoad } from '../domain/load-balancing/load-balancing.ts';
+import { FINAL_WORKER_STATUSES_SQL } from '../domain/workers/status.ts';
 import { workerWorkflowId, type EndpointSpec } from '../contracts/workflows.ts';
 import type { OrchestrationRuntime } from './orchestration-runtime.ts';
 
@@ -89,7 +90,7 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
           (select count(*) from "Job" j where j."workerId" = w.id and j.status = 'IN_PROGRESS') as in_flight,
           (extract(epoch from (now() - greatest(w."readyAt", (select max(coalesce(j."completedAt", j."startedAt")) from "Job" j where j."workerId" = w.id)))) * 1000)::float8 as idle_ms
         from "Worker" w
-        where w."endpointId" = ${endpointId} and w.status not in ('STOPPED', 'FAILED')`;
+        where w."endpointId" = ${endpointId} and w.status not in (${Prisma.raw(FINAL_WORKER_STATUSES_SQL)})`;
       const lb = stats?.type === 'LOAD_BALANCING' ? await lbEndpointLoad(db, endpointId) : null;
       const queue: QueueStats = lb
         ? { queued: lb.waiting, queuedLowPriority: 0, inProgress: lb.inFlight, oldestQueuedAgeMs: lb.oldestWaitMs }

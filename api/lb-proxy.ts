@@ -21,9 +21,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, type Dispatcher } from 'undici';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { authenticateCached } from '../domain/accounts/auth.ts';
 import type { DomainContext } from '../domain/context.ts';
+import { wakeAutoscaler } from '../domain/endpoints/autoscaler-wakeup.ts';
 import { DomainError } from '../domain/errors.ts';
 import {
   authorizeLbCall,
@@ -38,7 +38,6 @@ import {
   type LbHealthSettings,
   type LbWorkerAddress,
 } from '../domain/load-balancing/load-balancing.ts';
-import { endpointWorkflowId, queueNonEmpty } from '../contracts/workflows.ts';
 import { bearerToken, throttledAuth } from './auth.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { LbHealthMonitor } from './lb-health.ts';
@@ -297,11 +296,7 @@ export class LoadBalancer {
     view.signalledAt = now;
     // The autoscaler reads the published wait when it wakes: publish first.
     await this.publish(false).catch((err: unknown) => this.log.warn({ err }, 'could not publish the proxy load'));
-    try {
-      await this.ctx.temporal.workflow.getHandle(endpointWorkflowId(view.id)).signal(queueNonEmpty);
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) this.log.warn({ err, endpointId: view.id }, 'could not wake the autoscaler');
-    }
+    await wakeAutoscaler(this.ctx, view.id).catch((err: unknown) => this.log.warn({ err, endpointId: view.id }, 'could not wake the autoscaler'));
   }
 
   private changed(view: EndpointView, ms: number, hangup: AbortSignal): Promise<void> {

@@ -9,6 +9,7 @@
  */
 import pg from 'pg';
 import type { JobStatus } from '../../contracts/workflows.ts';
+import { FINAL_WORKER_STATUSES_SQL } from '../workers/status.ts';
 import { requeueLostJobs, type SqlRunner } from './lost-workers.ts';
 import { COLS, COLS_LEAN, DEFAULT_RETENTION, JOB_CHANNEL, OF_ACCOUNT, retainSql, statementName, type HealthCounts, type JobRow, type ModelCharge, type NewJob, type Outcome, type Retention, type TakenJob } from './rows.ts';
 
@@ -290,7 +291,7 @@ export class JobStore {
     );
     const workers = await this.rows<{ status: string; busy: boolean }>(
       `SELECT w.status, EXISTS (SELECT 1 FROM "Job" j WHERE j."workerId" = w.id AND j.status = 'IN_PROGRESS') AS busy
-       FROM "Worker" w WHERE w."endpointId" = $1 AND w.status NOT IN ('STOPPED', 'FAILED')`,
+       FROM "Worker" w WHERE w."endpointId" = $1 AND w.status NOT IN (${FINAL_WORKER_STATUSES_SQL})`,
       [endpointId],
     );
     const count = (s: JobStatus): number => jobs.find((r) => r.status === s)?.n ?? 0;

@@ -11,3 +11,15 @@ export const isLiveWorker = (status: WorkerStatus | string): boolean => (LIVE_WO
 
 /** Prisma `where` fragment: the worker is live. */
 export const liveWorker: { status: { in: WorkerStatus[] } } = { status: { in: [...LIVE_WORKER_STATUSES] } };
+
+/** The final states as a SQL list (`'STOPPED', 'FAILED'`), for raw queries: `status NOT IN (...)` is a live worker. */
+export const FINAL_WORKER_STATUSES_SQL = FINAL_WORKER_STATUSES.map((s) => `'${s}'`).join(', ');
+
+/**
+ * Live workers that are not on their way out: every live state but DRAINING (a draining worker
+ * takes no new work). An endpoint with none of these has nothing to serve its next job.
+ */
+export const SERVING_WORKER_STATUSES = LIVE_WORKER_STATUSES.filter((s) => s !== 'DRAINING');
+
+/** Prisma `where` fragment: the worker is live and not draining. */
+export const servingWorker: { status: { in: WorkerStatus[] } } = { status: { in: [...SERVING_WORKER_STATUSES] } };
