@@ -1,11 +1,11 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Build } from '../generated/prisma/client.ts';
 import { writeResourceEndpoints, type Manifest } from '../domain/apps/index.ts';
-import type { Principal } from '../domain/accounts/auth.ts';
+import type { Principal } from '../domain/accounts/index.ts';
 import type { DomainContext } from '../domain/context.ts';
-import { deleteEndpoint } from '../domain/endpoints/endpoints.ts';
+import { deleteEndpoint } from '../domain/endpoints/index.ts';
 import { DomainError } from '../domain/errors.ts';
-import { stableId } from '../domain/shared/ids.ts';
+import { stableId } from '../domain/shared/index.ts';
 
 /** One endpoint's release made by a deployment. */
 export interface DeployedRelease {

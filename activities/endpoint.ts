@@ -4,9 +4,9 @@
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Prisma, type Endpoint } from '../generated/prisma/client.ts';
-import type { QueueStats, ScalingWorker } from '../domain/endpoints/scaling.ts';
-import { lbEndpointLoad } from '../domain/load-balancing/load-balancing.ts';
-import { FINAL_WORKER_STATUSES_SQL } from '../domain/workers/status.ts';
+import type { QueueStats, ScalingWorker } from '../domain/endpoints/index.ts';
+import { lbEndpointLoad } from '../domain/load-balancing/index.ts';
+import { FINAL_WORKER_STATUSES_SQL } from '../domain/workers/index.ts';
 import { workerWorkflowId, type EndpointSpec } from '../contracts/workflows.ts';
 import type { OrchestrationRuntime } from './orchestration-runtime.ts';
 

@@ -2,7 +2,7 @@
  * What a host has to offer, read over SSH in one round trip: CPUs, memory, disk where container
  * images live, the container runtime, GPU passthrough support and the GPUs themselves.
  */
-import { describeGpu, type GpuPoolId } from '../domain/catalog/gpu-pools.ts';
+import { describeGpu, type GpuPoolId } from '../domain/catalog/index.ts';
 import { execOk, type SshConnection } from '../hostctl/ssh.ts';
 
 export interface NvidiaGpu {

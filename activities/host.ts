@@ -8,15 +8,15 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Host, Prisma } from '../generated/prisma/client.ts';
 import { probeHost, type DiskLimit, type HostProbe } from './host-probe.ts';
 import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle } from '../hostctl/containers.ts';
-import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/catalog/data-centers.ts';
+import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/catalog/index.ts';
 import { HostKeyMismatchError, normalizeFingerprint } from '../hostctl/ssh.ts';
-import { isLiveWorker, liveWorker } from '../domain/workers/status.ts';
+import { isLiveWorker, liveWorker } from '../domain/workers/index.ts';
 import { prismaSql, requeueLostJobs } from '../domain/jobs/index.ts';
-import type { OrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
+import type { OrchestrationSettings } from '../domain/shared/index.ts';
 import { workerWorkflowId, type HostProbeResult } from '../contracts/workflows.ts';
 import { hostHandle, recordHostKeyMismatch, targetOf, type OrchestrationRuntime } from './orchestration-runtime.ts';
 
-export type { OrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
+export type { OrchestrationSettings } from '../domain/shared/index.ts';
 
 function gpuMethodOf(probe: HostProbe): string {
   return probe.gpuPassthrough.method;

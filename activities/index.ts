@@ -1,5 +1,5 @@
 import type { DomainContext } from '../domain/context.ts';
-import type { Db } from '../domain/shared/db.ts';
+import type { Db } from '../domain/shared/index.ts';
 import { createDeployActivities } from './deploy.ts';
 import { createEndpointActivities } from './endpoint.ts';
 import { createHostActivities } from './host.ts';

@@ -1,13 +1,13 @@
 import { lookup } from 'node:dns';
 import { ApplicationFailure } from '@temporalio/activity';
 import { Agent, fetch } from 'undici';
-import type { Db } from '../domain/shared/db.ts';
+import type { Db } from '../domain/shared/index.ts';
 import { createJobPool, databaseUrlOf, GONE, snapshotOf } from '../domain/jobs/index.ts';
 import { JobStore } from '../domain/jobs/index.ts';
 import { jobView } from '../domain/jobs/index.ts';
-import { randomString } from '../domain/shared/ids.ts';
+import { randomString } from '../domain/shared/index.ts';
 import { guardedLookup, webhookUrlProblem } from '../domain/jobs/index.ts';
-import type { PlatformSettings } from '../domain/shared/settings.ts';
+import type { PlatformSettings } from '../domain/shared/index.ts';
 import type { JobSnapshot } from '../contracts/workflows.ts';
 
 /** How long one webhook POST may take before it counts as failed. */

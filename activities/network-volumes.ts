@@ -3,9 +3,9 @@
  * container mounts them, for the worker activities (activities/worker.ts).
  */
 import { ApplicationFailure } from '@temporalio/activity';
-import type { Db } from '../domain/shared/db.ts';
+import type { Db } from '../domain/shared/index.ts';
 import type { Prisma } from '../generated/prisma/client.ts';
-import { hostVolumeName, sharedVolumeDir, volumeStorage } from '../domain/catalog/data-centers.ts';
+import { hostVolumeName, sharedVolumeDir, volumeStorage } from '../domain/catalog/index.ts';
 import type { ContainerSpec } from '../hostctl/containers.ts';
 
 type DbOrTx = Db | Prisma.TransactionClient;

@@ -5,14 +5,14 @@
  */
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Db } from '../domain/shared/db.ts';
+import type { Db } from '../domain/shared/index.ts';
 import type { Host } from '../generated/prisma/client.ts';
-import type { SecretBox } from '../domain/shared/secrets.ts';
-import { HostKeyMissingError, sshTargetOf } from '../domain/hosts/access.ts';
+import type { SecretBox } from '../domain/shared/index.ts';
+import { HostKeyMissingError, sshTargetOf } from '../domain/hosts/index.ts';
 import type { HostHandle, RuntimeName } from '../hostctl/containers.ts';
 import { HostKeyMismatchError, SshConnectError, type SshPool, type SshTarget } from '../hostctl/ssh.ts';
-import type { OrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
-import type { PlatformSettings } from '../domain/shared/settings.ts';
+import type { OrchestrationSettings } from '../domain/shared/index.ts';
+import type { PlatformSettings } from '../domain/shared/index.ts';
 
 /** What orchestration activities share: the database, secrets, the SSH pool, the Temporal client. */
 export interface OrchestrationRuntime {

@@ -4,7 +4,7 @@
  * workflow and activities.
  */
 import { Context } from '@temporalio/activity';
-import { liveWorker } from '../domain/workers/status.ts';
+import { liveWorker } from '../domain/workers/index.ts';
 import { podVolumeName, removeVolume } from '../hostctl/containers.ts';
 import { hostHandle, type OrchestrationRuntime } from './orchestration-runtime.ts';
 

@@ -1,5 +1,5 @@
 import type { DomainContext } from '../domain/context.ts';
-import { purgeExpiredOutputs } from '../domain/public-models/outputs.ts';
+import { purgeExpiredOutputs } from '../domain/public-models/index.ts';
 
 /** The purge-expired-outputs workflow's activity: the blob store and the rows of public models' outputs. */
 export function createOutputActivities(ctx: Pick<DomainContext, 'db' | 'blobs'>) {

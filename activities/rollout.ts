@@ -3,7 +3,7 @@
  * createWorkerRecords and endpointScalingState, which live with the endpoint workflow's activities
  * (activities/endpoint.ts).
  */
-import type { Db } from '../domain/shared/db.ts';
+import type { Db } from '../domain/shared/index.ts';
 import type { Prisma } from '../generated/prisma/client.ts';
 
 export function createRolloutActivities(db: Db) {

@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { create } from 'tar';
 import { builtRuntimePython } from '../domain/apps/index.ts';
-import type { AppSettings } from '../domain/shared/settings.ts';
+import type { AppSettings } from '../domain/shared/index.ts';
 import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
 import type { SshPool } from '../hostctl/ssh.ts';
 

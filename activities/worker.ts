@@ -6,19 +6,19 @@
 import { randomInt } from 'node:crypto';
 import { Context, ApplicationFailure } from '@temporalio/activity';
 import type { DomainContext } from '../domain/context.ts';
-import { meterWorker } from '../domain/billing/billing.ts';
-import { splitArgs } from '../domain/containers/args.ts';
-import { gpuTypeId } from '../domain/catalog/gpu-pools.ts';
+import { meterWorker } from '../domain/billing/index.ts';
+import { splitArgs } from '../domain/containers/index.ts';
+import { gpuTypeId } from '../domain/catalog/index.ts';
 import { prismaSql, requeueLostJobs } from '../domain/jobs/index.ts';
-import { lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing/load-balancing.ts';
-import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/workers/placement.ts';
+import { lbWorkerInFlight, probeLbWorker } from '../domain/load-balancing/index.ts';
+import { placeWorker, type PlacementGpu, type PlacementHost } from '../domain/workers/index.ts';
 import { podPorts } from '../domain/pods/index.ts';
-import { FINAL_WORKER_STATUSES, liveWorker } from '../domain/workers/status.ts';
-import { cpuInstanceId, recordedCpuInstance, type CpuInstance } from '../domain/catalog/cpu-instances.ts';
-import { ENDPOINT_VOLUME_MOUNT } from '../domain/catalog/data-centers.ts';
+import { FINAL_WORKER_STATUSES, liveWorker } from '../domain/workers/index.ts';
+import { cpuInstanceId, recordedCpuInstance, type CpuInstance } from '../domain/catalog/index.ts';
+import { ENDPOINT_VOLUME_MOUNT } from '../domain/catalog/index.ts';
 import { artifactDownloadUrl } from '../domain/apps/index.ts';
-import { openRegistryCredential } from '../domain/registries/registries.ts';
-import { registerWorkerCredential } from '../domain/workers/credentials.ts';
+import { openRegistryCredential } from '../domain/registries/index.ts';
+import { registerWorkerCredential } from '../domain/workers/index.ts';
 import type { Pod } from '../generated/prisma/client.ts';
 import {
   containerLogTail,

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticateCached, authenticateCurrent, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/accounts/auth.ts';
+import { authenticateCached, authenticateCurrent, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/accounts/index.ts';
 import type { DomainContext } from '../domain/context.ts';
-import type { Db } from '../domain/shared/db.ts';
-import type { RecordCaches } from '../domain/shared/record-cache.ts';
+import type { Db } from '../domain/shared/index.ts';
+import type { RecordCaches } from '../domain/shared/index.ts';
 import { DomainError, ForgedCredential } from '../domain/errors.ts';
-import { consumeCounter } from '../domain/rate-limits/rate-limits.ts';
+import { consumeCounter } from '../domain/rate-limits/index.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { validationFailed } from '../domain/errors.ts';
-import { unstorableJson } from '../domain/shared/validation.ts';
+import { unstorableJson } from '../domain/shared/index.ts';
 
 // The walker lives in the domain: the worker protocol's bodies (parsed there) need it too.
-export { MAX_JSON_DEPTH, unstorableJson } from '../domain/shared/validation.ts';
+export { MAX_JSON_DEPTH, unstorableJson } from '../domain/shared/index.ts';
 
 /**
  * Path parameters and query values that no handler could store: 422 naming the field, before

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/jobs/index.ts';
 import type { Log } from '../domain/jobs/index.ts';
 import type { JobWakeups, Waiter } from '../domain/jobs/index.ts';
-import { RECORD_CHANNEL, type RecordCaches } from '../domain/shared/record-cache.ts';
+import { RECORD_CHANNEL, type RecordCaches } from '../domain/shared/index.ts';
 
 class PendingWaiter implements Waiter {
   woken = false;

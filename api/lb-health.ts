@@ -4,7 +4,7 @@
  * workers it routes to and takes a worker out of its rotation when the probe fails (or a request
  * could not reach it), and back in once a probe passes again.
  */
-import { probeLbWorker, type LbHealthSettings, type ProbeResult } from '../domain/load-balancing/load-balancing.ts';
+import { probeLbWorker, type LbHealthSettings, type ProbeResult } from '../domain/load-balancing/index.ts';
 
 interface Watched {
   host: string;

@@ -21,9 +21,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReplyFromHooks } from '@fastify/reply-from';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Agent, type Dispatcher } from 'undici';
-import { authenticateCached } from '../domain/accounts/auth.ts';
+import { authenticateCached } from '../domain/accounts/index.ts';
 import type { DomainContext } from '../domain/context.ts';
-import { wakeAutoscaler } from '../domain/endpoints/autoscaler-wakeup.ts';
+import { wakeAutoscaler } from '../domain/endpoints/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import {
   authorizeLbCall,
@@ -37,7 +37,7 @@ import {
   type LbEndpoint,
   type LbHealthSettings,
   type LbWorkerAddress,
-} from '../domain/load-balancing/load-balancing.ts';
+} from '../domain/load-balancing/index.ts';
 import { bearerToken, throttledAuth } from './auth.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { LbHealthMonitor } from './lb-health.ts';

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { serializeList } from 'structured-headers';
-import type { Principal } from '../domain/accounts/auth.ts';
+import type { Principal } from '../domain/accounts/index.ts';
 import type { DomainContext } from '../domain/context.ts';
 import { DomainError } from '../domain/errors.ts';
-import { consumeCounter, purgeExpiredRateLimitCounters, type CounterSpec, type RateLimitDecision, type SurfaceLimits } from '../domain/rate-limits/rate-limits.ts';
+import { consumeCounter, purgeExpiredRateLimitCounters, type CounterSpec, type RateLimitDecision, type SurfaceLimits } from '../domain/rate-limits/index.ts';
 
 const PURGE_EVERY_MS = 5 * 60_000;
 

@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { liveWorker } from '../domain/workers/status.ts';
+import { liveWorker } from '../domain/workers/index.ts';
 import { containerNameOf, podVolumePrefix } from '../hostctl/containers.ts';
 import type { Platform } from '../infra/platform.ts';
 import { ensurePythonBaseImage } from '../test/support/python-base-image.ts';

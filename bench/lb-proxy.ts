@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { newId } from '../domain/shared/ids.ts';
+import { newId } from '../domain/shared/index.ts';
 import { freePort, startBenchPlatform } from './support.ts';
 
 const seconds = Number(process.argv[2] ?? 10);

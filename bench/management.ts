@@ -9,8 +9,8 @@
  * the whole platform (API and Temporal worker) in this process.
  */
 import autocannon from 'autocannon';
-import { authenticate, authenticateCurrent } from '../domain/accounts/auth.ts';
-import { consumeRateLimit, parseRateLimits } from '../domain/rate-limits/rate-limits.ts';
+import { authenticate, authenticateCurrent } from '../domain/accounts/index.ts';
+import { consumeRateLimit, parseRateLimits } from '../domain/rate-limits/index.ts';
 import { startBenchPlatform } from './support.ts';
 
 const seconds = Number(process.argv[2] ?? 10);

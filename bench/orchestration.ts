@@ -19,7 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSshTestHost } from '../test/support/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../test/support/test-image.ts';
-import { liveWorker } from '../domain/workers/status.ts';
+import { liveWorker } from '../domain/workers/index.ts';
 import { startEmbeddedPlatform } from './support.ts';
 
 const coldRuns = Number(process.argv[2] ?? 5);

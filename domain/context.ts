@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { SshPool } from '../hostctl/ssh.ts';
 import type { BlobStore } from './blobs/blob-store.ts';
 import type { Db } from './shared/db.ts';
-import type { JobRuntime } from './jobs/index.ts';
+import type { JobRuntime } from './jobs/runtime.ts';
 import type { RateLimiter } from './rate-limits/rate-limits.ts';
 import type { RecordCaches } from './shared/record-cache.ts';
 import type { SecretBox } from './shared/secrets.ts';

@@ -19,7 +19,7 @@
  * probes, a worker's watch, an endpoint's autoscaler, a job's timers) are Temporal workflows already
  * (workflows/): they are not listed here.
  */
-import { autoscalerWakeup } from '../domain/endpoints/autoscaler-wakeup.ts';
+import { autoscalerWakeup } from '../domain/endpoints/index.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { JobRuntime } from '../domain/jobs/index.ts';
 

@@ -1,19 +1,19 @@
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from 'typebox';
-import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/blob-store.ts';
+import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/index.ts';
 import { runtimeContextDigest } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
-import type { AppSettings } from '../domain/shared/settings.ts';
+import type { AppSettings } from '../domain/shared/index.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
-import type { LocalHostSettings } from '../domain/hosts/hosts-file.ts';
+import type { LocalHostSettings } from '../domain/hosts/index.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
-import { parseLbHealthSettings } from '../domain/load-balancing/load-balancing.ts';
-import { parseOrchestrationSettings } from '../domain/shared/orchestration-settings.ts';
-import { DEFAULT_JOB_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, DEFAULT_RATE_LIMITS, parseRateLimits } from '../domain/rate-limits/rate-limits.ts';
-import type { PlatformSettings } from '../domain/shared/settings.ts';
-import { validate } from '../domain/shared/validation.ts';
-import { DEFAULT_OUTPUT_SETTINGS } from '../domain/public-models/outputs.ts';
+import { parseLbHealthSettings } from '../domain/load-balancing/index.ts';
+import { parseOrchestrationSettings } from '../domain/shared/index.ts';
+import { DEFAULT_JOB_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, DEFAULT_RATE_LIMITS, parseRateLimits } from '../domain/rate-limits/index.ts';
+import type { PlatformSettings } from '../domain/shared/index.ts';
+import { validate } from '../domain/shared/index.ts';
+import { DEFAULT_OUTPUT_SETTINGS } from '../domain/public-models/index.ts';
 import { parseWebhookAllowList } from '../domain/jobs/index.ts';
 
 /**

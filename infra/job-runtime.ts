@@ -6,7 +6,7 @@
  * (infra/platform.ts) starts it before the API listens and stops it after the API has closed.
  */
 import type { DomainContext } from '../domain/context.ts';
-import { randomString } from '../domain/shared/ids.ts';
+import { randomString } from '../domain/shared/index.ts';
 import { createJobPool, databaseUrlOf } from '../domain/jobs/index.ts';
 import { JobStore } from '../domain/jobs/index.ts';
 import { JobRuntime, type Log } from '../domain/jobs/index.ts';

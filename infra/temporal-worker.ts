@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities } from '../activities/index.ts';
 import type { DomainContext } from '../domain/context.ts';
-import type { Db } from '../domain/shared/db.ts';
+import type { Db } from '../domain/shared/index.ts';
 import { jobTaskQueueOf } from '../contracts/workflows.ts';
 
 export const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workflows', 'index.ts');

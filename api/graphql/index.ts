@@ -8,7 +8,7 @@ import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import { GraphQLError, type ValidationContext, type ValidationRule } from 'graphql';
-import { authenticateCurrent, type Principal } from '../../domain/accounts/auth.ts';
+import { authenticateCurrent, type Principal } from '../../domain/accounts/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { bearerToken, throttledAuth } from '../auth.ts';

@@ -1,15 +1,15 @@
 import { createApp, createEnvironment, deleteApp, deleteEnvironment, deployBuild, environmentOwner, finalizeArtifactUpload, getApp, getDeployment, listApps, prepareArtifactUpload, type AppView, type DeploymentView, type EnvironmentView } from '../../domain/apps/index.ts';
-import type { Principal } from '../../domain/accounts/auth.ts';
-import { gpuTypes } from '../../domain/catalog/catalog.ts';
+import type { Principal } from '../../domain/accounts/index.ts';
+import { gpuTypes } from '../../domain/catalog/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { deleteEndpointScaledToZero, listEndpointRecords, saveEndpoint, type EndpointRecord } from '../../domain/endpoints/records.ts';
+import { deleteEndpointScaledToZero, listEndpointRecords, saveEndpoint, type EndpointRecord } from '../../domain/endpoints/index.ts';
 import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '../../domain/pods/index.ts';
-import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/registries.ts';
-import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates/templates.ts';
-import { requireScope } from '../../domain/accounts/auth.ts';
+import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/index.ts';
+import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
+import { requireScope } from '../../domain/accounts/index.ts';
 import { DomainError, validationFailed } from '../../domain/errors.ts';
-import { getPublicModel, listPublicModels, publishPublicModel, unpublishPublicModel, updatePublicModel, type PublicEndpointView } from '../../domain/public-models/models.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { getPublicModel, listPublicModels, publishPublicModel, unpublishPublicModel, updatePublicModel, type PublicEndpointView } from '../../domain/public-models/index.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 
 export interface GraphqlContext {
   ctx: DomainContext;

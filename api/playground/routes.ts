@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import type { DomainContext } from '../../domain/context.ts';
-import { isModelId } from '../../domain/public-models/models.ts';
+import { isModelId } from '../../domain/public-models/index.ts';
 import { problem, sendProblem } from '../problem.ts';
 import { registerStaticAssets } from '../static-assets.ts';
 

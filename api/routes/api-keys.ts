@@ -13,7 +13,7 @@ import {
   listAccounts,
   listApiKeys,
   revokeApiKey,
-} from '../../domain/accounts/api-keys.ts';
+} from '../../domain/accounts/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 

@@ -8,7 +8,7 @@ import {
   serverlessBilling,
   ServerlessBillingQuerySchema,
   ServerlessBillingResponseSchema,
-} from '../../domain/billing/billing.ts';
+} from '../../domain/billing/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 

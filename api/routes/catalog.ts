@@ -15,7 +15,7 @@ import {
   listCpuTypes,
   listDataCenters,
   listGpuTypes,
-} from '../../domain/catalog/catalog.ts';
+} from '../../domain/catalog/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 

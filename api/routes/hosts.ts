@@ -3,8 +3,8 @@ import type {} from '@fastify/swagger';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { createHost, CreateHostSchema, deleteHost, getHost, HostListSchema, HostSchema, listHosts, probeHostOnDemand } from '../../domain/hosts/hosts.ts';
-import { DataCenterSettingsListSchema, DataCenterSettingsSchema, DataCenterSettingsViewSchema, getDataCenterSettings, listDataCenterSettings, putDataCenterSettings } from '../../domain/catalog/data-centers.ts';
+import { createHost, CreateHostSchema, deleteHost, getHost, HostListSchema, HostSchema, listHosts, probeHostOnDemand } from '../../domain/hosts/index.ts';
+import { DataCenterSettingsListSchema, DataCenterSettingsSchema, DataCenterSettingsViewSchema, getDataCenterSettings, listDataCenterSettings, putDataCenterSettings } from '../../domain/catalog/index.ts';
 import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'host id' }) });

@@ -5,7 +5,7 @@ import type { DomainContext } from '../../domain/context.ts';
 import { cancelJob, endpointHealth, getJobStatus, purgeQueue, retryJob, runJob, runJobSync, streamJob, waitJobStatus } from '../../domain/jobs/index.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
 import { HealthSchema, JobStatusSchema, JobStreamSchema, JobViewSchema, RunJobBodySchema, WaitQuerySchema } from '../../domain/jobs/index.ts';
-import { recordCachesOf } from '../../domain/shared/record-cache.ts';
+import { recordCachesOf } from '../../domain/shared/index.ts';
 import { authenticateRequests, cachedPrincipalOf, principalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
 import { refuseUnstorableBodies } from '../input-guards.ts';

@@ -11,7 +11,7 @@ import {
   NetworkVolumeSchema,
   updateNetworkVolume,
   UpdateNetworkVolumeSchema,
-} from '../../domain/network-volumes/network-volumes.ts';
+} from '../../domain/network-volumes/index.ts';
 import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'network volume id' }) });

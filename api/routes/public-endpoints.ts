@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { openOutput } from '../../domain/public-models/outputs.ts';
+import { openOutput } from '../../domain/public-models/index.ts';
 import {
   getPublicModel,
   listPublicModels,
@@ -12,7 +12,7 @@ import {
   unpublishPublicModel,
   updatePublicModel,
   UpdatePublicEndpointSchema,
-} from '../../domain/public-models/models.ts';
+} from '../../domain/public-models/index.ts';
 import { principalOf, throttledAuth } from '../auth.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
 

@@ -9,7 +9,7 @@ import {
   ListEndpointReleasesResponseSchema,
   ListEndpointWorkersResponseSchema,
   UpdateEndpointSchema,
-} from '../../domain/endpoints/schemas.ts';
+} from '../../domain/endpoints/index.ts';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -18,7 +18,7 @@ import {
   listEndpointWorkers,
   listEndpoints,
   updateEndpoint,
-} from '../../domain/endpoints/endpoints.ts';
+} from '../../domain/endpoints/index.ts';
 import { principalOf } from '../auth.ts';
 
 const tags = ['Serverless'];

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { openWorkerLogs, WorkerLogsQuerySchema } from '../../domain/hosts/worker-logs.ts';
+import { openWorkerLogs, WorkerLogsQuerySchema } from '../../domain/hosts/index.ts';
 import { principalOf } from '../auth.ts';
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, description: 'endpoint id' }), workerId: Type.String({ minLength: 1, description: 'worker id' }) });

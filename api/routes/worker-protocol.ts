@@ -7,7 +7,7 @@ import { jobRuntimeOf } from '../../domain/jobs/index.ts';
 import { PingQuerySchema } from '../../domain/jobs/index.ts';
 import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
-import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/credentials.ts';
+import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/index.ts';
 import { throttledAuth } from '../auth.ts';
 import { RequestWaits } from '../request-signals.ts';
 

@@ -28,8 +28,8 @@ export async function startBench(workers: number, entry: string): Promise<Bench>
   const { startPlatform } = await import('../../infra/platform.ts');
   const { startEmbeddedPostgres } = await import('../../infra/postgres.ts');
   const { resolveTemporalBinary, startTemporalDevServer } = await import('../../infra/temporal.ts');
-  const { registerWorkerCredential } = await import('../../domain/workers/credentials.ts');
-  const { randomString } = await import('../../domain/shared/ids.ts');
+  const { registerWorkerCredential } = await import('../../domain/workers/index.ts');
+  const { randomString } = await import('../../domain/shared/index.ts');
   const { freePort } = await import('../../test/support/ports.ts');
 
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-bench-jobs-'));

@@ -16,7 +16,7 @@ import type { BlobStore } from '../blobs/blob-store.ts';
 import type { Db } from '../shared/db.ts';
 import { DomainError, ForgedCredential } from '../errors.ts';
 import { randomString } from '../shared/ids.ts';
-import type { ModelCharge } from '../jobs/index.ts';
+import type { ModelCharge } from '../jobs/rows.ts';
 import type { CachedModel } from './models.ts';
 import { signUrl, verifySignedUrl } from '../blobs/signed-urls.ts';
 

@@ -3,11 +3,11 @@
  * by infra/config.ts (the one schema of every variable) and handed down in the DomainContext. No
  * module reads process.env for itself.
  */
-import type { JobSettings } from '../jobs/index.ts';
+import type { JobSettings } from '../jobs/settings.ts';
 import type { LbHealthSettings } from '../load-balancing/load-balancing.ts';
 import type { OrchestrationSettings } from './orchestration-settings.ts';
 import type { SurfaceLimits } from '../rate-limits/rate-limits.ts';
-import type { WebhookAllowList } from '../jobs/index.ts';
+import type { WebhookAllowList } from '../jobs/webhook-targets.ts';
 import type { OutputSettings } from '../public-models/outputs.ts';
 
 export interface PlatformSettings {

@@ -8,7 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PrepareUploadSchema } from '../../domain/apps/index.ts';
-import { validate } from '../../domain/shared/validation.ts';
+import { validate } from '../../domain/shared/index.ts';
 import { gantry, readArtifact, readManifest, tempDir } from './helpers.ts';
 
 const localPython = execFileSync('python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).trim();

@@ -8,8 +8,8 @@ import Fastify from 'fastify';
 import { parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authenticateRequests, requireDeclaredScopes } from '../../api/auth.ts';
-import { issueApiKey, type Scope } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey, type Scope } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { startTestApp, type Answer, type TestApp } from '../support/app.ts';
 
 const MANAGEMENT = { minute: 1000, hour: 20_000, day: 200_000 };

@@ -2,8 +2,8 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { generateSync, type JsonSchema } from 'json-schema-faker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey, type Scope } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey, type Scope } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
 /**

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBlobStore, directoryBlobStore, type BlobStore } from '../../domain/blobs/blob-store.ts';
+import { createBlobStore, directoryBlobStore, type BlobStore } from '../../domain/blobs/index.ts';
 import { DomainError } from '../../domain/errors.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { startVersityGw, type RunningVersityGw } from '../support/versitygw.ts';

@@ -6,11 +6,11 @@
  */
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { priceTable, cpuRate } from '../../domain/billing/pricing.ts';
+import { priceTable, cpuRate } from '../../domain/billing/index.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, ORCHESTRATION_WORKER_IMAGE, registerTestHost, removeManagedContainers, startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let fixture: OneHostPlatform | undefined;

@@ -4,9 +4,9 @@
  * arrays, JSON, enums, doubles, nullable integers, UTC timestamps), and the same refusals.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { endpointView } from '../../domain/endpoints/endpoints.ts';
-import { newId, randomString } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { endpointView } from '../../domain/endpoints/index.ts';
+import { newId, randomString } from '../../domain/shared/index.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
 describe('the endpoint read of GET /v2/serverless/{id}', () => {

@@ -7,8 +7,8 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { podVolumeName } from '../../hostctl/containers.ts';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import type { SshTestHost } from '../support/ssh-test-host.ts';
 import type { TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';

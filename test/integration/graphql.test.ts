@@ -1,7 +1,7 @@
 import { getIntrospectionQuery } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { endpointWorkflowId } from '../../contracts/workflows.ts';
 
@@ -135,7 +135,7 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     const updated = await gql(`mutation { updateRegistryAuth(input: {id: "${reg.id}", username: "bot2", password: "n3w-pw"}) { id name } }`);
     expect(updated.data.updateRegistryAuth).toEqual(reg);
     // The new login is what the image pull gets; no read shows it.
-    const { openRegistryCredential } = await import('../../domain/registries/registries.ts');
+    const { openRegistryCredential } = await import('../../domain/registries/index.ts');
     const account = await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } });
     expect(await openRegistryCredential(p.ctx, account.id, reg.id)).toEqual({ username: 'bot2', password: 'n3w-pw', registry: 'docker.io' });
     const listed = await gql('{ myself { containerRegistryCreds { id name } } }');

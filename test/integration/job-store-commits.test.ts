@@ -8,8 +8,8 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../../domain/shared/db.ts';
-import { randomString } from '../../domain/shared/ids.ts';
+import { createDb, type Db } from '../../domain/shared/index.ts';
+import { randomString } from '../../domain/shared/index.ts';
 import { JobStore } from '../../domain/jobs/index.ts';
 import { pgConfig, type NewJob } from '../../domain/jobs/index.ts';
 import { freshDatabase } from '../support/databases.ts';

@@ -3,8 +3,8 @@
  * validation, payload caps and authorization of every call.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { jobState, jobWorkflowId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';

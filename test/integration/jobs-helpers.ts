@@ -4,8 +4,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'vitest';
-import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
-import { randomString } from '../../domain/shared/ids.ts';
+import { registerWorkerCredential } from '../../domain/workers/index.ts';
+import { randomString } from '../../domain/shared/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 
 export const COMPAT_WORKER_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'compat-worker');

@@ -4,7 +4,7 @@
  * handed out twice under concurrent takers.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
+import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, startCompatWorker, workerCall, workerEnv, type TestWorker } from './jobs-helpers.ts';
 

@@ -7,11 +7,11 @@
 import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { lbEndpointLoad } from '../../domain/load-balancing/load-balancing.ts';
+import { lbEndpointLoad } from '../../domain/load-balancing/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE, until } from './lb-support.ts';
 import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = LB_WORKER_IMAGE;
 

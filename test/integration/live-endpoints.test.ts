@@ -10,9 +10,9 @@ import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { discoveryVariable, MAX_SOURCE_BYTES, type Manifest } from '../../domain/apps/index.ts';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
-import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
+import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { isWorkerProtocolRoute } from '../../api/worker-listener.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 

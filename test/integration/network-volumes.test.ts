@@ -10,12 +10,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { hostVolumeName, sharedVolumeDir } from '../../domain/catalog/data-centers.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { hostVolumeName, sharedVolumeDir } from '../../domain/catalog/index.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, FAST_ORCHESTRATION, ORCHESTRATION_WORKER_IMAGE, registerTestHost, removeManagedContainers, until } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let p: TestPlatform;

@@ -17,7 +17,7 @@ import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts'
 import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, TEST_HOST_LABELS, until } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 import { endpointWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = 'localhost/gantry-orchestration-worker:1';

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { OrchestrationSettings } from '../../domain/shared/orchestration-settings.ts';
+import type { OrchestrationSettings } from '../../domain/shared/index.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';

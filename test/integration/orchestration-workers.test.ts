@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointWorkflowId, getScalingStatus } from '../../contracts/workflows.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, readSse, startOneHostPlatform, until } from './orchestration-support.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 

@@ -1,8 +1,8 @@
 import { parseList } from 'structured-headers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
-import { parseRateLimits, purgeExpiredRateLimitCounters } from '../../domain/rate-limits/rate-limits.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
+import { parseRateLimits, purgeExpiredRateLimitCounters } from '../../domain/rate-limits/index.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
 /** `"minute";r=1;t=2, ...` → {minute: {r: 1, t: 2}, ...}, read with the same structured-field library. */

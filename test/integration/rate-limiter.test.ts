@@ -5,9 +5,9 @@
  * by one process or several.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDb, type Db } from '../../domain/shared/db.ts';
-import { newId } from '../../domain/shared/ids.ts';
-import { DEFAULT_RATE_LIMITER_OPTIONS, RateLimiter, type CounterSpec } from '../../domain/rate-limits/rate-limits.ts';
+import { createDb, type Db } from '../../domain/shared/index.ts';
+import { newId } from '../../domain/shared/index.ts';
+import { DEFAULT_RATE_LIMITER_OPTIONS, RateLimiter, type CounterSpec } from '../../domain/rate-limits/index.ts';
 import { freshDatabase } from '../support/databases.ts';
 
 /** A Prisma client whose raw statements are counted (the same client underneath: every statement is real). */

@@ -2,8 +2,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { gpuTypes } from '../../domain/catalog/catalog.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { gpuTypes } from '../../domain/catalog/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 const H100 = 'NVIDIA H100 80GB HBM3';

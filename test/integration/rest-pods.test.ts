@@ -5,8 +5,8 @@
  * actions, terminate; the same pods as GraphQL's; validation, scopes and account isolation.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureLbWorkerImage, LB_WORKER_IMAGE, rawRequest } from './lb-support.ts';
 import { type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey, type Principal } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
-import { openRegistryCredential } from '../../domain/registries/registries.ts';
-import { listTemplateRecords, saveTemplate } from '../../domain/templates/templates.ts';
+import { issueApiKey, type Principal } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
+import { openRegistryCredential } from '../../domain/registries/index.ts';
+import { listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 /** REST /v2 registries, templates, network volumes, keys and accounts against the running platform. */

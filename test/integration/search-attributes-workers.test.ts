@@ -9,7 +9,7 @@ import { GantryAccountId, GantryEndpointId, GantryHostId, GantryKind, GantryRele
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensureOrchestrationWorkerImage, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
 import { graphql } from './pod-support.ts';
-import { liveWorker } from '../../domain/workers/status.ts';
+import { liveWorker } from '../../domain/workers/index.ts';
 import { hostWorkflowId, podWorkflowId, rolloutWorkflowId, workerWorkflowId } from '../../contracts/workflows.ts';
 
 let fixture: OneHostPlatform | undefined;

@@ -7,7 +7,7 @@
 import { Connection, type WorkflowExecutionInfo } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { msToTs } from '@temporalio/common/lib/time.js';
-import { randomString } from '../../domain/shared/ids.ts';
+import { randomString } from '../../domain/shared/index.ts';
 import { ensureSearchAttributes } from '../../infra/temporal.ts';
 import { GANTRY_SEARCH_ATTRIBUTES, GantryAccountId, GantryJobStatus, GantryKind } from '../../contracts/search-attributes.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';

@@ -1,9 +1,9 @@
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/server.ts';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints/endpoints.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { endpointWorkflowId, getSpec, rolloutWorkflowId, updateSpec, type EndpointSpec } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { endpointWorkflowId, getSpec } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 

@@ -16,7 +16,7 @@ import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalBinary } from '../../infra/temporal.ts';
 import type { EndpointActivities, EndpointScalingState } from '../../activities/endpoint.ts';
 import type { HostActivities } from '../../activities/host.ts';
-import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/orchestration-settings.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS } from '../../domain/shared/index.ts';
 import type { RolloutActivities } from '../../activities/rollout.ts';
 import type { WorkerActivities } from '../../activities/worker.ts';
 import {

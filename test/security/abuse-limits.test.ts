@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/server.ts';
-import { ensureAdmin } from '../../domain/accounts/auth.ts';
+import { ensureAdmin } from '../../domain/accounts/index.ts';
 import { createQueueEndpoint, createWorker, workerCall } from '../integration/jobs-helpers.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 

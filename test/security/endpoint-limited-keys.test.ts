@@ -4,8 +4,8 @@
  * GraphQL; what it may do to its own endpoint it still does.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
-import { newId } from '../../domain/shared/ids.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 describe('keys limited to endpoints', () => {

@@ -5,7 +5,7 @@
  * registry the image names.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey } from '../../domain/accounts/auth.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
 import { createQueueEndpoint } from '../integration/jobs-helpers.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../domain/shared/ids.ts';
+import { newId } from '../../domain/shared/index.ts';
 import { applyMigrations } from '../../infra/migrations.ts';
 import { migrationsDir } from '../../infra/platform.ts';
 import { freshDatabase } from '../support/databases.ts';

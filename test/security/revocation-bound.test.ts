@@ -16,10 +16,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { issueApiKey, hashKey } from '../../domain/accounts/auth.ts';
-import { newId, randomString } from '../../domain/shared/ids.ts';
-import { recordCachesOf } from '../../domain/shared/record-cache.ts';
-import { registerWorkerCredential } from '../../domain/workers/credentials.ts';
+import { issueApiKey, hashKey } from '../../domain/accounts/index.ts';
+import { newId, randomString } from '../../domain/shared/index.ts';
+import { recordCachesOf } from '../../domain/shared/index.ts';
+import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { startTestApp, type Answer, type TestApp } from '../support/app.ts';
 
 const BOUND_MS = 2_000;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { inject } from 'vitest';
-import { randomString } from '../../domain/shared/ids.ts';
+import { randomString } from '../../domain/shared/index.ts';
 
 /** A fresh, migrated database cloned from the suite's template; returns its URL. */
 export async function freshDatabase(): Promise<string> {

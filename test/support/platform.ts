@@ -4,7 +4,7 @@ import path from 'node:path';
 import { inject } from 'vitest';
 import { loadConfig } from '../../infra/config.ts';
 import { startPlatform, type Platform } from '../../infra/platform.ts';
-import { randomString } from '../../domain/shared/ids.ts';
+import { randomString } from '../../domain/shared/index.ts';
 import { freshDatabase } from './databases.ts';
 import { freePort } from './ports.ts';
 

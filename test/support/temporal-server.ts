@@ -16,7 +16,7 @@ import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import pg from 'pg';
 import YAML from 'yaml';
-import { randomString } from '../../domain/shared/ids.ts';
+import { randomString } from '../../domain/shared/index.ts';
 import { releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { stopChild, waitForTemporal } from '../../infra/temporal.ts';

@@ -3,10 +3,10 @@
  * registry an image is pulled from, environment and size limits, ports, mount paths and int4.
  */
 import { describe, expect, it } from 'vitest';
-import { EnvSchema, IMAGE_REFERENCE, LIMITS, MountPathSchema, registryOf } from '../../domain/containers/fields.ts';
-import { CreateEndpointSchema } from '../../domain/endpoints/schemas.ts';
+import { EnvSchema, IMAGE_REFERENCE, LIMITS, MountPathSchema, registryOf } from '../../domain/containers/index.ts';
+import { CreateEndpointSchema } from '../../domain/endpoints/index.ts';
 import { DomainError } from '../../domain/errors.ts';
-import { validate } from '../../domain/shared/validation.ts';
+import { validate } from '../../domain/shared/index.ts';
 import type { TSchema } from 'typebox';
 
 function failures(schema: TSchema, value: unknown): string[] {

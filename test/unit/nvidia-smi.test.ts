@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { NvidiaSmiParseError, parseNvidiaSmi, parseProbeOutput, PROBE_SCRIPT } from '../../activities/host-probe.ts';
-import { describeGpu, GPU_MODELS, GPU_POOL_IDS, GPU_POOLS, gpuTypeId, isGpuPoolId, poolForGpu } from '../../domain/catalog/gpu-pools.ts';
+import { describeGpu, GPU_MODELS, GPU_POOL_IDS, GPU_POOLS, gpuTypeId, isGpuPoolId, poolForGpu } from '../../domain/catalog/index.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/nvidia-smi');
 const fixture = (name: string): string => readFileSync(path.join(fixtures, name), 'utf8');

@@ -6,9 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
 import { diskLimitOf, parseProbeOutput } from '../../activities/host-probe.ts';
 import { effectiveDiskLimit } from '../../activities/host.ts';
-import { cpuInstanceId, cpuInstanceProblems, DEFAULT_CPU_INSTANCE, parseCpuInstanceId } from '../../domain/catalog/cpu-instances.ts';
-import { sharedVolumeDir, volumeStorage } from '../../domain/catalog/data-centers.ts';
-import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/placement.ts';
+import { cpuInstanceId, cpuInstanceProblems, DEFAULT_CPU_INSTANCE, parseCpuInstanceId } from '../../domain/catalog/index.ts';
+import { sharedVolumeDir, volumeStorage } from '../../domain/catalog/index.ts';
+import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/index.ts';
 
 const host = (id: string, extra: Partial<PlacementHost> = {}): PlacementHost => ({
   id,

@@ -7,10 +7,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { envFile, isMutableReference, registryOf, runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
-import { splitArgs } from '../../domain/containers/args.ts';
+import { splitArgs } from '../../domain/containers/index.ts';
 import { parseNvidiaSmi } from '../../activities/host-probe.ts';
-import { describeGpu } from '../../domain/catalog/gpu-pools.ts';
-import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/placement.ts';
+import { describeGpu } from '../../domain/catalog/index.ts';
+import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/index.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/nvidia-smi');
 

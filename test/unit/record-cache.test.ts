@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { RECORD_CACHE_MAX, RecordCache, RecordCaches, REVOCATION_BOUND_MS } from '../../domain/shared/record-cache.ts';
+import { RECORD_CACHE_MAX, RecordCache, RecordCaches, REVOCATION_BOUND_MS } from '../../domain/shared/index.ts';
 
 describe('RecordCache', () => {
   it('remembers a found record for the bound, counted from before its read, however long the read took', async () => {

@@ -2,10 +2,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { bucketShift, bucketStart } from '../../domain/billing/billing.ts';
-import { availabilityLevel, regionOf } from '../../domain/catalog/catalog.ts';
-import { CPU_FLAVORS, maxVcpusOnHost, recordedCpuInstance } from '../../domain/catalog/cpu-instances.ts';
-import { cpuRate, DEFAULT_PRICES, gpuRate, loadPriceFile, poolOfGpuType, priceTable } from '../../domain/billing/pricing.ts';
+import { bucketShift, bucketStart } from '../../domain/billing/index.ts';
+import { availabilityLevel, regionOf } from '../../domain/catalog/index.ts';
+import { CPU_FLAVORS, maxVcpusOnHost, recordedCpuInstance } from '../../domain/catalog/index.ts';
+import { cpuRate, DEFAULT_PRICES, gpuRate, loadPriceFile, poolOfGpuType, priceTable } from '../../domain/billing/index.ts';
 
 const d = (iso: string): Date => new Date(iso);
 const flavor = (id: string) => CPU_FLAVORS.find((f) => f.id === id)!;

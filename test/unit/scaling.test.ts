@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideScaling, nextCheckMs, type ScalingInput, type ScalingWorker } from '../../domain/endpoints/scaling.ts';
+import { decideScaling, nextCheckMs, type ScalingInput, type ScalingWorker } from '../../domain/endpoints/index.ts';
 
 const queue = (q: Partial<ScalingInput['queue']> = {}): ScalingInput['queue'] => ({ queued: 0, queuedLowPriority: 0, inProgress: 0, oldestQueuedAgeMs: null, ...q });
 const w = (id: string, state: ScalingWorker['state'], idleForMs = 0, releaseVersion = 1): ScalingWorker => ({ id, state, idleForMs, releaseVersion });

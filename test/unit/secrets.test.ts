@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SecretBox } from '../../domain/shared/secrets.ts';
+import { SecretBox } from '../../domain/shared/index.ts';
 
 describe('SecretBox', () => {
   it('seals and opens, and never stores the plain text', () => {

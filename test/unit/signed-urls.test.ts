@@ -3,7 +3,7 @@
  * and an expired one is told apart from a forged one only when it was really signed.
  */
 import { describe, expect, it } from 'vitest';
-import { signUrl, verifySignedUrl } from '../../domain/blobs/signed-urls.ts';
+import { signUrl, verifySignedUrl } from '../../domain/blobs/index.ts';
 
 const secret = Buffer.alloc(32, 7);
 const now = new Date('2026-01-01T00:00:00Z');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { CreateEndpointSchema } from '../../domain/endpoints/schemas.ts';
+import { CreateEndpointSchema } from '../../domain/endpoints/index.ts';
 import { DomainError } from '../../domain/errors.ts';
-import { validate } from '../../domain/shared/validation.ts';
+import { validate } from '../../domain/shared/index.ts';
 
 function failures(body: unknown): string[] {
   try {

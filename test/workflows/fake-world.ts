@@ -9,7 +9,7 @@ import type { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { EndpointActivities, EndpointScalingState } from '../../activities/endpoint.ts';
 import type { HostActivities } from '../../activities/host.ts';
-import { DEFAULT_ORCHESTRATION_SETTINGS, type OrchestrationSettings } from '../../domain/shared/orchestration-settings.ts';
+import { DEFAULT_ORCHESTRATION_SETTINGS, type OrchestrationSettings } from '../../domain/shared/index.ts';
 import type { JobActivities } from '../../activities/job.ts';
 import type { WorkerActivities } from '../../activities/worker.ts';
 import { endpointWorkflowId, jobWorkflowId, rolloutWorkflowId, workerWorkflowId, type EndpointSpec, type JobSnapshot } from '../../contracts/workflows.ts';

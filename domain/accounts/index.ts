@@ -1,0 +1,7 @@
+/**
+ * Accounts and API keys: who is calling (a bearer key resolved once per request into a Principal),
+ * the keys' scopes and endpoint limits, their creation and revocation. Owns the Account and ApiKey
+ * rows.
+ */
+export * from './api-keys.ts';
+export * from './auth.ts';

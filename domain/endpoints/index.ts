@@ -1,0 +1,10 @@
+/**
+ * Serverless endpoints: their rows (REST and GraphQL shapes), their entity workflows
+ * (`endpoint:<id>`), the autoscaling math and the wake-up of the autoscaler. Owns the Endpoint and
+ * Release rows.
+ */
+export * from './autoscaler-wakeup.ts';
+export * from './endpoints.ts';
+export * from './records.ts';
+export * from './scaling.ts';
+export * from './schemas.ts';
