@@ -101,4 +101,38 @@ describe('layers', () => {
       .map((e) => e.name);
     expect(unplaced, 'a new top folder needs its place in ALLOWED (or NOT_LAYERS) and in docs/architecture.md').toEqual([]);
   });
+
+  it('reach a domain area through its index.ts from outside domain/', () => {
+    const deep: string[] = [];
+    for (const layer of Object.keys(ALLOWED)) {
+      if (layer === 'domain' || layer === 'workflows') continue;
+      for (const file of sources(layer)) {
+        for (const imp of importsOf(file)) {
+          if (!imp.specifier.startsWith('.')) continue;
+          const target = path.relative(root, path.resolve(root, path.dirname(file), imp.specifier)).split(path.sep);
+          // domain/<area>/<file>: only index.ts is the area's public face.
+          if (target[0] === 'domain' && target.length === 3 && target[2] !== 'index.ts') deep.push(`${file}: imports ${target.join('/')}`);
+        }
+      }
+    }
+    expect(deep).toEqual([]);
+  });
+
+  it('keep domain/ in feature folders, each with its index.ts', () => {
+    const entries = readdirSync(path.join(root, 'domain'), { withFileTypes: true });
+    // The context every operation takes and the errors every skin maps are the only shared top-level files.
+    expect(entries.filter((e) => e.isFile()).map((e) => e.name).sort()).toEqual(['context.ts', 'errors.ts']);
+    const withoutIndex = entries.filter((e) => e.isDirectory() && !readdirSync(path.join(root, 'domain', e.name)).includes('index.ts')).map((e) => e.name);
+    expect(withoutIndex).toEqual([]);
+  });
+
+  it('keep every source file under 600 lines', () => {
+    const long = Object.keys(ALLOWED)
+      .flatMap((layer) => sources(layer))
+      .filter((file) => !file.startsWith(path.join('test', 'replay', 'histories')))
+      .map((file) => ({ file, lines: readFileSync(path.join(root, file), 'utf8').split('\n').length }))
+      .filter((f) => f.lines > 600)
+      .map((f) => `${f.file}: ${f.lines} lines`);
+    expect(long).toEqual([]);
+  });
 });
