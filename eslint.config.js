@@ -22,8 +22,15 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['node:*', 'fs', 'pg', '@prisma/*', '../generated/*', '../infra/*', '../api/*'], message: 'no I/O in workflow code' },
-            { group: ['../activities/*'], allowTypeImports: true, message: 'workflows reach activities through proxyActivities only' },
+            {
+              group: ['node:*', 'fs', 'pg', '@prisma/*', '../generated/*', '../infra/*', '../api/*'],
+              message: 'no I/O in workflow code',
+            },
+            {
+              group: ['../activities/*'],
+              allowTypeImports: true,
+              message: 'workflows reach activities through proxyActivities only',
+            },
           ],
         },
       ],

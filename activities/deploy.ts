@@ -38,7 +38,10 @@ export function createDeployActivities(ctx: DomainContext) {
   const db = ctx.db;
 
   async function load(deploymentId: string) {
-    const d = await db.deployment.findUniqueOrThrow({ where: { id: deploymentId }, include: { environment: { include: { app: true } } } });
+    const d = await db.deployment.findUniqueOrThrow({
+      where: { id: deploymentId },
+      include: { environment: { include: { app: true } } },
+    });
     const build = await db.build.findUniqueOrThrow({ where: { id: d.buildId } });
     const previous = d.previousBuildId ? await db.build.findUnique({ where: { id: d.previousBuildId } }) : null;
     return { d, env: d.environment, app: d.environment.app, build, previous };
@@ -52,7 +55,15 @@ export function createDeployActivities(ctx: DomainContext) {
    * what an earlier attempt made, and new endpoints get ids derived from the deployment, so the URLs
    * already written into other endpoints stay true.
    */
-  async function writeEndpoints(deploymentId: string, accountId: string, appName: string, envId: string, envName: string, build: Build, only?: Set<string>): Promise<DeployedRelease[]> {
+  async function writeEndpoints(
+    deploymentId: string,
+    accountId: string,
+    appName: string,
+    envId: string,
+    envName: string,
+    build: Build,
+    only?: Set<string>,
+  ): Promise<DeployedRelease[]> {
     try {
       return await writeResourceEndpoints(ctx, accountPrincipal(accountId, deploymentId), {
         app: appName,
@@ -70,7 +81,8 @@ export function createDeployActivities(ctx: DomainContext) {
   return {
     async applyDeployment(deploymentId: string): Promise<{ releases: DeployedRelease[] }> {
       const { d, env, app, build } = await load(deploymentId);
-      if (d.status !== 'RUNNING') throw ApplicationFailure.nonRetryable(`the deployment is ${d.status}`, 'DeployRefused');
+      if (d.status !== 'RUNNING')
+        throw ApplicationFailure.nonRetryable(`the deployment is ${d.status}`, 'DeployRefused');
       if (build.status !== 'READY') throw ApplicationFailure.nonRetryable('the build is not uploaded', 'DeployRefused');
       // A retry of this activity must not count endpoints it made itself as older ones: they are recorded by resource.
       const releases = await writeEndpoints(deploymentId, app.accountId, app.name, env.id, env.name, build);
@@ -78,7 +90,9 @@ export function createDeployActivities(ctx: DomainContext) {
     },
 
     /** Until every release is COMPLETED (or one did not finish); heartbeats while it waits. */
-    async waitForReleases(releases: DeployedRelease[]): Promise<{ failed: Array<{ resource: string; reason: string }> }> {
+    async waitForReleases(
+      releases: DeployedRelease[],
+    ): Promise<{ failed: Array<{ resource: string; reason: string }> }> {
       for (;;) {
         const rows = await db.release.findMany({
           where: { OR: releases.map((r) => ({ endpointId: r.endpointId, version: r.version })) },
@@ -90,7 +104,8 @@ export function createDeployActivities(ctx: DomainContext) {
           const row = rows.find((x) => x.endpointId === r.endpointId && x.version === r.version);
           if (!row) failed.push({ resource: r.resource, reason: 'its endpoint was deleted' });
           else if (row.status === 'ROLLING_OUT') pending++;
-          else if (row.status === 'HALTED' || row.status === 'ROLLED_BACK') failed.push({ resource: r.resource, reason: row.statusReason ?? row.status.toLowerCase() });
+          else if (row.status === 'HALTED' || row.status === 'ROLLED_BACK')
+            failed.push({ resource: r.resource, reason: row.statusReason ?? row.status.toLowerCase() });
           // COMPLETED, or SUPERSEDED by a newer change of the endpoint: this release is no longer waited on.
         }
         if (failed.length > 0 || pending === 0) return { failed };
@@ -113,7 +128,8 @@ export function createDeployActivities(ctx: DomainContext) {
       }
       if (previous) {
         const back = new Set(releases.filter((r) => !r.created && before.has(r.resource)).map((r) => r.resource));
-        if (back.size > 0) await writeEndpoints(deploymentId, app.accountId, app.name, env.id, env.name, previous, back);
+        if (back.size > 0)
+          await writeEndpoints(deploymentId, app.accountId, app.name, env.id, env.name, previous, back);
       }
     },
 
@@ -135,7 +151,10 @@ export function createDeployActivities(ctx: DomainContext) {
     },
 
     async failDeployment(deploymentId: string, error: string): Promise<void> {
-      await db.deployment.updateMany({ where: { id: deploymentId, status: 'RUNNING' }, data: { status: 'FAILED', error: error.slice(0, 4000), finishedAt: new Date() } });
+      await db.deployment.updateMany({
+        where: { id: deploymentId, status: 'RUNNING' },
+        data: { status: 'FAILED', error: error.slice(0, 4000), finishedAt: new Date() },
+      });
     },
   };
 }

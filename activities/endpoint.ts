@@ -55,11 +55,21 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
      * Also called by the rollout workflow (a new release's workers) and by the worker workflow (when
      * its starter did not write the row).
      */
-    async createWorkerRecords(input: { endpointId: string; releaseVersion: number; workerIds: string[] }): Promise<number> {
+    async createWorkerRecords(input: {
+      endpointId: string;
+      releaseVersion: number;
+      workerIds: string[];
+    }): Promise<number> {
       const endpoint = await db.endpoint.findUnique({ where: { id: input.endpointId }, select: { id: true } });
       if (!endpoint) return 0;
       const r = await db.worker.createMany({
-        data: input.workerIds.map((id) => ({ id, endpointId: input.endpointId, releaseVersion: input.releaseVersion, status: 'PENDING' as const, statusReason: 'waiting for placement' })),
+        data: input.workerIds.map((id) => ({
+          id,
+          endpointId: input.endpointId,
+          releaseVersion: input.releaseVersion,
+          status: 'PENDING' as const,
+          statusReason: 'waiting for placement',
+        })),
         skipDuplicates: true,
       });
       return r.count;
@@ -73,7 +83,16 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
      * called by the rollout workflow.
      */
     async endpointScalingState(endpointId: string): Promise<EndpointScalingState> {
-      const [stats] = await db.$queryRaw<Array<{ queued: bigint; queued_low: bigint; in_progress: bigint; oldest_age_ms: number | null; exists: boolean; type: string | null }>>`
+      const [stats] = await db.$queryRaw<
+        Array<{
+          queued: bigint;
+          queued_low: bigint;
+          in_progress: bigint;
+          oldest_age_ms: number | null;
+          exists: boolean;
+          type: string | null;
+        }>
+      >`
         select
           (select e.type::text from "Endpoint" e where e.id = ${endpointId}) as type,
           count(*) filter (where j.status = 'IN_QUEUE' and not j."lowPriority") as queued,
@@ -84,7 +103,14 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
         from "Job" j
         where j."endpointId" = ${endpointId} and j.status in ('IN_QUEUE', 'IN_PROGRESS') and (j.status = 'IN_PROGRESS' or j."expiresAt" > now())`;
       const workers = await db.$queryRaw<
-        Array<{ id: string; status: string; releaseVersion: number; hostId: string | null; in_flight: bigint; idle_ms: number | null }>
+        Array<{
+          id: string;
+          status: string;
+          releaseVersion: number;
+          hostId: string | null;
+          in_flight: bigint;
+          idle_ms: number | null;
+        }>
       >`
         select w.id, w.status::text as status, w."releaseVersion", w."hostId",
           (select count(*) from "Job" j where j."workerId" = w.id and j.status = 'IN_PROGRESS') as in_flight,
@@ -110,8 +136,17 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
           const idleMs = load?.idleForMs != null ? Math.min(load.idleForMs, w.idle_ms ?? Infinity) : w.idle_ms;
           const ready = w.status === 'IDLE' || w.status === 'RUNNING';
           const busy = inFlight > 0 || w.status === 'RUNNING';
-          const state: ScalingWorker['state'] = w.status === 'DRAINING' ? 'draining' : !ready ? 'starting' : busy ? 'busy' : 'idle';
-          return { id: w.id, status: w.status, hostId: w.hostId, ready, state, releaseVersion: w.releaseVersion, idleForMs: state === 'idle' ? Math.max(0, idleMs ?? 0) : 0 };
+          const state: ScalingWorker['state'] =
+            w.status === 'DRAINING' ? 'draining' : !ready ? 'starting' : busy ? 'busy' : 'idle';
+          return {
+            id: w.id,
+            status: w.status,
+            hostId: w.hostId,
+            ready,
+            state,
+            releaseVersion: w.releaseVersion,
+            idleForMs: state === 'idle' ? Math.max(0, idleMs ?? 0) : 0,
+          };
         }),
       };
     },
@@ -137,7 +172,13 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
         if (running) continue;
         await db.worker.updateMany({
           where: { id, status: 'PENDING' },
-          data: { status: 'FAILED', statusReason: 'its workflow was gone', stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
+          data: {
+            status: 'FAILED',
+            statusReason: 'its workflow was gone',
+            stoppedAt: new Date(),
+            credentialHash: null,
+            desiredStatus: 'TERMINATED',
+          },
         });
         closed.push(id);
       }

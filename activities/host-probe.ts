@@ -32,7 +32,8 @@ export function parseNvidiaSmi(csv: string): NvidiaGpu[] {
     const [memory, uuid, driverVersion] = fields.slice(-3) as [string, string, string];
     const name = fields.slice(0, -3).join(', ');
     const memoryMb = Number(memory);
-    if (!name || !/^\d+$/.test(memory) || !Number.isSafeInteger(memoryMb)) throw new NvidiaSmiParseError(`bad memory.total in: ${line}`);
+    if (!name || !/^\d+$/.test(memory) || !Number.isSafeInteger(memoryMb))
+      throw new NvidiaSmiParseError(`bad memory.total in: ${line}`);
     if (!/^(GPU|MIG)-[0-9a-fA-F-]+$/.test(uuid)) throw new NvidiaSmiParseError(`bad uuid in: ${line}`);
     if (!/^\d+(\.\d+)*$/.test(driverVersion)) throw new NvidiaSmiParseError(`bad driver_version in: ${line}`);
     gpus.push({ name, memoryMb, uuid, driverVersion });
@@ -74,14 +75,21 @@ export type DiskLimit = {
   why: string;
 };
 
-export function diskLimitOf(runtime: Pick<ContainerRuntimeInfo, 'name' | 'storageDriver' | 'storageFs'> | undefined): DiskLimit {
+export function diskLimitOf(
+  runtime: Pick<ContainerRuntimeInfo, 'name' | 'storageDriver' | 'storageFs'> | undefined,
+): DiskLimit {
   if (!runtime) return { method: 'watchdog', why: 'no container runtime' };
   const driver = runtime.storageDriver ?? 'unknown';
   const [fsType = 'unknown', options = ''] = (runtime.storageFs ?? '').trim().split(/\s+/);
   const quotas = /(^|,)(prjquota|pquota)(,|$)/.test(options);
-  if (/^overlay2?$/.test(driver) && fsType === 'xfs' && quotas) return { method: 'storage-opt', why: `${driver} on xfs with project quotas` };
-  if (runtime.name === 'docker' && (driver === 'btrfs' || driver === 'zfs')) return { method: 'storage-opt', why: `docker's ${driver} driver` };
-  return { method: 'watchdog', why: `${runtime.name}'s ${driver} storage on ${fsType}${fsType === 'xfs' && !quotas ? ' without project quotas' : ''} has no size option` };
+  if (/^overlay2?$/.test(driver) && fsType === 'xfs' && quotas)
+    return { method: 'storage-opt', why: `${driver} on xfs with project quotas` };
+  if (runtime.name === 'docker' && (driver === 'btrfs' || driver === 'zfs'))
+    return { method: 'storage-opt', why: `docker's ${driver} driver` };
+  return {
+    method: 'watchdog',
+    why: `${runtime.name}'s ${driver} storage on ${fsType}${fsType === 'xfs' && !quotas ? ' without project quotas' : ''} has no size option`,
+  };
 }
 
 export interface GpuPassthrough {
@@ -238,7 +246,9 @@ export function parseProbeOutput(output: string): HostProbe {
 
   const cpuCount = Number.parseInt(get('nproc'), 10);
   const mem = new Map([...get('meminfo').matchAll(/^(\w+):\s+(\d+)\s*kB/gm)].map((m) => [m[1]!, Number(m[2])]));
-  const [hostname = '', kernel = '', arch = ''] = get('uname').split('\n').map((l) => l.trim());
+  const [hostname = '', kernel = '', arch = ''] = get('uname')
+    .split('\n')
+    .map((l) => l.trim());
   const uid = Number.parseInt(get('uid'), 10);
 
   const runtimes: ContainerRuntimeInfo[] = [];
@@ -287,14 +297,25 @@ export function parseProbeOutput(output: string): HostProbe {
     }
   }
 
-  const cdiSpecs = get('cdi-specs').split('\n').map((l) => l.trim()).filter(Boolean);
-  const cdiDevices = get('cdi-devices').split('\n').map((l) => l.trim()).filter(Boolean);
+  const cdiSpecs = get('cdi-specs')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const cdiDevices = get('cdi-devices')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
   const nvidiaCtkVersion = firstVersion(get('nvidia-ctk'));
   const nvidiaContainerCliVersion = firstVersion(get('nvidia-container-cli'));
-  const hasNvidiaCdi = cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f));
+  const hasNvidiaCdi =
+    cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f));
   let method: GpuPassthrough['method'] = 'none';
   let hint: string | undefined;
-  if (containerRuntime?.name === 'docker' && (containerRuntime.dockerRuntimes.includes('nvidia') || nvidiaContainerCliVersion)) method = 'docker-gpus';
+  if (
+    containerRuntime?.name === 'docker' &&
+    (containerRuntime.dockerRuntimes.includes('nvidia') || nvidiaContainerCliVersion)
+  )
+    method = 'docker-gpus';
   else if (containerRuntime?.name === 'podman' && hasNvidiaCdi) method = 'cdi';
   else if (containerRuntime?.name === 'docker' && hasNvidiaCdi) method = 'cdi';
   if (method === 'none' && gpus.length > 0) {

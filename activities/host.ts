@@ -7,7 +7,16 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Host, Prisma } from '../generated/prisma/client.ts';
 import { probeHost, type DiskLimit, type HostProbe } from './host-probe.ts';
-import { containerNameOf, listManagedContainers, listVolumes, podVolumePrefix, removeContainer, removeDirectory, removeVolume, type HostHandle } from '../hostctl/containers.ts';
+import {
+  containerNameOf,
+  listManagedContainers,
+  listVolumes,
+  podVolumePrefix,
+  removeContainer,
+  removeDirectory,
+  removeVolume,
+  type HostHandle,
+} from '../hostctl/containers.ts';
 import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/catalog/index.ts';
 import { HostKeyMismatchError, normalizeFingerprint } from '../hostctl/ssh.ts';
 import { isLiveWorker, liveWorker } from '../domain/workers/index.ts';
@@ -32,12 +41,20 @@ function probeDetails(probe: HostProbe): object {
     memoryAvailableMb: probe.memoryAvailableMb ?? null,
     diskPath: probe.diskPath,
     diskTotalGb: probe.diskTotalGb,
-    runtime: probe.containerRuntime ? { name: probe.containerRuntime.name, version: probe.containerRuntime.version ?? null, path: probe.containerRuntime.path } : null,
+    runtime: probe.containerRuntime
+      ? {
+          name: probe.containerRuntime.name,
+          version: probe.containerRuntime.version ?? null,
+          path: probe.containerRuntime.path,
+        }
+      : null,
     cudaVersion: probe.cudaVersion ?? null,
     gpuError: probe.gpuError ?? null,
     gpuHint: probe.gpuPassthrough.hint ?? null,
     cdiDevices: probe.gpuPassthrough.cdiDevices.length,
-    storage: probe.containerRuntime ? { driver: probe.containerRuntime.storageDriver ?? null, fs: probe.containerRuntime.storageFs ?? null } : null,
+    storage: probe.containerRuntime
+      ? { driver: probe.containerRuntime.storageDriver ?? null, fs: probe.containerRuntime.storageFs ?? null }
+      : null,
     diskLimit: probe.diskLimit,
   };
 }
@@ -68,9 +85,12 @@ export function createHostActivities(rt: OrchestrationRuntime) {
     wasReady: boolean,
   ): Promise<HostProbeResult> {
     return db.$transaction(async (tx) => {
-      const [now] = await tx.$queryRaw<Array<{ status: string; statusReason: string | null }>>`SELECT status::text AS status, "statusReason" FROM "Host" WHERE id = ${hostId} FOR UPDATE`;
+      const [now] = await tx.$queryRaw<
+        Array<{ status: string; statusReason: string | null }>
+      >`SELECT status::text AS status, "statusReason" FROM "Host" WHERE id = ${hostId} FOR UPDATE`;
       if (!now) return { status: 'GONE' as const, statusReason: null, becameReady: false };
-      const result = now.status === 'DISABLED' ? { status: 'DISABLED' as const, statusReason: now.statusReason } : found;
+      const result =
+        now.status === 'DISABLED' ? { status: 'DISABLED' as const, statusReason: now.statusReason } : found;
       await tx.host.update({ where: { id: hostId }, data: { ...facts, ...result } });
       return { ...result, becameReady: result.status === 'READY' && !wasReady };
     });
@@ -86,7 +106,10 @@ export function createHostActivities(rt: OrchestrationRuntime) {
     const removed: string[] = [];
     const dc = await db.dataCenter.findUnique({ where: { id: h.host.dataCenterId } });
     const deleted = await db.networkVolume.findMany({
-      where: { deletedAt: { not: null }, OR: [{ hostId: h.hostId }, { hostId: null, dataCenterId: h.host.dataCenterId }] },
+      where: {
+        deletedAt: { not: null },
+        OR: [{ hostId: h.hostId }, { hostId: null, dataCenterId: h.host.dataCenterId }],
+      },
       select: { id: true, hostId: true },
     });
     for (const v of deleted) {
@@ -102,7 +125,14 @@ export function createHostActivities(rt: OrchestrationRuntime) {
     }
     const prefix = hostVolumePrefix(h.hostId);
     const named = await listVolumes(rt.pool, h, prefix);
-    const known = new Set((await db.networkVolume.findMany({ where: { id: { in: named.map((n) => n.slice(prefix.length)) } }, select: { id: true } })).map((v) => v.id));
+    const known = new Set(
+      (
+        await db.networkVolume.findMany({
+          where: { id: { in: named.map((n) => n.slice(prefix.length)) } },
+          select: { id: true },
+        })
+      ).map((v) => v.id),
+    );
     for (const name of named) {
       if (known.has(name.slice(prefix.length))) continue;
       await removeVolume(rt.pool, h, name);
@@ -141,11 +171,22 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         if (err instanceof ApplicationFailure) throw err;
         const reason = `unreachable: ${err instanceof Error ? err.message : String(err)}`.slice(0, 1000);
         // A mismatch stays a mismatch until the operator accepts the new key.
-        if (host.status === 'HOST_KEY_MISMATCH' && !options.acceptHostKey) return { status: 'HOST_KEY_MISMATCH', statusReason: host.statusReason, becameReady: false };
-        return recordStatus(hostId, { status: 'UNREACHABLE', statusReason: reason }, { lastProbeAt: new Date() }, false);
+        if (host.status === 'HOST_KEY_MISMATCH' && !options.acceptHostKey)
+          return { status: 'HOST_KEY_MISMATCH', statusReason: host.statusReason, becameReady: false };
+        return recordStatus(
+          hostId,
+          { status: 'UNREACHABLE', statusReason: reason },
+          { lastProbeAt: new Date() },
+          false,
+        );
       }
       const runtime = probe.containerRuntime;
-      const found = runtime ? { status: 'READY' as const, statusReason: null } : { status: 'PENDING' as const, statusReason: 'no usable container runtime: install Podman or Docker on the host' };
+      const found = runtime
+        ? { status: 'READY' as const, statusReason: null }
+        : {
+            status: 'PENDING' as const,
+            statusReason: 'no usable container runtime: install Podman or Docker on the host',
+          };
       return recordStatus(
         hostId,
         found,
@@ -158,8 +199,17 @@ export function createHostActivities(rt: OrchestrationRuntime) {
           gpuPassthrough: probe.gpuPassthrough.method !== 'none',
           gpuMethod: gpuMethodOf(probe),
           diskLimitMethod: effectiveDiskLimit(probe, (host.labels ?? {}) as Record<string, string>).method,
-          gpus: probe.gpus.map((g) => ({ uuid: g.uuid, name: g.name, memoryMb: g.memoryMb, driverVersion: g.driverVersion, pool: g.pool ?? null })),
-          probe: { ...probeDetails(probe), diskLimit: effectiveDiskLimit(probe, (host.labels ?? {}) as Record<string, string>) },
+          gpus: probe.gpus.map((g) => ({
+            uuid: g.uuid,
+            name: g.name,
+            memoryMb: g.memoryMb,
+            driverVersion: g.driverVersion,
+            pool: g.pool ?? null,
+          })),
+          probe: {
+            ...probeDetails(probe),
+            diskLimit: effectiveDiskLimit(probe, (host.labels ?? {}) as Record<string, string>),
+          },
           lastProbeAt: new Date(),
           lastSeenAt: new Date(),
         },
@@ -173,7 +223,9 @@ export function createHostActivities(rt: OrchestrationRuntime) {
      * this host whose workflow no longer runs are closed, so that they are replaced. Volumes of pods
      * that no longer exist (terminated while the host was away) are removed.
      */
-    async reconcileHostContainers(hostId: string): Promise<{ adopted: string[]; removed: string[]; closed: string[]; removedVolumes: string[] }> {
+    async reconcileHostContainers(
+      hostId: string,
+    ): Promise<{ adopted: string[]; removed: string[]; closed: string[]; removedVolumes: string[] }> {
       const h = await hostHandle(rt, hostId);
       const containers = await listManagedContainers(rt.pool, h);
       const workerIds = containers.map((c) => c.workerId).filter(Boolean);
@@ -198,7 +250,8 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         const w = byId.get(c.workerId);
         const live = w && w.hostId === hostId && isLiveWorker(w.status) && (await running(w.id));
         if (live) {
-          if (w.containerId !== c.id) await db.worker.update({ where: { id: w.id }, data: { containerId: c.id, containerName: c.name } });
+          if (w.containerId !== c.id)
+            await db.worker.update({ where: { id: w.id }, data: { containerId: c.id, containerName: c.name } });
           adopted.push(c.name);
         } else {
           await removeContainer(rt.pool, h, c.name, 0);
@@ -210,9 +263,21 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         if (w.hostId !== hostId || !isLiveWorker(w.status)) continue;
         if (names.has(containerNameOf(w.id)) || (await running(w.id))) continue;
         await db.$transaction(async (tx) => {
-          await tx.worker.update({ where: { id: w.id }, data: { status: 'FAILED', statusReason: 'its workflow was gone when the host was reconciled', stoppedAt: new Date(), credentialHash: null } });
+          await tx.worker.update({
+            where: { id: w.id },
+            data: {
+              status: 'FAILED',
+              statusReason: 'its workflow was gone when the host was reconciled',
+              stoppedAt: new Date(),
+              credentialHash: null,
+            },
+          });
           // Its jobs by the one rule for a lost worker (domain/jobs/queue.ts): back in the queue, or failed at their last loss.
-          await requeueLostJobs(prismaSql(tx), { workerId: w.id }, { tag: 'orchestration', retention: rt.platform.jobs.retention });
+          await requeueLostJobs(
+            prismaSql(tx),
+            { workerId: w.id },
+            { tag: 'orchestration', retention: rt.platform.jobs.retention },
+          );
         });
         closed.push(w.id);
       }
@@ -220,7 +285,12 @@ export function createHostActivities(rt: OrchestrationRuntime) {
       const volumes = await listVolumes(rt.pool, h, prefix);
       const kept = new Set(
         // Any pod row still there keeps its volume: a live pod's data is never removed from here.
-        (await db.pod.findMany({ where: { id: { in: volumes.map((v) => v.slice(prefix.length)) } }, select: { id: true } })).map((p) => p.id),
+        (
+          await db.pod.findMany({
+            where: { id: { in: volumes.map((v) => v.slice(prefix.length)) } },
+            select: { id: true },
+          })
+        ).map((p) => p.id),
       );
       const removedVolumes: string[] = [];
       for (const v of volumes) {

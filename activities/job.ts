@@ -17,12 +17,15 @@ const WEBHOOK_TIMEOUT_MS = 10_000;
 export function createJobActivities(db: Db, settings: Pick<PlatformSettings, 'jobs' | 'webhookAllow'>) {
   let store: JobStore | undefined;
   // Created on first use: a worker process that never runs a job activity opens no connections.
-  const jobs = (): JobStore => (store ??= new JobStore(createJobPool(databaseUrlOf(db), 4), `a${randomString(7)}`, settings.jobs.retention));
+  const jobs = (): JobStore =>
+    (store ??= new JobStore(createJobPool(databaseUrlOf(db), 4), `a${randomString(7)}`, settings.jobs.retention));
   const snapshot = (row: Awaited<ReturnType<JobStore['snapshotRow']>>, lostAfterMs: number): JobSnapshot =>
     row ? snapshotOf(row, lostAfterMs) : GONE(Number.MAX_SAFE_INTEGER);
 
   // Every webhook connection resolves through the guard: only checked addresses are dialled.
-  const webhookAgent = new Agent({ connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0], () => settings.webhookAllow) } });
+  const webhookAgent = new Agent({
+    connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0], () => settings.webhookAllow) },
+  });
 
   return {
     async readJob(jobId: string, lostAfterMs: number): Promise<JobSnapshot> {
@@ -76,7 +79,8 @@ export function createJobActivities(db: Db, settings: Pick<PlatformSettings, 'jo
       }
       const delivered = status >= 200 && status < 300;
       await store.webhookAttempted(jobId, seq, delivered);
-      if (!delivered) throw ApplicationFailure.retryable(failure || `webhook answered ${status}`, 'WebhookNotDelivered');
+      if (!delivered)
+        throw ApplicationFailure.retryable(failure || `webhook answered ${status}`, 'WebhookNotDelivered');
     },
   };
 }

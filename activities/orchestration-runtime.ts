@@ -31,7 +31,11 @@ export interface OrchestrationRuntime {
 }
 
 /** The SSH target of a host row (domain/hosts/access.ts); a host without a key fails the activity for good. */
-export function targetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin?: string | null): SshTarget {
+export function targetOf(
+  host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>,
+  secrets: SecretBox,
+  pin?: string | null,
+): SshTarget {
   try {
     return sshTargetOf(host, secrets, pin === undefined ? host.hostKeySha256 : pin);
   } catch (err) {
@@ -44,7 +48,11 @@ export function targetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'private
 export async function hostHandle(rt: OrchestrationRuntime, hostId: string): Promise<HostHandle & { host: Host }> {
   const host = await rt.db.host.findUnique({ where: { id: hostId } });
   if (!host) throw ApplicationFailure.nonRetryable(`host ${hostId} no longer exists`, 'HostGone');
-  if (host.status === 'HOST_KEY_MISMATCH') throw ApplicationFailure.nonRetryable(`host ${host.name}: ${host.statusReason ?? 'host key mismatch'}`, 'HostKeyMismatch');
+  if (host.status === 'HOST_KEY_MISMATCH')
+    throw ApplicationFailure.nonRetryable(
+      `host ${host.name}: ${host.statusReason ?? 'host key mismatch'}`,
+      'HostKeyMismatch',
+    );
   const runtime = (host.containerRuntime ?? 'podman') as RuntimeName;
   return { hostId, host, target: targetOf(host, rt.secrets), runtime };
 }

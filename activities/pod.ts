@@ -22,7 +22,10 @@ export function createPodActivities(rt: OrchestrationRuntime) {
     async podState(podId: string): Promise<PodState> {
       const pod = await db.pod.findUnique({
         where: { id: podId },
-        select: { desiredStatus: true, workers: { where: { ...liveWorker }, select: { id: true, status: true }, orderBy: { createdAt: 'asc' } } },
+        select: {
+          desiredStatus: true,
+          workers: { where: { ...liveWorker }, select: { id: true, status: true }, orderBy: { createdAt: 'asc' } },
+        },
       });
       if (!pod) return { exists: false, desiredStatus: 'TERMINATED', workers: [] };
       return { exists: true, desiredStatus: pod.desiredStatus, workers: pod.workers };
@@ -32,7 +35,10 @@ export function createPodActivities(rt: OrchestrationRuntime) {
     async createPodWorker(input: { podId: string; workerId: string }): Promise<boolean> {
       const pod = await db.pod.findUnique({ where: { id: input.podId }, select: { id: true } });
       if (!pod) return false;
-      await db.worker.createMany({ data: [{ id: input.workerId, podId: input.podId, status: 'PENDING', statusReason: 'waiting for placement' }], skipDuplicates: true });
+      await db.worker.createMany({
+        data: [{ id: input.workerId, podId: input.podId, status: 'PENDING', statusReason: 'waiting for placement' }],
+        skipDuplicates: true,
+      });
       return true;
     },
 
@@ -41,13 +47,25 @@ export function createPodActivities(rt: OrchestrationRuntime) {
      * first. A host that cannot be reached keeps the volume; its reconcile removes it later.
      */
     async removePodRecord(podId: string): Promise<void> {
-      const pod = await db.pod.findUnique({ where: { id: podId }, select: { desiredStatus: true, volumeHostId: true } });
+      const pod = await db.pod.findUnique({
+        where: { id: podId },
+        select: { desiredStatus: true, volumeHostId: true },
+      });
       if (pod?.desiredStatus !== 'TERMINATED') return;
       if (pod.volumeHostId) {
         try {
-          await removeVolume(rt.pool, await hostHandle(rt, pod.volumeHostId), podVolumeName(pod.volumeHostId, podId), 15_000);
+          await removeVolume(
+            rt.pool,
+            await hostHandle(rt, pod.volumeHostId),
+            podVolumeName(pod.volumeHostId, podId),
+            15_000,
+          );
         } catch (err) {
-          Context.current().log.warn('the pod volume stays until its host is reconciled', { podId, hostId: pod.volumeHostId, error: String(err) });
+          Context.current().log.warn('the pod volume stays until its host is reconciled', {
+            podId,
+            hostId: pod.volumeHostId,
+            error: String(err),
+          });
         }
       }
       await db.pod.deleteMany({ where: { id: podId, desiredStatus: 'TERMINATED' } });

@@ -11,7 +11,10 @@ let context: Promise<Buffer> | undefined;
 function buildContext(dir: string): Promise<Buffer> {
   context ??= (async () => {
     const chunks: Buffer[] = [];
-    const stream = create({ cwd: dir, portable: true, filter: (p) => !/(^|\/)(__pycache__|tests)(\/|$)|\.pyc$/.test(p) }, ['Containerfile', 'gantry']);
+    const stream = create(
+      { cwd: dir, portable: true, filter: (p) => !/(^|\/)(__pycache__|tests)(\/|$)|\.pyc$/.test(p) },
+      ['Containerfile', 'gantry'],
+    );
     for await (const chunk of stream) chunks.push(chunk as Buffer);
     return Buffer.concat(chunks);
   })();
@@ -25,11 +28,24 @@ function buildContext(dir: string): Promise<Buffer> {
  * and the image name carries a digest of what went in, so a new Gantry builds a new one.
  * Answers whether it built; other images are left to the ordinary pull.
  */
-export async function ensureRuntimeImage(pool: SshPool, h: HostHandle, image: string, apps: AppSettings, timeoutMs: number): Promise<'built' | 'present' | 'not-runtime'> {
+export async function ensureRuntimeImage(
+  pool: SshPool,
+  h: HostHandle,
+  image: string,
+  apps: AppSettings,
+  timeoutMs: number,
+): Promise<'built' | 'present' | 'not-runtime'> {
   const python = builtRuntimePython(image);
   if (!python) return 'not-runtime';
   if (await imagePresent(pool, h, image)) return 'present';
   const base = apps.runtimeBaseImage.replaceAll('{python}', python);
-  await buildImage(pool, h, image, await buildContext(apps.runtimeContextDir), { BASE_IMAGE: base }, { timeoutMs, signal: Context.current().cancellationSignal });
+  await buildImage(
+    pool,
+    h,
+    image,
+    await buildContext(apps.runtimeContextDir),
+    { BASE_IMAGE: base },
+    { timeoutMs, signal: Context.current().cancellationSignal },
+  );
   return 'built';
 }

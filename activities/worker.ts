@@ -49,8 +49,14 @@ const POD_GPU_POOL = 'pod-gpu-type';
 export const POD_LABEL = 'gantry.pod';
 
 /** A CPU endpoint's instance (its row's flavor and size). */
-function endpointCpuInstance(e: { cpuFlavorId: string | null; cpuVcpuCount: number | null; cpuMemoryGb: number | null }): CpuInstance {
-  return e.cpuVcpuCount && e.cpuMemoryGb ? { flavorId: e.cpuFlavorId!, vcpus: e.cpuVcpuCount, memoryGb: e.cpuMemoryGb } : recordedCpuInstance(e.cpuFlavorId!);
+function endpointCpuInstance(e: {
+  cpuFlavorId: string | null;
+  cpuVcpuCount: number | null;
+  cpuMemoryGb: number | null;
+}): CpuInstance {
+  return e.cpuVcpuCount && e.cpuMemoryGb
+    ? { flavorId: e.cpuFlavorId!, vcpus: e.cpuVcpuCount, memoryGb: e.cpuMemoryGb }
+    : recordedCpuInstance(e.cpuFlavorId!);
 }
 
 /** What a placed CPU worker holds on its host (GPU workers hold their GPUs, no CPUs). */
@@ -60,8 +66,14 @@ function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: n
   return { vcpus: i.vcpus, memoryMb: i.memoryGb * 1024 };
 }
 
-export type ReadyCheck = { state: 'ready' } | { state: 'waiting'; reason?: string } | { state: 'failed'; reason: string };
-export type WatchResult = { state: 'ok' } | { state: 'unknown'; reason: string } | { state: 'failed'; reason: string } | { state: 'stopped'; reason: string } | { state: 'gone' };
+export type ReadyCheck =
+  { state: 'ready' } | { state: 'waiting'; reason?: string } | { state: 'failed'; reason: string };
+export type WatchResult =
+  | { state: 'ok' }
+  | { state: 'unknown'; reason: string }
+  | { state: 'failed'; reason: string }
+  | { state: 'stopped'; reason: string }
+  | { state: 'gone' };
 
 export interface PlacementResult {
   placed: boolean;
@@ -75,7 +87,10 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   const registryCtx = { db: rt.db, secrets: rt.secrets } satisfies Pick<DomainContext, 'db' | 'secrets'>;
 
   async function workerRow(workerId: string) {
-    const worker = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, host: true, pod: true } });
+    const worker = await db.worker.findUnique({
+      where: { id: workerId },
+      include: { endpoint: true, host: true, pod: true },
+    });
     if (!worker) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
     return worker;
   }
@@ -90,7 +105,12 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
    * of their rotation; one that keeps failing for lbUnhealthySec (an app that hangs while its
    * container runs) is replaced here. 204 (initializing) counts as alive.
    */
-  async function watchLbHealth(workerId: string, host: string, port: number, failingSince: Date | null): Promise<WatchResult> {
+  async function watchLbHealth(
+    workerId: string,
+    host: string,
+    port: number,
+    failingSince: Date | null,
+  ): Promise<WatchResult> {
     const probe = await probeLbWorker(host, port);
     if (probe.state !== 'unhealthy') {
       if (failingSince) await db.worker.update({ where: { id: workerId }, data: { healthFailingSince: null } });
@@ -118,10 +138,25 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   }
 
   /** The container disk (GB) a worker was started with: its release's for an endpoint worker, its pod's for a pod. */
-  async function workerDiskGb(w: { endpointId: string | null; podId: string | null; releaseVersion: number }): Promise<number> {
-    if (w.podId) return (await db.pod.findUnique({ where: { id: w.podId }, select: { containerDiskInGb: true } }))?.containerDiskInGb ?? Infinity;
-    const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: w.endpointId!, version: w.releaseVersion } }, select: { disk: true } });
-    return release?.disk ?? (await db.endpoint.findUnique({ where: { id: w.endpointId! }, select: { disk: true } }))?.disk ?? Infinity;
+  async function workerDiskGb(w: {
+    endpointId: string | null;
+    podId: string | null;
+    releaseVersion: number;
+  }): Promise<number> {
+    if (w.podId)
+      return (
+        (await db.pod.findUnique({ where: { id: w.podId }, select: { containerDiskInGb: true } }))?.containerDiskInGb ??
+        Infinity
+      );
+    const release = await db.release.findUnique({
+      where: { endpointId_version: { endpointId: w.endpointId!, version: w.releaseVersion } },
+      select: { disk: true },
+    });
+    return (
+      release?.disk ??
+      (await db.endpoint.findUnique({ where: { id: w.endpointId! }, select: { disk: true } }))?.disk ??
+      Infinity
+    );
   }
 
   /**
@@ -134,7 +169,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     const { pod } = w;
     const h = await hostHandle(rt, w.hostId);
     const name = containerNameOf(w.id);
-    const existing = Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
+    const existing =
+      Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
     if (existing?.running) {
       await db.worker.update({ where: { id: w.id }, data: { containerId: existing.id, containerName: name } });
       return { containerId: existing.id, adopted: true };
@@ -159,16 +195,25 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       image: pod.imageName,
       args: splitArgs(pod.dockerArgs),
       env: { ...(pod.env as Record<string, string>), ...platform },
-      labels: { [POD_LABEL]: pod.id, [LABELS.worker]: w.id, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
+      labels: {
+        [POD_LABEL]: pod.id,
+        [LABELS.worker]: w.id,
+        [LABELS.release]: String(w.releaseVersion),
+        [LABELS.host]: w.hostId,
+      },
       publish: [],
-      publishFixed: w.hostPort ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`) : [],
+      publishFixed: w.hostPort
+        ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`)
+        : [],
       gpuUuids: w.gpuUuids,
       gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
       diskGb: w.host.diskLimitMethod === 'storage-opt' ? pod.containerDiskInGb : undefined,
       // A network volume is the pod's volume; otherwise its own (volumeInGb) on this host.
       ...(pod.networkVolumeId
         ? await networkVolumeMount(db, [pod.networkVolumeId], w.host, pod.volumeMountPath)
-        : { volumes: pod.volumeInGb > 0 ? [{ name: podVolumeName(w.hostId, pod.id), path: pod.volumeMountPath }] : [] }),
+        : {
+            volumes: pod.volumeInGb > 0 ? [{ name: podVolumeName(w.hostId, pod.id), path: pod.volumeMountPath }] : [],
+          }),
     };
     return runWorkerContainer(w.id, w.hostId, h, spec, 'waiting for the container to run');
   }
@@ -178,11 +223,23 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
    * in use (an earlier attempt got further than it knew; the retry inspects and adopts) are thrown as
    * they are, for the activity's retry; any other failure ends the start.
    */
-  async function runWorkerContainer(workerId: string, hostId: string, h: Awaited<ReturnType<typeof hostHandle>>, spec: ContainerSpec, waitingFor: string) {
-    await db.worker.update({ where: { id: workerId }, data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() } });
+  async function runWorkerContainer(
+    workerId: string,
+    hostId: string,
+    h: Awaited<ReturnType<typeof hostHandle>>,
+    spec: ContainerSpec,
+    waitingFor: string,
+  ) {
+    await db.worker.update({
+      where: { id: workerId },
+      data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() },
+    });
     try {
       const containerId = await runContainer(rt.pool, h, spec);
-      await db.worker.update({ where: { id: workerId }, data: { containerId, containerName: spec.name, statusReason: waitingFor } });
+      await db.worker.update({
+        where: { id: workerId },
+        data: { containerId, containerName: spec.name, statusReason: waitingFor },
+      });
       return { containerId, adopted: false };
     } catch (err) {
       const ssh = await sshTrouble(db, hostId, err);
@@ -200,8 +257,12 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       return db.$transaction(
         async (tx) => {
           await tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
-          const worker = await tx.worker.findUnique({ where: { id: workerId }, include: { endpoint: true, pod: true } });
-          if (!worker || (!worker.endpoint && !worker.pod)) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
+          const worker = await tx.worker.findUnique({
+            where: { id: workerId },
+            include: { endpoint: true, pod: true },
+          });
+          if (!worker || (!worker.endpoint && !worker.pod))
+            throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
           if (worker.hostId && worker.status !== 'PENDING') return { placed: true, hostId: worker.hostId };
           const pending = async (reason: string): Promise<PlacementResult> => {
             await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
@@ -209,19 +270,35 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           };
           // A pod's volume lives on one host: once it has one, the pod runs there or waits for it.
           const volumeHostId = worker.pod?.volumeHostId ?? null;
-          const hosts = await tx.host.findMany({ where: { status: 'READY', ...(volumeHostId ? { id: volumeHostId } : {}) } });
-          if (volumeHostId && hosts.length === 0) return pending(`waiting for host ${volumeHostId}, which holds the pod's volume and is not ready`);
+          const hosts = await tx.host.findMany({
+            where: { status: 'READY', ...(volumeHostId ? { id: volumeHostId } : {}) },
+          });
+          if (volumeHostId && hosts.length === 0)
+            return pending(`waiting for host ${volumeHostId}, which holds the pod's volume and is not ready`);
           const e = worker.endpoint;
           const pod = worker.pod;
           // A network volume is where its data is: the worker runs there (and binds a single-host volume to its host).
           const volumeIds = pod ? (pod.networkVolumeId ? [pod.networkVolumeId] : []) : e!.networkVolumeIds;
           const volumes = await networkVolumeHosts(tx, volumeIds);
-          if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0) return pending(`no capacity: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`);
+          if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0)
+            return pending(
+              `no capacity: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`,
+            );
           const placed = await tx.worker.findMany({
             where: { hostId: { not: null }, ...liveWorker, id: { not: workerId } },
-            select: { hostId: true, endpointId: true, gpuUuids: true, hostPort: true, cpuFlavorId: true, pod: { select: { ports: true } } },
+            select: {
+              hostId: true,
+              endpointId: true,
+              gpuUuids: true,
+              hostPort: true,
+              cpuFlavorId: true,
+              pod: { select: { ports: true } },
+            },
           });
-          const countries = await tx.dataCenter.findMany({ where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } }, select: { id: true, country: true } });
+          const countries = await tx.dataCenter.findMany({
+            where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } },
+            select: { id: true, country: true },
+          });
           const countryOf = new Map(countries.map((c) => [c.id, c.country]));
           const candidates: PlacementHost[] = hosts.map((h) => {
             const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
@@ -232,7 +309,12 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               status: h.status,
               dataCenterId: h.dataCenterId,
               // A pod asks for a GPU type, not a pool: the matching cards form the one pool it asks for.
-              gpus: pod ? gpus.map((g) => ({ ...g, pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null })) : gpus,
+              gpus: pod
+                ? gpus.map((g) => ({
+                    ...g,
+                    pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null,
+                  }))
+                : gpus,
               gpuMethod: h.gpuMethod,
               maxWorkers: h.maxWorkers,
               country: countryOf.get(h.dataCenterId) ?? null,
@@ -247,7 +329,14 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
             ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
           };
           const request = pod
-            ? { endpointId: `pod:${pod.id}`, gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [], gpuCount: pod.gpuCount, dataCenterIds: [], avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []), ...constraints }
+            ? {
+                endpointId: `pod:${pod.id}`,
+                gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [],
+                gpuCount: pod.gpuCount,
+                dataCenterIds: [],
+                avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []),
+                ...constraints,
+              }
             : {
                 endpointId: e!.id,
                 gpuPools: e!.gpuPools,
@@ -260,11 +349,18 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           const p = placeWorker(
             request,
             candidates,
-            placed.map((w) => ({ hostId: w.hostId!, endpointId: w.endpointId, gpuUuids: w.gpuUuids, cpu: reservationOf(w.cpuFlavorId) })),
+            placed.map((w) => ({
+              hostId: w.hostId!,
+              endpointId: w.endpointId,
+              gpuUuids: w.gpuUuids,
+              cpu: reservationOf(w.cpuFlavorId),
+            })),
           );
-          if (!p.ok) return pending(volumes.problems.length > 0 ? `${p.reason}; ${volumes.problems.join('; ')}` : p.reason);
+          if (!p.ok)
+            return pending(volumes.problems.length > 0 ? `${p.reason}; ${volumes.problems.join('; ')}` : p.reason);
           const binding = volumes.bindings.get(p.hostId);
-          if (binding) await tx.networkVolume.updateMany({ where: { id: binding, hostId: null }, data: { hostId: p.hostId } });
+          if (binding)
+            await tx.networkVolume.updateMany({ where: { id: binding, hostId: null }, data: { hostId: p.hostId } });
           // Host ports: one for a load-balancing worker (its PORT), a block of consecutive ones for a
           // pod (one per exposed port, in the order of its `ports`). A random free start rather than
           // the first: other software (or another installation) on the host may use ports of the
@@ -282,9 +378,11 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
             const offset = randomInt(size);
             for (let i = 0; i < size && hostPort === null; i++) {
               const first = HOST_PORTS.first + ((offset + i) % size);
-              if (Array.from({ length: wanted }, (_, k) => first + k).every((port) => !taken.has(port))) hostPort = first;
+              if (Array.from({ length: wanted }, (_, k) => first + k).every((port) => !taken.has(port)))
+                hostPort = first;
             }
-            if (hostPort === null) return pending(`no capacity: no ${wanted} free consecutive host ports on the chosen host`);
+            if (hostPort === null)
+              return pending(`no capacity: no ${wanted} free consecutive host ports on the chosen host`);
           }
           await tx.worker.update({
             where: { id: workerId },
@@ -299,7 +397,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
               containerName: containerNameOf(workerId),
             },
           });
-          if (pod && pod.volumeInGb > 0 && !volumeHostId) await tx.pod.update({ where: { id: pod.id }, data: { volumeHostId: p.hostId } });
+          if (pod && pod.volumeInGb > 0 && !volumeHostId)
+            await tx.pod.update({ where: { id: pod.id }, data: { volumeHostId: p.hostId } });
           return { placed: true, hostId: p.hostId };
         },
         { timeout: 30_000, maxWait: 30_000 },
@@ -318,7 +417,9 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         ({ imageName: image, registryId, accountId } = row.pod);
       } else {
         const w = endpointWorker(row);
-        const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } } });
+        const release = await db.release.findUnique({
+          where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } },
+        });
         image = release?.image ?? w.endpoint.image;
         registryId = release ? release.registryId : w.endpoint.registryId;
         accountId = w.endpoint.accountId;
@@ -327,15 +428,24 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       const login = registryId ? await openRegistryCredential(registryCtx, accountId, registryId) : undefined;
       // Checked when written too; here because this is where the password would leave.
       if (login && (login.registry === null || registryOf(image) !== login.registry)) {
-        const why = login.registry === null ? 'is not bound to a registry yet (its owner gives the registry with the login)' : `is bound to ${login.registry}`;
-        throw ApplicationFailure.nonRetryable(`the registry credential ${why}; the image '${image}' is on ${registryOf(image)}`, 'RegistryMismatch');
+        const why =
+          login.registry === null
+            ? 'is not bound to a registry yet (its owner gives the registry with the login)'
+            : `is bound to ${login.registry}`;
+        throw ApplicationFailure.nonRetryable(
+          `the registry credential ${why}; the image '${image}' is on ${registryOf(image)}`,
+          'RegistryMismatch',
+        );
       }
       const h = await hostHandle(rt, w.hostId);
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
       try {
         const built = await ensureRuntimeImage(rt.pool, h, image, rt.platform.apps, rt.settings.pullTimeoutSec * 1000);
         if (built !== 'not-runtime') return { image, outcome: built, ms: Date.now() - started };
-        const outcome = await ensureImage(rt.pool, h, image, login, { timeoutMs: rt.settings.pullTimeoutSec * 1000, signal: Context.current().cancellationSignal });
+        const outcome = await ensureImage(rt.pool, h, image, login, {
+          timeoutMs: rt.settings.pullTimeoutSec * 1000,
+          signal: Context.current().cancellationSignal,
+        });
         return { image, outcome, ms: Date.now() - started };
       } catch (err) {
         const ssh = await sshTrouble(db, w.hostId, err);
@@ -357,13 +467,16 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       if (row.pod) return startPodContainer({ ...row, hostId: row.hostId, host: row.host, pod: row.pod });
       const w = { ...endpointWorker(row), hostId: row.hostId, host: row.host };
       const e = w.endpoint;
-      const release = await db.release.findUnique({ where: { endpointId_version: { endpointId: e.id, version: w.releaseVersion } } });
+      const release = await db.release.findUnique({
+        where: { endpointId_version: { endpointId: e.id, version: w.releaseVersion } },
+      });
       const config = release ?? { image: e.image, args: e.args, disk: e.disk, ports: e.ports, env: e.env };
       const h = await hostHandle(rt, w.hostId);
       const name = containerNameOf(workerId);
 
       // Only a retry of this activity can have made the container (its name is the worker's own).
-      const existing = Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
+      const existing =
+        Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
       if (existing?.running) {
         await db.worker.update({ where: { id: workerId }, data: { containerId: existing.id, containerName: name } });
         return { containerId: existing.id, adopted: true };
@@ -389,7 +502,9 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         RUNPOD_DC_ID: w.host.dataCenterId,
       };
       const env = config.env as Record<string, string>;
-      const artifact = env.GANTRY_BUILD_ID ? await artifactDownloadUrl(rt, base, e.accountId, env.GANTRY_BUILD_ID) : undefined;
+      const artifact = env.GANTRY_BUILD_ID
+        ? await artifactDownloadUrl(rt, base, e.accountId, env.GANTRY_BUILD_ID)
+        : undefined;
       const binds: NonNullable<ContainerSpec['binds']> = [];
       if (artifact) {
         // Workers of one account on one host share downloads; other accounts' artifacts are not there to read.
@@ -414,7 +529,12 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         image: config.image,
         args: splitArgs(config.args),
         env: { ...env, ...protocol },
-        labels: { [LABELS.endpoint]: e.id, [LABELS.worker]: workerId, [LABELS.release]: String(w.releaseVersion), [LABELS.host]: w.hostId },
+        labels: {
+          [LABELS.endpoint]: e.id,
+          [LABELS.worker]: workerId,
+          [LABELS.release]: String(w.releaseVersion),
+          [LABELS.host]: w.hostId,
+        },
         publish,
         publishFixed: [...new Set(publishFixed)],
         gpuUuids: w.gpuUuids,
@@ -436,17 +556,27 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
      * runs. A container that exited is a failure.
      */
     async checkWorkerReady(workerId: string): Promise<ReadyCheck> {
-      const w = await db.worker.findUnique({ where: { id: workerId }, include: { endpoint: { select: { type: true } }, host: true } });
+      const w = await db.worker.findUnique({
+        where: { id: workerId },
+        include: { endpoint: { select: { type: true } }, host: true },
+      });
       if (!w) return { state: 'failed', reason: 'the worker record is gone' };
       if (w.status === 'IDLE' || w.status === 'RUNNING') return { state: 'ready' };
-      if (w.status === 'UNHEALTHY') return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
-      const spoke = (w.lastPingAt && w.startedAt && w.lastPingAt >= w.startedAt) || (await db.job.count({ where: { workerId }, take: 1 })) > 0;
+      if (w.status === 'UNHEALTHY')
+        return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
+      const spoke =
+        (w.lastPingAt && w.startedAt && w.lastPingAt >= w.startedAt) ||
+        (await db.job.count({ where: { workerId }, take: 1 })) > 0;
       if (spoke && w.endpoint?.type !== 'LOAD_BALANCING') {
-        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE', readyAt: new Date(), statusReason: null } });
+        await db.worker.updateMany({
+          where: { id: workerId, status: 'INITIALIZING' },
+          data: { status: 'IDLE', readyAt: new Date(), statusReason: null },
+        });
         return { state: 'ready' };
       }
       if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
-      if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') return { state: 'failed', reason: `host ${w.host.name} is ${w.host.status}: ${w.host.statusReason ?? ''}` };
+      if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH')
+        return { state: 'failed', reason: `host ${w.host.name} is ${w.host.status}: ${w.host.statusReason ?? ''}` };
       // The container first: a health answer on its port counts only while the container runs (the
       // port could be another program's if the app failed to bind it).
       try {
@@ -455,7 +585,14 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         if (!state) return { state: 'failed', reason: 'the container disappeared before the worker was ready' };
         if (!state.running) {
           const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
-          return { state: 'failed', reason: `the container exited with code ${state.exitCode} before the worker was ready${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
+          return {
+            state: 'failed',
+            reason:
+              `the container exited with code ${state.exitCode} before the worker was ready${tail ? `; last output:\n${tail}` : ''}`.slice(
+                0,
+                4000,
+              ),
+          };
         }
       } catch (err) {
         const ssh = await sshTrouble(db, w.hostId, err);
@@ -464,18 +601,31 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
       }
       // A pod is what its container runs: ready (RUNNING) once the container is.
       if (w.podId) {
-        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'RUNNING', readyAt: new Date(), statusReason: null } });
+        await db.worker.updateMany({
+          where: { id: workerId, status: 'INITIALIZING' },
+          data: { status: 'RUNNING', readyAt: new Date(), statusReason: null },
+        });
         return { state: 'ready' };
       }
-      if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort && (await probeLbWorker(w.host.address, w.hostPort)).state === 'healthy') {
-        await db.worker.updateMany({ where: { id: workerId, status: 'INITIALIZING' }, data: { status: 'IDLE', readyAt: new Date(), statusReason: null } });
+      if (
+        w.endpoint?.type === 'LOAD_BALANCING' &&
+        w.hostPort &&
+        (await probeLbWorker(w.host.address, w.hostPort)).state === 'healthy'
+      ) {
+        await db.worker.updateMany({
+          where: { id: workerId, status: 'INITIALIZING' },
+          data: { status: 'IDLE', readyAt: new Date(), statusReason: null },
+        });
         return { state: 'ready' };
       }
       return { state: 'waiting' };
     },
 
     async markWorkerReady(workerId: string): Promise<void> {
-      await db.worker.updateMany({ where: { id: workerId, readyAt: null }, data: { readyAt: new Date(), statusReason: null } });
+      await db.worker.updateMany({
+        where: { id: workerId, readyAt: null },
+        data: { readyAt: new Date(), statusReason: null },
+      });
     },
 
     /**
@@ -483,13 +633,24 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
      * workers) or its health check keeps passing (load-balancing workers).
      */
     async inspectWorker(workerId: string): Promise<WatchResult> {
-      const w = await db.worker.findUnique({ where: { id: workerId }, include: { host: true, endpoint: { select: { type: true, accountId: true } }, pod: { select: { accountId: true } } } });
+      const w = await db.worker.findUnique({
+        where: { id: workerId },
+        include: {
+          host: true,
+          endpoint: { select: { type: true, accountId: true } },
+          pod: { select: { accountId: true } },
+        },
+      });
       if (!w) return { state: 'gone' };
       if (!w.hostId || !w.host) return { state: 'failed', reason: 'the worker lost its host' };
       if (w.host.status === 'UNREACHABLE' || w.host.status === 'HOST_KEY_MISMATCH') {
-        return { state: 'failed', reason: `host ${w.host.name} is ${w.host.status}${w.host.statusReason ? `: ${w.host.statusReason}` : ''}` };
+        return {
+          state: 'failed',
+          reason: `host ${w.host.name} is ${w.host.status}${w.host.statusReason ? `: ${w.host.statusReason}` : ''}`,
+        };
       }
-      if (w.status === 'UNHEALTHY') return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
+      if (w.status === 'UNHEALTHY')
+        return { state: 'failed', reason: w.statusReason ?? 'the worker reported itself unhealthy' };
       // Only once a worker has pinged is its silence a sign of trouble (pings start with the SDK).
       if (w.lastPingAt && Date.now() - w.lastPingAt.getTime() > rt.settings.silentAfterSec * 1000) {
         return { state: 'failed', reason: `no ping for ${Math.round((Date.now() - w.lastPingAt.getTime()) / 1000)} s` };
@@ -503,17 +664,28 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         if (state.running && state.writtenBytes !== undefined) {
           const diskGb = await workerDiskGb(w);
           if (state.writtenBytes > diskGb * 1024 ** 3) {
-            return { state: 'failed', reason: `the container wrote ${(state.writtenBytes / 1024 ** 3).toFixed(2)} GB outside its volumes, more than its disk of ${diskGb} GB` };
+            return {
+              state: 'failed',
+              reason: `the container wrote ${(state.writtenBytes / 1024 ** 3).toFixed(2)} GB outside its volumes, more than its disk of ${diskGb} GB`,
+            };
           }
         }
         if (!state.running) {
           // A worker that said it would leave (stopPod) and did is stopped, not failed.
-          if (w.desiredStatus === 'EXITED' && state.exitCode === 0) return { state: 'stopped', reason: w.statusReason ?? 'the worker exited as it said it would' };
+          if (w.desiredStatus === 'EXITED' && state.exitCode === 0)
+            return { state: 'stopped', reason: w.statusReason ?? 'the worker exited as it said it would' };
           const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
-          return { state: 'failed', reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(0, 4000) };
+          return {
+            state: 'failed',
+            reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(
+              0,
+              4000,
+            ),
+          };
         }
         await meterWorker(db, w);
-        if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort) return await watchLbHealth(w.id, w.host.address, w.hostPort, w.healthFailingSince);
+        if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort)
+          return await watchLbHealth(w.id, w.host.address, w.hostPort, w.healthFailingSince);
         return { state: 'ok' };
       } catch (err) {
         const ssh = await sshTrouble(db, w.hostId, err);
@@ -524,12 +696,18 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
 
     /** No new jobs for this worker from now on (the job API hands jobs only to IDLE/RUNNING workers). */
     async beginDrain(workerId: string, reason: string): Promise<void> {
-      await db.worker.updateMany({ where: { id: workerId, ...liveWorker }, data: { status: 'DRAINING', desiredStatus: 'EXITED', statusReason: reason } });
+      await db.worker.updateMany({
+        where: { id: workerId, ...liveWorker },
+        data: { status: 'DRAINING', desiredStatus: 'EXITED', statusReason: reason },
+      });
     },
 
     /** Jobs under way on the worker, or for a load-balancing worker the requests (and proxies) that still use it. */
     async workerJobsInFlight(workerId: string): Promise<number> {
-      const w = await db.worker.findUnique({ where: { id: workerId }, select: { endpoint: { select: { type: true } } } });
+      const w = await db.worker.findUnique({
+        where: { id: workerId },
+        select: { endpoint: { select: { type: true } } },
+      });
       if (w?.endpoint?.type === 'LOAD_BALANCING') return lbWorkerInFlight(db, workerId);
       return db.job.count({ where: { workerId, status: 'IN_PROGRESS' } });
     },
@@ -552,13 +730,28 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
     },
 
     /** Final state: no credential, jobs it held back in the queue. */
-    async finishWorker(workerId: string, outcome: { status: 'STOPPED' | 'FAILED'; reason: string }): Promise<{ requeued: number }> {
+    async finishWorker(
+      workerId: string,
+      outcome: { status: 'STOPPED' | 'FAILED'; reason: string },
+    ): Promise<{ requeued: number }> {
       return db.$transaction(async (tx) => {
         // The worker is gone: its jobs go back to the queue, or fail at their last loss (domain/jobs/queue.ts).
-        const requeued = (await requeueLostJobs(prismaSql(tx), { workerId }, { tag: 'orchestration', retention: rt.platform.jobs.retention })).length;
+        const requeued = (
+          await requeueLostJobs(
+            prismaSql(tx),
+            { workerId },
+            { tag: 'orchestration', retention: rt.platform.jobs.retention },
+          )
+        ).length;
         await tx.worker.updateMany({
           where: { id: workerId, status: { notIn: [...FINAL_WORKER_STATUSES] } },
-          data: { status: outcome.status, statusReason: outcome.reason.slice(0, 4000), stoppedAt: new Date(), credentialHash: null, desiredStatus: 'TERMINATED' },
+          data: {
+            status: outcome.status,
+            statusReason: outcome.reason.slice(0, 4000),
+            stoppedAt: new Date(),
+            credentialHash: null,
+            desiredStatus: 'TERMINATED',
+          },
         });
         await meterWorker(tx, workerId);
         return { requeued };

@@ -1,5 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { authenticateCached, authenticateCurrent, requireAnyScope, requireScope, type KeySource, type Principal, type Scope } from '../domain/accounts/index.ts';
+import {
+  authenticateCached,
+  authenticateCurrent,
+  requireAnyScope,
+  requireScope,
+  type KeySource,
+  type Principal,
+  type Scope,
+} from '../domain/accounts/index.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/shared/index.ts';
 import type { RecordCaches } from '../domain/shared/index.ts';
@@ -45,12 +53,19 @@ export class AuthFailureThrottle {
     const until = this.blockedUntil.get(address);
     if (until === undefined) return;
     const left = until - Date.now();
-    if (left > 0) throw new DomainError('rate_limited', `too many failed authentications from this address; retry in ${Math.ceil(left / 1000)} s`);
+    if (left > 0)
+      throw new DomainError(
+        'rate_limited',
+        `too many failed authentications from this address; retry in ${Math.ceil(left / 1000)} s`,
+      );
     this.blockedUntil.delete(address);
   }
 
   private async failed(address: string): Promise<void> {
-    const d = await consumeCounter(this.db, { counter: `auth-failure/${address}`, quotas: { minute: this.perMinute, hour: 2 ** 31 - 1, day: 2 ** 31 - 1 } });
+    const d = await consumeCounter(this.db, {
+      counter: `auth-failure/${address}`,
+      quotas: { minute: this.perMinute, hour: 2 ** 31 - 1, day: 2 ** 31 - 1 },
+    });
     // The failure that reaches the limit is the last one answered.
     const minute = d.windows.find((w) => w.window === 'minute');
     if (!minute || minute.count < this.perMinute) return;
@@ -67,7 +82,8 @@ export class AuthFailureThrottle {
     try {
       return await authenticate();
     } catch (err) {
-      if (err instanceof DomainError && (err.kind === 'unauthenticated' || err instanceof ForgedCredential)) await this.failed(address);
+      if (err instanceof DomainError && (err.kind === 'unauthenticated' || err instanceof ForgedCredential))
+        await this.failed(address);
       throw err;
     }
   }
@@ -89,7 +105,10 @@ export function registerAuthThrottle(app: FastifyInstance, db: Db, authFailuresP
  * (see authenticateRequests) may call it; elsewhere it is a programming error, not a 401.
  */
 export function principalOf(request: FastifyRequest): Principal {
-  if (!request.principal) throw new Error(`${request.method} ${request.routeOptions.url ?? request.url}: no principal; the route is outside an authenticated scope`);
+  if (!request.principal)
+    throw new Error(
+      `${request.method} ${request.routeOptions.url ?? request.url}: no principal; the route is outside an authenticated scope`,
+    );
   return request.principal;
 }
 
@@ -98,7 +117,10 @@ export function principalOf(request: FastifyRequest): Principal {
  * (run, runsync, status polls) would otherwise cost a key lookup. A revoked key keeps working here
  * for at most the revocation bound (domain/shared/record-cache.ts).
  */
-export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>, request: FastifyRequest): Promise<Principal> {
+export async function cachedPrincipalOf(
+  ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>,
+  request: FastifyRequest,
+): Promise<Principal> {
   // Inside the throttle: a refused address is refused even with a key this process remembers.
   request.principal ??= await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
   return request.principal;
@@ -112,7 +134,11 @@ export async function cachedPrincipalOf(ctx: Pick<DomainContext, 'db' | 'records
  * the process's record cache (cachedPrincipalOf; the job API); without it every key is as current as
  * a read (authenticateCurrent: the management API).
  */
-export function authenticateRequests(scope: FastifyInstance, source: KeySource, opts: { cache?: RecordCaches } = {}): void {
+export function authenticateRequests(
+  scope: FastifyInstance,
+  source: KeySource,
+  opts: { cache?: RecordCaches } = {},
+): void {
   const { cache } = opts;
   scope.addHook('onRequest', async (request) => {
     if (cache) await cachedPrincipalOf({ ...source, records: cache }, request);
@@ -129,7 +155,8 @@ export function authenticateRequests(scope: FastifyInstance, source: KeySource, 
  */
 export function requireDeclaredScopes(scope: FastifyInstance): void {
   scope.addHook('onRoute', (route) => {
-    if (!route.config?.requiredScope) throw new Error(`${String(route.method)} ${route.url}: a route of this scope must declare config.requiredScope`);
+    if (!route.config?.requiredScope)
+      throw new Error(`${String(route.method)} ${route.url}: a route of this scope must declare config.requiredScope`);
   });
   scope.addHook('onRequest', async (request) => {
     const needed = request.routeOptions.config.requiredScope;

@@ -9,7 +9,10 @@ import type { FastifyInstance } from 'fastify';
  * still apply. The route's handler or schema decides what a missing body means.
  */
 export function acceptEmptyJsonBodies(scope: FastifyInstance): void {
-  const parseJson = scope.getDefaultJsonParser(scope.initialConfig.onProtoPoisoning ?? 'error', scope.initialConfig.onConstructorPoisoning ?? 'error');
+  const parseJson = scope.getDefaultJsonParser(
+    scope.initialConfig.onProtoPoisoning ?? 'error',
+    scope.initialConfig.onConstructorPoisoning ?? 'error',
+  );
   scope.removeContentTypeParser('application/json');
   scope.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body.length === 0) done(null, undefined);

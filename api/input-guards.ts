@@ -11,11 +11,15 @@ export { MAX_JSON_DEPTH, unstorableJson } from '../domain/shared/index.ts';
  */
 export function registerInputGuards(app: FastifyInstance): void {
   app.addHook('onRequest', async (request) => {
-    for (const [where, values] of [['params', request.params], ['query', request.query]] as const) {
+    for (const [where, values] of [
+      ['params', request.params],
+      ['query', request.query],
+    ] as const) {
       if (!values || typeof values !== 'object') continue;
       for (const [name, value] of Object.entries(values)) {
         const items: unknown[] = Array.isArray(value) ? value : [value];
-        if (name.includes('\0') || items.some((v) => typeof v === 'string' && v.includes('\0'))) throw validationFailed([`$${where}.${name.replace(/\0/g, '\\0')}: must not contain NUL characters`]);
+        if (name.includes('\0') || items.some((v) => typeof v === 'string' && v.includes('\0')))
+          throw validationFailed([`$${where}.${name.replace(/\0/g, '\\0')}: must not contain NUL characters`]);
       }
     }
   });

@@ -55,7 +55,15 @@ export class LbHealthMonitor {
       keep.add(w.id);
       const known = this.workers.get(w.id);
       if (known && known.host === w.host && known.port === w.port) continue;
-      this.workers.set(w.id, { host: w.host, port: w.port, inRotation: true, failures: 0, lastReason: undefined, probing: false, nextProbeAt: now + this.settings.intervalMs });
+      this.workers.set(w.id, {
+        host: w.host,
+        port: w.port,
+        inRotation: true,
+        failures: 0,
+        lastReason: undefined,
+        probing: false,
+        nextProbeAt: now + this.settings.intervalMs,
+      });
     }
     for (const id of this.workers.keys()) if (!keep.has(id)) this.workers.delete(id);
   }

@@ -123,7 +123,16 @@ function lbHostConstraint(domain: string) {
 }
 
 /** Headers of the client's request that describe the connection to the proxy, not the request. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authorization',
+]);
 
 /** What the proxy reads of a request, whatever server type the library's callbacks name. */
 type ProxiedRequest = Pick<FastifyRequest, 'headers' | 'ip' | 'protocol' | 'lb' | 'log'>;
@@ -152,7 +161,8 @@ function webSocketHeaders(request: ProxiedRequest): Record<string, unknown> {
 }
 
 const hasBody = (request: ProxiedRequest): boolean =>
-  request.headers['transfer-encoding'] !== undefined || (request.headers['content-length'] !== undefined && request.headers['content-length'] !== '0');
+  request.headers['transfer-encoding'] !== undefined ||
+  (request.headers['content-length'] !== undefined && request.headers['content-length'] !== '0');
 
 interface EndpointView {
   id: string;
@@ -197,7 +207,10 @@ export class LoadBalancer {
       if (change.inRotation) {
         for (const view of this.views.values()) if (view.workers.some((w) => w.id === change.workerId)) this.wake(view);
       } else {
-        this.log.warn({ workerId: change.workerId, reason: change.reason }, 'load-balancing worker taken out of rotation');
+        this.log.warn(
+          { workerId: change.workerId, reason: change.reason },
+          'load-balancing worker taken out of rotation',
+        );
       }
     });
   }
@@ -217,19 +230,26 @@ export class LoadBalancer {
     this.health.stop();
     for (const view of this.views.values()) this.wake(view);
     await this.publishing;
-    await retireLoad(this.ctx.db, this.processId).catch((err: unknown) => this.log.warn({ err }, 'could not retire the proxy load rows'));
+    await retireLoad(this.ctx.db, this.processId).catch((err: unknown) =>
+      this.log.warn({ err }, 'could not retire the proxy load rows'),
+    );
   }
 
   /**
    * A worker for the request: the one with the fewest outstanding requests among those in
    * rotation, waiting for one until `deadline` when there is none. Undefined when none came.
    */
-  async acquire(endpoint: LbEndpoint, deadline: number, hangup: AbortSignal): Promise<{ worker: LbWorkerAddress; release: () => void } | undefined> {
+  async acquire(
+    endpoint: LbEndpoint,
+    deadline: number,
+    hangup: AbortSignal,
+  ): Promise<{ worker: LbWorkerAddress; release: () => void } | undefined> {
     const view = await this.view(endpoint.id);
     view.lastUsedMs = Date.now();
     const now = this.take(view);
     if (now) return now;
-    if (endpoint.workersMax === 0) throw new DomainError('unavailable', 'the endpoint has workers.max 0: no worker will start');
+    if (endpoint.workersMax === 0)
+      throw new DomainError('unavailable', 'the endpoint has workers.max 0: no worker will start');
 
     const endWait = this.tracker.wait(endpoint.id);
     try {
@@ -255,7 +275,10 @@ export class LoadBalancer {
   private take(view: EndpointView, except?: string): { worker: LbWorkerAddress; release: () => void } | undefined {
     const candidates = view.workers.filter((w) => w.id !== except && this.health.inRotation(w.id));
     const i = chooseWorker(
-      candidates.map((w) => ({ id: w.id, outstanding: this.tracker.inFlight(view.id, w.id) + (this.remote.get(w.id) ?? 0) })),
+      candidates.map((w) => ({
+        id: w.id,
+        outstanding: this.tracker.inFlight(view.id, w.id) + (this.remote.get(w.id) ?? 0),
+      })),
       this.cursor++,
     );
     if (this.cursor > 1e9) this.cursor = 0;
@@ -272,13 +295,23 @@ export class LoadBalancer {
     let pending = this.loading.get(endpointId);
     if (!pending) {
       pending = (async () => {
-        const [workers, remote] = await Promise.all([routableWorkers(this.ctx.db, [endpointId]), otherProcessesInFlight(this.ctx.db, this.processId, [endpointId])]);
+        const [workers, remote] = await Promise.all([
+          routableWorkers(this.ctx.db, [endpointId]),
+          otherProcessesInFlight(this.ctx.db, this.processId, [endpointId]),
+        ]);
         for (const [id, n] of remote) this.remote.set(id, n);
         // The database learns that this process routes to these workers before it does: a drain
         // that starts meanwhile waits for this process.
         this.tracker.setRoutable(endpointId, new Set(workers.map((w) => w.id)));
         await this.publish(false);
-        const view: EndpointView = { id: endpointId, workers, lastUsedMs: Date.now(), waiters: new Set(), waitingSince: null, signalledAt: null };
+        const view: EndpointView = {
+          id: endpointId,
+          workers,
+          lastUsedMs: Date.now(),
+          waiters: new Set(),
+          waitingSince: null,
+          signalledAt: null,
+        };
         this.views.set(endpointId, view);
         this.watchAll();
         return view;
@@ -296,7 +329,9 @@ export class LoadBalancer {
     view.signalledAt = now;
     // The autoscaler reads the published wait when it wakes: publish first.
     await this.publish(false).catch((err: unknown) => this.log.warn({ err }, 'could not publish the proxy load'));
-    await wakeAutoscaler(this.ctx, view.id).catch((err: unknown) => this.log.warn({ err, endpointId: view.id }, 'could not wake the autoscaler'));
+    await wakeAutoscaler(this.ctx, view.id).catch((err: unknown) =>
+      this.log.warn({ err, endpointId: view.id }, 'could not wake the autoscaler'),
+    );
   }
 
   private changed(view: EndpointView, ms: number, hangup: AbortSignal): Promise<void> {
@@ -337,7 +372,10 @@ export class LoadBalancer {
       // Views added while the query runs were loaded fresher than its answer: they are left alone.
       const views = [...this.views.values()];
       const ids = views.map((v) => v.id);
-      const [workers, remote] = await Promise.all([routableWorkers(this.ctx.db, ids), otherProcessesInFlight(this.ctx.db, this.processId, ids)]);
+      const [workers, remote] = await Promise.all([
+        routableWorkers(this.ctx.db, ids),
+        otherProcessesInFlight(this.ctx.db, this.processId, ids),
+      ]);
       this.remote = remote;
       const byEndpoint = new Map<string, LbWorkerAddress[]>();
       for (const w of workers) byEndpoint.set(w.endpointId, [...(byEndpoint.get(w.endpointId) ?? []), w]);
@@ -421,7 +459,10 @@ function warningsAsInfo(log: FastifyBaseLogger): FastifyBaseLogger {
  */
 function hangupAwareDispatcher(): { request: Dispatcher['request']; destroy: () => Promise<void> } {
   const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS } });
-  const request = (options: Dispatcher.RequestOptions, callback: (err: Error | null, data: Dispatcher.ResponseData) => void): void => {
+  const request = (
+    options: Dispatcher.RequestOptions,
+    callback: (err: Error | null, data: Dispatcher.ResponseData) => void,
+  ): void => {
     const { [HANGUP]: hangup, ...headers } = (options.headers ?? {}) as Record<string | symbol, unknown>;
     const signal = hangup instanceof AbortSignal ? hangup : undefined;
     agent.request({ ...options, headers: headers as Dispatcher.RequestOptions['headers'], signal }, callback);
@@ -429,20 +470,33 @@ function hangupAwareDispatcher(): { request: Dispatcher['request']; destroy: () 
   return { request: request as Dispatcher['request'], destroy: () => agent.destroy() };
 }
 
-function upstreamErrorProblem(request: ProxiedRequest, error: Error): { status: number; detail: string; unreachable: boolean } {
+function upstreamErrorProblem(
+  request: ProxiedRequest,
+  error: Error,
+): { status: number; detail: string; unreachable: boolean } {
   const e = error as Error & { code?: string; cause?: { code?: string; message?: string } };
   const code = e.cause?.code ?? e.code ?? '';
   const worker = request.lb?.worker.id ?? 'the worker';
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || e.name === 'TimeoutError') {
-    return { status: 504, detail: `worker ${worker} did not answer within the endpoint's timeout of ${request.lb?.endpoint.timeoutMs} ms`, unreachable: false };
+    return {
+      status: 504,
+      detail: `worker ${worker} did not answer within the endpoint's timeout of ${request.lb?.endpoint.timeoutMs} ms`,
+      unreachable: false,
+    };
   }
-  if (['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)) {
+  if (
+    ['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN'].includes(code)
+  ) {
     return { status: 502, detail: `worker ${worker} could not be reached (${code})`, unreachable: true };
   }
   if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') {
     return { status: 502, detail: `worker ${worker} closed the connection before it answered`, unreachable: false };
   }
-  return { status: 502, detail: `the request to worker ${worker} failed: ${e.cause?.message ?? e.message}`, unreachable: false };
+  return {
+    status: 502,
+    detail: `the request to worker ${worker} failed: ${e.cause?.message ?? e.message}`,
+    unreachable: false,
+  };
 }
 
 /**
@@ -453,7 +507,10 @@ export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
   const domain = ctx.settings.lbDomain;
   const balancer = new LoadBalancer(ctx, scope.log, ctx.settings.lbHealth);
 
-  if (domain) scope.addConstraintStrategy(lbHostConstraint(domain) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0]);
+  if (domain)
+    scope.addConstraintStrategy(
+      lbHostConstraint(domain) as unknown as Parameters<FastifyInstance['addConstraintStrategy']>[0],
+    );
   // Bodies are never parsed here: the proxy's own pass-through parser streams them to the worker.
   scope.removeAllContentTypeParsers();
   scope.addHook('onReady', async () => balancer.start());
@@ -462,17 +519,26 @@ export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
   // Authentication, the endpoint, then a worker (waiting for one if need be), before the body is read.
   scope.addHook('onRequest', async (request, reply) => {
     const routing = request.routeOptions.config.lbRouting ?? 'path';
-    const endpointId = routing === 'host' && domain ? endpointIdFromHost(request.headers.host, domain) : (request.params as { endpointId?: string }).endpointId;
+    const endpointId =
+      routing === 'host' && domain
+        ? endpointIdFromHost(request.headers.host, domain)
+        : (request.params as { endpointId?: string }).endpointId;
     if (!endpointId) throw new DomainError('not_found', 'endpoint not found');
     const principal = await throttledAuth(request, () => authenticateCached(ctx, bearerToken(request)));
     const endpoint = await authorizeLbCall(ctx, principal, endpointId);
-    await enforceRateLimit(ctx, reply, { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: scope.surfaceLimits.proxy });
+    await enforceRateLimit(ctx, reply, {
+      counter: `${principal.accountId}/proxy/${endpoint.id}`,
+      quotas: scope.surfaceLimits.proxy,
+    });
     const started = Date.now();
     const hangup = hangupSignal(request, reply);
     const got = await balancer.acquire(endpoint, started + endpoint.timeoutMs, hangup);
     if (!got) {
       reply.header('retry-after', '5');
-      throw new DomainError('unavailable', `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`);
+      throw new DomainError(
+        'unavailable',
+        `no worker of endpoint ${endpoint.id} was ready within ${Date.now() - started} ms (the endpoint's timeout is ${endpoint.timeoutMs} ms)`,
+      );
     }
     // A client gone while its key, quota or worker was looked up already had its 'close': none
     // follows, so its count ends here (else the worker would seem busy until the process ends,
@@ -495,15 +561,22 @@ export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       onError: (r, { error }) => {
         if (lb.hangup.aborted) {
           // Nobody reads the answer; 499 (as nginx logs it) keeps this out of the worker's error counts.
-          request.log.info({ workerId: lb.worker.id }, 'client hung up before the worker answered; request to the worker dropped');
-          void sendProblem(r as unknown as FastifyReply, problem(499, 'the client closed the connection before the worker answered'));
+          request.log.info(
+            { workerId: lb.worker.id },
+            'client hung up before the worker answered; request to the worker dropped',
+          );
+          void sendProblem(
+            r as unknown as FastifyReply,
+            problem(499, 'the client closed the connection before the worker answered'),
+          );
           return;
         }
         const p = upstreamErrorProblem(request, error);
         if (p.unreachable) {
           balancer.health.reportUnreachable(lb.worker.id, p.detail);
           // Nothing reached the worker: a request without a body can go to another one.
-          const next = !hasBody(request) && lb.attempts < MAX_ATTEMPTS ? balancer.retake(lb.endpoint.id, lb.worker.id) : undefined;
+          const next =
+            !hasBody(request) && lb.attempts < MAX_ATTEMPTS ? balancer.retake(lb.endpoint.id, lb.worker.id) : undefined;
           if (next) {
             lb.release();
             lb.worker = next.worker;
@@ -529,11 +602,19 @@ export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
     internalRewriteLocationHeader: false,
     replyOptions: {
       getUpstream: (request) => request.lb?.worker.origin ?? 'http://127.0.0.1:9',
-      rewriteRequestHeaders: (request, headers) => ({ ...forwardedHeaders(request, headers), [HANGUP]: request.lb?.hangup }),
+      rewriteRequestHeaders: (request, headers) => ({
+        ...forwardedHeaders(request, headers),
+        [HANGUP]: request.lb?.hangup,
+      }),
       rewriteHeaders: (headers, request) => {
         // A redirect to a path of the worker stays under the endpoint's prefix.
         const location = headers.location;
-        if (request?.lb?.routing === 'path' && typeof location === 'string' && location.startsWith('/') && !location.startsWith('//')) {
+        if (
+          request?.lb?.routing === 'path' &&
+          typeof location === 'string' &&
+          location.startsWith('/') &&
+          !location.startsWith('//')
+        ) {
           return { ...headers, location: `/lb/${request.lb.endpoint.id}${location}` };
         }
         return headers;
@@ -542,7 +623,9 @@ export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       retryDelay: () => null,
     },
     // Not in the library's types: http-proxy calls it for the handshake with the worker.
-    wsClientOptions: { rewriteRequestHeaders: (_headers: unknown, request: ProxiedRequest) => webSocketHeaders(request) } as FastifyHttpProxyOptions['wsClientOptions'],
+    wsClientOptions: {
+      rewriteRequestHeaders: (_headers: unknown, request: ProxiedRequest) => webSocketHeaders(request),
+    } as FastifyHttpProxyOptions['wsClientOptions'],
     handler: (request, reply, dest, options) => forward(request, reply, dest, options),
   });
 

@@ -20,7 +20,12 @@ const problemSchema: OpenAPIV3_1.SchemaObject = {
     title: { type: 'string', examples: ['Not Found'] },
     status: { type: 'integer', examples: [404] },
     detail: { type: 'string', examples: ['endpoint not found'] },
-    errors: { type: 'array', items: { type: 'string' }, description: 'individual validation failures', examples: [["$: additional properties 'bogus' not allowed"]] },
+    errors: {
+      type: 'array',
+      items: { type: 'string' },
+      description: 'individual validation failures',
+      examples: [["$: additional properties 'bogus' not allowed"]],
+    },
   },
 };
 
@@ -29,7 +34,10 @@ const rateLimitHeaders: Record<string, OpenAPIV3_1.ReferenceObject> = {
   'RateLimit-Policy': { $ref: '#/components/headers/RateLimit-Policy' },
 };
 
-const problemResponse = (description: string, extraHeaders: Record<string, OpenAPIV3_1.HeaderObject | OpenAPIV3_1.ReferenceObject> = {}): OpenAPIV3_1.ResponseObject => ({
+const problemResponse = (
+  description: string,
+  extraHeaders: Record<string, OpenAPIV3_1.HeaderObject | OpenAPIV3_1.ReferenceObject> = {},
+): OpenAPIV3_1.ResponseObject => ({
   description,
   headers: { ...rateLimitHeaders, ...extraHeaders },
   content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
@@ -37,30 +45,43 @@ const problemResponse = (description: string, extraHeaders: Record<string, OpenA
 
 const components: OpenAPIV3_1.ComponentsObject = {
   securitySchemes: {
-    bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <key>`. Missing, malformed, unknown, revoked or expired keys are 401; a key without the scope an operation needs is 403.' },
+    bearerAuth: {
+      type: 'http',
+      scheme: 'bearer',
+      description:
+        'An API key: `Authorization: Bearer <key>`. Missing, malformed, unknown, revoked or expired keys are 401; a key without the scope an operation needs is 403.',
+    },
   },
   schemas: { Problem: problemSchema },
   headers: {
     RateLimit: {
-      description: 'Structured-field list, one member per window: `"minute";r=<remaining>;t=<seconds to reset>, "hour";..., "day";...`',
+      description:
+        'Structured-field list, one member per window: `"minute";r=<remaining>;t=<seconds to reset>, "hour";..., "day";...`',
       schema: { type: 'string' },
       example: '"minute";r=599;t=42, "hour";r=19990;t=1812, "day";r=199000;t=45012',
     },
     'RateLimit-Policy': {
-      description: 'Structured-field list, one member per window: `"minute";q=<quota>;w=60, "hour";q=...;w=3600, "day";q=...;w=86400`',
+      description:
+        'Structured-field list, one member per window: `"minute";q=<quota>;w=60, "hour";q=...;w=3600, "day";q=...;w=86400`',
       schema: { type: 'string' },
       example: '"minute";q=600;w=60, "hour";q=20000;w=3600, "day";q=200000;w=86400',
     },
   },
   responses: {
     BadRequest: problemResponse('the request is malformed or breaks a rule'),
-    Unauthorized: { description: 'the bearer key is missing, malformed, unknown, revoked or expired', content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } },
+    Unauthorized: {
+      description: 'the bearer key is missing, malformed, unknown, revoked or expired',
+      content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+    },
     Forbidden: problemResponse('the key lacks the scope this operation needs, or does not reach this resource'),
-    NotFound: problemResponse('no such resource in the caller\'s account'),
+    NotFound: problemResponse("no such resource in the caller's account"),
     Conflict: problemResponse('the change conflicts with an existing resource (for example a name in use)'),
     UnprocessableEntity: problemResponse('the body or parameters fail validation; `errors` lists each failure'),
     TooManyRequests: problemResponse('the account is over its quota in some window; the detail names the window', {
-      'Retry-After': { description: 'seconds until the exceeded window resets', schema: { type: 'integer', minimum: 1 } },
+      'Retry-After': {
+        description: 'seconds until the exceeded window resets',
+        schema: { type: 'integer', minimum: 1 },
+      },
     }),
     Error: problemResponse('any other error'),
   },
@@ -95,7 +116,8 @@ function completeDocument(doc: OpenAPIV3_1.Document): OpenAPIV3_1.Document {
       for (const [code, response] of Object.entries(responses)) {
         if (/^2/.test(code) && !('$ref' in response)) response.headers = { ...rateLimitHeaders, ...response.headers };
       }
-      for (const [code, name] of errorResponses(method, op)) responses[code] ??= { $ref: `#/components/responses/${name}` };
+      for (const [code, name] of errorResponses(method, op))
+        responses[code] ??= { $ref: `#/components/responses/${name}` };
     }
   }
   return doc;
@@ -120,7 +142,8 @@ export function registerOpenApi(app: FastifyInstance): void {
       const scope = route.config?.requiredScope;
       return { schema: scope ? { ...schema, 'x-required-scope': scope } : { ...schema, hide: true }, url };
     },
-    transformObject: (doc) => ('openapiObject' in doc ? completeDocument(doc.openapiObject as OpenAPIV3_1.Document) : doc.swaggerObject),
+    transformObject: (doc) =>
+      'openapiObject' in doc ? completeDocument(doc.openapiObject as OpenAPIV3_1.Document) : doc.swaggerObject,
   });
   app.register(swaggerUi, {
     routePrefix: '/v2/docs',

@@ -61,7 +61,12 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     // problem+json like every other error.
     frameworkErrors: (err, _request, reply) => {
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 ? err.statusCode : 400;
-      const detail = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path parameter is too long' : err.code === 'FST_ERR_BAD_URL' ? 'the URL is not validly encoded' : 'request could not be processed';
+      const detail =
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'a path parameter is too long'
+          : err.code === 'FST_ERR_BAD_URL'
+            ? 'the URL is not validly encoded'
+            : 'request could not be processed';
       return sendProblem(reply, problem(status, detail));
     },
   });
@@ -69,9 +74,12 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   // Route schemas (params, query, body) validate with the domain's validator: one set of messages.
   app.setValidatorCompiler(({ schema }) => {
     const validateFn = compileSchema(schema);
-    return (data: unknown) => (validateFn(data) ? { value: data } : { error: validationFailed(formatErrors(validateFn.errors)) });
+    return (data: unknown) =>
+      validateFn(data) ? { value: data } : { error: validationFailed(formatErrors(validateFn.errors)) };
   });
-  app.setNotFoundHandler((request, reply) => sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)));
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)),
+  );
 
   registerMetrics(app);
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -81,7 +89,11 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     return { status: 'ready' };
   });
 
-  const limits: SurfaceLimits = { ...ctx.settings.limits, ...(opts.rateLimits ? { management: opts.rateLimits } : {}), ...opts.limits };
+  const limits: SurfaceLimits = {
+    ...ctx.settings.limits,
+    ...(opts.rateLimits ? { management: opts.rateLimits } : {}),
+    ...opts.limits,
+  };
   app.decorate('surfaceLimits', limits);
   // Before anything reads them: ids and query values that no handler can store (NUL).
   registerInputGuards(app);

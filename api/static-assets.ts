@@ -26,7 +26,11 @@ export function registerStaticAssets(app: FastifyInstance, prefix: string, asset
     let asset = loaded.get(name);
     if (!asset) {
       const body = readFileSync(assets[name]!.file());
-      asset = { body, gzip: undefined, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
+      asset = {
+        body,
+        gzip: undefined,
+        etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+      };
       loaded.set(name, asset);
     }
     return asset;

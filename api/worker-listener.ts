@@ -36,7 +36,12 @@ export interface WorkerListener {
  * which exists only once the runtime has created the bridge (its first container): until then the
  * bind is retried every second.
  */
-export function startWorkerListener(app: FastifyInstance, host: string, port: number, log: (msg: string) => void): WorkerListener {
+export function startWorkerListener(
+  app: FastifyInstance,
+  host: string,
+  port: number,
+  log: (msg: string) => void,
+): WorkerListener {
   let server: Server | undefined;
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
@@ -49,7 +54,8 @@ export function startWorkerListener(app: FastifyInstance, host: string, port: nu
     s.once('error', (err: NodeJS.ErrnoException) => {
       s.close();
       if (closed) return;
-      if (!warned) log(`worker listener ${host}:${port} not up yet (${err.code ?? err.message}); retrying every second`);
+      if (!warned)
+        log(`worker listener ${host}:${port} not up yet (${err.code ?? err.message}); retrying every second`);
       warned = true;
       timer = setTimeout(attempt, 1000);
       timer.unref();

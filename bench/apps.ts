@@ -44,7 +44,12 @@ const median = (xs: number[]): number => {
 };
 const sec = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 600_000, everyMs = 100): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 600_000,
+  everyMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -62,7 +67,9 @@ function podman(args: string[]): string {
 
 /** The first case needs a host without the runtime image: the host then builds it on the first worker start. */
 function removeRuntimeImages(): string[] {
-  const names = podman(['images', '--format', '{{.Repository}}:{{.Tag}}', 'localhost/gantry-runtime']).split('\n').filter(Boolean);
+  const names = podman(['images', '--format', '{{.Repository}}:{{.Tag}}', 'localhost/gantry-runtime'])
+    .split('\n')
+    .filter(Boolean);
   if (names.length) podman(['rmi', ...names]);
   return names;
 }
@@ -112,7 +119,11 @@ function gantry(args: string[], cwd: string, env: Record<string, string>): Promi
   // What would make the CLI read this machine's settings instead of the bench's.
   for (const name of ['GANTRY_PYTHON', 'GANTRY_MAX_ARTIFACT_BYTES', 'SOURCE_DATE_EPOCH']) delete childEnv[name];
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [gantryBin, ...args], { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [gantryBin, ...args], {
+      cwd,
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
@@ -184,23 +195,43 @@ async function oneRun(run: number): Promise<Run> {
     const removed = removeRuntimeImages();
     console.error(`run ${run}: removed ${removed.length ? removed.join(', ') : 'no runtime image (none there)'}`);
     const adminKey = `gntr_bench_${Date.now()}_0123456789abcdef`;
-    const started = await startEmbeddedPlatform(path.join(root, 'data'), adminKey, appsBenchSettings(path.join(root, 'host-cache')));
+    const started = await startEmbeddedPlatform(
+      path.join(root, 'data'),
+      adminKey,
+      appsBenchSettings(path.join(root, 'host-cache')),
+    );
     const p = started.platform;
     platform = p;
     const db = p.ctx.db;
     const base = started.base;
     const headers = { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' };
     const api = async (method: string, url: string, body?: unknown): Promise<{ status: number; body: Json }> => {
-      const res = await fetch(url.startsWith('http') ? url : base + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(url.startsWith('http') ? url : base + url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       const text = await res.text();
       return { status: res.status, body: text ? JSON.parse(text) : undefined };
     };
 
-    const host = await api('POST', '/v2/hosts', { name: 'bench-apps', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'local', labels: { 'gantry.io/cpu-overcommit': '32' } });
+    const host = await api('POST', '/v2/hosts', {
+      name: 'bench-apps',
+      address: sshHost.host,
+      port: sshHost.port,
+      privateKey: sshHost.privateKey,
+      dataCenterId: 'local',
+      labels: { 'gantry.io/cpu-overcommit': '32' },
+    });
     if (host.body?.status !== 'READY') throw new Error(`host not READY: ${JSON.stringify(host.body)}`);
     hostId = host.body.id as string;
 
-    const cliEnv = { HOME: path.join(root, 'home'), XDG_CONFIG_HOME: path.join(root, 'home', '.config'), SERVICE_API_KEY: adminKey, GANTRY_API_URL: base };
+    const cliEnv = {
+      HOME: path.join(root, 'home'),
+      XDG_CONFIG_HOME: path.join(root, 'home', '.config'),
+      SERVICE_API_KEY: adminKey,
+      GANTRY_API_URL: base,
+    };
     mkdirSync(cliEnv.HOME, { recursive: true });
     const cli = async (args: string[], cwd: string): Promise<CliRun> => {
       const r = await gantry(args, cwd, cliEnv);
@@ -225,13 +256,20 @@ async function oneRun(run: number): Promise<Run> {
     const runAndPoll = async (url: string, input: unknown): Promise<{ id: string; ms: number; body: Json }> => {
       const started = performance.now();
       const submitted = await api('POST', `${url}/run`, { input });
-      if (submitted.status !== 200) throw new Error(`/run answered ${submitted.status}: ${JSON.stringify(submitted.body)}`);
+      if (submitted.status !== 200)
+        throw new Error(`/run answered ${submitted.status}: ${JSON.stringify(submitted.body)}`);
       const id = submitted.body.id as string;
-      const body = await until(`job ${id}`, async () => {
-        const s = await api('GET', `${url}/status/${id}`);
-        if (['FAILED', 'CANCELLED', 'TIMED_OUT'].includes(s.body?.status)) throw new Error(`job ${id}: ${JSON.stringify(s.body)}`);
-        return s.body?.status === 'COMPLETED' ? s.body : undefined;
-      }, 600_000, 50);
+      const body = await until(
+        `job ${id}`,
+        async () => {
+          const s = await api('GET', `${url}/status/${id}`);
+          if (['FAILED', 'CANCELLED', 'TIMED_OUT'].includes(s.body?.status))
+            throw new Error(`job ${id}: ${JSON.stringify(s.body)}`);
+          return s.body?.status === 'COMPLETED' ? s.body : undefined;
+        },
+        600_000,
+        50,
+      );
       return { id, ms: performance.now() - started, body };
     };
 
@@ -250,7 +288,8 @@ async function oneRun(run: number): Promise<Run> {
       };
       // The container's own steps, from Podman's start time and the runtime's timestamped log lines.
       const name = containerNameOf(worker.id);
-      split['container running'] = Math.round(Number(podman(['inspect', '--format', '{{.State.StartedAt.UnixNano}}', name]).trim()) / 1e6) - t0;
+      split['container running'] =
+        Math.round(Number(podman(['inspect', '--format', '{{.State.StartedAt.UnixNano}}', name]).trim()) / 1e6) - t0;
       const steps: Array<[RegExp, string]> = [
         [/^artifact \S+ downloaded/, 'artifact downloaded and extracted'],
         [/^imported /, 'function imported'],
@@ -290,8 +329,16 @@ async function oneRun(run: number): Promise<Run> {
     const cached = await firstCall(await deploy(shop, 'bench-cached'));
     load.push(`after cached ${loadAverage()}`);
     // A redeploy with nothing to replace: the endpoint's worker has gone idle and stopped.
-    await until('the cached endpoint to have no worker', async () => (await db.worker.count({ where: { endpointId: cached.endpointId, ...liveWorker } })) === 0, 180_000, 500);
-    writeFileSync(cpuFile, `${template.replace('return {"sum": a + b}', 'return {"sum": a + b, "version": 2}')}\n# bench: cached image\n`);
+    await until(
+      'the cached endpoint to have no worker',
+      async () => (await db.worker.count({ where: { endpointId: cached.endpointId, ...liveWorker } })) === 0,
+      180_000,
+      500,
+    );
+    writeFileSync(
+      cpuFile,
+      `${template.replace('return {"sum": a + b}', 'return {"sum": a + b, "version": 2}')}\n# bench: cached image\n`,
+    );
     const redeployIdle = await deploy(shop, 'bench-cached');
 
     // ------------------------------------------------------------ 2. one worker's throughput
@@ -315,10 +362,21 @@ async function oneRun(run: number): Promise<Run> {
     writeFileSync(path.join(sleepyDir, 'sleepy.py'), sleepySource('{"slept": seconds}'));
     const sleepy = await deploy(sleepyDir, 'bench-sleepy');
     const readyStarted = performance.now();
-    await until('the sleepy worker to answer', async () => (await api('POST', `${sleepy.url}/runsync`, { input: {} })).body?.status === 'COMPLETED', 600_000, 200);
+    await until(
+      'the sleepy worker to answer',
+      async () => (await api('POST', `${sleepy.url}/runsync`, { input: {} })).body?.status === 'COMPLETED',
+      600_000,
+      200,
+    );
     const sleepyReadyMs = performance.now() - readyStarted;
-    const sleepyWorker = await until('its worker', () => db.worker.findFirst({ where: { endpointId: sleepy.endpointId, ...liveWorker, status: { in: ['IDLE', 'RUNNING'] } } }));
-    const workerPid = Number(podman(['inspect', '--format', '{{.State.Pid}}', containerNameOf(sleepyWorker.id)]).trim());
+    const sleepyWorker = await until('its worker', () =>
+      db.worker.findFirst({
+        where: { endpointId: sleepy.endpointId, ...liveWorker, status: { in: ['IDLE', 'RUNNING'] } },
+      }),
+    );
+    const workerPid = Number(
+      podman(['inspect', '--format', '{{.State.Pid}}', containerNameOf(sleepyWorker.id)]).trim(),
+    );
 
     const batch = async (seconds: number): Promise<Batch> => {
       await settle();
@@ -338,23 +396,37 @@ async function oneRun(run: number): Promise<Run> {
         }),
       );
       const submitMs = Date.now() - started;
-      await until(`${jobCount} jobs`, async () => {
-        // This batch's jobs are the endpoint's jobs made since it started: no 1,000-id lists in the polls.
-        const mine = { endpointId: sleepy.endpointId, createdAt: { gte: new Date(started) } };
-        const failed = await db.job.count({ where: { ...mine, status: { notIn: ['IN_QUEUE', 'IN_PROGRESS', 'COMPLETED'] } } });
-        if (failed) throw new Error(`${failed} jobs did not complete`);
-        return (await db.job.count({ where: { ...mine, status: 'COMPLETED' } })) === ids.length;
-      }, 600_000, 200);
+      await until(
+        `${jobCount} jobs`,
+        async () => {
+          // This batch's jobs are the endpoint's jobs made since it started: no 1,000-id lists in the polls.
+          const mine = { endpointId: sleepy.endpointId, createdAt: { gte: new Date(started) } };
+          const failed = await db.job.count({
+            where: { ...mine, status: { notIn: ['IN_QUEUE', 'IN_PROGRESS', 'COMPLETED'] } },
+          });
+          if (failed) throw new Error(`${failed} jobs did not complete`);
+          return (await db.job.count({ where: { ...mine, status: 'COMPLETED' } })) === ids.length;
+        },
+        600_000,
+        200,
+      );
       const cpuAfter = cpuByPart();
       const workerCpu = cpuSeconds(workerPid) - workerCpuBefore;
-      const rows = await db.job.findMany({ where: { id: { in: ids } }, select: { startedAt: true, completedAt: true } });
+      const rows = await db.job.findMany({
+        where: { id: { in: ids } },
+        select: { startedAt: true, completedAt: true },
+      });
       const lastDone = Math.max(...rows.map((r) => r.completedAt!.getTime()));
       const firstTake = Math.min(...rows.map((r) => r.startedAt!.getTime()));
       const held = rows.map((r) => r.completedAt!.getTime() - r.startedAt!.getTime());
       const quietStarted = Date.now();
       const quietAfterMs = (await settle()) + (quietStarted - lastDone);
       const perJob = (after: Record<string, number>): Record<string, number> =>
-        Object.fromEntries(Object.entries(after).map(([k, v]) => [k, ((v - (cpuBefore[k] ?? 0)) * 1000) / ids.length]).filter(([, v]) => (v as number) >= 0.05));
+        Object.fromEntries(
+          Object.entries(after)
+            .map(([k, v]) => [k, ((v - (cpuBefore[k] ?? 0)) * 1000) / ids.length])
+            .filter(([, v]) => (v as number) >= 0.05),
+        );
       return {
         jobs: ids.length,
         submitMs,
@@ -382,9 +454,15 @@ async function oneRun(run: number): Promise<Run> {
     await platform?.stop();
     // Only this run's containers and volumes: they carry its host's id.
     if (hostId) {
-      const ids = spawnSync('podman', ['ps', '--all', '--quiet', '--filter', `label=gantry.host=${hostId}`], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+      const ids = spawnSync('podman', ['ps', '--all', '--quiet', '--filter', `label=gantry.host=${hostId}`], {
+        encoding: 'utf8',
+      })
+        .stdout.split('\n')
+        .filter(Boolean);
       if (ids.length) spawnSync('podman', ['rm', '--force', '--time', '0', ...ids]);
-      const volumes = spawnSync('podman', ['volume', 'ls', '--quiet'], { encoding: 'utf8' }).stdout.split('\n').filter((v) => hostId && v.startsWith(podVolumePrefix(hostId)));
+      const volumes = spawnSync('podman', ['volume', 'ls', '--quiet'], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .filter((v) => hostId && v.startsWith(podVolumePrefix(hostId)));
       if (volumes.length) spawnSync('podman', ['volume', 'rm', '--force', ...volumes]);
     }
     await sshHost?.stop();
@@ -397,16 +475,24 @@ function describeDeploy(label: string, d: FirstCall & Deployed): string[] {
   return [
     `${label}: deploy (CLI process) ${sec(d.cliMs)} = build ${sec(d.buildMs)} + upload ${sec(d.uploadMs)} + release ${sec(d.releaseMs)} (deploy workflow ${sec(d.workflowMs)}) + CLI start ${sec(d.cliMs - d.buildMs - d.uploadMs - d.releaseMs)}`,
     `${label}: first call ${sec(d.firstCallMs)} = ${(d.firstCallMs / d.floorMs).toFixed(0)}x the warm /runsync floor (median ${d.floorMs.toFixed(1)} ms of ${FLOOR_CALLS}); deploy to first answer ${sec(deployToAnswer)}`,
-    `${label}: first call, ms from the job's creation: ${Object.entries(d.split).map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    `${label}: first call, ms from the job's creation: ${Object.entries(d.split)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
   ];
 }
 
 function describeBatch(label: string, b: Batch, ceilingPerSec?: number): string[] {
   const rate = (b.jobs * 1000) / b.wallMs;
   const workerRate = (b.jobs * 1000) / b.workerSpanMs;
-  const ratio = ceilingPerSec ? ` (${(rate / ceilingPerSec).toFixed(2)}x the ${ceilingPerSec} jobs/s ceiling; worker span ${(workerRate / ceilingPerSec).toFixed(2)}x)` : '';
+  const ratio = ceilingPerSec
+    ? ` (${(rate / ceilingPerSec).toFixed(2)}x the ${ceilingPerSec} jobs/s ceiling; worker span ${(workerRate / ceilingPerSec).toFixed(2)}x)`
+    : '';
   const cpu = (parts: Record<string, number>): string =>
-    `${Object.values(parts).reduce((a, b) => a + b, 0).toFixed(1)} (${Object.entries(parts).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')})`;
+    `${Object.values(parts)
+      .reduce((a, b) => a + b, 0)
+      .toFixed(1)} (${Object.entries(parts)
+      .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+      .join(', ')})`;
   return [
     `${label}: ${b.jobs} jobs, submitted in ${sec(b.submitMs)}, first submit -> last completion ${sec(b.wallMs)}: ${rate.toFixed(1)} jobs/s; worker's first take -> last completion ${workerRate.toFixed(1)} jobs/s (${(b.workerSpanMs / b.jobs).toFixed(1)} ms per job)${ratio}`,
     `${label}: worker held a job ${(b.busy * 100).toFixed(0)}% of its span (take -> done median ${b.medianHeldMs} ms); worker CPU ${b.workerCpuMsPerJob.toFixed(2)} ms/job; platform CPU ms/job ${cpu(b.platformCpuMsPerJob)} until the last job, ${cpu(b.platformCpuMsPerJobWithCatchUp)} until quiet again ${sec(b.quietAfterMs)} after it`,
@@ -433,17 +519,53 @@ for (let i = 1; i <= runs; i++) {
 
 // The summary: one column per run.
 const rows: Array<[string, (r: Run) => string]> = [
-  ['no image: build / upload / release', (r) => `${sec(r.cold.buildMs)} / ${sec(r.cold.uploadMs)} / ${sec(r.cold.releaseMs)}`],
-  ['no image: first call (x warm floor)', (r) => `${sec(r.cold.firstCallMs)} (${(r.cold.firstCallMs / r.cold.floorMs).toFixed(0)}x ${r.cold.floorMs.toFixed(1)} ms)`],
+  [
+    'no image: build / upload / release',
+    (r) => `${sec(r.cold.buildMs)} / ${sec(r.cold.uploadMs)} / ${sec(r.cold.releaseMs)}`,
+  ],
+  [
+    'no image: first call (x warm floor)',
+    (r) =>
+      `${sec(r.cold.firstCallMs)} (${(r.cold.firstCallMs / r.cold.floorMs).toFixed(0)}x ${r.cold.floorMs.toFixed(1)} ms)`,
+  ],
   ['no image: deploy to first answer', (r) => sec(r.cold.cliMs + r.cold.firstCallMs)],
-  ['image cached: build / upload / release', (r) => `${sec(r.cached.buildMs)} / ${sec(r.cached.uploadMs)} / ${sec(r.cached.releaseMs)}`],
-  ['image cached: first call (x warm floor)', (r) => `${sec(r.cached.firstCallMs)} (${(r.cached.firstCallMs / r.cached.floorMs).toFixed(0)}x ${r.cached.floorMs.toFixed(1)} ms)`],
+  [
+    'image cached: build / upload / release',
+    (r) => `${sec(r.cached.buildMs)} / ${sec(r.cached.uploadMs)} / ${sec(r.cached.releaseMs)}`,
+  ],
+  [
+    'image cached: first call (x warm floor)',
+    (r) =>
+      `${sec(r.cached.firstCallMs)} (${(r.cached.firstCallMs / r.cached.floorMs).toFixed(0)}x ${r.cached.floorMs.toFixed(1)} ms)`,
+  ],
   ['image cached: deploy to first answer', (r) => sec(r.cached.cliMs + r.cached.firstCallMs)],
-  ['redeploy (idle) release / rolling 1 worker', (r) => `${sec(r.redeployIdle.releaseMs)} / ${sec(r.redeployRolling.releaseMs)}`],
-  ['10 ms function: jobs/s (x 100/s)', (r) => `${((r.sleep10.jobs * 1000) / r.sleep10.wallMs).toFixed(1)} (${((r.sleep10.jobs * 10) / r.sleep10.wallMs).toFixed(2)}x)`],
+  [
+    'redeploy (idle) release / rolling 1 worker',
+    (r) => `${sec(r.redeployIdle.releaseMs)} / ${sec(r.redeployRolling.releaseMs)}`,
+  ],
+  [
+    '10 ms function: jobs/s (x 100/s)',
+    (r) =>
+      `${((r.sleep10.jobs * 1000) / r.sleep10.wallMs).toFixed(1)} (${((r.sleep10.jobs * 10) / r.sleep10.wallMs).toFixed(2)}x)`,
+  ],
   ['10 ms function: worker busy', (r) => `${(r.sleep10.busy * 100).toFixed(0)}%`],
-  ['0 ms function: jobs/s, ms per job', (r) => `${((r.sleep0.jobs * 1000) / r.sleep0.wallMs).toFixed(1)}, ${(r.sleep0.workerSpanMs / r.sleep0.jobs).toFixed(1)} ms`],
-  ['CPU ms per job, worker / platform until quiet (10 ms; 0 ms)', (r) => [r.sleep10, r.sleep0].map((b) => `${b.workerCpuMsPerJob.toFixed(1)} / ${Object.values(b.platformCpuMsPerJobWithCatchUp).reduce((x, y) => x + y, 0).toFixed(1)}`).join('; ')],
+  [
+    '0 ms function: jobs/s, ms per job',
+    (r) =>
+      `${((r.sleep0.jobs * 1000) / r.sleep0.wallMs).toFixed(1)}, ${(r.sleep0.workerSpanMs / r.sleep0.jobs).toFixed(1)} ms`,
+  ],
+  [
+    'CPU ms per job, worker / platform until quiet (10 ms; 0 ms)',
+    (r) =>
+      [r.sleep10, r.sleep0]
+        .map(
+          (b) =>
+            `${b.workerCpuMsPerJob.toFixed(1)} / ${Object.values(b.platformCpuMsPerJobWithCatchUp)
+              .reduce((x, y) => x + y, 0)
+              .toFixed(1)}`,
+        )
+        .join('; '),
+  ],
 ];
 console.log('\n| figure | ' + results.map((_, i) => `run ${i + 1}`).join(' | ') + ' |');
 console.log('|---|' + results.map(() => '---|').join(''));

@@ -44,14 +44,25 @@ let hostId: string | undefined;
 try {
   sshHost = await startSshTestHost({ log: (m) => console.error(m) });
   const adminKey = `gntr_bench_${Date.now()}_0123456789abcdef`;
-  const started = await startEmbeddedPlatform(path.join(root, 'data'), adminKey, appsBenchSettings(path.join(root, 'host-cache')));
+  const started = await startEmbeddedPlatform(
+    path.join(root, 'data'),
+    adminKey,
+    appsBenchSettings(path.join(root, 'host-cache')),
+  );
   platform = started.platform;
   const base = started.base;
   const host = (await (
     await fetch(`${base}/v2/hosts`, {
       method: 'POST',
       headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'bench-dev', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'local', labels: { 'gantry.io/cpu-overcommit': '32' } }),
+      body: JSON.stringify({
+        name: 'bench-dev',
+        address: sshHost.host,
+        port: sshHost.port,
+        privateKey: sshHost.privateKey,
+        dataCenterId: 'local',
+        labels: { 'gantry.io/cpu-overcommit': '32' },
+      }),
     })
   ).json()) as { status?: string; id?: string };
   if (host.status !== 'READY') throw new Error(`host not READY: ${JSON.stringify(host)}`);
@@ -59,8 +70,15 @@ try {
 
   const home = path.join(root, 'home');
   mkdirSync(home, { recursive: true });
-  const env = { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), SERVICE_API_KEY: adminKey, GANTRY_API_URL: base };
-  if (spawnSync(process.execPath, [gantryBin, 'init', 'devbench'], { cwd: root, env }).status !== 0) throw new Error('gantry init failed');
+  const env = {
+    ...process.env,
+    HOME: home,
+    XDG_CONFIG_HOME: path.join(home, '.config'),
+    SERVICE_API_KEY: adminKey,
+    GANTRY_API_URL: base,
+  };
+  if (spawnSync(process.execPath, [gantryBin, 'init', 'devbench'], { cwd: root, env }).status !== 0)
+    throw new Error('gantry init failed');
   const project = path.join(root, 'devbench');
   rmSync(path.join(project, 'gpu_worker.py'));
   rmSync(path.join(project, 'lb_worker.py'));
@@ -69,23 +87,44 @@ try {
 
   // "With a cached runtime image": the image the host would build at the first worker's start is built now.
   const image = runtimeImageFor(platform.ctx.settings, '3.11');
-  const built = spawnSync('podman', ['build', '--quiet', '--build-arg', 'BASE_IMAGE=localhost/gantry-python:3.11', '-t', image, platform.ctx.settings.apps.runtimeContextDir], { encoding: 'utf8' });
+  const built = spawnSync(
+    'podman',
+    [
+      'build',
+      '--quiet',
+      '--build-arg',
+      'BASE_IMAGE=localhost/gantry-python:3.11',
+      '-t',
+      image,
+      platform.ctx.settings.apps.runtimeContextDir,
+    ],
+    { encoding: 'utf8' },
+  );
   if (built.status !== 0) throw new Error(`podman build: ${built.stderr}`);
 
   const devPort = await freePort();
-  dev = spawn(process.execPath, [gantryBin, 'dev', '--port', String(devPort)], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  dev = spawn(process.execPath, [gantryBin, 'dev', '--port', String(devPort)], {
+    cwd: project,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   dev.stdout!.setEncoding('utf8').on('data', (d: string) => (output += d));
   dev.stderr!.setEncoding('utf8').on('data', (d: string) => (output += d));
   const devStarted = Date.now();
   while (!/listening on/.test(output)) {
-    if (Date.now() - devStarted > 60_000 || dev.exitCode !== null) throw new Error(`gantry dev did not start:\n${output}`);
+    if (Date.now() - devStarted > 60_000 || dev.exitCode !== null)
+      throw new Error(`gantry dev did not start:\n${output}`);
     await sleep(50);
   }
   const devUrl = `http://localhost:${devPort}`;
   const runsync = async (a: number): Promise<{ ms: number; body: { output?: Record<string, unknown> } }> => {
     const t = performance.now();
-    const res = await fetch(`${devUrl}/cpu-worker/runsync`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { a, b: 1 } }) });
+    const res = await fetch(`${devUrl}/cpu-worker/runsync`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input: { a, b: 1 } }),
+    });
     const body = (await res.json()) as { output?: Record<string, unknown> };
     return { ms: performance.now() - t, body };
   };
@@ -103,7 +142,8 @@ try {
     for (;;) {
       const r = await runsync(1);
       if (r.body.output?.edit === i) break;
-      if (performance.now() - saved > 60_000) throw new Error(`edit ${i} never answered: ${JSON.stringify(r.body)}\n${output}`);
+      if (performance.now() - saved > 60_000)
+        throw new Error(`edit ${i} never answered: ${JSON.stringify(r.body)}\n${output}`);
       await sleep(50);
     }
     editMs.push(performance.now() - saved);
@@ -114,8 +154,12 @@ try {
   console.log('| figure | value | ratio to the warm call |');
   console.log('|---|---|---|');
   console.log(`| warm call through gantry dev (floor), median of 20 | ${floor.toFixed(1)} ms | 1x |`);
-  console.log(`| first call: live build, upload, provisioning, cold start, job | ${(first.ms / 1000).toFixed(2)} s | ${Math.round(first.ms / floor)}x |`);
-  console.log(`| edit to new code, median of ${edits} (min / max) | ${(median(editMs) / 1000).toFixed(2)} s (${(Math.min(...editMs) / 1000).toFixed(2)} / ${(Math.max(...editMs) / 1000).toFixed(2)}) | ${Math.round(median(editMs) / floor)}x |`);
+  console.log(
+    `| first call: live build, upload, provisioning, cold start, job | ${(first.ms / 1000).toFixed(2)} s | ${Math.round(first.ms / floor)}x |`,
+  );
+  console.log(
+    `| edit to new code, median of ${edits} (min / max) | ${(median(editMs) / 1000).toFixed(2)} s (${(Math.min(...editMs) / 1000).toFixed(2)} / ${(Math.max(...editMs) / 1000).toFixed(2)}) | ${Math.round(median(editMs) / floor)}x |`,
+  );
 } finally {
   if (dev && dev.exitCode === null) {
     dev.kill('SIGINT');
@@ -124,7 +168,12 @@ try {
   await platform?.stop();
   // What this run's workers left on its host (their containers carry the host's id).
   if (hostId) {
-    const leftovers = spawnSync('podman', ['ps', '-aq', '--filter', `label=${LABELS.host}=${hostId}`], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean);
+    const leftovers = spawnSync('podman', ['ps', '-aq', '--filter', `label=${LABELS.host}=${hostId}`], {
+      encoding: 'utf8',
+    })
+      .stdout.trim()
+      .split('\n')
+      .filter(Boolean);
     if (leftovers.length > 0) spawnSync('podman', ['rm', '-f', ...leftovers], { stdio: 'ignore' });
   }
   await sshHost?.stop();

@@ -8,10 +8,29 @@ import { jobChanged, jobWorkflowId, type JobSnapshot } from '../contracts/workfl
 
 /** The snapshot of a job that finished at `now`. */
 export function finishedJobSnapshot(now = Date.now()): JobSnapshot {
-  return { seq: 3, status: 'COMPLETED', ttlDeadline: now + 86_400_000, startedAt: now, livenessDeadline: null, executionDeadline: null, webhookPending: false };
+  return {
+    seq: 3,
+    status: 'COMPLETED',
+    ttlDeadline: now + 86_400_000,
+    startedAt: now,
+    livenessDeadline: null,
+    executionDeadline: null,
+    webhookPending: false,
+  };
 }
 
 /** Starts the job's workflow with its finished snapshot as the signal: the whole Temporal cost of a fast job. */
-export async function signalFinishedJob(client: Client, taskQueue: string, jobId: string, snapshot: JobSnapshot): Promise<void> {
-  await client.workflow.signalWithStart('jobWorkflow', { workflowId: jobWorkflowId(jobId), taskQueue, args: [{ jobId, lostAfterMs: 60_000 }], signal: jobChanged, signalArgs: [snapshot] });
+export async function signalFinishedJob(
+  client: Client,
+  taskQueue: string,
+  jobId: string,
+  snapshot: JobSnapshot,
+): Promise<void> {
+  await client.workflow.signalWithStart('jobWorkflow', {
+    workflowId: jobWorkflowId(jobId),
+    taskQueue,
+    args: [{ jobId, lostAfterMs: 60_000 }],
+    signal: jobChanged,
+    signalArgs: [snapshot],
+  });
 }

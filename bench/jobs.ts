@@ -67,7 +67,9 @@ async function main(): Promise<void> {
     results.push(line);
     console.log(line);
   };
-  out(`# bench/jobs.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${loadAverage()}`);
+  out(
+    `# bench/jobs.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${loadAverage()}`,
+  );
   const run: Run = { bench, probes, out, workers, concurrency, seconds, backlog, fullPathSustained: new Map() };
 
   try {

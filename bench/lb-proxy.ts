@@ -24,7 +24,10 @@ const { platform, base, headers } = bench;
 // The worker, as its own process.
 const workerPort = await freePort();
 const workerScript = path.join(path.dirname(fileURLToPath(import.meta.url)), '../test/fixtures/lb-worker/index.js');
-const workerProc = spawn(process.execPath, [workerScript], { env: { PATH: process.env.PATH ?? '', PORT: String(workerPort), WORKER_NAME: 'bench' }, stdio: 'ignore' });
+const workerProc = spawn(process.execPath, [workerScript], {
+  env: { PATH: process.env.PATH ?? '', PORT: String(workerPort), WORKER_NAME: 'bench' },
+  stdio: 'ignore',
+});
 for (let i = 0; ; i++) {
   try {
     if ((await fetch(`http://127.0.0.1:${workerPort}/ping`)).status === 200) break;
@@ -37,15 +40,40 @@ for (let i = 0; ; i++) {
 const created = await fetch(`${base}/v2/serverless`, {
   method: 'POST',
   headers,
-  body: JSON.stringify({ name: 'bench-lb', type: 'LOAD_BALANCING', image: 'img:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 1 } }),
+  body: JSON.stringify({
+    name: 'bench-lb',
+    type: 'LOAD_BALANCING',
+    image: 'img:1',
+    gpu: { pools: ['AMPERE_24'] },
+    workers: { min: 0, max: 1 },
+  }),
 });
 const endpoint = (await created.json()) as { id: string };
 if (created.status !== 201) throw new Error(`create failed: ${created.status} ${JSON.stringify(endpoint)}`);
 // A ready worker the way the orchestration leaves one: a host row (disabled: nothing is placed there) and an IDLE worker row.
 const db = platform.ctx.db;
 const hostId = newId();
-await db.host.create({ data: { id: hostId, name: 'bench-loopback', address: '127.0.0.1', user: 'bench', dataCenterId: 'dc', status: 'DISABLED' } });
-await db.worker.create({ data: { id: newId(), endpointId: endpoint.id, hostId, hostPort: workerPort, status: 'IDLE', readyAt: new Date(), startedAt: new Date() } });
+await db.host.create({
+  data: {
+    id: hostId,
+    name: 'bench-loopback',
+    address: '127.0.0.1',
+    user: 'bench',
+    dataCenterId: 'dc',
+    status: 'DISABLED',
+  },
+});
+await db.worker.create({
+  data: {
+    id: newId(),
+    endpointId: endpoint.id,
+    hostId,
+    hostPort: workerPort,
+    status: 'IDLE',
+    readyAt: new Date(),
+    startedAt: new Date(),
+  },
+});
 
 interface Row {
   name: string;
@@ -59,7 +87,14 @@ interface Row {
 async function run(name: string, opts: autocannon.Options): Promise<Row> {
   // The load generator runs in a worker thread: it must not share the server's event loop.
   const result = await autocannon({ connections, duration: seconds, workers: 1, ...opts });
-  return { name, reqPerSec: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+  return {
+    name,
+    reqPerSec: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
 }
 
 const direct = `http://127.0.0.1:${workerPort}`;
@@ -71,13 +106,23 @@ await autocannon({ url: `${proxied}/health`, headers, connections, duration: 2, 
 const rows: Row[] = [];
 rows.push(await run('GET /health, direct to the worker', { url: `${direct}/health` }));
 rows.push(await run('GET /health, through the proxy', { url: `${proxied}/health`, headers }));
-rows.push(await run('POST /process (54-byte JSON), direct', { url: `${direct}/process`, method: 'POST', headers, body }));
-rows.push(await run('POST /process (54-byte JSON), through the proxy', { url: `${proxied}/process`, method: 'POST', headers, body }));
+rows.push(
+  await run('POST /process (54-byte JSON), direct', { url: `${direct}/process`, method: 'POST', headers, body }),
+);
+rows.push(
+  await run('POST /process (54-byte JSON), through the proxy', {
+    url: `${proxied}/process`,
+    method: 'POST',
+    headers,
+    body,
+  }),
+);
 
 console.log(`connections ${connections}, ${seconds} s each; worker: test/fixtures/lb-worker (node, own process)`);
 console.log('| request | req/s | p50 ms | p99 ms | non-2xx | errors |');
 console.log('|---|---|---|---|---|---|');
-for (const r of rows) console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
+for (const r of rows)
+  console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
 
 workerProc.kill('SIGTERM');
 await bench.stop();

@@ -43,7 +43,14 @@ interface Row {
 async function run(name: string, opts: autocannon.Options): Promise<Row> {
   // The load generator runs in a worker thread: it must not share the server's event loop.
   const result = await autocannon({ connections, duration: seconds, workers: 1, ...opts });
-  return { name, reqPerSec: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors };
+  return {
+    name,
+    reqPerSec: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors,
+  };
 }
 
 const url = `${base}/v2/serverless/${endpoint.id}`;
@@ -54,7 +61,11 @@ rows.push(
   await run('PATCH /v2/serverless/{id} (scaling)', {
     url,
     // Each connection cycles through these, so consecutive requests change the value.
-    requests: Array.from({ length: 20 }, (_, i) => ({ method: 'PATCH' as const, headers, body: JSON.stringify({ scaling: { value: 1 + i / 10 } }) })),
+    requests: Array.from({ length: 20 }, (_, i) => ({
+      method: 'PATCH' as const,
+      headers,
+      body: JSON.stringify({ scaling: { value: 1 + i / 10 } }),
+    })),
   }),
 );
 
@@ -80,12 +91,19 @@ const keyReadMs = await cpuPerCall(() => authenticate(platform.ctx, adminKey));
 const following = platform.ctx.records?.keysFollowChanges ?? false;
 
 const spec = await fetch(url, { headers }).then((r) => r.json());
-console.log(`connections ${connections}, ${seconds} s each, rate limiting on; final scaling ${JSON.stringify((spec as { scaling: unknown }).scaling)}`);
+console.log(
+  `connections ${connections}, ${seconds} s each, rate limiting on; final scaling ${JSON.stringify((spec as { scaling: unknown }).scaling)}`,
+);
 console.log('| request | req/s | p50 ms | p99 ms | non-2xx | errors |');
 console.log('|---|---|---|---|---|---|');
-for (const r of rows) console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
+for (const r of rows)
+  console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
 console.log(`rate-limit statement alone: ${limiterMs.toFixed(2)} ms per call (${calls} sequential calls)`);
-console.log(`GET /v2/serverless/{id} as a ratio to the floor: ${((100 * rows[1]!.reqPerSec) / rows[0]!.reqPerSec).toFixed(1)} %`);
-console.log(`key check, CPU per call: ${keyCurrentMs.toFixed(3)} ms as the management API makes it (following key changes: ${following}), ${keyReadMs.toFixed(3)} ms reading the key`);
+console.log(
+  `GET /v2/serverless/{id} as a ratio to the floor: ${((100 * rows[1]!.reqPerSec) / rows[0]!.reqPerSec).toFixed(1)} %`,
+);
+console.log(
+  `key check, CPU per call: ${keyCurrentMs.toFixed(3)} ms as the management API makes it (following key changes: ${following}), ${keyReadMs.toFixed(3)} ms reading the key`,
+);
 
 await bench.stop();

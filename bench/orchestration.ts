@@ -27,8 +27,12 @@ const rolloutSizes = (process.argv[3] ?? '1,3,5').split(',').filter(Boolean).map
 const IMAGE = 'localhost/gantry-orchestration-worker:1';
 const appDir = path.join(path.dirname(fileURLToPath(import.meta.url)), '../test/fixtures/orchestration-worker');
 
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 120_000, everyMs = 25): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 120_000,
+  everyMs = 25,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -53,10 +57,14 @@ ensureTestWorkerImage(IMAGE, { appDir, log: (m) => console.error(m) });
 const { platform, base } = await startEmbeddedPlatform(dataDir, adminKey);
 const db = platform.ctx.db;
 
-async function api(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- arbitrary JSON
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- arbitrary JSON
+async function api(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(base + route, {
     method,
-    headers: { authorization: `Bearer ${adminKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      authorization: `Bearer ${adminKey}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     body: body !== undefined ? JSON.stringify(body) : undefined,
   });
   const text = await res.text();
@@ -68,12 +76,24 @@ const live = (endpointId: string) => db.worker.findMany({ where: { endpointId, .
 
 try {
   // This machine stands for a host of many: CPU workers (2 vCPUs each) may reserve more than its CPUs.
-  const host = await api('POST', '/v2/hosts', { name: 'bench-host', address: sshHost.host, port: sshHost.port, privateKey: sshHost.privateKey, dataCenterId: 'local', labels: { 'gantry.io/cpu-overcommit': '32' } });
+  const host = await api('POST', '/v2/hosts', {
+    name: 'bench-host',
+    address: sshHost.host,
+    port: sshHost.port,
+    privateKey: sshHost.privateKey,
+    dataCenterId: 'local',
+    labels: { 'gantry.io/cpu-overcommit': '32' },
+  });
   if (host.body?.status !== 'READY') throw new Error(`host not READY: ${JSON.stringify(host.body)}`);
   benchHostId = host.body.id as string;
 
   // ---------------------------------------------------------------- cold start at zero workers
-  const cold = await api('POST', '/v2/serverless', { name: 'bench-cold', image: IMAGE, workers: { min: 0, max: 1 }, scaling: { type: 'QUEUE_DELAY', value: 4, idleTimeout: 1 } });
+  const cold = await api('POST', '/v2/serverless', {
+    name: 'bench-cold',
+    image: IMAGE,
+    workers: { min: 0, max: 1 },
+    scaling: { type: 'QUEUE_DELAY', value: 4, idleTimeout: 1 },
+  });
   const toStart: number[] = [];
   const toTake: number[] = [];
   const toRecord: number[] = [];
@@ -88,7 +108,10 @@ try {
     toRecord.push(worker.createdAt.getTime() - job.createdAt.getTime());
     toStart.push(worker.startedAt!.getTime() - job.createdAt.getTime());
     toTake.push(job.startedAt!.getTime() - job.createdAt.getTime());
-    await until('the job to finish', async () => (await db.job.findUnique({ where: { id: run.body.id } }))?.status === 'COMPLETED');
+    await until(
+      'the job to finish',
+      async () => (await db.job.findUnique({ where: { id: run.body.id } }))?.status === 'COMPLETED',
+    );
   }
   console.log(`cold start, queued job -> worker record made by the autoscaler: ${stats(toRecord)}`);
   console.log(`cold start, queued job -> container start issued: ${stats(toStart)}`);
@@ -96,37 +119,85 @@ try {
   await api('PATCH', `/v2/serverless/${cold.body.id}`, { workers: { min: 0, max: 0 } });
 
   // ---------------------------------------------------------------- autoscaler reaction
-  const rc = await api('POST', '/v2/serverless', { name: 'bench-react', image: IMAGE, workers: { min: 1, max: 2 }, scaling: { type: 'REQUEST_COUNT', value: 1, idleTimeout: 1 } });
+  const rc = await api('POST', '/v2/serverless', {
+    name: 'bench-react',
+    image: IMAGE,
+    workers: { min: 1, max: 2 },
+    scaling: { type: 'REQUEST_COUNT', value: 1, idleTimeout: 1 },
+  });
   const reaction: number[] = [];
   for (let i = 0; i < coldRuns; i++) {
-    await until('one idle worker', async () => {
-      const ws = await live(rc.body.id);
-      return ws.length === 1 && ws[0]!.status === 'IDLE';
-    }, 120_000, 100);
+    await until(
+      'one idle worker',
+      async () => {
+        const ws = await live(rc.body.id);
+        return ws.length === 1 && ws[0]!.status === 'IDLE';
+      },
+      120_000,
+      100,
+    );
     const busy = await api('POST', `/v2/${rc.body.id}/run`, { input: { sleepMs: 20_000 } });
-    await until('the first job to be taken', async () => (await db.job.findUnique({ where: { id: busy.body.id } }))?.status === 'IN_PROGRESS');
-    const before = new Set((await db.worker.findMany({ where: { endpointId: rc.body.id }, select: { id: true } })).map((w) => w.id));
+    await until(
+      'the first job to be taken',
+      async () => (await db.job.findUnique({ where: { id: busy.body.id } }))?.status === 'IN_PROGRESS',
+    );
+    const before = new Set(
+      (await db.worker.findMany({ where: { endpointId: rc.body.id }, select: { id: true } })).map((w) => w.id),
+    );
     const queued = await api('POST', `/v2/${rc.body.id}/run`, { input: { n: i } });
     const job = await db.job.findUniqueOrThrow({ where: { id: queued.body.id } });
-    const extra = await until('a second worker', async () => (await db.worker.findMany({ where: { endpointId: rc.body.id, startedAt: { not: null } } })).find((w) => !before.has(w.id)));
+    const extra = await until('a second worker', async () =>
+      (await db.worker.findMany({ where: { endpointId: rc.body.id, startedAt: { not: null } } })).find(
+        (w) => !before.has(w.id),
+      ),
+    );
     reaction.push(extra.startedAt!.getTime() - job.createdAt.getTime());
-    await until('both jobs to finish', async () => (await db.job.count({ where: { id: { in: [busy.body.id, queued.body.id] }, status: 'COMPLETED' } })) === 2, 120_000, 100);
+    await until(
+      'both jobs to finish',
+      async () =>
+        (await db.job.count({ where: { id: { in: [busy.body.id, queued.body.id] }, status: 'COMPLETED' } })) === 2,
+      120_000,
+      100,
+    );
   }
-  console.log(`autoscaler reaction (REQUEST_COUNT, a live worker busy), queued job -> next container start issued: ${stats(reaction)}`);
+  console.log(
+    `autoscaler reaction (REQUEST_COUNT, a live worker busy), queued job -> next container start issued: ${stats(reaction)}`,
+  );
   await api('PATCH', `/v2/serverless/${rc.body.id}`, { workers: { min: 0, max: 0 } });
 
   // ---------------------------------------------------------------- rollouts
   for (const n of rolloutSizes) {
-    const ep = await api('POST', '/v2/serverless', { name: `bench-rollout-${n}`, image: IMAGE, env: { GANTRY_TEST_RELEASE: 'a' }, workers: { min: n, max: n } });
-    await until(`${n} ready workers`, async () => {
-      const ws = await live(ep.body.id);
-      return ws.length === n && ws.every((w) => w.status === 'IDLE');
-    }, 300_000, 100);
+    const ep = await api('POST', '/v2/serverless', {
+      name: `bench-rollout-${n}`,
+      image: IMAGE,
+      env: { GANTRY_TEST_RELEASE: 'a' },
+      workers: { min: n, max: n },
+    });
+    await until(
+      `${n} ready workers`,
+      async () => {
+        const ws = await live(ep.body.id);
+        return ws.length === n && ws.every((w) => w.status === 'IDLE');
+      },
+      300_000,
+      100,
+    );
     const started = Date.now();
     await api('PATCH', `/v2/serverless/${ep.body.id}`, { env: { GANTRY_TEST_RELEASE: 'b' } });
-    const release = await until('the release to complete', async () => db.release.findFirst({ where: { endpointId: ep.body.id, version: 2, status: 'COMPLETED' } }), 600_000, 50);
-    const firstReady = Math.min(...(await db.worker.findMany({ where: { endpointId: ep.body.id, releaseVersion: 2, readyAt: { not: null } } })).map((w) => w.readyAt!.getTime()));
-    console.log(`rollout of ${n} worker(s): PATCH -> release COMPLETED ${release.finishedAt!.getTime() - started} ms (first new worker ready after ${firstReady - started} ms)`);
+    const release = await until(
+      'the release to complete',
+      async () => db.release.findFirst({ where: { endpointId: ep.body.id, version: 2, status: 'COMPLETED' } }),
+      600_000,
+      50,
+    );
+    const firstReady = Math.min(
+      ...(
+        await db.worker.findMany({ where: { endpointId: ep.body.id, releaseVersion: 2, readyAt: { not: null } } })
+      ).map((w) => w.readyAt!.getTime()),
+    );
+    console.log(
+      `rollout of ${n} worker(s): PATCH -> release COMPLETED ${release.finishedAt!.getTime() - started} ms (first new worker ready after ${firstReady - started} ms)`,
+    );
     await api('PATCH', `/v2/serverless/${ep.body.id}`, { workers: { min: 0, max: 0 } });
     await until('the workers to go', async () => (await live(ep.body.id)).length === 0, 120_000, 100);
   }
@@ -134,7 +205,11 @@ try {
   await platform.stop();
   // Only this run's containers: they carry its host's id.
   if (benchHostId) {
-    const ids = spawnSync('podman', ['ps', '--all', '--quiet', '--filter', `label=gantry.host=${benchHostId}`], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+    const ids = spawnSync('podman', ['ps', '--all', '--quiet', '--filter', `label=gantry.host=${benchHostId}`], {
+      encoding: 'utf8',
+    })
+      .stdout.split('\n')
+      .filter(Boolean);
     if (ids.length) spawnSync('podman', ['rm', '--force', '--time', '0', ...ids]);
   }
   await sshHost.stop();

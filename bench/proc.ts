@@ -13,7 +13,10 @@ export function cpuSeconds(rootPid: number): number {
     try {
       const s = readFileSync(`/proc/${d}/stat`, 'utf8');
       const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
-      stats.set(Number(d), { ppid: Number(rest[1]), cpu: (Number(rest[11]) + Number(rest[12]) + Number(rest[13]) + Number(rest[14])) / tick });
+      stats.set(Number(d), {
+        ppid: Number(rest[1]),
+        cpu: (Number(rest[11]) + Number(rest[12]) + Number(rest[13]) + Number(rest[14])) / tick,
+      });
     } catch {
       // gone
     }

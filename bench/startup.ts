@@ -25,7 +25,15 @@ async function timeStart(dataDir: string, ports: number[]): Promise<number> {
   const [api, temporal, ui, pg] = ports.map(String);
   const started = performance.now();
   const child = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], {
-    env: { ...process.env, GANTRY_DATA_DIR: dataDir, PORT: api, TEMPORAL_PORT: temporal, TEMPORAL_UI_PORT: ui, GANTRY_PG_PORT: pg, LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      GANTRY_DATA_DIR: dataDir,
+      PORT: api,
+      TEMPORAL_PORT: temporal,
+      TEMPORAL_UI_PORT: ui,
+      GANTRY_PG_PORT: pg,
+      LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';

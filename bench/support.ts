@@ -32,7 +32,13 @@ export async function startBenchPlatform(name: string): Promise<BenchPlatform> {
   const postgres = await startPostgresServer(path.join(dir, 'pg'), await freePort());
   const binary = resolveTemporalBinary(loadConfig());
   if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
-  const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: undefined, namespace: 'default' });
+  const temporal = await startTemporalDevServer({
+    binary,
+    port: await freePort(),
+    uiPort: undefined,
+    dbFile: undefined,
+    namespace: 'default',
+  });
   const port = await freePort();
   const adminKey = `gntr_bench_${'k'.repeat(32)}`;
   const platform = await startPlatform(
@@ -68,7 +74,11 @@ export async function startBenchPlatform(name: string): Promise<BenchPlatform> {
  * The whole platform as `npm start` runs it (embedded PostgreSQL and Temporal dev server, production
  * loop settings) in `dataDir`, on free ports, with `env` over it: for the benchmarks that need hosts.
  */
-export async function startEmbeddedPlatform(dataDir: string, adminKey: string, env: Record<string, string> = {}): Promise<{ platform: Platform; base: string }> {
+export async function startEmbeddedPlatform(
+  dataDir: string,
+  adminKey: string,
+  env: Record<string, string> = {},
+): Promise<{ platform: Platform; base: string }> {
   const port = await freePort();
   const platform = await startPlatform(
     loadConfig({

@@ -46,7 +46,14 @@ async function createWorker(connection: import('@temporalio/worker').NativeConne
   const { Worker } = await import('@temporalio/worker');
   const { workflowBundle } = await import('../infra/temporal-worker.ts');
   // The options Gantry's worker uses (infra/temporal-worker.ts); job workflows that end at once call no activity.
-  return Worker.create({ connection, namespace: 'default', taskQueue: TASK_QUEUE, workflowBundle: await workflowBundle(), maxCachedWorkflows: 500, ...(JSON.parse(String(args['worker-options'])) as object) });
+  return Worker.create({
+    connection,
+    namespace: 'default',
+    taskQueue: TASK_QUEUE,
+    workflowBundle: await workflowBundle(),
+    maxCachedWorkflows: 500,
+    ...(JSON.parse(String(args['worker-options'])) as object),
+  });
 }
 
 async function runWorker(address: string): Promise<void> {
@@ -78,12 +85,22 @@ async function main(): Promise<void> {
     const binary = resolveTemporalBinary(loadConfig());
     if (!binary) throw new Error('no Temporal CLI: run `npm test` once, or set TEMPORAL_CLI_PATH');
     const extraArgs = (args['dynamic-config'] ?? []).flatMap((v) => ['--dynamic-config-value', v]);
-    return startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile, namespace: 'default', extraArgs });
+    return startTemporalDevServer({
+      binary,
+      port: await freePort(),
+      uiPort: undefined,
+      dbFile,
+      namespace: 'default',
+      extraArgs,
+    });
   };
-  const temporal = args.address ? { address: args.address, pid: Number(args['server-pid']), stop: async () => {} } : await startDevServer();
+  const temporal = args.address
+    ? { address: args.address, pid: Number(args['server-pid']), stop: async () => {} }
+    : await startDevServer();
   const serverPid = temporal.pid as number;
   const call = String(args.call);
-  if (!['signal-with-start', 'start', 'eager'].includes(call)) throw new Error(`--call: signal-with-start, start or eager, not ${call}`);
+  if (!['signal-with-start', 'start', 'eager'].includes(call))
+    throw new Error(`--call: signal-with-start, start or eager, not ${call}`);
   let worker: ChildProcess | undefined;
   let localWorker: Awaited<ReturnType<typeof createWorker>> | undefined;
   let localRun: Promise<void> | undefined;
@@ -103,7 +120,11 @@ async function main(): Promise<void> {
         await native.close();
       };
     } else {
-      worker = fork(fileURLToPath(import.meta.url), ['--worker', temporal.address, '--worker-options', String(args['worker-options'])], { execArgv: ['--import', 'tsx'] });
+      worker = fork(
+        fileURLToPath(import.meta.url),
+        ['--worker', temporal.address, '--worker-options', String(args['worker-options'])],
+        { execArgv: ['--import', 'tsx'] },
+      );
       await new Promise<void>((resolve, reject) => {
         worker?.once('message', () => resolve());
         worker?.once('exit', (code) => reject(new Error(`the Temporal worker exited (${code})`)));
@@ -114,12 +135,21 @@ async function main(): Promise<void> {
     }
     // This run's job workflows only (a cluster may hold earlier runs').
     const run = `bench-${Date.now().toString(36)}`;
-    const completedCount = async (): Promise<number> => (await client.workflow.count(`WorkflowId STARTS_WITH "job:${run}-" AND ExecutionStatus="Completed"`)).count;
+    const completedCount = async (): Promise<number> =>
+      (await client.workflow.count(`WorkflowId STARTS_WITH "job:${run}-" AND ExecutionStatus="Completed"`)).count;
 
-    console.log(`# bench/temporal-ceiling.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${loadAverage()}`);
-    console.log(`${args.address ? `Temporal server at ${args.address}` : `dev server state: ${dbFile ? 'SQLite file, WAL, synchronous=normal' : 'in memory'}`}; ${concurrency} concurrent calls (${call}) for ${seconds} s`);
+    console.log(
+      `# bench/temporal-ceiling.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${loadAverage()}`,
+    );
+    console.log(
+      `${args.address ? `Temporal server at ${args.address}` : `dev server state: ${dbFile ? 'SQLite file, WAL, synchronous=normal' : 'in memory'}`}; ${concurrency} concurrent calls (${call}) for ${seconds} s`,
+    );
 
-    const cpu = { server: () => cpuSeconds(serverPid), worker: () => (worker ? cpuSeconds(worker.pid as number) : 0), client: () => process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6 };
+    const cpu = {
+      server: () => cpuSeconds(serverPid),
+      worker: () => (worker ? cpuSeconds(worker.pid as number) : 0),
+      client: () => process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
+    };
     const cpuNow = () => ({ server: cpu.server(), worker: cpu.worker(), client: cpu.client() });
     const cpu0 = cpuNow();
     const latencies: number[] = [];
@@ -136,7 +166,12 @@ async function main(): Promise<void> {
           await signalFinishedJob(client, TASK_QUEUE, jobId, snapshot);
         } else {
           // The snapshot as the workflow's input: no signal event.
-          await client.workflow.start('jobWorkflow', { workflowId: jobWorkflowId(jobId), taskQueue: TASK_QUEUE, args: [{ jobId, lostAfterMs: 60_000, snapshot }], requestEagerStart: call === 'eager' });
+          await client.workflow.start('jobWorkflow', {
+            workflowId: jobWorkflowId(jobId),
+            taskQueue: TASK_QUEUE,
+            args: [{ jobId, lostAfterMs: 60_000, snapshot }],
+            requestEagerStart: call === 'eager',
+          });
         }
         latencies.push(performance.now() - t);
         sent++;
@@ -156,18 +191,30 @@ async function main(): Promise<void> {
     const totalMs = Date.now() - start;
     latencies.sort((a, b) => a - b);
     const rate = (n: number, ms: number): string => `${((n * 1000) / ms).toFixed(0)}/s`;
-    console.log(`${call}: ${sent} in ${(loadMs / 1000).toFixed(1)} s = ${rate(sent, loadMs)}; p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`);
-    console.log(`job workflows completed: ${completedInLoad} during the load (${rate(completedInLoad, loadMs)}); all ${completed} of ${sent} after ${(totalMs / 1000).toFixed(1)} s (${rate(completed, totalMs)} overall)`);
-    const perJob = (k: keyof typeof cpu0): string => `${(((cpu1[k] - cpu0[k]) * 1000) / Math.max(1, sent)).toFixed(2)} ms`;
+    console.log(
+      `${call}: ${sent} in ${(loadMs / 1000).toFixed(1)} s = ${rate(sent, loadMs)}; p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`,
+    );
+    console.log(
+      `job workflows completed: ${completedInLoad} during the load (${rate(completedInLoad, loadMs)}); all ${completed} of ${sent} after ${(totalMs / 1000).toFixed(1)} s (${rate(completed, totalMs)} overall)`,
+    );
+    const perJob = (k: keyof typeof cpu0): string =>
+      `${(((cpu1[k] - cpu0[k]) * 1000) / Math.max(1, sent)).toFixed(2)} ms`;
     const share = (k: keyof typeof cpu0): string => `${(((cpu1[k] - cpu0[k]) * 100000) / loadMs).toFixed(0)}%`;
-    console.log(`CPU during the load (share of one core; per job sent): server ${share('server')} (${perJob('server')}), worker ${share('worker')} (${perJob('worker')}), client ${share('client')}${call === 'eager' ? ' (the worker included)' : ''} (${perJob('client')})`);
+    console.log(
+      `CPU during the load (share of one core; per job sent): server ${share('server')} (${perJob('server')}), worker ${share('worker')} (${perJob('worker')}), client ${share('client')}${call === 'eager' ? ' (the worker included)' : ''} (${perJob('client')})`,
+    );
     const cpu2 = cpuNow();
-    const whole = (k: keyof typeof cpu0): string => `${(((cpu2[k] - cpu0[k]) * 1000) / Math.max(1, completed)).toFixed(1)} ms`;
-    console.log(`CPU per completed job workflow over the load and the drain: server ${whole('server')}, worker ${whole('worker')}, client ${whole('client')}`);
+    const whole = (k: keyof typeof cpu0): string =>
+      `${(((cpu2[k] - cpu0[k]) * 1000) / Math.max(1, completed)).toFixed(1)} ms`;
+    console.log(
+      `CPU per completed job workflow over the load and the drain: server ${whole('server')}, worker ${whole('worker')}, client ${whole('client')}`,
+    );
     await closeConnection();
   } finally {
     if (worker?.connected) worker.disconnect();
-    await new Promise((resolve) => (worker && worker.exitCode === null ? worker.once('exit', resolve) : resolve(undefined)));
+    await new Promise((resolve) =>
+      worker && worker.exitCode === null ? worker.once('exit', resolve) : resolve(undefined),
+    );
     await temporal.stop();
     rmSync(dir, { recursive: true, force: true });
   }

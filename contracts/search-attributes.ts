@@ -29,7 +29,15 @@ export const GantryPodId = defineSearchAttributeKey('GantryPodId', SearchAttribu
 export const GantryJobStatus = defineSearchAttributeKey('GantryJobStatus', SearchAttributeType.KEYWORD);
 
 /** Every attribute, for registration (a cluster with SQL visibility has 10 Keyword and 3 Int slots per namespace). */
-export const GANTRY_SEARCH_ATTRIBUTES = [GantryKind, GantryEndpointId, GantryAccountId, GantryReleaseVersion, GantryHostId, GantryPodId, GantryJobStatus] as const;
+export const GANTRY_SEARCH_ATTRIBUTES = [
+  GantryKind,
+  GantryEndpointId,
+  GantryAccountId,
+  GantryReleaseVersion,
+  GantryHostId,
+  GantryPodId,
+  GantryJobStatus,
+] as const;
 
 export type GantryWorkflowKind = 'endpoint' | 'job' | 'worker' | 'host' | 'pod' | 'rollout';
 

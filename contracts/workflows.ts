@@ -35,7 +35,6 @@ export interface PurgeOutputsResult {
  */
 export const purgeOutputsScheduleId = (taskQueue: string): string => `purge-expired-outputs:${taskQueue}`;
 
-
 export const endpointWorkflowId = (endpointId: string): string => `endpoint:${endpointId}`;
 export const workerWorkflowId = (workerId: string): string => `worker:${workerId}`;
 export const rolloutWorkflowId = (endpointId: string, version: number): string => `rollout:${endpointId}:${version}`;
@@ -49,7 +48,8 @@ export const jobWorkflowId = (jobId: string): string => `job:${jobId}`;
  */
 export const jobTaskQueueOf = (taskQueue: string): string => `${taskQueue}-jobs`;
 /** Names, not ids, so the Temporal UI reads as the CLI said it: `deploy:shop:production:b1x...`. */
-export const deployWorkflowId = (app: string, environment: string, buildId: string): string => `deploy:${app}:${environment}:${buildId}`;
+export const deployWorkflowId = (app: string, environment: string, buildId: string): string =>
+  `deploy:${app}:${environment}:${buildId}`;
 
 // ---------------------------------------------------------------- endpoint (workflows/endpoint.ts)
 
@@ -80,7 +80,8 @@ export function specProblems(spec: EndpointSpec): string[] {
   if (!Number.isInteger(spec.workersMax) || spec.workersMax < 0) problems.push('workers.max must be an integer >= 0');
   if (spec.workersMin > spec.workersMax) problems.push('workers.min must not exceed workers.max');
   if (!(spec.scalerValue >= 0.5)) problems.push('scaling.value must be >= 0.5');
-  if (!Number.isInteger(spec.idleTimeout) || spec.idleTimeout < 0) problems.push('scaling.idleTimeout must be an integer >= 0');
+  if (!Number.isInteger(spec.idleTimeout) || spec.idleTimeout < 0)
+    problems.push('scaling.idleTimeout must be an integer >= 0');
   if (!Number.isInteger(spec.timeoutMs) || spec.timeoutMs < 1) problems.push('timeout must be a positive integer');
   return problems;
 }

@@ -1,7 +1,16 @@
 /**
  * Domain errors: what went wrong in terms REST (problem+json) and GraphQL (extensions.code) both map.
  */
-export type DomainErrorKind = 'bad_request' | 'unauthenticated' | 'forbidden' | 'not_found' | 'conflict' | 'gone' | 'validation' | 'rate_limited' | 'unavailable';
+export type DomainErrorKind =
+  | 'bad_request'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  | 'gone'
+  | 'validation'
+  | 'rate_limited'
+  | 'unavailable';
 
 export class DomainError extends Error {
   constructor(
@@ -17,7 +26,8 @@ export class DomainError extends Error {
 
 export const notFound = (what = 'resource'): DomainError => new DomainError('not_found', `${what} not found`);
 export const forbidden = (detail = 'access denied'): DomainError => new DomainError('forbidden', detail);
-export const validationFailed = (errors: string[]): DomainError => new DomainError('validation', 'Request validation failed.', errors);
+export const validationFailed = (errors: string[]): DomainError =>
+  new DomainError('validation', 'Request validation failed.', errors);
 
 /** A 403 for a credential that was forged, not merely insufficient (a signed URL whose signature is wrong): it counts as a failed authentication. */
 export class ForgedCredential extends DomainError {

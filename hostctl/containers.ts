@@ -60,7 +60,8 @@ export function envFile(env: Record<string, string>): string {
   const lines: string[] = [];
   for (const [key, value] of Object.entries(env)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) throw new Error(`environment variable name '${key}' is not valid`);
-    if (/[\r\n\0]/.test(value)) throw new Error(`environment variable ${key} holds a line break or NUL, which container env files cannot carry`);
+    if (/[\r\n\0]/.test(value))
+      throw new Error(`environment variable ${key} holds a line break or NUL, which container env files cannot carry`);
     lines.push(`${key}=${value}`);
   }
   return lines.join('\n') + '\n';
@@ -68,7 +69,18 @@ export function envFile(env: Record<string, string>): string {
 
 /** `run` arguments (after the runtime's name), except the env file. */
 export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
-  const args = ['run', '--detach', '--name', spec.name, '--restart', 'no', '--pull', 'never', '--env-file', envFilePath];
+  const args = [
+    'run',
+    '--detach',
+    '--name',
+    spec.name,
+    '--restart',
+    'no',
+    '--pull',
+    'never',
+    '--env-file',
+    envFilePath,
+  ];
   for (const [k, v] of Object.entries(spec.labels)) args.push('--label', `${k}=${v}`);
   // Always the runtime's bridge network, never the host's: a tenant's container must not reach
   // what listens on the host's loopback (PostgreSQL, Temporal). Raw sockets go too: with them a
@@ -79,7 +91,11 @@ export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
   if (spec.gpuUuids.length > 0) {
     if (spec.gpuMethod === 'cdi') for (const uuid of spec.gpuUuids) args.push('--device', `nvidia.com/gpu=${uuid}`);
     // Docker reads --gpus as CSV: several devices need the value itself in double quotes.
-    else if (spec.gpuMethod === 'docker-gpus') args.push('--gpus', spec.gpuUuids.length === 1 ? `device=${spec.gpuUuids[0]}` : `"device=${spec.gpuUuids.join(',')}"`);
+    else if (spec.gpuMethod === 'docker-gpus')
+      args.push(
+        '--gpus',
+        spec.gpuUuids.length === 1 ? `device=${spec.gpuUuids[0]}` : `"device=${spec.gpuUuids.join(',')}"`,
+      );
     else throw new Error('the host cannot pass GPUs to containers');
   }
   if (spec.diskGb !== undefined) args.push('--storage-opt', `size=${spec.diskGb}G`);
@@ -113,7 +129,10 @@ function failure(what: string, r: ExecResult): ContainerCommandError {
 }
 
 export async function imagePresent(pool: SshPool, h: HostHandle, image: string): Promise<boolean> {
-  const cmd = h.runtime === 'podman' ? shellJoin(['podman', 'image', 'exists', '--', image]) : `${shellJoin(['docker', 'image', 'inspect', '--', image])} >/dev/null 2>&1`;
+  const cmd =
+    h.runtime === 'podman'
+      ? shellJoin(['podman', 'image', 'exists', '--', image])
+      : `${shellJoin(['docker', 'image', 'inspect', '--', image])} >/dev/null 2>&1`;
   const r = await pool.exec(h.target, cmd, { timeoutMs: 60_000 });
   return r.code === 0;
 }
@@ -142,17 +161,28 @@ export async function ensureImage(
   let r: ExecResult;
   if (login) {
     const registry = registryOf(image);
-    if (login.registry === null) throw new ContainerCommandError(`pulling ${image}: the registry credential is not bound to a registry yet`);
-    if (registry !== login.registry) throw new ContainerCommandError(`pulling ${image}: the registry credential is bound to ${login.registry}, not ${registry}`);
+    if (login.registry === null)
+      throw new ContainerCommandError(`pulling ${image}: the registry credential is not bound to a registry yet`);
+    if (registry !== login.registry)
+      throw new ContainerCommandError(
+        `pulling ${image}: the registry credential is bound to ${login.registry}, not ${registry}`,
+      );
     const body =
       h.runtime === 'podman'
         ? `podman login --authfile "$f" --username ${shellQuote(login.username)} --password-stdin -- ${shellQuote(registry)} < "$f.pw" && podman pull --quiet --authfile "$f" -- ${shellQuote(image)}`
         : `docker --config "$d" login --username ${shellQuote(login.username)} --password-stdin -- ${shellQuote(registry)} < "$f.pw" && docker --config "$d" pull --quiet -- ${shellQuote(image)}`;
     // stdin holds the password; it is moved aside so the auth file path is free for the runtime.
     const script = `umask 077; d=$(mktemp -d) || exit 97; f="$d/auth.json"; trap 'rm -rf "$d"' EXIT; cat > "$f.pw" || exit 97; ${body}`;
-    r = await pool.exec(h.target, script, { stdin: login.password, timeoutMs: options.timeoutMs, signal: options.signal });
+    r = await pool.exec(h.target, script, {
+      stdin: login.password,
+      timeoutMs: options.timeoutMs,
+      signal: options.signal,
+    });
   } else {
-    r = await pool.exec(h.target, shellJoin([h.runtime, 'pull', '--quiet', '--', image]), { timeoutMs: options.timeoutMs, signal: options.signal });
+    r = await pool.exec(h.target, shellJoin([h.runtime, 'pull', '--quiet', '--', image]), {
+      timeoutMs: options.timeoutMs,
+      signal: options.signal,
+    });
   }
   if (r.code === 0) return 'pulled';
   // A mutable tag that cannot be refreshed (registry down, local-only image) still runs as it is.
@@ -185,11 +215,16 @@ export async function runContainer(pool: SshPool, h: HostHandle, spec: Container
   // Bind sources must exist: a network volume's directory is made on its first use.
   const dirs = (spec.binds ?? []).map((b) => b.source);
   const mkdir = dirs.length > 0 ? `${shellJoin(['mkdir', '-p', '--', ...dirs])} || exit 96; ` : '';
-  const cmd = withStdinFile(`${mkdir}${h.runtime} ${runArgs(spec, ENV_FILE_SLOT).map((a) => (a === ENV_FILE_SLOT ? '"$f"' : shellQuote(a))).join(' ')}`);
+  const cmd = withStdinFile(
+    `${mkdir}${h.runtime} ${runArgs(spec, ENV_FILE_SLOT)
+      .map((a) => (a === ENV_FILE_SLOT ? '"$f"' : shellQuote(a)))
+      .join(' ')}`,
+  );
   const r = await pool.exec(h.target, cmd, { stdin: envFile(spec.env), timeoutMs: 120_000 });
   if (r.code !== 0) throw failure(`starting container ${spec.name}`, r);
   const id = r.stdout.trim().split('\n').pop() ?? '';
-  if (!/^[0-9a-f]{12,64}$/.test(id)) throw new ContainerCommandError(`starting container ${spec.name}: unexpected output ${r.stdout.slice(0, 200)}`);
+  if (!/^[0-9a-f]{12,64}$/.test(id))
+    throw new ContainerCommandError(`starting container ${spec.name}: unexpected output ${r.stdout.slice(0, 200)}`);
   return id;
 }
 
@@ -207,18 +242,43 @@ export interface ContainerState {
  * The container's state, or null when there is no such container. `withSize` also measures its
  * writable layer (the runtime walks it: not free, so callers ask now and then).
  */
-export async function inspectContainer(pool: SshPool, h: HostHandle, name: string, options: { withSize?: boolean } = {}): Promise<ContainerState | null> {
+export async function inspectContainer(
+  pool: SshPool,
+  h: HostHandle,
+  name: string,
+  options: { withSize?: boolean } = {},
+): Promise<ContainerState | null> {
   const format = `{{.Id}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.Running}}${options.withSize ? '|{{.SizeRw}}' : ''}`;
-  const r = await pool.exec(h.target, shellJoin([h.runtime, 'inspect', '--type', 'container', ...(options.withSize ? ['--size'] : []), '--format', format, '--', name]), {
-    timeoutMs: 60_000,
-  });
+  const r = await pool.exec(
+    h.target,
+    shellJoin([
+      h.runtime,
+      'inspect',
+      '--type',
+      'container',
+      ...(options.withSize ? ['--size'] : []),
+      '--format',
+      format,
+      '--',
+      name,
+    ]),
+    {
+      timeoutMs: 60_000,
+    },
+  );
   if (r.code !== 0) {
     if (/no such (object|container)/i.test(r.stderr)) return null;
     throw failure(`inspecting ${name}`, r);
   }
   const [id = '', status = '', exitCode = '0', running = 'false', size] = r.stdout.trim().split('|');
   const written = size !== undefined && /^[0-9]+$/.test(size) ? Number(size) : undefined;
-  return { id, status, exitCode: Number(exitCode), running: running === 'true', ...(written !== undefined ? { writtenBytes: written } : {}) };
+  return {
+    id,
+    status,
+    exitCode: Number(exitCode),
+    running: running === 'true',
+    ...(written !== undefined ? { writtenBytes: written } : {}),
+  };
 }
 
 /** Stops (SIGTERM, then SIGKILL after graceSec) and removes the container; a missing one is fine. */
@@ -252,7 +312,10 @@ export async function removeVolume(pool: SshPool, h: HostHandle, name: string, t
 export async function listVolumes(pool: SshPool, h: HostHandle, prefix: string): Promise<string[]> {
   const r = await pool.exec(h.target, shellJoin([h.runtime, 'volume', 'ls', '--quiet']), { timeoutMs: 60_000 });
   if (r.code !== 0) throw failure('listing volumes', r);
-  return r.stdout.split('\n').map((l) => l.trim()).filter((name) => name.startsWith(prefix));
+  return r.stdout
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((name) => name.startsWith(prefix));
 }
 
 export interface ManagedContainer {
@@ -283,12 +346,19 @@ export async function listManagedContainers(pool: SshPool, h: HostHandle): Promi
 
 /** The last lines of a container's output (for the reason a worker failed). */
 export async function containerLogTail(pool: SshPool, h: HostHandle, name: string, lines: number): Promise<string> {
-  const r = await pool.exec(h.target, `${shellJoin([h.runtime, 'logs', '--tail', String(lines), '--', name])} 2>&1`, { timeoutMs: 30_000, maxOutputBytes: 64 * 1024 });
+  const r = await pool.exec(h.target, `${shellJoin([h.runtime, 'logs', '--tail', String(lines), '--', name])} 2>&1`, {
+    timeoutMs: 30_000,
+    maxOutputBytes: 64 * 1024,
+  });
   return r.code === 0 ? r.stdout.trim() : '';
 }
 
 /** The command that prints (and with follow, keeps printing) a container's output with timestamps. */
-export function logsCommand(runtime: RuntimeName, name: string, options: { follow: boolean; tail?: number; since?: string }): string {
+export function logsCommand(
+  runtime: RuntimeName,
+  name: string,
+  options: { follow: boolean; tail?: number; since?: string },
+): string {
   const args: string[] = [runtime, 'logs', '--timestamps'];
   if (options.follow) args.push('--follow');
   if (options.tail !== undefined) args.push('--tail', String(options.tail));

@@ -33,7 +33,10 @@ export interface ConnectOptions {
 
 /** Normalizes `SHA256:abc=`, `abc` and `abc=` to `SHA256:abc`. */
 export function normalizeFingerprint(fp: string): string {
-  return `SHA256:${fp.trim().replace(/^SHA256:/i, '').replace(/=+$/, '')}`;
+  return `SHA256:${fp
+    .trim()
+    .replace(/^SHA256:/i, '')
+    .replace(/=+$/, '')}`;
 }
 
 /** OpenSSH-style fingerprint of a host key blob (the SSH wire encoding). */

@@ -12,13 +12,19 @@ export class HostKeyMismatchError extends Error {
     readonly expected: string,
     readonly actual: string,
   ) {
-    super(`host key of ${host}:${port} is ${actual}, expected ${expected}: refusing to connect (the host was reinstalled, or someone is in the middle)`);
+    super(
+      `host key of ${host}:${port} is ${actual}, expected ${expected}: refusing to connect (the host was reinstalled, or someone is in the middle)`,
+    );
   }
 }
 
 export class SshConnectError extends Error {
   override readonly name = 'SshConnectError';
-  constructor(readonly host: string, readonly port: number, cause: unknown) {
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    cause: unknown,
+  ) {
     super(`cannot connect to ${host}:${port}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
   }
 }

@@ -6,7 +6,12 @@ import { PassThrough, type Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { ClientChannel } from 'ssh2';
 import type { SshConnection } from './ssh-connection.ts';
-import { SshChannelOpenError, SshCommandFailedError, SshCommandTimeoutError, SshConnectionLostError } from './ssh-errors.ts';
+import {
+  SshChannelOpenError,
+  SshCommandFailedError,
+  SshCommandTimeoutError,
+  SshConnectionLostError,
+} from './ssh-errors.ts';
 
 export interface ExecOptions {
   /** Written to the command's stdin, then EOF. Without it the command gets EOF at once. */
@@ -55,7 +60,9 @@ function killable(command: string): string {
 async function killRemote(conn: SshConnection, pgid: string | undefined): Promise<void> {
   if (!pgid || !/^\d+$/.test(pgid) || conn.closed) return;
   try {
-    await exec(conn, `kill -KILL -- -${pgid} 2>/dev/null || kill -KILL ${pgid} 2>/dev/null; true`, { timeoutMs: 10_000 });
+    await exec(conn, `kill -KILL -- -${pgid} 2>/dev/null || kill -KILL ${pgid} 2>/dev/null; true`, {
+      timeoutMs: 10_000,
+    });
   } catch {
     // Nothing more can be done from here.
   }
@@ -157,15 +164,26 @@ export async function exec(conn: SshConnection, command: string, options: ExecOp
       const timer =
         options.timeoutMs === undefined
           ? undefined
-          : setTimeout(() => stop(new SshCommandTimeoutError(command, options.timeoutMs!, text(out), text(err))), options.timeoutMs);
-      const onAbort = (): void => stop(options.signal?.reason instanceof Error ? options.signal.reason : new Error('aborted'));
+          : setTimeout(
+              () => stop(new SshCommandTimeoutError(command, options.timeoutMs!, text(out), text(err))),
+              options.timeoutMs,
+            );
+      const onAbort = (): void =>
+        stop(options.signal?.reason instanceof Error ? options.signal.reason : new Error('aborted'));
       options.signal?.addEventListener('abort', onAbort, { once: true });
 
       channel.on('close', (code: number | null | undefined, signal?: string) => {
         finish(() => {
           // ssh2 closes channels without an exit status when the connection drops.
           if (code === undefined && signal === undefined) reject(new SshConnectionLostError(command));
-          else resolve({ code: code ?? null, ...(signal ? { signal } : {}), stdout: text(out), stderr: text(err), truncated });
+          else
+            resolve({
+              code: code ?? null,
+              ...(signal ? { signal } : {}),
+              stdout: text(out),
+              stderr: text(err),
+              truncated,
+            });
         });
       });
       if (options.stdin !== undefined) channel.end(options.stdin);
@@ -211,7 +229,11 @@ export interface ExecStream {
  * interleaved in arrival order. A slow reader pauses the channel, so SSH flow control holds the
  * remote side back instead of memory filling up here.
  */
-export async function execStream(conn: SshConnection, command: string, options: { stdin?: string | Buffer } = {}): Promise<ExecStream> {
+export async function execStream(
+  conn: SshConnection,
+  command: string,
+  options: { stdin?: string | Buffer } = {},
+): Promise<ExecStream> {
   const release = await conn.acquireChannel();
   let channel: ClientChannel;
   try {

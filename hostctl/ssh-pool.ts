@@ -2,7 +2,13 @@
  * The per-host SSH connection pool the platform uses: reuses connections, opens more when every
  * channel slot is taken, drops dead ones and retries a command that could not open a channel.
  */
-import { connectSsh, normalizeFingerprint, type ConnectOptions, type SshConnection, type SshTarget } from './ssh-connection.ts';
+import {
+  connectSsh,
+  normalizeFingerprint,
+  type ConnectOptions,
+  type SshConnection,
+  type SshTarget,
+} from './ssh-connection.ts';
 import { SshChannelOpenError, SshCommandFailedError } from './ssh-errors.ts';
 import { exec, execStream, type ExecOptions, type ExecResult, type ExecStream } from './ssh-exec.ts';
 
@@ -45,7 +51,10 @@ export class SshPool {
       this.entries.set(key, entry);
     }
     entry.conns = entry.conns.filter((c) => !c.closed);
-    const leastLoaded = entry.conns.reduce<SshConnection | undefined>((best, c) => (!best || c.load < best.load ? c : best), undefined);
+    const leastLoaded = entry.conns.reduce<SshConnection | undefined>(
+      (best, c) => (!best || c.load < best.load ? c : best),
+      undefined,
+    );
     if (leastLoaded && leastLoaded.load < leastLoaded.maxChannels) return leastLoaded;
     if (entry.connecting) return entry.connecting;
     if (leastLoaded && entry.conns.length >= this.options.maxConnectionsPerHost) return leastLoaded;

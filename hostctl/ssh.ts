@@ -10,7 +10,14 @@
  * pinning), ssh-exec.ts (running commands), ssh-pool.ts, ssh-errors.ts and shell-quote.ts.
  */
 export { shellJoin, shellQuote } from './shell-quote.ts';
-export { connectSsh, fingerprintOfKey, normalizeFingerprint, SshConnection, type ConnectOptions, type SshTarget } from './ssh-connection.ts';
+export {
+  connectSsh,
+  fingerprintOfKey,
+  normalizeFingerprint,
+  SshConnection,
+  type ConnectOptions,
+  type SshTarget,
+} from './ssh-connection.ts';
 export {
   HostKeyMismatchError,
   SshChannelOpenError,
@@ -19,5 +26,14 @@ export {
   SshConnectError,
   SshConnectionLostError,
 } from './ssh-errors.ts';
-export { exec, execOk, execStream, type ExecExit, type ExecOptions, type ExecResult, type ExecStream, type OutputLine } from './ssh-exec.ts';
+export {
+  exec,
+  execOk,
+  execStream,
+  type ExecExit,
+  type ExecOptions,
+  type ExecResult,
+  type ExecStream,
+  type OutputLine,
+} from './ssh-exec.ts';
 export { SshPool, type SshPoolOptions } from './ssh-pool.ts';

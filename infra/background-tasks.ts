@@ -175,7 +175,8 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'rate-limit counters',
       schedule: 'every 5 min',
       lock: 'every API app, no lock (an idempotent DELETE)',
-      where: 'api/rate-limit.ts, registerRateLimitPurge (domain/rate-limits/rate-limits.ts purgeExpiredRateLimitCounters)',
+      where:
+        'api/rate-limit.ts, registerRateLimitPurge (domain/rate-limits/rate-limits.ts purgeExpiredRateLimitCounters)',
       does: 'deletes the counters of ended rate-limit windows',
     },
   ];
@@ -201,7 +202,8 @@ export function startBackgroundTasks(tasks: readonly BackgroundTask[], runner: T
 
   const tick = (task: TimedTask): void => {
     if (stopping.signal.aborted || running.has(task)) return;
-    const run = task.lock === null ? task.run(stopping.signal) : runner.exclusively(task.lock, () => task.run(stopping.signal));
+    const run =
+      task.lock === null ? task.run(stopping.signal) : runner.exclusively(task.lock, () => task.run(stopping.signal));
     running.set(
       task,
       run
@@ -213,7 +215,10 @@ export function startBackgroundTasks(tasks: readonly BackgroundTask[], runner: T
 
   for (const task of tasks) {
     if (task.kind === 'timed') {
-      const t = 'everyMs' in task.schedule ? setInterval(() => tick(task), task.schedule.everyMs) : setTimeout(() => tick(task), task.schedule.onceAfterMs);
+      const t =
+        'everyMs' in task.schedule
+          ? setInterval(() => tick(task), task.schedule.everyMs)
+          : setTimeout(() => tick(task), task.schedule.onceAfterMs);
       t.unref();
       timers.push(t);
     } else if (task.kind === 'listener') {
@@ -228,7 +233,10 @@ export function startBackgroundTasks(tasks: readonly BackgroundTask[], runner: T
       for (const unsubscribe of unsubscribes) unsubscribe();
       if (running.size === 0) return;
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(running.values()), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      await Promise.race([
+        Promise.all(running.values()),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+      ]);
       clearTimeout(timer);
     },
   };

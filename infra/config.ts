@@ -10,7 +10,12 @@ import type { LocalHostSettings } from '../domain/hosts/index.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing/index.ts';
 import { parseOrchestrationSettings } from '../domain/shared/index.ts';
-import { DEFAULT_JOB_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, DEFAULT_RATE_LIMITS, parseRateLimits } from '../domain/rate-limits/index.ts';
+import {
+  DEFAULT_JOB_RATE_LIMITS,
+  DEFAULT_PROXY_RATE_LIMITS,
+  DEFAULT_RATE_LIMITS,
+  parseRateLimits,
+} from '../domain/rate-limits/index.ts';
 import type { PlatformSettings } from '../domain/shared/index.ts';
 import { validate } from '../domain/shared/index.ts';
 import { DEFAULT_OUTPUT_SETTINGS } from '../domain/public-models/index.ts';
@@ -43,19 +48,30 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_ADMIN_API_KEY: Text('the admin key'),
     GANTRY_SECRET_KEY: Text('key sealing stored secrets'),
     GANTRY_PRICES_FILE: Text('price file'),
-    GANTRY_BLOB_STORE: Type.Optional(Type.Union([Type.Literal('directory'), Type.Literal('s3')], { description: 'where build artifacts are kept' })),
+    GANTRY_BLOB_STORE: Type.Optional(
+      Type.Union([Type.Literal('directory'), Type.Literal('s3')], { description: 'where build artifacts are kept' }),
+    ),
     GANTRY_BLOB_DIR: Text('directory of the directory blob store'),
     GANTRY_S3_ENDPOINT: Text('S3 endpoint URL of the s3 blob store'),
     GANTRY_S3_REGION: Text('S3 region'),
     GANTRY_S3_BUCKET: Text('S3 bucket'),
     GANTRY_S3_ACCESS_KEY_ID: Text('S3 access key id'),
     GANTRY_S3_SECRET_ACCESS_KEY: Text('S3 secret access key'),
-    GANTRY_S3_FORCE_PATH_STYLE: Type.Optional(Type.Union(['true', 'false', '1', '0'].map((v) => Type.Literal(v)), { description: 'path-style S3 addressing' })),
+    GANTRY_S3_FORCE_PATH_STYLE: Type.Optional(
+      Type.Union(
+        ['true', 'false', '1', '0'].map((v) => Type.Literal(v)),
+        { description: 'path-style S3 addressing' },
+      ),
+    ),
     GANTRY_S3_PREFIX: Text('key prefix inside the S3 bucket'),
     GANTRY_RUNTIME_IMAGE: Text('runtime image of deployed apps to pull ({python} = 3.10..3.13); unset: hosts build it'),
     GANTRY_RUNTIME_BASE_IMAGE: Text('base image hosts build the runtime image on ({python} replaced)'),
     GANTRY_ARTIFACT_CACHE_DIR: Text("host directory of deployed apps' artifact cache"),
-    GANTRY_ROLE: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], { description: 'the parts this process runs' })),
+    GANTRY_ROLE: Type.Optional(
+      Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], {
+        description: 'the parts this process runs',
+      }),
+    ),
     GANTRY_TASK_QUEUE: Text('Temporal task queue'),
     DATABASE_URL: Text('PostgreSQL connection URL'),
     GANTRY_PG_PORT: Int('port of the embedded PostgreSQL'),
@@ -64,9 +80,18 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     TEMPORAL_PORT: Int('gRPC port of the embedded dev server'),
     TEMPORAL_UI_PORT: Int('Web UI port of the embedded dev server'),
     TEMPORAL_CLI_PATH: Text('the temporal executable'),
-    LOG_LEVEL: Type.Optional(Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { description: 'log level' })),
+    LOG_LEVEL: Type.Optional(
+      Type.Union(
+        ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+        { description: 'log level' },
+      ),
+    ),
     GANTRY_HOSTS_FILE: Text('hosts file applied at start'),
-    GANTRY_LOCAL_HOST: Type.Optional(Type.Union([Type.Literal(''), Type.Literal('0'), Type.Literal('1')], { description: '1: register this machine as the host local' })),
+    GANTRY_LOCAL_HOST: Type.Optional(
+      Type.Union([Type.Literal(''), Type.Literal('0'), Type.Literal('1')], {
+        description: '1: register this machine as the host local',
+      }),
+    ),
     GANTRY_LOCAL_HOST_PORT: Int('SSH port of the local host'),
     GANTRY_LOCAL_HOST_USER: Text('SSH user of the local host'),
     GANTRY_LOCAL_HOST_KEY: Text('SSH private key file of the local host'),
@@ -122,7 +147,8 @@ export interface GantryConfig {
   blobStore: BlobStoreSettings;
 }
 
-const intOf = (value: string | undefined, fallback: number): number => (value === undefined || value.trim() === '' ? fallback : Number(value.trim()));
+const intOf = (value: string | undefined, fallback: number): number =>
+  value === undefined || value.trim() === '' ? fallback : Number(value.trim());
 
 /** Like intOf, for values that must not be 0 (an interval, a count of allowed failures). */
 function positive(name: string, value: string | undefined, fallback: number, problems: string[]): number {
@@ -168,12 +194,14 @@ function blobStoreSettings(env: GantryEnvironment, dataDir: string, problems: st
     } catch {
       // reported below
     }
-    if (protocol !== 'http:' && protocol !== 'https:') problems.push(`GANTRY_S3_ENDPOINT must be an http(s) URL, got "${endpoint}"`);
+    if (protocol !== 'http:' && protocol !== 'https:')
+      problems.push(`GANTRY_S3_ENDPOINT must be an http(s) URL, got "${endpoint}"`);
   }
   const accessKeyId = env.GANTRY_S3_ACCESS_KEY_ID;
   const secretAccessKey = env.GANTRY_S3_SECRET_ACCESS_KEY;
   // Neither: the AWS SDK's own credential chain (environment, profile, instance role).
-  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) problems.push('GANTRY_S3_ACCESS_KEY_ID and GANTRY_S3_SECRET_ACCESS_KEY go together: set both or neither');
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined))
+    problems.push('GANTRY_S3_ACCESS_KEY_ID and GANTRY_S3_SECRET_ACCESS_KEY go together: set both or neither');
   const prefix = env.GANTRY_S3_PREFIX?.trim().replace(/^\/+|\/+$/g, '') || undefined;
   if (prefix !== undefined) {
     try {
@@ -189,7 +217,10 @@ function blobStoreSettings(env: GantryEnvironment, dataDir: string, problems: st
     bucket,
     accessKeyId,
     secretAccessKey,
-    forcePathStyle: env.GANTRY_S3_FORCE_PATH_STYLE === undefined || env.GANTRY_S3_FORCE_PATH_STYLE === 'true' || env.GANTRY_S3_FORCE_PATH_STYLE === '1',
+    forcePathStyle:
+      env.GANTRY_S3_FORCE_PATH_STYLE === undefined ||
+      env.GANTRY_S3_FORCE_PATH_STYLE === 'true' ||
+      env.GANTRY_S3_FORCE_PATH_STYLE === '1',
     prefix,
   };
 }
@@ -205,7 +236,8 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
   try {
     env = validate(ENVIRONMENT_SCHEMA, cleaned);
   } catch (err) {
-    if (err instanceof DomainError) throw new Error(`configuration: ${(err.errors ?? [err.message]).map((e) => e.replace(/^\$\./, '')).join('; ')}`);
+    if (err instanceof DomainError)
+      throw new Error(`configuration: ${(err.errors ?? [err.message]).map((e) => e.replace(/^\$\./, '')).join('; ')}`);
     throw err;
   }
   const problems: string[] = [];
@@ -213,12 +245,25 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
   const host = env.GANTRY_HOST ?? '127.0.0.1';
   const cacheHome = env.XDG_CACHE_HOME ?? path.join(homedir(), '.cache');
 
-  const orchestration = parsed(problems, parseOrchestrationSettings(undefined), () => parseOrchestrationSettings(env.GANTRY_ORCHESTRATION));
+  const orchestration = parsed(problems, parseOrchestrationSettings(undefined), () =>
+    parseOrchestrationSettings(env.GANTRY_ORCHESTRATION),
+  );
   // One interval for what workers are told and for how their loss is detected: GANTRY_ORCHESTRATION
   // may name it too, and then it must agree.
-  const pingIntervalMs = positive('GANTRY_WORKER_PING_INTERVAL_MS', env.GANTRY_WORKER_PING_INTERVAL_MS, orchestration.pingIntervalMs, problems);
-  if (env.GANTRY_WORKER_PING_INTERVAL_MS !== undefined && orchestration.pingIntervalMs !== parseOrchestrationSettings(undefined).pingIntervalMs && orchestration.pingIntervalMs !== pingIntervalMs) {
-    problems.push(`GANTRY_WORKER_PING_INTERVAL_MS (${pingIntervalMs}) and GANTRY_ORCHESTRATION's pingIntervalMs (${orchestration.pingIntervalMs}) disagree; set one`);
+  const pingIntervalMs = positive(
+    'GANTRY_WORKER_PING_INTERVAL_MS',
+    env.GANTRY_WORKER_PING_INTERVAL_MS,
+    orchestration.pingIntervalMs,
+    problems,
+  );
+  if (
+    env.GANTRY_WORKER_PING_INTERVAL_MS !== undefined &&
+    orchestration.pingIntervalMs !== parseOrchestrationSettings(undefined).pingIntervalMs &&
+    orchestration.pingIntervalMs !== pingIntervalMs
+  ) {
+    problems.push(
+      `GANTRY_WORKER_PING_INTERVAL_MS (${pingIntervalMs}) and GANTRY_ORCHESTRATION's pingIntervalMs (${orchestration.pingIntervalMs}) disagree; set one`,
+    );
   }
   orchestration.pingIntervalMs = pingIntervalMs;
   const jobs = jobSettings({
@@ -228,25 +273,54 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     unsignalledGraceMs: intOf(env.GANTRY_JOB_UNSIGNALLED_GRACE_MS, 30_000),
     maxQueuedPerEndpoint: intOf(env.GANTRY_MAX_QUEUED_JOBS, 10_000),
     maxWorkflowBacklog: positive('GANTRY_JOB_WORKFLOW_BACKLOG', env.GANTRY_JOB_WORKFLOW_BACKLOG, 20_000, problems),
-    retention: { runMs: intOf(env.GANTRY_JOB_RETENTION_MS, 30 * 60_000), syncMs: intOf(env.GANTRY_JOB_SYNC_RETENTION_MS, 60_000) },
+    retention: {
+      runMs: intOf(env.GANTRY_JOB_RETENTION_MS, 30 * 60_000),
+      syncMs: intOf(env.GANTRY_JOB_SYNC_RETENTION_MS, 60_000),
+    },
   });
   const settings: PlatformSettings = {
-    lbDomain: env.GANTRY_LB_DOMAIN?.trim().replace(/^\.+|\.+$/g, '').toLowerCase() || undefined,
+    lbDomain:
+      env.GANTRY_LB_DOMAIN?.trim()
+        .replace(/^\.+|\.+$/g, '')
+        .toLowerCase() || undefined,
     lbHealth: parsed(problems, parseLbHealthSettings(undefined), () => parseLbHealthSettings(env.GANTRY_LB_HEALTH)),
-    webhookAllow: parsed(problems, parseWebhookAllowList(undefined), () => parseWebhookAllowList(env.GANTRY_WEBHOOK_ALLOW)),
+    webhookAllow: parsed(problems, parseWebhookAllowList(undefined), () =>
+      parseWebhookAllowList(env.GANTRY_WEBHOOK_ALLOW),
+    ),
     pricesFile: env.GANTRY_PRICES_FILE,
     jobs,
     limits: {
-      management: parsed(problems, DEFAULT_RATE_LIMITS, () => parseRateLimits(env.GANTRY_RATE_LIMITS, DEFAULT_RATE_LIMITS, 'GANTRY_RATE_LIMITS')),
-      jobs: parsed(problems, DEFAULT_JOB_RATE_LIMITS, () => parseRateLimits(env.GANTRY_JOB_RATE_LIMITS, DEFAULT_JOB_RATE_LIMITS, 'GANTRY_JOB_RATE_LIMITS')),
-      proxy: parsed(problems, DEFAULT_PROXY_RATE_LIMITS, () => parseRateLimits(env.GANTRY_PROXY_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, 'GANTRY_PROXY_RATE_LIMITS')),
-      authFailuresPerMinute: positive('GANTRY_AUTH_FAILURES_PER_MINUTE', env.GANTRY_AUTH_FAILURES_PER_MINUTE, 30, problems),
+      management: parsed(problems, DEFAULT_RATE_LIMITS, () =>
+        parseRateLimits(env.GANTRY_RATE_LIMITS, DEFAULT_RATE_LIMITS, 'GANTRY_RATE_LIMITS'),
+      ),
+      jobs: parsed(problems, DEFAULT_JOB_RATE_LIMITS, () =>
+        parseRateLimits(env.GANTRY_JOB_RATE_LIMITS, DEFAULT_JOB_RATE_LIMITS, 'GANTRY_JOB_RATE_LIMITS'),
+      ),
+      proxy: parsed(problems, DEFAULT_PROXY_RATE_LIMITS, () =>
+        parseRateLimits(env.GANTRY_PROXY_RATE_LIMITS, DEFAULT_PROXY_RATE_LIMITS, 'GANTRY_PROXY_RATE_LIMITS'),
+      ),
+      authFailuresPerMinute: positive(
+        'GANTRY_AUTH_FAILURES_PER_MINUTE',
+        env.GANTRY_AUTH_FAILURES_PER_MINUTE,
+        30,
+        problems,
+      ),
     },
     orchestration,
     apps: appSettings(env),
     outputs: {
-      urlTtlMs: positive('GANTRY_OUTPUT_URL_TTL_MS', env.GANTRY_OUTPUT_URL_TTL_MS, DEFAULT_OUTPUT_SETTINGS.urlTtlMs, problems),
-      purgeIntervalMs: positive('GANTRY_OUTPUT_PURGE_INTERVAL_MS', env.GANTRY_OUTPUT_PURGE_INTERVAL_MS, DEFAULT_OUTPUT_SETTINGS.purgeIntervalMs, problems),
+      urlTtlMs: positive(
+        'GANTRY_OUTPUT_URL_TTL_MS',
+        env.GANTRY_OUTPUT_URL_TTL_MS,
+        DEFAULT_OUTPUT_SETTINGS.urlTtlMs,
+        problems,
+      ),
+      purgeIntervalMs: positive(
+        'GANTRY_OUTPUT_PURGE_INTERVAL_MS',
+        env.GANTRY_OUTPUT_PURGE_INTERVAL_MS,
+        DEFAULT_OUTPUT_SETTINGS.purgeIntervalMs,
+        problems,
+      ),
     },
     stackTraces: env.NODE_ENV === 'development',
   };
@@ -256,7 +330,10 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     dataDir,
     host,
     port,
-    publicUrl: (env.GANTRY_PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(/\/$/, ''),
+    publicUrl: (env.GANTRY_PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(
+      /\/$/,
+      '',
+    ),
     workerPort: intOf(env.GANTRY_WORKER_PORT, port + 1),
     temporalAddress: env.TEMPORAL_ADDRESS,
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
@@ -273,7 +350,12 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     hostsFile: env.GANTRY_HOSTS_FILE,
     localHost:
       env.GANTRY_LOCAL_HOST === '1'
-        ? { port: intOf(env.GANTRY_LOCAL_HOST_PORT, 22), user: env.GANTRY_LOCAL_HOST_USER, keyFile: env.GANTRY_LOCAL_HOST_KEY, dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local' }
+        ? {
+            port: intOf(env.GANTRY_LOCAL_HOST_PORT, 22),
+            user: env.GANTRY_LOCAL_HOST_USER,
+            keyFile: env.GANTRY_LOCAL_HOST_KEY,
+            dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local',
+          }
         : undefined,
     settings,
     blobStore: blobStoreSettings(env, dataDir, problems),

@@ -22,5 +22,8 @@ export function localContainerGateway(): string | undefined {
       .map((s) => s.trim())
       .find((s) => /^\d+\.\d+\.\d+\.\d+$/.test(s));
   };
-  return ask('podman', ['network', 'inspect', 'podman', '--format', '{{range .Subnets}}{{.Gateway}} {{end}}']) ?? ask('docker', ['network', 'inspect', 'bridge', '--format', '{{range .IPAM.Config}}{{.Gateway}} {{end}}']);
+  return (
+    ask('podman', ['network', 'inspect', 'podman', '--format', '{{range .Subnets}}{{.Gateway}} {{end}}']) ??
+    ask('docker', ['network', 'inspect', 'bridge', '--format', '{{range .IPAM.Config}}{{.Gateway}} {{end}}'])
+  );
 }

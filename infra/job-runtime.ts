@@ -17,7 +17,14 @@ import { JobNotifier } from '../api/job-notify.ts';
 const CLIENT_POOL = 10;
 const WORKER_POOL = 6;
 
-export function createJobRuntime(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records' | 'settings' | 'blobs' | 'signingKey' | 'publicUrl'>, log: Log, settings: JobSettings = ctx.settings.jobs): JobRuntime {
+export function createJobRuntime(
+  ctx: Pick<
+    DomainContext,
+    'db' | 'temporal' | 'taskQueue' | 'records' | 'settings' | 'blobs' | 'signingKey' | 'publicUrl'
+  >,
+  log: Log,
+  settings: JobSettings = ctx.settings.jobs,
+): JobRuntime {
   const databaseUrl = databaseUrlOf(ctx.db);
   // Names this process in NOTIFY payloads: its own commits already woke its waiters.
   const tag = randomString(8);

@@ -18,7 +18,10 @@ const quoteIdent = (name: string): string => `"${name.replaceAll('"', '""')}"`;
  * One connection. pglite-socket accepts one client by default and drops extra ones right away
  * ("Connection terminated unexpectedly"), so retry for a while instead of failing at once.
  */
-export async function connect(databaseUrl: string, retryForMs = 30_000): Promise<{ client: pg.Client; schema: string }> {
+export async function connect(
+  databaseUrl: string,
+  retryForMs = 30_000,
+): Promise<{ client: pg.Client; schema: string }> {
   const { config, schema } = connectionConfig(databaseUrl);
   const deadline = Date.now() + retryForMs;
   for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {

@@ -122,9 +122,14 @@ async function applyLocked(client: pg.Client, migrations: MigrationFile[]): Prom
   const failed = rows.filter((r) => r.finished_at === null && r.rolled_back_at === null);
   if (failed.length > 0) {
     const details = failed
-      .map((r) => `The \`${r.migration_name}\` migration started at ${r.started_at.toISOString()} failed${r.logs ? ` with the following logs:\n${r.logs.trim()}` : ''}`)
+      .map(
+        (r) =>
+          `The \`${r.migration_name}\` migration started at ${r.started_at.toISOString()} failed${r.logs ? ` with the following logs:\n${r.logs.trim()}` : ''}`,
+      )
       .join('\n');
-    throw new Error(`Found failed migrations in the target database, new migrations will not be applied (see https://pris.ly/d/migrate-resolve):\n${details}`);
+    throw new Error(
+      `Found failed migrations in the target database, new migrations will not be applied (see https://pris.ly/d/migrate-resolve):\n${details}`,
+    );
   }
   const applied = new Map(rows.filter((r) => r.rolled_back_at === null).map((r) => [r.migration_name, r]));
   const edited = migrations.filter((m) => {
@@ -166,7 +171,9 @@ async function applyLocked(client: pg.Client, migrations: MigrationFile[]): Prom
         'INSERT INTO "_prisma_migrations" (id, checksum, migration_name, logs, applied_steps_count) VALUES ($1, $2, $3, $4, 0)',
         [randomUUID(), checksum, migration.name, logs],
       );
-      throw new Error(`Migration ${migration.name} failed (its transaction was rolled back):\n${logs}`, { cause: error });
+      throw new Error(`Migration ${migration.name} failed (its transaction was rolled back):\n${logs}`, {
+        cause: error,
+      });
     }
   }
   return { applied: done };

@@ -57,7 +57,8 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
   installTemporalRuntime(config.logLevel);
   const stops: Array<() => Promise<void>> = [];
   const stopAll = async (): Promise<void> => {
-    for (const stop of stops.reverse()) await stop().catch((err: unknown) => log(`shutdown step failed: ${String(err)}`));
+    for (const stop of stops.reverse())
+      await stop().catch((err: unknown) => log(`shutdown step failed: ${String(err)}`));
   };
   try {
     let postgres: RunningPostgres;
@@ -81,7 +82,10 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     // A loopback public URL is unreachable from containers (they never share the host's network):
     // they get the worker-facing listener on the local container bridge instead.
     const gateway = isLoopbackUrl(config.publicUrl) ? localContainerGateway() : undefined;
-    if (isLoopbackUrl(config.publicUrl) && !gateway) log('No local container bridge network found: worker containers cannot reach a loopback GANTRY_PUBLIC_URL; set it to an address the hosts reach.');
+    if (isLoopbackUrl(config.publicUrl) && !gateway)
+      log(
+        'No local container bridge network found: worker containers cannot reach a loopback GANTRY_PUBLIC_URL; set it to an address the hosts reach.',
+      );
     const secrets = SecretBox.load(config.secretKey, config.dataDir);
     const ctx: DomainContext = {
       db,
@@ -101,7 +105,13 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     stops.push(() => ctx.ssh.close());
 
     if (config.role !== 'api') {
-      const created = await createTemporalWorkers({ address: temporal.address, namespace: config.temporalNamespace, taskQueue: config.taskQueue, db, ctx });
+      const created = await createTemporalWorkers({
+        address: temporal.address,
+        namespace: config.temporalNamespace,
+        taskQueue: config.taskQueue,
+        db,
+        ctx,
+      });
       const running = Promise.all(created.workers.map((w) => w.run()));
       stops.push(async () => {
         for (const w of created.workers) w.shutdown();
@@ -122,12 +132,16 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       // The job runtime and the background tasks: built here, handed to the routes in ctx, stopped
       // after the API (stops run in reverse): the API's requests are answered first, then the tasks
       // end, then the runtime sends its last workflow signals and closes its connections.
-      const jobLog: JobLog = (level, msg, err) => (app ? app.log[level]({ err }, msg) : log(`${msg}${err === undefined ? '' : `: ${String(err)}`}`));
+      const jobLog: JobLog = (level, msg, err) =>
+        app ? app.log[level]({ err }, msg) : log(`${msg}${err === undefined ? '' : `: ${String(err)}`}`);
       const jobs = createJobRuntime(ctx, jobLog);
       ctx.jobs = jobs;
       stops.push(() => jobs.stop());
       await jobs.start();
-      const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), { exclusively: (key, fn) => jobs.store.exclusively(key, fn), log: jobLog });
+      const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), {
+        exclusively: (key, fn) => jobs.store.exclusively(key, fn),
+        log: jobLog,
+      });
       stops.push(() => tasks.stop());
       // Request limits: blocks of requests granted by PostgreSQL, spent here (domain/rate-limits/rate-limits.ts).
       ctx.rateLimiter = new RateLimiter(db);

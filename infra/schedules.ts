@@ -28,7 +28,13 @@ export async function ensureSchedules(temporal: Client, taskQueue: string, purge
     await handle.update((previous) => ({
       ...previous,
       spec: options.spec,
-      action: { type: 'startWorkflow', workflowType: PURGE_OUTPUTS_WORKFLOW, taskQueue, args: [], workflowId: previous.action.workflowId },
+      action: {
+        type: 'startWorkflow',
+        workflowType: PURGE_OUTPUTS_WORKFLOW,
+        taskQueue,
+        args: [],
+        workflowId: previous.action.workflowId,
+      },
       policies: { ...previous.policies, ...options.policies },
     }));
   }

@@ -102,7 +102,10 @@ class PgAdapter implements SqlDriverAdapter {
   }
 
   async queryRaw({ sql, args, argTypes }: SqlQuery): Promise<SqlResultSet> {
-    const result = await this.run(sql, args.map((arg, i) => toPgArg(arg, argTypes[i])));
+    const result = await this.run(
+      sql,
+      args.map((arg, i) => toPgArg(arg, argTypes[i])),
+    );
     return {
       columnNames: result.fields.map((f) => f.name),
       columnTypes: result.fields.map((f) => columnType(f.dataTypeID)),
@@ -111,7 +114,14 @@ class PgAdapter implements SqlDriverAdapter {
   }
 
   async executeRaw({ sql, args, argTypes }: SqlQuery): Promise<number> {
-    return (await this.run(sql, args.map((arg, i) => toPgArg(arg, argTypes[i])))).rowCount ?? 0;
+    return (
+      (
+        await this.run(
+          sql,
+          args.map((arg, i) => toPgArg(arg, argTypes[i])),
+        )
+      ).rowCount ?? 0
+    );
   }
 
   async executeScript(script: string): Promise<void> {
@@ -191,7 +201,10 @@ export interface EngineOptions {
  * Driver adapter factory for the engine. The engine disposes shadow connections but not its main
  * one, so every connection (and the scratch PGlite) is tracked here and closed by `close()`.
  */
-export function adapterFactory(mainUrl: string, opts: EngineOptions): SqlMigrationAwareDriverAdapterFactory & { close(): Promise<void> } {
+export function adapterFactory(
+  mainUrl: string,
+  opts: EngineOptions,
+): SqlMigrationAwareDriverAdapterFactory & { close(): Promise<void> } {
   const opened: PgAdapter[] = [];
   let scratchShadow: ReturnType<typeof startScratchPglite> | undefined;
   const open = async (url: string): Promise<PgAdapter> => {

@@ -19,11 +19,16 @@ export type { EngineOptions };
 
 type EngineModule = typeof import('@prisma/schema-engine-wasm');
 // The WebAssembly global, typed here because the project's `lib` has no DOM typings.
-const wasmApi = (globalThis as unknown as {
-  WebAssembly: {
-    instantiate(bytes: Uint8Array, imports: Record<string, object>): Promise<{ instance: { exports: Record<string, unknown> } }>;
-  };
-}).WebAssembly;
+const wasmApi = (
+  globalThis as unknown as {
+    WebAssembly: {
+      instantiate(
+        bytes: Uint8Array,
+        imports: Record<string, object>,
+      ): Promise<{ instance: { exports: Record<string, unknown> } }>;
+    };
+  }
+).WebAssembly;
 let engineModule: Promise<EngineModule> | undefined;
 
 /** Instantiates the wasm by hand, so no `--experimental-wasm-modules` flag is needed. */

@@ -48,7 +48,9 @@ const lines = [
   platform.newAdminKey
     ? `  Admin API key ${platform.newAdminKey}\n                (shown once; stored hashed. Use it as "Authorization: Bearer <key>".)`
     : platform.apiUrl &&
-      (config.adminApiKey ? '  Admin API key from GANTRY_ADMIN_API_KEY (not shown)' : '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).'),
+      (config.adminApiKey
+        ? '  Admin API key from GANTRY_ADMIN_API_KEY (not shown)'
+        : '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).'),
   '',
 ].filter((l): l is string => typeof l === 'string');
 if (!stopping) console.log(lines.join('\n'));

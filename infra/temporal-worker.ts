@@ -1,6 +1,14 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type LogLevel,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { createActivities } from '../activities/index.ts';
 import type { DomainContext } from '../domain/context.ts';
 import type { Db } from '../domain/shared/index.ts';
@@ -14,7 +22,14 @@ let runtimeInstalled = false;
 export function installTemporalRuntime(logLevel: string): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  const levels: Record<string, LogLevel> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN', error: 'ERROR', fatal: 'ERROR' };
+  const levels: Record<string, LogLevel> = {
+    trace: 'TRACE',
+    debug: 'DEBUG',
+    info: 'INFO',
+    warn: 'WARN',
+    error: 'ERROR',
+    fatal: 'ERROR',
+  };
   try {
     // No signal handlers of its own: the platform's shutdown stops the API first, then the worker.
     Runtime.install({ logger: new DefaultLogger(levels[logLevel] ?? 'INFO'), shutdownSignals: [] });
@@ -46,7 +61,9 @@ export interface TemporalWorkerOptions {
  * task slots and workflow thread, so job workflow tasks never queue ahead of a rollout's. Job
  * workflows started on the control plane's queue by earlier versions finish there.
  */
-export async function createTemporalWorkers(opts: TemporalWorkerOptions): Promise<{ workers: Worker[]; connection: NativeConnection }> {
+export async function createTemporalWorkers(
+  opts: TemporalWorkerOptions,
+): Promise<{ workers: Worker[]; connection: NativeConnection }> {
   const connection = await NativeConnection.connect({ address: opts.address });
   const common = {
     connection,

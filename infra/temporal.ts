@@ -31,9 +31,13 @@ function onPath(name: string): string | undefined {
  * into the cache from the Go module proxy (once per machine). Returns undefined when none can be had,
  * so the caller may fall back to the SDK's own download.
  */
-export function resolveTemporalBinary(config: Pick<GantryConfig, 'temporalCliPath' | 'cacheDir'>, log = console.error): string | undefined {
+export function resolveTemporalBinary(
+  config: Pick<GantryConfig, 'temporalCliPath' | 'cacheDir'>,
+  log = console.error,
+): string | undefined {
   if (config.temporalCliPath) {
-    if (!existsSync(config.temporalCliPath)) throw new Error(`TEMPORAL_CLI_PATH=${config.temporalCliPath} does not exist`);
+    if (!existsSync(config.temporalCliPath))
+      throw new Error(`TEMPORAL_CLI_PATH=${config.temporalCliPath} does not exist`);
     return config.temporalCliPath;
   }
   const fromPath = onPath('temporal');
@@ -51,7 +55,9 @@ export function resolveTemporalBinary(config: Pick<GantryConfig, 'temporalCliPat
     if (existsSync(cached)) return cached;
   }
   try {
-    log(`Building the Temporal CLI (${TEMPORAL_CLI_MODULE}) from the Go module proxy into ${binDir}; this happens once per machine and takes a few minutes.`);
+    log(
+      `Building the Temporal CLI (${TEMPORAL_CLI_MODULE}) from the Go module proxy into ${binDir}; this happens once per machine and takes a few minutes.`,
+    );
     const started = Date.now();
     const r = spawnSync(go, ['install', TEMPORAL_CLI_MODULE], {
       stdio: ['ignore', 'inherit', 'inherit'],
@@ -100,7 +106,18 @@ export interface DevServerOptions {
 
 /** Starts `temporal server start-dev` as a child process and waits for it. */
 export async function startTemporalDevServer(opts: DevServerOptions): Promise<RunningTemporal> {
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(opts.port), '--namespace', opts.namespace, '--log-level', 'error'];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
+    '--namespace',
+    opts.namespace,
+    '--log-level',
+    'error',
+  ];
   const pidFile = opts.dbFile ? `${opts.dbFile}.pid` : undefined;
   if (opts.dbFile && pidFile) {
     // Workflow histories hold job inputs and outputs: owner-only, whatever the SQLite files' modes.
@@ -110,14 +127,22 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
     // crash can lose the last few, and the job and endpoint rows in PostgreSQL (the source of truth,
     // swept and reconciled at start) bring such workflows back. The default rollback journal with
     // an fsync per commit held job workflows to ~5/s on this hardware (bench/README.md).
-    args.push('--db-filename', opts.dbFile, '--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
+    args.push(
+      '--db-filename',
+      opts.dbFile,
+      '--sqlite-pragma',
+      'journal_mode=wal',
+      '--sqlite-pragma',
+      'synchronous=normal',
+    );
     await stopLeftover(pidFile);
   }
   if (opts.uiPort) args.push('--ui-port', String(opts.uiPort), '--ui-ip', '127.0.0.1');
   else args.push('--headless');
   // Gantry's search attributes, registered on a new database's namespaces (an existing SQLite file
   // keeps what it had: the platform's start registers what is missing, ensureSearchAttributes).
-  for (const key of GANTRY_SEARCH_ATTRIBUTES) args.push('--search-attribute', `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`);
+  for (const key of GANTRY_SEARCH_ATTRIBUTES)
+    args.push('--search-attribute', `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`);
   args.push(...(opts.extraArgs ?? []));
   const child = spawn(opts.binary, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   if (pidFile && child.pid) writeFileSync(pidFile, String(child.pid));
@@ -185,7 +210,13 @@ export async function ensureTemporal(config: GantryConfig, log = console.error):
   const dbFile = path.join(config.dataDir, 'temporal', 'temporal.db');
   const binary = resolveTemporalBinary(config, log);
   if (binary) {
-    return startTemporalDevServer({ binary, port: config.temporalPort, uiPort: config.temporalUiPort, dbFile, namespace: config.temporalNamespace });
+    return startTemporalDevServer({
+      binary,
+      port: config.temporalPort,
+      uiPort: config.temporalUiPort,
+      dbFile,
+      namespace: config.temporalNamespace,
+    });
   }
   log('No Temporal CLI found and none could be built; trying the Temporal SDK download.');
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
@@ -211,7 +242,10 @@ function registrationCommands(namespace: string, names: readonly string[]): stri
     const type = TypedSearchAttributes.toMetadataType(key.type);
     byType.set(type, [...(byType.get(type) ?? []), key.name]);
   }
-  return [...byType].map(([type, list]) => `temporal operator search-attribute create --namespace ${namespace} ${list.map((n) => `--name ${n}`).join(' ')} --type ${type}`);
+  return [...byType].map(
+    ([type, list]) =>
+      `temporal operator search-attribute create --namespace ${namespace} ${list.map((n) => `--name ${n}`).join(' ')} --type ${type}`,
+  );
 }
 
 /**
@@ -222,26 +256,40 @@ function registrationCommands(namespace: string, names: readonly string[]): stri
  * this identity may not register them (a managed or locked-down cluster), the commands an operator
  * must run are logged instead. Answers the names it added.
  */
-export async function ensureSearchAttributes(connection: Connection, namespace: string, log: (msg: string) => void = console.error): Promise<string[]> {
+export async function ensureSearchAttributes(
+  connection: Connection,
+  namespace: string,
+  log: (msg: string) => void = console.error,
+): Promise<string[]> {
   let existing: Record<string, unknown>;
   try {
     existing = (await connection.operatorService.listSearchAttributes({ namespace })).customAttributes ?? {};
   } catch (err) {
     log(
       `Could not list the search attributes of Temporal namespace '${namespace}' (${grpcMessage(err)}); if workflow starts fail with "search attribute ... is not defined", run:\n  ` +
-        registrationCommands(namespace, GANTRY_SEARCH_ATTRIBUTES.map((k) => k.name)).join('\n  '),
+        registrationCommands(
+          namespace,
+          GANTRY_SEARCH_ATTRIBUTES.map((k) => k.name),
+        ).join('\n  '),
     );
     return [];
   }
-  const wrongType = GANTRY_SEARCH_ATTRIBUTES.filter((k) => k.name in existing && existing[k.name] !== encodeSearchAttributeIndexedValueType(k.type));
-  for (const k of wrongType) log(`Temporal search attribute ${k.name} exists on namespace '${namespace}' with another type than ${TypedSearchAttributes.toMetadataType(k.type)}: visibility queries on it may fail.`);
+  const wrongType = GANTRY_SEARCH_ATTRIBUTES.filter(
+    (k) => k.name in existing && existing[k.name] !== encodeSearchAttributeIndexedValueType(k.type),
+  );
+  for (const k of wrongType)
+    log(
+      `Temporal search attribute ${k.name} exists on namespace '${namespace}' with another type than ${TypedSearchAttributes.toMetadataType(k.type)}: visibility queries on it may fail.`,
+    );
   let missing = GANTRY_SEARCH_ATTRIBUTES.filter((k) => !(k.name in existing));
   if (missing.length === 0) return [];
   for (let attempt = 1; ; attempt++) {
     try {
       await connection.operatorService.addSearchAttributes({
         namespace,
-        searchAttributes: Object.fromEntries(missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!])),
+        searchAttributes: Object.fromEntries(
+          missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!]),
+        ),
       });
       break;
     } catch (err) {
@@ -251,14 +299,19 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
       // once (its attribute mapping is being written): look again, and try again for what is missing.
       if (attempt < 5) {
         await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
-        const now = (await connection.operatorService.listSearchAttributes({ namespace }).catch(() => undefined))?.customAttributes ?? {};
+        const now =
+          (await connection.operatorService.listSearchAttributes({ namespace }).catch(() => undefined))
+            ?.customAttributes ?? {};
         missing = missing.filter((k) => !(k.name in now));
         if (missing.length === 0) return [];
         continue;
       }
       log(
         `Could not register Gantry's search attributes on Temporal namespace '${namespace}' (${grpcMessage(err)}); workflow starts fail until an operator runs:\n  ` +
-          registrationCommands(namespace, missing.map((k) => k.name)).join('\n  '),
+          registrationCommands(
+            namespace,
+            missing.map((k) => k.name),
+          ).join('\n  '),
       );
       return [];
     }
@@ -267,5 +320,6 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
   return missing.map((k) => k.name);
 }
 
-const grpcCode = (err: unknown): number | undefined => (typeof (err as { code?: unknown })?.code === 'number' ? (err as { code: number }).code : undefined);
+const grpcCode = (err: unknown): number | undefined =>
+  typeof (err as { code?: unknown })?.code === 'number' ? (err as { code: number }).code : undefined;
 const grpcMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));

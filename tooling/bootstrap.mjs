@@ -38,7 +38,9 @@ function resolveRuntime() {
     say(`install Node.js 22 or 24 (${SUPPORTED_NODE}) and run this again.`);
     process.exit(1);
   }
-  say(`Node.js ${process.version} is older than Gantry supports (${SUPPORTED_NODE}); running on Node.js v${choice.version} (${fetched.binDir}).`);
+  say(
+    `Node.js ${process.version} is older than Gantry supports (${SUPPORTED_NODE}); running on Node.js v${choice.version} (${fetched.binDir}).`,
+  );
   const env = {
     ...process.env,
     PATH: `${fetched.binDir}${path.delimiter}${process.env.PATH ?? ''}`,
@@ -83,7 +85,11 @@ function ensurePrismaClient(force = false) {
   say('generating the Prisma client...');
   // `prisma generate` needs no schema engine, but the CLI wants one configured; any executable will do.
   run(runtime.node, [path.join(root, 'node_modules', '.bin', 'prisma'), 'generate'], {
-    env: { ...runtime.env, PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? runtime.node, PRISMA_HIDE_UPDATE_MESSAGE: '1' },
+    env: {
+      ...runtime.env,
+      PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? runtime.node,
+      PRISMA_HIDE_UPDATE_MESSAGE: '1',
+    },
   });
 }
 
@@ -91,7 +97,8 @@ function ensurePrismaClient(force = false) {
 function ensurePostgresServer() {
   if (process.env.TEST_DATABASE_URL) return;
   const base = '/usr/lib/postgresql';
-  const have = existsSync(base) && spawnSync('sh', ['-c', `ls ${base}/*/bin/postgres`], { stdio: 'ignore' }).status === 0;
+  const have =
+    existsSync(base) && spawnSync('sh', ['-c', `ls ${base}/*/bin/postgres`], { stdio: 'ignore' }).status === 0;
   if (have) return;
   aptInstall(['postgresql'], 'PostgreSQL server (Debian package) for the test suite');
 }
@@ -106,7 +113,8 @@ let aptUpdated = false;
 function aptInstall(packages, what) {
   say(`installing ${what}...`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const aptGet = (...args) => (process.getuid?.() === 0 ? run('apt-get', args, { env }) : run('sudo', ['apt-get', ...args], { env }));
+  const aptGet = (...args) =>
+    process.getuid?.() === 0 ? run('apt-get', args, { env }) : run('sudo', ['apt-get', ...args], { env });
   if (!aptUpdated) aptGet('update', '-qq');
   aptUpdated = true;
   aptGet('install', '-y', '-qq', '--no-install-recommends', ...packages);
@@ -119,7 +127,12 @@ function aptInstall(packages, what) {
  */
 function ensureTemporalCli() {
   const cacheHome = process.env.XDG_CACHE_HOME ?? path.join(homedir(), '.cache');
-  if (process.env.TEMPORAL_ADDRESS || process.env.TEMPORAL_CLI_PATH || existsSync(path.join(cacheHome, 'gantry', 'bin', 'temporal'))) return;
+  if (
+    process.env.TEMPORAL_ADDRESS ||
+    process.env.TEMPORAL_CLI_PATH ||
+    existsSync(path.join(cacheHome, 'gantry', 'bin', 'temporal'))
+  )
+    return;
   run(runtime.node, ['--import', 'tsx', path.join(root, 'tooling', 'ensure-temporal-cli.ts')]);
 }
 
@@ -169,8 +182,14 @@ if (command === 'start') {
 } else if (command === 'test') {
   ensurePostgresServer();
   ensureChromium();
-  say(`running the suite on Node.js ${spawnSync(runtime.node, ['--version'], { encoding: 'utf8' }).stdout.trim()} (${runtime.node})`);
-  const r = spawnSync(runtime.node, [path.join(root, 'node_modules', '.bin', 'vitest'), 'run', ...process.argv.slice(3)], { cwd: root, stdio: 'inherit', env: runtime.env });
+  say(
+    `running the suite on Node.js ${spawnSync(runtime.node, ['--version'], { encoding: 'utf8' }).stdout.trim()} (${runtime.node})`,
+  );
+  const r = spawnSync(
+    runtime.node,
+    [path.join(root, 'node_modules', '.bin', 'vitest'), 'run', ...process.argv.slice(3)],
+    { cwd: root, stdio: 'inherit', env: runtime.env },
+  );
   process.exit(r.status ?? 1);
 } else if (command !== 'generate') {
   say('usage: bootstrap.mjs start|test|generate|node [args]');

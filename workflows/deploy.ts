@@ -4,7 +4,12 @@ import type { DeployWorkflowInput, DeployWorkflowResult } from '../contracts/wor
 
 const { applyDeployment, revertDeployment, completeDeployment, failDeployment } = proxyActivities<DeployActivities>({
   startToCloseTimeout: '2 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '15 seconds', maximumAttempts: 10, nonRetryableErrorTypes: ['DeployRefused'] },
+  retry: {
+    initialInterval: '1 second',
+    maximumInterval: '15 seconds',
+    maximumAttempts: 10,
+    nonRetryableErrorTypes: ['DeployRefused'],
+  },
 });
 
 /** Waits inside one activity (heartbeating) rather than a timer per poll: a release takes minutes, the history stays short. */

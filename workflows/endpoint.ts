@@ -36,7 +36,14 @@ import {
   type ScalingStatus,
 } from '../contracts/workflows.ts';
 import { newWorkerId, rolloutWorkflow } from './rollout.ts';
-import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from '../contracts/search-attributes.ts';
+import {
+  GantryAccountId,
+  GantryKind,
+  gantryMemo,
+  gantrySearchAttributes,
+  LABEL_OLD_RUNS_PATCH,
+  memoName,
+} from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
 const { loadEndpointSpec, removeEndpointRecord } = proxyActivities<EndpointActivities>({
@@ -201,7 +208,14 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     upsertSearchAttributes(gantrySearchAttributes('endpoint', { endpointId }));
   }
   const first = state.spec;
-  state.autoscaler ??= { settings: await orchestrationSettings(), rolledVersion: first.releaseVersion, stableVersion: first.releaseVersion, rollout: null, startFailures: 0, backoffUntil: 0 };
+  state.autoscaler ??= {
+    settings: await orchestrationSettings(),
+    rolledVersion: first.releaseVersion,
+    stableVersion: first.releaseVersion,
+    rollout: null,
+    startFailures: 0,
+    backoffUntil: 0,
+  };
   const s = state.autoscaler;
   const drainTimeoutMs = (): number => (state.spec as EndpointSpec).timeoutMs;
   // Workers and rollouts carry the endpoint's account and name on to their own search attributes and memo.
@@ -225,7 +239,16 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
           parentClosePolicy: 'ABANDON',
           typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId, releaseVersion }),
           memo,
-          args: [{ workerId: id, endpointId, releaseVersion, settings: s.settings, drainTimeoutMs: drainTimeoutMs(), recorded: true }],
+          args: [
+            {
+              workerId: id,
+              endpointId,
+              releaseVersion,
+              settings: s.settings,
+              drainTimeoutMs: drainTimeoutMs(),
+              recorded: true,
+            },
+          ],
         }),
       ),
     );
@@ -238,7 +261,9 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       parentClosePolicy: 'ABANDON',
       typedSearchAttributes: gantrySearchAttributes('rollout', { endpointId, accountId, releaseVersion: version }),
       memo,
-      args: [{ endpointId, version, previousVersion, rollback, settings: s.settings, drainTimeoutMs: drainTimeoutMs() }],
+      args: [
+        { endpointId, version, previousVersion, rollback, settings: s.settings, drainTimeoutMs: drainTimeoutMs() },
+      ],
     });
   };
 
@@ -285,7 +310,10 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       const previous = s.stableVersion ?? s.rolledVersion;
       s.rolledVersion = current.releaseVersion;
       await startRollout(current.releaseVersion, previous, false);
-    } else if (!s.rollout && st.workers.some((w) => w.state !== 'draining' && w.releaseVersion !== current.releaseVersion)) {
+    } else if (
+      !s.rollout &&
+      st.workers.some((w) => w.state !== 'draining' && w.releaseVersion !== current.releaseVersion)
+    ) {
       // Workers of another version with no rollout under way (after a halt): converge on the current one.
       await startRollout(current.releaseVersion, current.releaseVersion, true);
     }
@@ -305,7 +333,10 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     state.status = {
       desired: decision.desired,
       live: st.workers.filter((w) => w.state !== 'draining').length,
-      reason: backingOff && decision.start > 0 ? `${decision.reason}; backing off after ${s.startFailures} failed starts` : decision.reason,
+      reason:
+        backingOff && decision.start > 0
+          ? `${decision.reason}; backing off after ${s.startFailures} failed starts`
+          : decision.reason,
       queued: st.queue.queued,
       inProgress: st.queue.inProgress,
       rollout: s.rollout ? { version: s.rollout.version, rollback: s.rollout.rollback } : null,
@@ -318,7 +349,10 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     const seen = state.spec;
     let waitMs = nextCheckMs(st, s.settings.autoscaleActiveMs, s.settings.autoscaleRestMs);
     if (backingOff) waitMs = Math.min(waitMs, Math.max(1, s.backoffUntil - workflowNow()));
-    await condition(() => state.wake || state.deleting || state.spec !== seen || state.finishedRollouts.length > 0, waitMs);
+    await condition(
+      () => state.wake || state.deleting || state.spec !== seen || state.finishedRollouts.length > 0,
+      waitMs,
+    );
 
     if (!state.deleting && continueAsNewDue(input.test)) {
       await condition(() => allHandlersFinished());

@@ -13,7 +13,15 @@ import {
 } from '@temporalio/workflow';
 import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { drainWorker, getHostStatus, probeHostNow, removeHost, workerWorkflowId, type HostProbeResult, type HostWorkflowInput } from '../contracts/workflows.ts';
+import {
+  drainWorker,
+  getHostStatus,
+  probeHostNow,
+  removeHost,
+  workerWorkflowId,
+  type HostProbeResult,
+  type HostWorkflowInput,
+} from '../contracts/workflows.ts';
 import { GantryKind, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH } from '../contracts/search-attributes.ts';
 
 const { probeAndRecordHost, liveWorkersOnHost, deleteHostRecord } = proxyActivities<HostActivities>({
@@ -55,7 +63,13 @@ export type HostRunInput = HostWorkflowInput & {
  */
 export async function hostWorkflow(input: HostRunInput): Promise<void> {
   const { hostId } = input;
-  const state: HostRunState = input.state ?? { settings: input.settings, requested: 0, completed: 0, last: null, removing: false };
+  const state: HostRunState = input.state ?? {
+    settings: input.settings,
+    requested: 0,
+    completed: 0,
+    last: null,
+    removing: false,
+  };
 
   setHandler(probeHostNow, async (options) => {
     if (options?.acceptHostKey) state.acceptHostKey = options.acceptHostKey;
@@ -91,7 +105,10 @@ export async function hostWorkflow(input: HostRunInput): Promise<void> {
       }
     }
     state.completed = Math.max(state.completed, round);
-    const interval = last.status === 'READY' || last.status === 'DISABLED' ? settings.hostProbeIntervalSec : settings.hostRetryIntervalSec;
+    const interval =
+      last.status === 'READY' || last.status === 'DISABLED'
+        ? settings.hostProbeIntervalSec
+        : settings.hostRetryIntervalSec;
     await condition(() => state.removing || state.requested > state.completed, interval * 1000);
     if (!state.removing && state.requested === state.completed && continueAsNewDue(input.test)) {
       await condition(allHandlersFinished);

@@ -8,7 +8,14 @@ export { podWorkflow } from './pod.ts';
 export { deployWorkflow } from './deploy.ts';
 export { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
 
-import type { DeployWorkflow, EndpointWorkflow, HostWorkflow, JobWorkflow, PodWorkflow, PurgeOutputsWorkflow } from '../contracts/workflows.ts';
+import type {
+  DeployWorkflow,
+  EndpointWorkflow,
+  HostWorkflow,
+  JobWorkflow,
+  PodWorkflow,
+  PurgeOutputsWorkflow,
+} from '../contracts/workflows.ts';
 import type { deployWorkflow } from './deploy.ts';
 import type { endpointWorkflow } from './endpoint.ts';
 import type { hostWorkflow } from './host.ts';

@@ -101,7 +101,12 @@ export async function jobWorkflow(input: JobRunInput): Promise<void> {
     await condition(() => state.snap !== null || state.recheck);
     if (continueAsNewDue(input.test, steps)) {
       await condition(allHandlersFinished);
-      await continueAsNew<typeof jobWorkflow>({ jobId: input.jobId, lostAfterMs: input.lostAfterMs, state, test: input.test });
+      await continueAsNew<typeof jobWorkflow>({
+        jobId: input.jobId,
+        lostAfterMs: input.lostAfterMs,
+        state,
+        test: input.test,
+      });
     }
     if (state.recheck) {
       state.recheck = false;
@@ -142,6 +147,10 @@ export async function jobWorkflow(input: JobRunInput): Promise<void> {
       continue;
     }
     // A deadline passed: PostgreSQL decides what it means (the statements re-check every limit).
-    adoptAuthoritative(s.status === 'IN_QUEUE' ? await expireJob(input.jobId, input.lostAfterMs) : await superviseJob(input.jobId, input.lostAfterMs));
+    adoptAuthoritative(
+      s.status === 'IN_QUEUE'
+        ? await expireJob(input.jobId, input.lostAfterMs)
+        : await superviseJob(input.jobId, input.lostAfterMs),
+    );
   }
 }

@@ -13,9 +13,24 @@ import {
 import type { HostActivities, OrchestrationSettings } from '../activities/host.ts';
 import type { PodActivities } from '../activities/pod.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { drainWorker, getPodStatus, podChanged, workerEvent, workerWorkflowId, type PodWorkflowInput, type PodWorkflowStatus } from '../contracts/workflows.ts';
+import {
+  drainWorker,
+  getPodStatus,
+  podChanged,
+  workerEvent,
+  workerWorkflowId,
+  type PodWorkflowInput,
+  type PodWorkflowStatus,
+} from '../contracts/workflows.ts';
 import { newWorkerId } from './rollout.ts';
-import { GantryAccountId, GantryKind, gantryMemo, gantrySearchAttributes, LABEL_OLD_RUNS_PATCH, memoName } from '../contracts/search-attributes.ts';
+import {
+  GantryAccountId,
+  GantryKind,
+  gantryMemo,
+  gantrySearchAttributes,
+  LABEL_OLD_RUNS_PATCH,
+  memoName,
+} from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
 // Short database reads and writes on the workflow's own path: local activities (one marker each).
@@ -105,7 +120,12 @@ export async function podWorkflow(input: PodRunInput): Promise<void> {
     state.wake = false;
     const st = await podState(podId);
     if (!st.exists) return;
-    state.status = { desiredStatus: st.desiredStatus, workerIds: st.workers.map((w) => w.id), failures: state.failures, backoffUntil: state.backoffUntil };
+    state.status = {
+      desiredStatus: st.desiredStatus,
+      workerIds: st.workers.map((w) => w.id),
+      failures: state.failures,
+      backoffUntil: state.backoffUntil,
+    };
     let waitMs = RECHECK_MS;
 
     if (st.desiredStatus === 'RUNNING') {
@@ -117,7 +137,10 @@ export async function podWorkflow(input: PodRunInput): Promise<void> {
             workflowId: workerWorkflowId(workerId),
             // The worker outlives this run: the pod continues as new during a worker's life.
             parentClosePolicy: 'ABANDON',
-            typedSearchAttributes: gantrySearchAttributes('worker', { podId, accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId) }),
+            typedSearchAttributes: gantrySearchAttributes('worker', {
+              podId,
+              accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId),
+            }),
             memo: gantryMemo({ podName: memoName(workflowInfo().memo, 'podName') }),
             args: [{ workerId, endpointId: '', podId, releaseVersion: 1, settings, drainTimeoutMs: 0, recorded: true }],
           });
@@ -131,7 +154,9 @@ export async function podWorkflow(input: PodRunInput): Promise<void> {
         if (last !== undefined && workflowNow() - last < REDRAIN_MS) continue;
         state.drainAsked[w.id] = workflowNow();
         await getExternalWorkflowHandle(workerWorkflowId(w.id))
-          .signal(drainWorker, { reason: st.desiredStatus === 'TERMINATED' ? 'the pod is terminated' : 'the pod is stopped' })
+          .signal(drainWorker, {
+            reason: st.desiredStatus === 'TERMINATED' ? 'the pod is terminated' : 'the pod is stopped',
+          })
           .catch(() => undefined);
       }
       // Only the workers still there are remembered, so that the state stays small.

@@ -16,11 +16,22 @@ import type { OrchestrationSettings } from '../activities/host.ts';
 import type { EndpointActivities } from '../activities/endpoint.ts';
 import type { RolloutActivities } from '../activities/rollout.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { cancelRollout, drainWorker, endpointWorkflowId, getRolloutProgress, rolloutFinished, workerWorkflowId, type RolloutResult } from '../contracts/workflows.ts';
+import {
+  cancelRollout,
+  drainWorker,
+  endpointWorkflowId,
+  getRolloutProgress,
+  rolloutFinished,
+  workerWorkflowId,
+  type RolloutResult,
+} from '../contracts/workflows.ts';
 import { GantryAccountId, gantryMemo, gantrySearchAttributes, memoName } from '../contracts/search-attributes.ts';
 import { workerWorkflow, workflowNow } from './worker.ts';
 
-const { endpointScalingState } = proxyLocalActivities<EndpointActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumInterval: '5 seconds' } });
+const { endpointScalingState } = proxyLocalActivities<EndpointActivities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumInterval: '5 seconds' },
+});
 const { createWorkerRecords, finishRelease } = proxyActivities<EndpointActivities & RolloutActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds' },
@@ -81,11 +92,24 @@ const RETRY_REPLACEMENT_PATCH = 'rollout-retry-replacement-of-released-v1';
  */
 export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
   const { endpointId, version, settings } = input;
-  const state: RolloutState = input.state ?? { pairs: [], failures: 0, readyCount: 0, startedAt: workflowNow(), firstReplacementAt: null, failureReasons: [], released: [], cancelled: false };
+  const state: RolloutState = input.state ?? {
+    pairs: [],
+    failures: 0,
+    readyCount: 0,
+    startedAt: workflowNow(),
+    firstReplacementAt: null,
+    failureReasons: [],
+    released: [],
+    cancelled: false,
+  };
   setHandler(cancelRollout, () => {
     state.cancelled = true;
   });
-  setHandler(getRolloutProgress, () => ({ replaced: state.readyCount, pending: state.pairs.length, failures: state.failures }));
+  setHandler(getRolloutProgress, () => ({
+    replaced: state.readyCount,
+    pending: state.pairs.length,
+    failures: state.failures,
+  }));
 
   const drain = async (workerId: string, reason: string): Promise<void> => {
     await getExternalWorkflowHandle(workerWorkflowId(workerId))
@@ -93,15 +117,29 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
       .catch(() => undefined);
   };
   // Time first: the patch marker is recorded only by a run that lets a busy worker go.
-  const makesRoomWhenBusy = (waitedMs: number): boolean => waitedMs > 2 * settings.surgeWaitSec * 1000 && patched(MAKE_ROOM_WHEN_BUSY_PATCH);
+  const makesRoomWhenBusy = (waitedMs: number): boolean =>
+    waitedMs > 2 * settings.surgeWaitSec * 1000 && patched(MAKE_ROOM_WHEN_BUSY_PATCH);
   const release = async (workerId: string, reason: string): Promise<void> => {
     state.released = [...state.released.filter((id) => id !== workerId), workerId];
     await drain(workerId, reason);
   };
 
   const end = async (status: RolloutResult['status'], reason?: string): Promise<RolloutResult> => {
-    if (!input.rollback) await finishRelease({ endpointId, version, previousVersion: input.previousVersion, outcome: status, ...(reason ? { reason } : {}) });
-    const result: RolloutResult = { version, previousVersion: input.previousVersion, rollback: input.rollback, status, ...(reason ? { reason } : {}) };
+    if (!input.rollback)
+      await finishRelease({
+        endpointId,
+        version,
+        previousVersion: input.previousVersion,
+        outcome: status,
+        ...(reason ? { reason } : {}),
+      });
+    const result: RolloutResult = {
+      version,
+      previousVersion: input.previousVersion,
+      rollback: input.rollback,
+      status,
+      ...(reason ? { reason } : {}),
+    };
     await getExternalWorkflowHandle(endpointWorkflowId(endpointId))
       .signal(rolloutFinished, result)
       .catch(() => undefined);
@@ -135,7 +173,14 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
         // (it never halts, so it must not loop here).
         const oldServing = old && old.state !== 'draining' && !pair.oldReleased;
         if (!oldServing && !input.rollback && patched(RETRY_REPLACEMENT_PATCH)) retry.push(pair.oldId);
-      } else if (!pair.oldReleased && fresh.status === 'PENDING' && now - pair.startedAt > settings.surgeWaitSec * 1000 && old && old.state !== 'draining' && (old.state === 'idle' || makesRoomWhenBusy(now - pair.startedAt))) {
+      } else if (
+        !pair.oldReleased &&
+        fresh.status === 'PENDING' &&
+        now - pair.startedAt > settings.surgeWaitSec * 1000 &&
+        old &&
+        old.state !== 'draining' &&
+        (old.state === 'idle' || makesRoomWhenBusy(now - pair.startedAt))
+      ) {
         // No room for old and new side by side: let the old one go first; an idle one after the
         // surge wait, a busy one (it finishes what it has) after twice that: a worker that is never
         // idle (steady traffic on a load-balancing endpoint) would otherwise hold the release forever.
@@ -145,7 +190,10 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
     }
 
     if (!input.rollback) {
-      const deadlinePassed = state.readyCount === 0 && state.firstReplacementAt !== null && now - state.firstReplacementAt > settings.releaseReadyDeadlineSec * 1000;
+      const deadlinePassed =
+        state.readyCount === 0 &&
+        state.firstReplacementAt !== null &&
+        now - state.firstReplacementAt > settings.releaseReadyDeadlineSec * 1000;
       if (state.failures >= settings.releaseMaxFailures || deadlinePassed) {
         const why = deadlinePassed
           ? `no worker of release v${version} became ready within ${settings.releaseReadyDeadlineSec} s`
@@ -168,9 +216,14 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
     const released = new Set(state.released);
     // Forget released workers once they are gone, so that the state stays small.
     state.released = state.released.filter((id) => byId.has(id));
-    const outdated = st.workers.filter((w) => w.releaseVersion !== version && w.state !== 'draining' && !released.has(w.id));
+    const outdated = st.workers.filter(
+      (w) => w.releaseVersion !== version && w.state !== 'draining' && !released.has(w.id),
+    );
     const unpaired = outdated.filter((w) => !paired.has(w.id));
-    const replace = [...unpaired.map((w) => ({ oldId: w.id, oldReleased: false })), ...retry.map((oldId) => ({ oldId, oldReleased: true }))];
+    const replace = [
+      ...unpaired.map((w) => ({ oldId: w.id, oldReleased: false })),
+      ...retry.map((oldId) => ({ oldId, oldReleased: true })),
+    ];
     if (replace.length > 0) {
       const ids = replace.map(() => newWorkerId());
       await createWorkerRecords({ endpointId, releaseVersion: version, workerIds: ids });
@@ -179,9 +232,22 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
           startChild(workerWorkflow, {
             workflowId: workerWorkflowId(id),
             parentClosePolicy: 'ABANDON',
-            typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId), releaseVersion: version }),
+            typedSearchAttributes: gantrySearchAttributes('worker', {
+              endpointId,
+              accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId),
+              releaseVersion: version,
+            }),
             memo: gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') }),
-            args: [{ workerId: id, endpointId, releaseVersion: version, settings, drainTimeoutMs: input.drainTimeoutMs, recorded: true }],
+            args: [
+              {
+                workerId: id,
+                endpointId,
+                releaseVersion: version,
+                settings,
+                drainTimeoutMs: input.drainTimeoutMs,
+                recorded: true,
+              },
+            ],
           }),
         ),
       );
@@ -189,7 +255,8 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
       state.firstReplacementAt ??= workflowNow();
     }
     // Done when every worker of another version is gone (drained ones included).
-    if (outdated.length === 0 && state.pairs.length === 0 && !st.workers.some((w) => w.releaseVersion !== version)) return end('COMPLETED');
+    if (outdated.length === 0 && state.pairs.length === 0 && !st.workers.some((w) => w.releaseVersion !== version))
+      return end('COMPLETED');
 
     await condition(() => state.cancelled === true, settings.rolloutPollMs);
     if (continueAsNewDue(input.test)) {

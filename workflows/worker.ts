@@ -17,11 +17,24 @@ import type { OrchestrationSettings } from '../activities/host.ts';
 import type { EndpointActivities } from '../activities/endpoint.ts';
 import type { WorkerActivities } from '../activities/worker.ts';
 import { continueAsNewDue, type RunTestOptions } from './continue-as-new.ts';
-import { drainWorker, endpointWorkflowId, getWorkerPhase, podWorkflowId, workerEvent, type WorkerEvent, type WorkerPhase } from '../contracts/workflows.ts';
+import {
+  drainWorker,
+  endpointWorkflowId,
+  getWorkerPhase,
+  podWorkflowId,
+  workerEvent,
+  type WorkerEvent,
+  type WorkerPhase,
+} from '../contracts/workflows.ts';
 import { GantryHostId } from '../contracts/search-attributes.ts';
 
-const quick = { startToCloseTimeout: '1 minute', retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 } } as const;
-const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<EndpointActivities & WorkerActivities>(quick);
+const quick = {
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds', maximumAttempts: 10 },
+} as const;
+const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, finishWorker } = proxyActivities<
+  EndpointActivities & WorkerActivities
+>(quick);
 // Placement is a short database transaction on the way to a cold start: a local activity saves a round trip.
 const { placeWorker } = proxyLocalActivities<WorkerActivities>({
   startToCloseTimeout: '45 seconds',
@@ -92,7 +105,10 @@ function failureReason(err: unknown): string {
  */
 export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> {
   const { workerId, endpointId, releaseVersion, settings } = input;
-  const state: WorkerRunState = input.state ?? { phase: input.resumeWatching ? 'ready' : 'placing', wasReady: input.resumeWatching ?? false };
+  const state: WorkerRunState = input.state ?? {
+    phase: input.resumeWatching ? 'ready' : 'placing',
+    wasReady: input.resumeWatching ?? false,
+  };
   setHandler(drainWorker, (request) => {
     state.drain ??= { reason: request.reason };
   });
@@ -118,16 +134,25 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
     // Placement: retried with backoff while nothing fits; the row says why.
     let wait = 500;
     for (;;) {
-      const placed = await placeWorker(workerId, {}).catch((err: unknown) => ({ placed: false, reason: failureReason(err), fatal: true }));
+      const placed = await placeWorker(workerId, {}).catch((err: unknown) => ({
+        placed: false,
+        reason: failureReason(err),
+        fatal: true,
+      }));
       if ('fatal' in placed) return finish('FAILED', placed.reason ?? 'placement failed');
       if (placed.placed) {
         // `GantryHostId`: operators find the workers of a host; a command of the task that goes on to start the container.
-        if (placed.hostId && workflowInfo().typedSearchAttributes.get(GantryHostId) !== placed.hostId && patched(HOST_ATTRIBUTE_PATCH)) {
+        if (
+          placed.hostId &&
+          workflowInfo().typedSearchAttributes.get(GantryHostId) !== placed.hostId &&
+          patched(HOST_ATTRIBUTE_PATCH)
+        ) {
           upsertSearchAttributes([{ key: GantryHostId, value: placed.hostId }]);
         }
         break;
       }
-      if (await condition(draining, wait)) return finish('STOPPED', `removed before it was placed: ${state.drain!.reason}`);
+      if (await condition(draining, wait))
+        return finish('STOPPED', `removed before it was placed: ${state.drain!.reason}`);
       wait = Math.min(wait * 2, settings.placementRetryMaxMs);
     }
 
@@ -148,11 +173,15 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
     state.phase = 'waiting-ready';
     const deadline = workflowNow() + settings.readyTimeoutSec * 1000;
     for (;;) {
-      const check = await checkWorkerReady(workerId).catch((err: unknown) => ({ state: 'waiting' as const, reason: failureReason(err) }));
+      const check = await checkWorkerReady(workerId).catch((err: unknown) => ({
+        state: 'waiting' as const,
+        reason: failureReason(err),
+      }));
       if (check.state === 'ready') break;
       if (check.state === 'failed') return finish('FAILED', check.reason);
       if (workflowNow() >= deadline) return finish('FAILED', `not ready within ${settings.readyTimeoutSec} s`);
-      if (await condition(draining, settings.readyPollMs)) return finish('STOPPED', `removed before it was ready: ${state.drain!.reason}`);
+      if (await condition(draining, settings.readyPollMs))
+        return finish('STOPPED', `removed before it was ready: ${state.drain!.reason}`);
     }
     await markWorkerReady(workerId);
     state.wasReady = true;
@@ -163,7 +192,10 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
   // Watching until asked to drain or found dead.
   while (!state.drain) {
     if (await condition(draining, settings.watchIntervalSec * 1000)) break;
-    const health = await inspectWorker(workerId).catch((err: unknown) => ({ state: 'unknown' as const, reason: failureReason(err) }));
+    const health = await inspectWorker(workerId).catch((err: unknown) => ({
+      state: 'unknown' as const,
+      reason: failureReason(err),
+    }));
     if (health.state === 'gone') {
       state.phase = 'done';
       return;

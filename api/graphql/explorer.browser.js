@@ -14,15 +14,17 @@
     Object.keys(extra).forEach(function (name) {
       headers[name] = extra[name];
     });
-    return fetch(url, { method: 'POST', headers: headers, body: JSON.stringify(params), credentials: 'omit' }).then(function (response) {
-      return response.text().then(function (text) {
-        try {
-          return JSON.parse(text);
-        } catch {
-          return { errors: [{ message: 'HTTP ' + response.status + ': ' + text.slice(0, 500) }] };
-        }
-      });
-    });
+    return fetch(url, { method: 'POST', headers: headers, body: JSON.stringify(params), credentials: 'omit' }).then(
+      function (response) {
+        return response.text().then(function (text) {
+          try {
+            return JSON.parse(text);
+          } catch {
+            return { errors: [{ message: 'HTTP ' + response.status + ': ' + text.slice(0, 500) }] };
+          }
+        });
+      },
+    );
   }
 
   var defaultHeaders = apiKey ? '' : '{\n  "Authorization": "Bearer <your API key>"\n}';

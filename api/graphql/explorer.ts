@@ -22,10 +22,22 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const EXPLORER_PREFIX = '/graphql/explorer/';
 
 const ASSETS: Record<string, StaticAsset> = {
-  'react.production.min.js': { file: () => path.join(packageDir('react'), 'umd', 'react.production.min.js'), type: 'text/javascript; charset=utf-8' },
-  'react-dom.production.min.js': { file: () => path.join(packageDir('react-dom'), 'umd', 'react-dom.production.min.js'), type: 'text/javascript; charset=utf-8' },
-  'graphiql.min.js': { file: () => path.join(packageDir('graphiql'), 'graphiql.min.js'), type: 'text/javascript; charset=utf-8' },
-  'graphiql.min.css': { file: () => path.join(packageDir('graphiql'), 'graphiql.min.css'), type: 'text/css; charset=utf-8' },
+  'react.production.min.js': {
+    file: () => path.join(packageDir('react'), 'umd', 'react.production.min.js'),
+    type: 'text/javascript; charset=utf-8',
+  },
+  'react-dom.production.min.js': {
+    file: () => path.join(packageDir('react-dom'), 'umd', 'react-dom.production.min.js'),
+    type: 'text/javascript; charset=utf-8',
+  },
+  'graphiql.min.js': {
+    file: () => path.join(packageDir('graphiql'), 'graphiql.min.js'),
+    type: 'text/javascript; charset=utf-8',
+  },
+  'graphiql.min.css': {
+    file: () => path.join(packageDir('graphiql'), 'graphiql.min.css'),
+    type: 'text/css; charset=utf-8',
+  },
   'explorer.js': { file: () => path.join(here, 'explorer.browser.js'), type: 'text/javascript; charset=utf-8' },
 };
 

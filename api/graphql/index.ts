@@ -46,7 +46,8 @@ export const GRAPHQL_LIMITS = { maxTokens: 5_000, maxDirectives: 50, bodyBytes: 
 /** String literals in a document: NUL cannot be stored, so it is the caller's error, named where it is. */
 const noNulStrings: ValidationRule = (context) => ({
   StringValue(node) {
-    if (node.value.includes('\0')) context.reportError(new GraphQLError('string values must not contain NUL characters', { nodes: [node] }));
+    if (node.value.includes('\0'))
+      context.reportError(new GraphQLError('string values must not contain NUL characters', { nodes: [node] }));
   },
 });
 
@@ -141,7 +142,11 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
     preHandler: async (request, reply) => {
       const variables = (request.body as { variables?: unknown } | undefined)?.variables;
       const problem = variables && typeof variables === 'object' ? unstorableJson(variables, '$variables') : undefined;
-      if (problem) return reply.code(400).type('application/json').send({ errors: [{ message: problem, extensions: { code: 'BAD_USER_INPUT' } }] });
+      if (problem)
+        return reply
+          .code(400)
+          .type('application/json')
+          .send({ errors: [{ message: problem, extensions: { code: 'BAD_USER_INPUT' } }] });
     },
     handler: fastifyApolloHandler(apollo, {
       context: async (request) => {
@@ -150,7 +155,8 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         try {
           return { ctx, principal: await authenticateCurrent(ctx, presentedKey(request)) };
         } catch (err) {
-          if (err instanceof DomainError) throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+          if (err instanceof DomainError)
+            throw new GraphQLError(err.message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
           throw err;
         }
       },
@@ -161,5 +167,8 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
 /** A refusal before Apollo runs, in GraphQL's own error shape. */
 function graphqlError(reply: FastifyReply, err: DomainError): FastifyReply {
   const status = err.kind === 'rate_limited' ? 429 : 401;
-  return reply.code(status).type('application/json').send({ errors: [{ message: err.message, extensions: { code: CODE_OF[err.kind] } }] });
+  return reply
+    .code(status)
+    .type('application/json')
+    .send({ errors: [{ message: err.message, extensions: { code: CODE_OF[err.kind] } }] });
 }

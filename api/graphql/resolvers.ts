@@ -1,14 +1,41 @@
-import { createApp, createEnvironment, deleteApp, deleteEnvironment, deployBuild, environmentOwner, finalizeArtifactUpload, getApp, getDeployment, listApps, prepareArtifactUpload, type AppView, type DeploymentView, type EnvironmentView } from '../../domain/apps/index.ts';
+import {
+  createApp,
+  createEnvironment,
+  deleteApp,
+  deleteEnvironment,
+  deployBuild,
+  environmentOwner,
+  finalizeArtifactUpload,
+  getApp,
+  getDeployment,
+  listApps,
+  prepareArtifactUpload,
+  type AppView,
+  type DeploymentView,
+  type EnvironmentView,
+} from '../../domain/apps/index.ts';
 import type { Principal } from '../../domain/accounts/index.ts';
 import { gpuTypes } from '../../domain/catalog/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
-import { deleteEndpointScaledToZero, listEndpointRecords, saveEndpoint, type EndpointRecord } from '../../domain/endpoints/index.ts';
+import {
+  deleteEndpointScaledToZero,
+  listEndpointRecords,
+  saveEndpoint,
+  type EndpointRecord,
+} from '../../domain/endpoints/index.ts';
 import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '../../domain/pods/index.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/index.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
 import { requireScope } from '../../domain/accounts/index.ts';
 import { DomainError, validationFailed } from '../../domain/errors.ts';
-import { getPublicModel, listPublicModels, publishPublicModel, unpublishPublicModel, updatePublicModel, type PublicEndpointView } from '../../domain/public-models/index.ts';
+import {
+  getPublicModel,
+  listPublicModels,
+  publishPublicModel,
+  unpublishPublicModel,
+  updatePublicModel,
+  type PublicEndpointView,
+} from '../../domain/public-models/index.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 
 export interface GraphqlContext {
@@ -24,12 +51,18 @@ export const resolvers = {
     myself: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
       requireScope(principal, 'READ');
       const account = await ctx.db.account.findUniqueOrThrow({ where: { id: principal.accountId } });
-      const discountLive = account.serverlessDiscountFactor !== null && (!account.serverlessDiscountExpires || account.serverlessDiscountExpires > new Date());
+      const discountLive =
+        account.serverlessDiscountFactor !== null &&
+        (!account.serverlessDiscountExpires || account.serverlessDiscountExpires > new Date());
       return {
         id: account.id,
         email: account.email,
         serverlessDiscount: discountLive
-          ? { discountFactor: account.serverlessDiscountFactor, type: account.serverlessDiscountType ?? 'DISCOUNT', expirationDate: account.serverlessDiscountExpires?.toISOString() ?? null }
+          ? {
+              discountFactor: account.serverlessDiscountFactor,
+              type: account.serverlessDiscountType ?? 'DISCOUNT',
+              expirationDate: account.serverlessDiscountExpires?.toISOString() ?? null,
+            }
           : null,
       };
     },
@@ -50,7 +83,8 @@ export const resolvers = {
       }));
     },
     pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
-    publicEndpoints: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => (await listPublicModels(ctx, principal)).map(publicEndpoint),
+    publicEndpoints: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
+      (await listPublicModels(ctx, principal)).map(publicEndpoint),
     publicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       try {
         return publicEndpoint(await getPublicModel(ctx, principal, args.id ?? ''));
@@ -59,8 +93,10 @@ export const resolvers = {
         throw err;
       }
     },
-    flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
-    flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
+    flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
+    flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
   },
   User: {
     endpoints: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listEndpointRecords(ctx, principal),
@@ -68,22 +104,53 @@ export const resolvers = {
       requireScope(principal, 'READ');
       return listTemplateRecords(ctx, principal);
     },
-    containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listRegistries(ctx, principal),
+    containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
+      listRegistries(ctx, principal),
     pods: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listPods(ctx, principal),
-    flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => (await listApps(ctx, principal)).map(flashApp),
+    flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
+      (await listApps(ctx, principal)).map(flashApp),
   },
   Endpoint: {
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
-      const workers = await ctx.db.worker.findMany({ where: { endpointId: endpoint.id, ...liveWorker }, orderBy: { createdAt: 'asc' } });
-      return workers.map((w) => ({ id: w.id, desiredStatus: w.desiredStatus, lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(), imageName: null, machineId: w.hostId }));
+      const workers = await ctx.db.worker.findMany({
+        where: { endpointId: endpoint.id, ...liveWorker },
+        orderBy: { createdAt: 'asc' },
+      });
+      return workers.map((w) => ({
+        id: w.id,
+        desiredStatus: w.desiredStatus,
+        lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(),
+        imageName: null,
+        machineId: w.hostId,
+      }));
     },
   },
   Mutation: {
-    createFlashApp: async (_: unknown, args: Args<{ name?: string; environmentName?: string | null }>, { ctx, principal }: GraphqlContext) =>
-      flashApp(await createApp(ctx, principal, stripNulls({ name: args.input?.name, environment: args.input?.environmentName }))),
-    createFlashEnvironment: async (_: unknown, args: Args<{ flashAppId: string; name: string }>, { ctx, principal }: GraphqlContext) =>
-      flashEnvironment(await createEnvironment(ctx, principal, args.input?.flashAppId ?? '', { name: args.input?.name })),
-    prepareFlashArtifactUpload: async (_: unknown, args: Args<{ flashAppId: string; tarballSize: number; sha256: string; manifest: string }>, { ctx, principal }: GraphqlContext) => {
+    createFlashApp: async (
+      _: unknown,
+      args: Args<{ name?: string; environmentName?: string | null }>,
+      { ctx, principal }: GraphqlContext,
+    ) =>
+      flashApp(
+        await createApp(
+          ctx,
+          principal,
+          stripNulls({ name: args.input?.name, environment: args.input?.environmentName }),
+        ),
+      ),
+    createFlashEnvironment: async (
+      _: unknown,
+      args: Args<{ flashAppId: string; name: string }>,
+      { ctx, principal }: GraphqlContext,
+    ) =>
+      flashEnvironment(
+        await createEnvironment(ctx, principal, args.input?.flashAppId ?? '', { name: args.input?.name }),
+      ),
+    prepareFlashArtifactUpload: async (
+      _: unknown,
+      args: Args<{ flashAppId: string; tarballSize: number; sha256: string; manifest: string }>,
+      { ctx, principal }: GraphqlContext,
+    ) => {
       const input = args.input;
       let manifest: unknown;
       try {
@@ -91,14 +158,32 @@ export const resolvers = {
       } catch {
         throw validationFailed(['$.input.manifest: not JSON text']);
       }
-      const prepared = await prepareArtifactUpload(ctx, principal, input?.flashAppId ?? '', { sha256: input?.sha256, size: input?.tarballSize, manifest });
-      return { buildId: prepared.build.id, uploadUrl: prepared.upload.url, objectKey: prepared.build.id, expiresAt: prepared.upload.expiresAt };
+      const prepared = await prepareArtifactUpload(ctx, principal, input?.flashAppId ?? '', {
+        sha256: input?.sha256,
+        size: input?.tarballSize,
+        manifest,
+      });
+      return {
+        buildId: prepared.build.id,
+        uploadUrl: prepared.upload.url,
+        objectKey: prepared.build.id,
+        expiresAt: prepared.upload.expiresAt,
+      };
     },
-    finalizeFlashArtifactUpload: (_: unknown, args: Args<{ flashAppId: string; buildId: string }>, { ctx, principal }: GraphqlContext) =>
-      finalizeArtifactUpload(ctx, principal, args.input?.flashAppId ?? '', args.input?.buildId ?? ''),
-    deployBuildToEnvironment: async (_: unknown, args: Args<{ flashEnvironmentId: string; flashBuildId: string }>, { ctx, principal }: GraphqlContext) => {
+    finalizeFlashArtifactUpload: (
+      _: unknown,
+      args: Args<{ flashAppId: string; buildId: string }>,
+      { ctx, principal }: GraphqlContext,
+    ) => finalizeArtifactUpload(ctx, principal, args.input?.flashAppId ?? '', args.input?.buildId ?? ''),
+    deployBuildToEnvironment: async (
+      _: unknown,
+      args: Args<{ flashEnvironmentId: string; flashBuildId: string }>,
+      { ctx, principal }: GraphqlContext,
+    ) => {
       const owner = await environmentOwner(ctx, principal, args.input?.flashEnvironmentId ?? '');
-      return flashDeployment(await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input?.flashBuildId }));
+      return flashDeployment(
+        await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input?.flashBuildId }),
+      );
     },
     deleteFlashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteApp(ctx, principal, args.flashAppId ?? '');
@@ -109,26 +194,40 @@ export const resolvers = {
       await deleteEnvironment(ctx, principal, owner.appId, owner.environmentId);
       return true;
     },
-    publishPublicEndpoint: async (_: unknown, args: Args<Record<string, unknown>>, { ctx, principal }: GraphqlContext) =>
-      publicEndpoint(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
-    updatePublicEndpoint: async (_: unknown, args: { id?: string; input?: Record<string, unknown> }, { ctx, principal }: GraphqlContext) =>
+    publishPublicEndpoint: async (
+      _: unknown,
+      args: Args<Record<string, unknown>>,
+      { ctx, principal }: GraphqlContext,
+    ) => publicEndpoint(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
+    updatePublicEndpoint: async (
+      _: unknown,
+      args: { id?: string; input?: Record<string, unknown> },
+      { ctx, principal }: GraphqlContext,
+    ) =>
       publicEndpoint(await updatePublicModel(ctx, principal, args.id ?? '', withParsedSchema(stripNulls(args.input)))),
     unpublishPublicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await unpublishPublicModel(ctx, principal, args.id ?? '');
       return true;
     },
-    saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => saveEndpoint(ctx, principal, stripNulls(args.input)),
+    saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      saveEndpoint(ctx, principal, stripNulls(args.input)),
     deleteEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
       return null;
     },
-    saveTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => saveTemplate(ctx, principal, stripNulls(args.input)),
+    saveTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      saveTemplate(ctx, principal, stripNulls(args.input)),
     deleteTemplate: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteTemplateByName(ctx, principal, args.templateName ?? '');
       return null;
     },
-    saveRegistryAuth: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => createRegistry(ctx, principal, stripNulls(args.input)),
-    updateRegistryAuth: (_: unknown, args: Args<{ id: string; username: string; password: string; registry?: string | null }>, { ctx, principal }: GraphqlContext) => {
+    saveRegistryAuth: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      createRegistry(ctx, principal, stripNulls(args.input)),
+    updateRegistryAuth: (
+      _: unknown,
+      args: Args<{ id: string; username: string; password: string; registry?: string | null }>,
+      { ctx, principal }: GraphqlContext,
+    ) => {
       const { id, ...login } = args.input ?? { id: '', username: '', password: '' };
       return updateRegistry(ctx, principal, id, stripNulls(login));
     },
@@ -136,9 +235,12 @@ export const resolvers = {
       await deleteRegistry(ctx, principal, args.registryAuthId ?? '');
       return null;
     },
-    podFindAndDeployOnDemand: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => deployPod(ctx, principal, stripAllNulls(args.input)),
-    podStop: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => stopPod(ctx, principal, stripAllNulls(args.input)),
-    podResume: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => resumePod(ctx, principal, stripAllNulls(args.input)),
+    podFindAndDeployOnDemand: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      deployPod(ctx, principal, stripAllNulls(args.input)),
+    podStop: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      stopPod(ctx, principal, stripAllNulls(args.input)),
+    podResume: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      resumePod(ctx, principal, stripAllNulls(args.input)),
     podTerminate: async (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => {
       await terminatePod(ctx, principal, stripAllNulls(args.input));
       return null;
@@ -163,7 +265,11 @@ function withParsedSchema(input: unknown): unknown {
 
 function stripNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
-  return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([k, v]) => v !== null || k === 'locations' || k === 'networkVolumeId' || k === 'containerRegistryAuthId'));
+  return Object.fromEntries(
+    Object.entries(input as Record<string, unknown>).filter(
+      ([k, v]) => v !== null || k === 'locations' || k === 'networkVolumeId' || k === 'containerRegistryAuthId',
+    ),
+  );
 }
 
 /** Pod inputs: clients send null for options they leave out (`templateId: null`); the domain reads absent and null alike. */
@@ -172,6 +278,23 @@ function stripAllNulls(input: unknown): unknown {
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }
 
-const flashEnvironment = (e: EnvironmentView) => ({ id: e.id, name: e.name, createdAt: e.createdAt, activeBuildId: e.currentBuildId, endpoints: e.endpoints });
-const flashApp = (a: AppView) => ({ id: a.id, name: a.name, createdAt: a.createdAt, flashEnvironments: a.environments.map(flashEnvironment) });
-const flashDeployment = (d: DeploymentView) => ({ id: d.id, name: d.workflowId, status: d.status, error: d.error, buildId: d.buildId });
+const flashEnvironment = (e: EnvironmentView) => ({
+  id: e.id,
+  name: e.name,
+  createdAt: e.createdAt,
+  activeBuildId: e.currentBuildId,
+  endpoints: e.endpoints,
+});
+const flashApp = (a: AppView) => ({
+  id: a.id,
+  name: a.name,
+  createdAt: a.createdAt,
+  flashEnvironments: a.environments.map(flashEnvironment),
+});
+const flashDeployment = (d: DeploymentView) => ({
+  id: d.id,
+  name: d.workflowId,
+  status: d.status,
+  error: d.error,
+  buildId: d.buildId,
+});

@@ -21,7 +21,12 @@ const STATUS_WORDS = {
   TIMED_OUT: 'The job ran out of time',
 };
 
-const usd = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: 6 });
+const usd = new Intl.NumberFormat('en-US', {
+  style: 'currency',
+  currency: 'USD',
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 6,
+});
 
 // ---------------------------------------------------------------- DOM helpers
 
@@ -100,7 +105,13 @@ function forgetKey() {
 class ApiError extends Error {
   constructor(status, body) {
     const problem = body && typeof body === 'object' ? body : {};
-    super(typeof problem.detail === 'string' ? problem.detail : typeof body === 'string' && body ? body.slice(0, 500) : `HTTP ${status}`);
+    super(
+      typeof problem.detail === 'string'
+        ? problem.detail
+        : typeof body === 'string' && body
+          ? body.slice(0, 500)
+          : `HTTP ${status}`,
+    );
     this.status = status;
     this.title = typeof problem.title === 'string' ? problem.title : '';
     this.errors = Array.isArray(problem.errors) ? problem.errors.filter((e) => typeof e === 'string') : [];
@@ -151,7 +162,14 @@ function errorBox(err, heading = 'Something went wrong') {
   box.append(el('p', { className: 'notice-title', textContent: heading }));
   if (err instanceof ApiError) {
     box.append(el('p', { textContent: `${err.status}${err.title ? ` ${err.title}` : ''}: ${err.message}` }));
-    if (err.errors.length > 0) box.append(el('ul', { className: 'error-list' }, err.errors.map((e) => el('li', { textContent: e }))));
+    if (err.errors.length > 0)
+      box.append(
+        el(
+          'ul',
+          { className: 'error-list' },
+          err.errors.map((e) => el('li', { textContent: e })),
+        ),
+      );
   } else {
     box.append(el('p', { textContent: err instanceof Error ? err.message : String(err) }));
   }
@@ -169,7 +187,11 @@ async function showModelList() {
       'div',
       { className: 'page-head' },
       el('h1', { textContent: 'Public models' }),
-      el('p', { className: 'lede', textContent: 'Models published on this Gantry. Pick one to try it in the browser and take the code that calls it.' }),
+      el('p', {
+        className: 'lede',
+        textContent:
+          'Models published on this Gantry. Pick one to try it in the browser and take the code that calls it.',
+      }),
     ),
     list,
   );
@@ -181,7 +203,9 @@ async function showModelList() {
     list.replaceWith(errorBox(err, 'The models could not be loaded'));
     return;
   }
-  const usable = (Array.isArray(models) ? models : []).filter((m) => m && typeof m.id === 'string' && MODEL_ID.test(m.id));
+  const usable = (Array.isArray(models) ? models : []).filter(
+    (m) => m && typeof m.id === 'string' && MODEL_ID.test(m.id),
+  );
   if (usable.length === 0) {
     list.replaceWith(el('p', { className: 'notice', textContent: 'No model has been published yet.' }));
     return;
@@ -195,11 +219,15 @@ async function showModelList() {
         { className: 'card model-card' },
         el('h2', {}, el('a', { href: `/playground/${m.id}`, className: 'stretched', textContent: name })),
         el('p', { className: 'model-id' }, el('code', { textContent: m.id })),
-        typeof m.description === 'string' && m.description ? el('p', { className: 'model-desc', textContent: m.description }) : null,
+        typeof m.description === 'string' && m.description
+          ? el('p', { className: 'model-desc', textContent: m.description })
+          : null,
         el(
           'p',
           { className: 'chips' },
-          typeof m.outputKind === 'string' ? el('span', { className: `chip chip-kind`, textContent: m.outputKind }) : null,
+          typeof m.outputKind === 'string'
+            ? el('span', { className: `chip chip-kind`, textContent: m.outputKind })
+            : null,
           priceText(m.price) ? el('span', { className: 'chip chip-price', textContent: priceText(m.price) }) : null,
         ),
       ),
@@ -229,29 +257,69 @@ async function showModel(modelId) {
     model = await api('GET', `/v2/public-endpoints/${modelId}`);
   } catch (err) {
     if (err instanceof KeyRefused) return;
-    loading.replaceWith(errorBox(err, `Model ${modelId} could not be loaded`), el('p', {}, el('a', { href: '/playground', textContent: 'All models' })));
+    loading.replaceWith(
+      errorBox(err, `Model ${modelId} could not be loaded`),
+      el('p', {}, el('a', { href: '/playground', textContent: 'All models' })),
+    );
     return;
   }
   if (!model || typeof model !== 'object') return;
   // The page's own id, whatever the answer says: the calls below go to the model this page names.
-  model = { ...model, id: modelId, runUrl: typeof model.runUrl === 'string' ? model.runUrl : `${location.origin}/v2/${modelId}` };
+  model = {
+    ...model,
+    id: modelId,
+    runUrl: typeof model.runUrl === 'string' ? model.runUrl : `${location.origin}/v2/${modelId}`,
+  };
   const name = typeof model.name === 'string' && model.name ? model.name : modelId;
   document.title = `${name} · Gantry playground`;
 
   const form = buildSchemaForm(model.inputSchema, { idPrefix: 'input' });
-  const runButton = el('button', { type: 'submit', className: 'button button-primary', id: 'run-button', textContent: 'Run' });
-  const cancelButton = el('button', { type: 'button', className: 'button button-quiet', id: 'cancel-button', textContent: 'Cancel', hidden: true });
+  const runButton = el('button', {
+    type: 'submit',
+    className: 'button button-primary',
+    id: 'run-button',
+    textContent: 'Run',
+  });
+  const cancelButton = el('button', {
+    type: 'button',
+    className: 'button button-quiet',
+    id: 'cancel-button',
+    textContent: 'Cancel',
+    hidden: true,
+  });
   const formNode = el(
     'form',
     { id: 'run-form', className: 'run-form', novalidate: true, 'aria-labelledby': 'input-heading' },
-    form.empty ? el('p', { className: 'help', textContent: 'This model takes no input.' }) : el('p', { className: 'form-note' }, 'Fields marked ', el('span', { className: 'required-mark', textContent: '*' }), ' are required.'),
+    form.empty
+      ? el('p', { className: 'help', textContent: 'This model takes no input.' })
+      : el(
+          'p',
+          { className: 'form-note' },
+          'Fields marked ',
+          el('span', { className: 'required-mark', textContent: '*' }),
+          ' are required.',
+        ),
     form.element,
-    el('div', { className: 'form-actions' }, runButton, cancelButton, el('button', { type: 'reset', className: 'button button-quiet', textContent: 'Reset' })),
+    el(
+      'div',
+      { className: 'form-actions' },
+      runButton,
+      cancelButton,
+      el('button', { type: 'reset', className: 'button button-quiet', textContent: 'Reset' }),
+    ),
   );
 
-  const statusText = el('span', { className: 'status-text', textContent: 'Not run yet: fill in the form and press Run.' });
+  const statusText = el('span', {
+    className: 'status-text',
+    textContent: 'Not run yet: fill in the form and press Run.',
+  });
   const statusBadge = el('span', { className: 'badge', hidden: true });
-  const status = el('div', { id: 'run-status', className: 'run-status', role: 'status', 'aria-live': 'polite' }, statusBadge, statusText);
+  const status = el(
+    'div',
+    { id: 'run-status', className: 'run-status', role: 'status', 'aria-live': 'polite' },
+    statusBadge,
+    statusText,
+  );
   // The clock ticks outside the live region: a screen reader hears status changes, not every tenth.
   const elapsed = el('span', { className: 'elapsed', 'aria-hidden': 'true' });
   const result = el('div', { id: 'result', className: 'result' });
@@ -259,28 +327,51 @@ async function showModel(modelId) {
   const code = buildCodePanel(model);
 
   view.replaceChildren(
-    el('nav', { className: 'crumbs', 'aria-label': 'Breadcrumb' }, el('a', { href: '/playground', textContent: 'Models' }), el('span', { 'aria-hidden': 'true', textContent: ' / ' }), el('span', { 'aria-current': 'page', textContent: name })),
+    el(
+      'nav',
+      { className: 'crumbs', 'aria-label': 'Breadcrumb' },
+      el('a', { href: '/playground', textContent: 'Models' }),
+      el('span', { 'aria-hidden': 'true', textContent: ' / ' }),
+      el('span', { 'aria-current': 'page', textContent: name }),
+    ),
     el(
       'div',
       { className: 'page-head' },
       el('h1', { textContent: name }),
-      typeof model.description === 'string' && model.description ? el('p', { className: 'lede', textContent: model.description }) : null,
+      typeof model.description === 'string' && model.description
+        ? el('p', { className: 'lede', textContent: model.description })
+        : null,
       el(
         'dl',
         { className: 'meta' },
         el('div', {}, el('dt', { textContent: 'Model id' }), el('dd', {}, el('code', { textContent: modelId }))),
-        typeof model.outputKind === 'string' ? el('div', {}, el('dt', { textContent: 'Output' }), el('dd', { textContent: model.outputKind })) : null,
-        priceText(model.price) ? el('div', {}, el('dt', { textContent: 'Price' }), el('dd', { textContent: priceText(model.price) })) : null,
+        typeof model.outputKind === 'string'
+          ? el('div', {}, el('dt', { textContent: 'Output' }), el('dd', { textContent: model.outputKind }))
+          : null,
+        priceText(model.price)
+          ? el('div', {}, el('dt', { textContent: 'Price' }), el('dd', { textContent: priceText(model.price) }))
+          : null,
       ),
     ),
     el(
       'div',
       { className: 'model-layout' },
-      el('section', { className: 'card', 'aria-labelledby': 'input-heading' }, el('h2', { id: 'input-heading', textContent: 'Input' }), formNode),
+      el(
+        'section',
+        { className: 'card', 'aria-labelledby': 'input-heading' },
+        el('h2', { id: 'input-heading', textContent: 'Input' }),
+        formNode,
+      ),
       el(
         'div',
         { className: 'side' },
-        el('section', { className: 'card', 'aria-labelledby': 'result-heading' }, el('div', { className: 'card-head' }, el('h2', { id: 'result-heading', textContent: 'Result' }), elapsed), status, result),
+        el(
+          'section',
+          { className: 'card', 'aria-labelledby': 'result-heading' },
+          el('div', { className: 'card-head' }, el('h2', { id: 'result-heading', textContent: 'Result' }), elapsed),
+          status,
+          result,
+        ),
         code.element,
       ),
     ),
@@ -300,7 +391,15 @@ async function showModel(modelId) {
       bad.focus();
       return;
     }
-    void run(model, form.collect().input, { runButton, cancelButton, status, statusBadge, statusText, elapsed, result });
+    void run(model, form.collect().input, {
+      runButton,
+      cancelButton,
+      status,
+      statusBadge,
+      statusText,
+      elapsed,
+      result,
+    });
   });
   cancelButton.addEventListener('click', () => {
     if (current?.jobId) void api('POST', `/v2/${modelId}/cancel/${encodeURIComponent(current.jobId)}`).catch(() => {});
@@ -367,8 +466,18 @@ function showResult(model, input, job, target) {
   const output = job.output;
   const parts = [];
   if (job.status !== 'COMPLETED') {
-    const box = el('div', { className: 'notice notice-error', role: 'alert' }, el('p', { className: 'notice-title', textContent: `${job.status}` }));
-    if (job.error !== undefined && job.error !== null) box.append(el('pre', { className: 'error-text', textContent: typeof job.error === 'string' ? job.error : JSON.stringify(job.error, null, 2) }));
+    const box = el(
+      'div',
+      { className: 'notice notice-error', role: 'alert' },
+      el('p', { className: 'notice-title', textContent: `${job.status}` }),
+    );
+    if (job.error !== undefined && job.error !== null)
+      box.append(
+        el('pre', {
+          className: 'error-text',
+          textContent: typeof job.error === 'string' ? job.error : JSON.stringify(job.error, null, 2),
+        }),
+      );
     parts.push(box);
   }
   const out = output && typeof output === 'object' && !Array.isArray(output) ? output : {};
@@ -377,28 +486,59 @@ function showResult(model, input, job, target) {
   const image = safeUrl(out.image_url);
   const video = safeUrl(out.video_url);
   const audio = safeUrl(out.audio_url);
-  if (image) media.push(['image', el('img', { src: image, alt: prompt || `Image made by ${model.name ?? model.id}`, className: 'result-media' })]);
-  if (video) media.push(['video', el('video', { src: video, controls: true, className: 'result-media', 'aria-label': prompt || 'Video output' })]);
-  if (audio) media.push(['audio', el('audio', { src: audio, controls: true, className: 'result-audio', 'aria-label': prompt || 'Audio output' })]);
+  if (image)
+    media.push([
+      'image',
+      el('img', { src: image, alt: prompt || `Image made by ${model.name ?? model.id}`, className: 'result-media' }),
+    ]);
+  if (video)
+    media.push([
+      'video',
+      el('video', { src: video, controls: true, className: 'result-media', 'aria-label': prompt || 'Video output' }),
+    ]);
+  if (audio)
+    media.push([
+      'audio',
+      el('audio', { src: audio, controls: true, className: 'result-audio', 'aria-label': prompt || 'Audio output' }),
+    ]);
   for (const [kind, node] of media) {
     parts.push(el('figure', { className: `media media-${kind}` }, node));
   }
 
   const stats = el('dl', { className: 'stats' });
-  if (typeof out.cost === 'number') stats.append(el('div', {}, el('dt', { textContent: 'Cost' }), el('dd', { id: 'result-cost', textContent: usd.format(out.cost) })));
-  if (typeof job.delayTime === 'number') stats.append(el('div', {}, el('dt', { textContent: 'Queue delay' }), el('dd', { textContent: `${job.delayTime} ms` })));
-  if (typeof job.executionTime === 'number') stats.append(el('div', {}, el('dt', { textContent: 'Execution' }), el('dd', { textContent: `${job.executionTime} ms` })));
+  if (typeof out.cost === 'number')
+    stats.append(
+      el(
+        'div',
+        {},
+        el('dt', { textContent: 'Cost' }),
+        el('dd', { id: 'result-cost', textContent: usd.format(out.cost) }),
+      ),
+    );
+  if (typeof job.delayTime === 'number')
+    stats.append(
+      el('div', {}, el('dt', { textContent: 'Queue delay' }), el('dd', { textContent: `${job.delayTime} ms` })),
+    );
+  if (typeof job.executionTime === 'number')
+    stats.append(
+      el('div', {}, el('dt', { textContent: 'Execution' }), el('dd', { textContent: `${job.executionTime} ms` })),
+    );
   if (stats.childElementCount > 0) parts.push(stats);
 
   const links = [];
-  for (const [label, url] of [['Open image', image], ['Open video', video], ['Open audio', audio]]) {
+  for (const [label, url] of [
+    ['Open image', image],
+    ['Open video', video],
+    ['Open audio', audio],
+  ]) {
     if (url) links.push(el('a', { href: url, target: '_blank', rel: 'noopener noreferrer', textContent: label }));
   }
   if (links.length > 0) parts.push(el('p', { className: 'result-links' }, links));
 
   if (output !== undefined && output !== null) {
     const pre = el('pre', { className: 'output-json', tabindex: '0', textContent: JSON.stringify(output, null, 2) });
-    if (media.length > 0) parts.push(el('details', { className: 'raw' }, el('summary', { textContent: 'Output JSON' }), pre));
+    if (media.length > 0)
+      parts.push(el('details', { className: 'raw' }, el('summary', { textContent: 'Output JSON' }), pre));
     else parts.push(el('h3', { className: 'sub', textContent: 'Output' }), pre);
   }
   parts.push(el('p', { className: 'job-id' }, 'Job ', el('code', { textContent: String(job.id ?? '') })));
@@ -414,16 +554,41 @@ function buildCodePanel(model) {
   const codes = [];
   const tablist = el('div', { role: 'tablist', 'aria-label': 'Client language', className: 'tabs' });
   LANGUAGES.forEach((lang, i) => {
-    const tab = el('button', { type: 'button', role: 'tab', id: `tab-${lang.id}`, className: 'tab', 'aria-controls': `panel-${lang.id}`, 'aria-selected': i === 0 ? 'true' : 'false', tabindex: i === 0 ? '0' : '-1', textContent: lang.label });
+    const tab = el('button', {
+      type: 'button',
+      role: 'tab',
+      id: `tab-${lang.id}`,
+      className: 'tab',
+      'aria-controls': `panel-${lang.id}`,
+      'aria-selected': i === 0 ? 'true' : 'false',
+      tabindex: i === 0 ? '0' : '-1',
+      textContent: lang.label,
+    });
     const codeNode = el('code', { id: `code-${lang.id}`, className: `language-${lang.id}` });
-    const panel = el('div', { role: 'tabpanel', id: `panel-${lang.id}`, 'aria-labelledby': `tab-${lang.id}`, tabindex: '0', className: 'tabpanel', hidden: i !== 0 }, el('pre', { className: 'code' }, codeNode));
+    const panel = el(
+      'div',
+      {
+        role: 'tabpanel',
+        id: `panel-${lang.id}`,
+        'aria-labelledby': `tab-${lang.id}`,
+        tabindex: '0',
+        className: 'tabpanel',
+        hidden: i !== 0,
+      },
+      el('pre', { className: 'code' }, codeNode),
+    );
     tabs.push(tab);
     panels.push(panel);
     codes.push(codeNode);
     tablist.append(tab);
   });
   const copyStatus = el('p', { className: 'copy-status', role: 'status' });
-  const copy = el('button', { type: 'button', className: 'button button-quiet button-small', id: 'copy-code', textContent: 'Copy' });
+  const copy = el('button', {
+    type: 'button',
+    className: 'button button-quiet button-small',
+    id: 'copy-code',
+    textContent: 'Copy',
+  });
   let active = 0;
   const select = (i, focus) => {
     active = (i + tabs.length) % tabs.length;
@@ -473,7 +638,15 @@ function buildCodePanel(model) {
     'section',
     { className: 'card code-card', 'aria-labelledby': 'code-heading' },
     el('div', { className: 'card-head' }, el('h2', { id: 'code-heading', textContent: 'Code' }), copy),
-    el('p', { className: 'help' }, 'Calls ', el('code', { textContent: `${model.runUrl}/runsync` }), ' with exactly the input in the form. Put your key in the ', el('code', { textContent: 'SERVICE_API_KEY' }), ' environment variable first.'),
+    el(
+      'p',
+      { className: 'help' },
+      'Calls ',
+      el('code', { textContent: `${model.runUrl}/runsync` }),
+      ' with exactly the input in the form. Put your key in the ',
+      el('code', { textContent: 'SERVICE_API_KEY' }),
+      ' environment variable first.',
+    ),
     tablist,
     panels,
     copyStatus,
@@ -498,7 +671,9 @@ function route() {
   const match = /^\/playground\/([^/]+)$/.exec(path);
   const id = match ? match[1] : '';
   if (!MODEL_ID.test(id)) {
-    byId('view').replaceChildren(el('p', { className: 'notice notice-error', textContent: 'This address names no model.' }));
+    byId('view').replaceChildren(
+      el('p', { className: 'notice notice-error', textContent: 'This address names no model.' }),
+    );
     return undefined;
   }
   return showModel(id);

@@ -102,12 +102,22 @@ export const playgroundRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
   registerStaticAssets(
     app,
     PLAYGROUND_ASSETS_PREFIX,
-    Object.fromEntries(Object.entries(ASSETS).map(([name, a]) => [name, { file: () => path.join(here, a.file), type: a.type }])),
+    Object.fromEntries(
+      Object.entries(ASSETS).map(([name, a]) => [name, { file: () => path.join(here, a.file), type: a.type }]),
+    ),
   );
   app.get('/playground', { schema: { hide: true } }, async (_request, reply) => sendPage(reply));
-  app.get<{ Params: { modelId: string } }>('/playground/:modelId', { schema: { hide: true } }, async (request, reply) => {
-    // Only what could be a model id gets the page; whether the model exists, the page asks the API.
-    if (!isModelId(request.params.modelId)) return sendProblem(reply, problem(404, 'no such model page: a model id is lowercase letters and digits in groups joined by "-"'));
-    return sendPage(reply);
-  });
+  app.get<{ Params: { modelId: string } }>(
+    '/playground/:modelId',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      // Only what could be a model id gets the page; whether the model exists, the page asks the API.
+      if (!isModelId(request.params.modelId))
+        return sendProblem(
+          reply,
+          problem(404, 'no such model page: a model id is lowercase letters and digits in groups joined by "-"'),
+        );
+      return sendPage(reply);
+    },
+  );
 };

@@ -25,7 +25,8 @@ function kindOf(name, prop) {
   if (Array.isArray(prop.enum) && prop.enum.length > 0) return 'enum';
   if (Object.prototype.hasOwnProperty.call(prop, 'const')) return 'enum';
   const type = mainType(prop);
-  if (type === 'string') return /prompt/i.test(name) || (typeof prop.maxLength === 'number' && prop.maxLength > 200) ? 'textarea' : 'text';
+  if (type === 'string')
+    return /prompt/i.test(name) || (typeof prop.maxLength === 'number' && prop.maxLength > 200) ? 'textarea' : 'text';
   if (type === 'integer' || type === 'number' || type === 'boolean') return type;
   return 'json';
 }
@@ -53,7 +54,8 @@ function rangeText(prop, kind) {
   if (lo !== undefined && hi !== undefined) parts.push(`${lo} to ${hi}`);
   else if (lo !== undefined) parts.push(`at least ${lo}`);
   else if (hi !== undefined) parts.push(`at most ${hi}`);
-  if (isNum(prop.multipleOf) && !(kind === 'integer' && prop.multipleOf === 1)) parts.push(`a multiple of ${prop.multipleOf}`);
+  if (isNum(prop.multipleOf) && !(kind === 'integer' && prop.multipleOf === 1))
+    parts.push(`a multiple of ${prop.multipleOf}`);
   return parts.length > 0 ? `${kind === 'integer' ? 'A whole number' : 'A number'}, ${parts.join(', ')}.` : '';
 }
 
@@ -96,7 +98,8 @@ function orderedProperties(properties, required) {
  * input the form describes now, and what in it is wrong) and `randomiseSeeds` for the seed buttons.
  */
 export function buildSchemaForm(schema, { idPrefix = 'field' } = {}) {
-  const properties = schema && typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {};
+  const properties =
+    schema && typeof schema.properties === 'object' && schema.properties !== null ? schema.properties : {};
   const required = new Set(Array.isArray(schema?.required) ? schema.required.filter((r) => typeof r === 'string') : []);
   const root = el('div', { className: 'fields' });
   const fields = [];
@@ -121,7 +124,9 @@ export function buildSchemaForm(schema, { idPrefix = 'field' } = {}) {
     if (kind === 'enum') {
       const values = Array.isArray(prop.enum) && prop.enum.length > 0 ? prop.enum : [prop.const];
       control = el('select', { id, name, required: isRequired, 'aria-describedby': describedBy });
-      const defaultIndex = hasDefault ? values.findIndex((v) => JSON.stringify(v) === JSON.stringify(prop.default)) : -1;
+      const defaultIndex = hasDefault
+        ? values.findIndex((v) => JSON.stringify(v) === JSON.stringify(prop.default))
+        : -1;
       // An empty choice when nothing is chosen by default: "not set" (optional) or "choose" (required).
       if (defaultIndex < 0 && !(isRequired && values.length === 1)) {
         control.append(el('option', { value: '', textContent: isRequired ? 'Choose…' : '(not set)' }));
@@ -137,7 +142,14 @@ export function buildSchemaForm(schema, { idPrefix = 'field' } = {}) {
       control.defaultChecked = prop.default === true;
       control.checked = prop.default === true;
     } else if (kind === 'integer' || kind === 'number') {
-      control = el('input', { id, name, type: 'number', inputmode: kind === 'integer' ? 'numeric' : 'decimal', required: isRequired, 'aria-describedby': describedBy });
+      control = el('input', {
+        id,
+        name,
+        type: 'number',
+        inputmode: kind === 'integer' ? 'numeric' : 'decimal',
+        required: isRequired,
+        'aria-describedby': describedBy,
+      });
       const lo = isNum(prop.minimum) ? prop.minimum : isNum(prop.exclusiveMinimum) ? prop.exclusiveMinimum : undefined;
       const hi = isNum(prop.maximum) ? prop.maximum : isNum(prop.exclusiveMaximum) ? prop.exclusiveMaximum : undefined;
       if (lo !== undefined) control.min = String(lo);
@@ -146,31 +158,70 @@ export function buildSchemaForm(schema, { idPrefix = 'field' } = {}) {
       else control.step = kind === 'integer' ? '1' : 'any';
       if (isNum(prop.default)) control.defaultValue = String(prop.default);
     } else if (kind === 'textarea') {
-      control = el('textarea', { id, name, rows: /negative/i.test(name) ? 2 : 4, required: isRequired, spellcheck: 'true', 'aria-describedby': describedBy });
+      control = el('textarea', {
+        id,
+        name,
+        rows: /negative/i.test(name) ? 2 : 4,
+        required: isRequired,
+        spellcheck: 'true',
+        'aria-describedby': describedBy,
+      });
     } else if (kind === 'text') {
-      control = el('input', { id, name, type: 'text', required: isRequired, spellcheck: 'false', 'aria-describedby': describedBy });
+      control = el('input', {
+        id,
+        name,
+        type: 'text',
+        required: isRequired,
+        spellcheck: 'false',
+        'aria-describedby': describedBy,
+      });
     } else {
-      control = el('textarea', { id, name, rows: 3, className: 'mono', required: isRequired, spellcheck: 'false', 'aria-describedby': describedBy });
+      control = el('textarea', {
+        id,
+        name,
+        rows: 3,
+        className: 'mono',
+        required: isRequired,
+        spellcheck: 'false',
+        'aria-describedby': describedBy,
+      });
       if (hasDefault) control.defaultValue = JSON.stringify(prop.default, null, 2);
     }
     if (kind === 'text' || kind === 'textarea') {
       if (typeof prop.default === 'string') control.defaultValue = prop.default;
       if (isNum(prop.maxLength)) control.maxLength = prop.maxLength;
       if (isNum(prop.minLength) && prop.minLength > 0) control.minLength = prop.minLength;
-      if (!hasDefault && Array.isArray(prop.examples) && typeof prop.examples[0] === 'string') control.placeholder = prop.examples[0];
+      if (!hasDefault && Array.isArray(prop.examples) && typeof prop.examples[0] === 'string')
+        control.placeholder = prop.examples[0];
     }
 
-    const labelNode = el('label', { for: id }, label, isRequired ? el('span', { className: 'required-mark', 'aria-hidden': 'true', textContent: ' *' }) : null);
+    const labelNode = el(
+      'label',
+      { for: id },
+      label,
+      isRequired ? el('span', { className: 'required-mark', 'aria-hidden': 'true', textContent: ' *' }) : null,
+    );
     const help = helpId ? el('p', { id: helpId, className: 'help', textContent: helpParts.join(' ') }) : null;
     const error = el('p', { id: errorId, className: 'field-error' });
     let row;
     if (kind === 'boolean') {
-      row = el('div', { className: 'field field-check' }, el('div', { className: 'check-row' }, control, labelNode), help, error);
+      row = el(
+        'div',
+        { className: 'field field-check' },
+        el('div', { className: 'check-row' }, control, labelNode),
+        help,
+        error,
+      );
     } else {
       let controlRow = control;
       if ((kind === 'integer' || kind === 'number') && /(^|_)seed$/i.test(name)) {
         // A seed picks one of many equally good results: one press draws a new one.
-        const dice = el('button', { type: 'button', className: 'button button-quiet button-small', 'aria-label': `Random ${label.toLowerCase()}`, textContent: 'Random' });
+        const dice = el('button', {
+          type: 'button',
+          className: 'button button-quiet button-small',
+          'aria-label': `Random ${label.toLowerCase()}`,
+          textContent: 'Random',
+        });
         dice.addEventListener('click', () => {
           const lo = control.min !== '' ? Math.ceil(Number(control.min)) : 0;
           const hi = control.max !== '' ? Math.floor(Number(control.max)) : 2 ** 31 - 1;
@@ -209,8 +260,10 @@ export function buildSchemaForm(schema, { idPrefix = 'field' } = {}) {
           const n = Number(c.value);
           if (!Number.isFinite(n)) message = 'Enter a number.';
           else if (f.kind === 'integer' && !Number.isInteger(n)) message = 'Enter a whole number.';
-          else if (isNum(f.prop.exclusiveMinimum) && n <= f.prop.exclusiveMinimum) message = `Must be more than ${f.prop.exclusiveMinimum}.`;
-          else if (isNum(f.prop.exclusiveMaximum) && n >= f.prop.exclusiveMaximum) message = `Must be less than ${f.prop.exclusiveMaximum}.`;
+          else if (isNum(f.prop.exclusiveMinimum) && n <= f.prop.exclusiveMinimum)
+            message = `Must be more than ${f.prop.exclusiveMinimum}.`;
+          else if (isNum(f.prop.exclusiveMaximum) && n >= f.prop.exclusiveMaximum)
+            message = `Must be less than ${f.prop.exclusiveMaximum}.`;
           input[f.name] = n;
         }
       } else if (f.kind === 'json') {

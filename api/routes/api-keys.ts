@@ -18,7 +18,7 @@ import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 
 const RULES =
-  'A key never makes or revokes a key stronger than itself: listing needs READ, creating and revoking need WRITE, within the caller\'s account; a new key gets only scopes the calling key has (ADMIN counts as all) and cannot outlive it; revoking needs every scope of the revoked key; keys limited to endpoints cannot manage keys (403). The platform admin (an admin account\'s key with ADMIN) may act on any account without these limits. Another account\'s key is 404.';
+  "A key never makes or revokes a key stronger than itself: listing needs READ, creating and revoking need WRITE, within the caller's account; a new key gets only scopes the calling key has (ADMIN counts as all) and cannot outlive it; revoking needs every scope of the revoked key; keys limited to endpoints cannot manage keys (403). The platform admin (an admin account's key with ADMIN) may act on any account without these limits. Another account's key is 404.";
 
 /** REST /v2/keys and /v2/accounts: API keys, and accounts for the platform admin. */
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
@@ -81,7 +81,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
         operationId: 'createAccount',
         summary: 'Create an account',
         description:
-          'Platform admin only (an admin account\'s key with ADMIN; 403 otherwise). Creates an account with an optional serverless discount; e-mails are unique (409). Give it a first key with POST /v2/keys and its accountId.',
+          "Platform admin only (an admin account's key with ADMIN; 403 otherwise). Creates an account with an optional serverless discount; e-mails are unique (409). Give it a first key with POST /v2/keys and its accountId.",
         tags: ['Accounts'],
         body: CreateAccountSchema,
         response: { 201: AccountSchema },
@@ -97,7 +97,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
       schema: {
         operationId: 'listAccounts',
         summary: 'List accounts',
-        description: "Platform admin only (an admin account's key with ADMIN; 403 otherwise). Every account, oldest first.",
+        description:
+          "Platform admin only (an admin account's key with ADMIN; 403 otherwise). Every account, oldest first.",
         tags: ['Accounts'],
         response: { 200: AccountListSchema },
       },

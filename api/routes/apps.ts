@@ -46,30 +46,81 @@ import { enforceRateLimit } from '../rate-limit.ts';
 const tags = ['Apps'];
 const ACCESS = 'Needs a key for the whole account (not one limited to endpoints).';
 const AppParams = Type.Object({ app: Type.String({ minLength: 1, maxLength: 64, description: 'app id or name' }) });
-const EnvParams = Type.Object({ app: AppParams.properties.app, env: Type.String({ minLength: 1, maxLength: 64, description: 'environment id or name' }) });
+const EnvParams = Type.Object({
+  app: AppParams.properties.app,
+  env: Type.String({ minLength: 1, maxLength: 64, description: 'environment id or name' }),
+});
 const BuildParams = Type.Object({ app: AppParams.properties.app, build: Type.String({ minLength: 1, maxLength: 64 }) });
-const ResourceParams = Type.Object({ app: AppParams.properties.app, env: EnvParams.properties.env, resource: Type.String({ pattern: '^[a-z][a-z0-9-]{0,39}$', description: "the resource's name in the build's manifest" }) });
-const DeploymentParams = Type.Object({ app: AppParams.properties.app, deployment: Type.String({ minLength: 1, maxLength: 64 }) });
+const ResourceParams = Type.Object({
+  app: AppParams.properties.app,
+  env: EnvParams.properties.env,
+  resource: Type.String({
+    pattern: '^[a-z][a-z0-9-]{0,39}$',
+    description: "the resource's name in the build's manifest",
+  }),
+});
+const DeploymentParams = Type.Object({
+  app: AppParams.properties.app,
+  deployment: Type.String({ minLength: 1, maxLength: 64 }),
+});
 
 /** REST /v2/apps: what `gantry deploy` drives (docs/apps.md). Inside the management scope. */
 export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
-  app.get('/v2/apps', { config: { requiredScope: 'READ' }, schema: { operationId: 'listApps', summary: 'List apps', description: `The account's apps with their environments and endpoints. ${ACCESS} Scope: READ.`, tags, response: { 200: AppListSchema } } }, async (request) => ({
-    apps: await listApps(ctx, principalOf(request)),
-  }));
+  app.get(
+    '/v2/apps',
+    {
+      config: { requiredScope: 'READ' },
+      schema: {
+        operationId: 'listApps',
+        summary: 'List apps',
+        description: `The account's apps with their environments and endpoints. ${ACCESS} Scope: READ.`,
+        tags,
+        response: { 200: AppListSchema },
+      },
+    },
+    async (request) => ({
+      apps: await listApps(ctx, principalOf(request)),
+    }),
+  );
 
   app.post(
     '/v2/apps',
-    { config: { requiredScope: 'WRITE' }, schema: { operationId: 'createApp', summary: 'Create an app', description: `Creates an app, with its first environment when \`environment\` is given (names are unique: 409). ${ACCESS} Scope: WRITE.`, tags, body: CreateAppSchema, response: { 201: AppSchema } } },
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'createApp',
+        summary: 'Create an app',
+        description: `Creates an app, with its first environment when \`environment\` is given (names are unique: 409). ${ACCESS} Scope: WRITE.`,
+        tags,
+        body: CreateAppSchema,
+        response: { 201: AppSchema },
+      },
+    },
     async (request, reply) => reply.code(201).send(await createApp(ctx, principalOf(request), request.body)),
   );
 
-  app.get('/v2/apps/:app', { config: { requiredScope: 'READ' }, schema: { operationId: 'getApp', summary: 'Get an app', tags, params: AppParams, response: { 200: AppSchema } } }, async (request) =>
-    getApp(ctx, principalOf(request), request.params.app),
+  app.get(
+    '/v2/apps/:app',
+    {
+      config: { requiredScope: 'READ' },
+      schema: { operationId: 'getApp', summary: 'Get an app', tags, params: AppParams, response: { 200: AppSchema } },
+    },
+    async (request) => getApp(ctx, principalOf(request), request.params.app),
   );
 
   app.delete(
     '/v2/apps/:app',
-    { config: { requiredScope: 'WRITE' }, schema: { operationId: 'deleteApp', summary: 'Delete an app', description: `Deletes the app, the endpoints of all its environments (drained as any endpoint deletion) and its artifacts. 409 while a deployment runs. ${ACCESS} Scope: WRITE.`, tags, params: AppParams, response: { 204: Type.Null() } } },
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'deleteApp',
+        summary: 'Delete an app',
+        description: `Deletes the app, the endpoints of all its environments (drained as any endpoint deletion) and its artifacts. 409 while a deployment runs. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: AppParams,
+        response: { 204: Type.Null() },
+      },
+    },
     async (request, reply) => {
       await deleteApp(ctx, principalOf(request), request.params.app);
       return reply.code(204).send(null);
@@ -78,23 +129,64 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
 
   app.get(
     '/v2/apps/:app/environments',
-    { config: { requiredScope: 'READ' }, schema: { operationId: 'listEnvironments', summary: "List an app's environments", tags, params: AppParams, response: { 200: EnvironmentListSchema } } },
+    {
+      config: { requiredScope: 'READ' },
+      schema: {
+        operationId: 'listEnvironments',
+        summary: "List an app's environments",
+        tags,
+        params: AppParams,
+        response: { 200: EnvironmentListSchema },
+      },
+    },
     async (request) => ({ environments: await listEnvironments(ctx, principalOf(request), request.params.app) }),
   );
 
   app.post(
     '/v2/apps/:app/environments',
-    { config: { requiredScope: 'WRITE' }, schema: { operationId: 'createEnvironment', summary: 'Create an environment', tags, params: AppParams, body: CreateEnvironmentSchema, response: { 201: EnvironmentSchema } } },
-    async (request, reply) => reply.code(201).send(await createEnvironment(ctx, principalOf(request), request.params.app, request.body)),
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'createEnvironment',
+        summary: 'Create an environment',
+        tags,
+        params: AppParams,
+        body: CreateEnvironmentSchema,
+        response: { 201: EnvironmentSchema },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(await createEnvironment(ctx, principalOf(request), request.params.app, request.body)),
   );
 
-  app.get('/v2/apps/:app/environments/:env', { config: { requiredScope: 'READ' }, schema: { operationId: 'getEnvironment', summary: 'Get an environment', tags, params: EnvParams, response: { 200: EnvironmentSchema } } }, async (request) =>
-    getEnvironment(ctx, principalOf(request), request.params.app, request.params.env),
+  app.get(
+    '/v2/apps/:app/environments/:env',
+    {
+      config: { requiredScope: 'READ' },
+      schema: {
+        operationId: 'getEnvironment',
+        summary: 'Get an environment',
+        tags,
+        params: EnvParams,
+        response: { 200: EnvironmentSchema },
+      },
+    },
+    async (request) => getEnvironment(ctx, principalOf(request), request.params.app, request.params.env),
   );
 
   app.delete(
     '/v2/apps/:app/environments/:env',
-    { config: { requiredScope: 'WRITE' }, schema: { operationId: 'deleteEnvironment', summary: 'Delete an environment', description: `Deletes the environment and its endpoints. 409 while a deployment runs. ${ACCESS} Scope: WRITE.`, tags, params: EnvParams, response: { 204: Type.Null() } } },
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'deleteEnvironment',
+        summary: 'Delete an environment',
+        description: `Deletes the environment and its endpoints. 409 while a deployment runs. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: EnvParams,
+        response: { 204: Type.Null() },
+      },
+    },
     async (request, reply) => {
       await deleteEnvironment(ctx, principalOf(request), request.params.app, request.params.env);
       return reply.code(204).send(null);
@@ -116,14 +208,22 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 201: PreparedUploadSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await prepareArtifactUpload(ctx, principalOf(request), request.params.app, request.body)),
+    async (request, reply) =>
+      reply.code(201).send(await prepareArtifactUpload(ctx, principalOf(request), request.params.app, request.body)),
   );
 
   app.post(
     '/v2/apps/:app/builds/:build/finalize',
     {
       config: { requiredScope: 'WRITE' },
-      schema: { operationId: 'finalizeArtifactUpload', summary: 'Finalize an artifact upload', description: `Checks the uploaded bytes against the declared size and sha256 (422 and the upload is discarded when they differ) and makes the build deployable. ${ACCESS} Scope: WRITE.`, tags, params: BuildParams, response: { 200: BuildSchema } },
+      schema: {
+        operationId: 'finalizeArtifactUpload',
+        summary: 'Finalize an artifact upload',
+        description: `Checks the uploaded bytes against the declared size and sha256 (422 and the upload is discarded when they differ) and makes the build deployable. ${ACCESS} Scope: WRITE.`,
+        tags,
+        params: BuildParams,
+        response: { 200: BuildSchema },
+      },
     },
     async (request) => finalizeArtifactUpload(ctx, principalOf(request), request.params.app, request.params.build),
   );
@@ -142,7 +242,10 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 202: DeploymentSchema },
       },
     },
-    async (request, reply) => reply.code(202).send(await deployBuild(ctx, principalOf(request), request.params.app, request.params.env, request.body)),
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(await deployBuild(ctx, principalOf(request), request.params.app, request.params.env, request.body)),
   );
 
   app.put(
@@ -160,7 +263,14 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       },
     },
     async (request, reply) => {
-      const { created, endpoint } = await provisionResource(ctx, principalOf(request), request.params.app, request.params.env, request.params.resource, request.body);
+      const { created, endpoint } = await provisionResource(
+        ctx,
+        principalOf(request),
+        request.params.app,
+        request.params.env,
+        request.params.resource,
+        request.body,
+      );
       return reply.code(created ? 201 : 200).send(endpoint);
     },
   );
@@ -188,10 +298,22 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         const length = Number(request.headers['content-length']);
         if (Number.isFinite(length) && length > MAX_SOURCE_BYTES) {
           reply.header('connection', 'close');
-          return sendProblem(reply, problem(413, `the source upload is ${length} bytes; at most ${MAX_SOURCE_BYTES} are taken (send source files only; dependencies belong in the build)`));
+          return sendProblem(
+            reply,
+            problem(
+              413,
+              `the source upload is ${length} bytes; at most ${MAX_SOURCE_BYTES} are taken (send source files only; dependencies belong in the build)`,
+            ),
+          );
         }
         try {
-          return await uploadSource(ctx, principalOf(request), request.params.app, request.params.env, (request.body as Readable | undefined) ?? request.raw);
+          return await uploadSource(
+            ctx,
+            principalOf(request),
+            request.params.app,
+            request.params.env,
+            (request.body as Readable | undefined) ?? request.raw,
+          );
         } catch (err) {
           if (!request.raw.readableEnded) reply.header('connection', 'close');
           throw err;
@@ -202,14 +324,30 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
 
   app.get(
     '/v2/apps/:app/deployments/:deployment',
-    { config: { requiredScope: 'READ' }, schema: { operationId: 'getDeployment', summary: 'Get a deployment', tags, params: DeploymentParams, response: { 200: DeploymentSchema } } },
+    {
+      config: { requiredScope: 'READ' },
+      schema: {
+        operationId: 'getDeployment',
+        summary: 'Get a deployment',
+        tags,
+        params: DeploymentParams,
+        response: { 200: DeploymentSchema },
+      },
+    },
     async (request) => getDeployment(ctx, principalOf(request), request.params.app, request.params.deployment),
   );
 };
 
 /** Reads at most `limit` bytes (the size the build declared); more ends the upload with 422. */
 function capped(body: Readable, limit: number): Readable {
-  return readAtMost(body, limit, () => new DomainError('validation', 'Request validation failed.', [`$: the upload is larger than the ${limit} bytes the build declared`]));
+  return readAtMost(
+    body,
+    limit,
+    () =>
+      new DomainError('validation', 'Request validation failed.', [
+        `$: the upload is larger than the ${limit} bytes the build declared`,
+      ]),
+  );
 }
 
 /**
@@ -222,16 +360,25 @@ function capped(body: Readable, limit: number): Readable {
 export const artifactRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   // The bytes are streamed to the blob store, never buffered.
   scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-  const perObject = (id: string, kind: string) => ({ counter: `artifact-${kind}/${id}`, quotas: { minute: 600, hour: 10_000, day: 100_000 } });
+  const perObject = (id: string, kind: string) => ({
+    counter: `artifact-${kind}/${id}`,
+    quotas: { minute: 600, hour: 10_000, day: 100_000 },
+  });
 
   scope.put<{ Params: { buildId: string }; Querystring: Record<string, string> }>(
     '/v2/artifacts/:buildId/upload',
     { schema: { hide: true } },
     async (request, reply) => {
       const path = `/v2/artifacts/${request.params.buildId}/upload`;
-      const build = await throttledAuth(request, () => checkArtifactUpload(ctx, request.params.buildId, path, request.query));
+      const build = await throttledAuth(request, () =>
+        checkArtifactUpload(ctx, request.params.buildId, path, request.query),
+      );
       await enforceRateLimit(ctx, reply, perObject(build.id, 'upload'));
-      const stored = await receiveArtifactUpload(ctx, build, capped((request.body as Readable | undefined) ?? request.raw, Number(build.size)));
+      const stored = await receiveArtifactUpload(
+        ctx,
+        build,
+        capped((request.body as Readable | undefined) ?? request.raw, Number(build.size)),
+      );
       return reply.code(200).send({ size: stored.size, sha256: stored.sha256 });
     },
   );
@@ -241,9 +388,14 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
     { schema: { hide: true } },
     async (request, reply) => {
       const { envId, version } = request.params;
-      const source = await throttledAuth(request, () => openSourceDownload(ctx, envId, version, `/v2/sources/${envId}/${version}`, request.query));
+      const source = await throttledAuth(request, () =>
+        openSourceDownload(ctx, envId, version, `/v2/sources/${envId}/${version}`, request.query),
+      );
       await enforceRateLimit(ctx, reply, perObject(envId, 'source-download'));
-      return reply.header('content-type', 'application/gzip').header('content-length', String(source.size)).send(source.body);
+      return reply
+        .header('content-type', 'application/gzip')
+        .header('content-length', String(source.size))
+        .send(source.body);
     },
   );
 
@@ -252,7 +404,9 @@ export const artifactRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
     { schema: { hide: true } },
     async (request, reply) => {
       const path = `/v2/artifacts/${request.params.buildId}`;
-      const artifact = await throttledAuth(request, () => openArtifactDownload(ctx, request.params.buildId, path, request.query));
+      const artifact = await throttledAuth(request, () =>
+        openArtifactDownload(ctx, request.params.buildId, path, request.query),
+      );
       await enforceRateLimit(ctx, reply, perObject(request.params.buildId, 'download'));
       return reply
         .header('content-type', 'application/gzip')

@@ -50,7 +50,9 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         summary: 'Get a GPU type',
         description: `One GPU type by id (the name nvidia-smi prints, URL-encoded); 404 when no READY host has it. ${FROM_HOSTS}`,
         tags,
-        params: Type.Object({ id: Type.String({ minLength: 1, description: 'GPU type id, e.g. "NVIDIA GeForce RTX 4090"' }) }),
+        params: Type.Object({
+          id: Type.String({ minLength: 1, description: 'GPU type id, e.g. "NVIDIA GeForce RTX 4090"' }),
+        }),
         querystring: GpuCatalogQuerySchema,
         response: { 200: GpuTypeSchema },
       },

@@ -3,8 +3,24 @@ import type {} from '@fastify/swagger';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { createHost, CreateHostSchema, deleteHost, getHost, HostListSchema, HostSchema, listHosts, probeHostOnDemand } from '../../domain/hosts/index.ts';
-import { DataCenterSettingsListSchema, DataCenterSettingsSchema, DataCenterSettingsViewSchema, getDataCenterSettings, listDataCenterSettings, putDataCenterSettings } from '../../domain/catalog/index.ts';
+import {
+  createHost,
+  CreateHostSchema,
+  deleteHost,
+  getHost,
+  HostListSchema,
+  HostSchema,
+  listHosts,
+  probeHostOnDemand,
+} from '../../domain/hosts/index.ts';
+import {
+  DataCenterSettingsListSchema,
+  DataCenterSettingsSchema,
+  DataCenterSettingsViewSchema,
+  getDataCenterSettings,
+  listDataCenterSettings,
+  putDataCenterSettings,
+} from '../../domain/catalog/index.ts';
 import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'host id' }) });
@@ -33,7 +49,13 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
     '/v2/hosts',
     {
       config: { requiredScope: 'ADMIN' },
-      schema: { operationId: 'listHosts', summary: 'List hosts', description: ACCESS, tags, response: { 200: HostListSchema } },
+      schema: {
+        operationId: 'listHosts',
+        summary: 'List hosts',
+        description: ACCESS,
+        tags,
+        response: { 200: HostListSchema },
+      },
     },
     async (request) => ({ hosts: await listHosts(ctx, principalOf(request)) }),
   );
@@ -42,7 +64,14 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
     '/v2/hosts/:id',
     {
       config: { requiredScope: 'ADMIN' },
-      schema: { operationId: 'getHost', summary: 'Get a host', description: ACCESS, tags, params: IdParams, response: { 200: HostSchema } },
+      schema: {
+        operationId: 'getHost',
+        summary: 'Get a host',
+        description: ACCESS,
+        tags,
+        params: IdParams,
+        response: { 200: HostSchema },
+      },
     },
     async (request) => getHost(ctx, principalOf(request), request.params.id),
   );
@@ -86,7 +115,9 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
   await app.register(dataCenterRoutes, { ctx });
 };
 
-const DataCenterParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, description: 'data center id, as hosts name it' }) });
+const DataCenterParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64, description: 'data center id, as hosts name it' }),
+});
 const dcTags = ['Data centers'];
 
 /**
@@ -112,7 +143,14 @@ const dataCenterRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
     '/v2/datacenters/:id',
     {
       config: { requiredScope: 'ADMIN' },
-      schema: { operationId: 'getDataCenterSettings', summary: 'Get a data center\'s settings', description: ACCESS, tags: dcTags, params: DataCenterParams, response: { 200: DataCenterSettingsViewSchema } },
+      schema: {
+        operationId: 'getDataCenterSettings',
+        summary: "Get a data center's settings",
+        description: ACCESS,
+        tags: dcTags,
+        params: DataCenterParams,
+        response: { 200: DataCenterSettingsViewSchema },
+      },
     },
     async (request) => getDataCenterSettings(ctx, principalOf(request), request.params.id),
   );
@@ -122,7 +160,7 @@ const dataCenterRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       config: { requiredScope: 'ADMIN' },
       schema: {
         operationId: 'putDataCenterSettings',
-        summary: 'Set a data center\'s country and shared storage',
+        summary: "Set a data center's country and shared storage",
         description: `\`country\`: ISO 3166-1 alpha-2. \`networkVolumePath\`: an absolute directory that every host of the data center mounts from the same shared storage (NFS, CephFS, ...); each network volume is a directory under it. Without it, a data center of a single host keeps network volumes as named volumes on that host. What the body leaves out is cleared; data already written is not moved. A hosts file's \`dataCenters\` wins at the next start. ${ACCESS}`,
         tags: dcTags,
         params: DataCenterParams,

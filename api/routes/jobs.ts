@@ -2,9 +2,26 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { cancelJob, endpointHealth, getJobStatus, purgeQueue, retryJob, runJob, runJobSync, streamJob, waitJobStatus } from '../../domain/jobs/index.ts';
+import {
+  cancelJob,
+  endpointHealth,
+  getJobStatus,
+  purgeQueue,
+  retryJob,
+  runJob,
+  runJobSync,
+  streamJob,
+  waitJobStatus,
+} from '../../domain/jobs/index.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
-import { HealthSchema, JobStatusSchema, JobStreamSchema, JobViewSchema, RunJobBodySchema, WaitQuerySchema } from '../../domain/jobs/index.ts';
+import {
+  HealthSchema,
+  JobStatusSchema,
+  JobStreamSchema,
+  JobViewSchema,
+  RunJobBodySchema,
+  WaitQuerySchema,
+} from '../../domain/jobs/index.ts';
 import { recordCachesOf } from '../../domain/shared/index.ts';
 import { authenticateRequests, cachedPrincipalOf, principalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
@@ -32,7 +49,9 @@ const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
  */
 export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   authenticateRequests(scope, ctx, { cache: recordCachesOf(ctx) });
-  countRequests(scope, ctx, (request) => jobApiCounter(principalOf(request), (request.params as { endpointId: string }).endpointId, scope.surfaceLimits));
+  countRequests(scope, ctx, (request) =>
+    jobApiCounter(principalOf(request), (request.params as { endpointId: string }).endpointId, scope.surfaceLimits),
+  );
   refuseUnstorableBodies(scope);
 
   const jobs = jobRuntimeOf(ctx);
@@ -45,7 +64,11 @@ export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
   // `input` wrapper is the clear 400 the job API promises and authentication comes first.
   scope.post<{ Params: { endpointId: string } }>(
     '/v2/:endpointId/run',
-    { bodyLimit: RUN_BODY_LIMIT, attachValidation: true, schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } } },
+    {
+      bodyLimit: RUN_BODY_LIMIT,
+      attachValidation: true,
+      schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } },
+    },
     async (request) => runJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body),
   );
 
@@ -54,47 +77,93 @@ export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
     {
       bodyLimit: RUNSYNC_BODY_LIMIT,
       attachValidation: true,
-      schema: { params: EndpointParams, querystring: WaitQuerySchema, body: RunJobBodySchema, response: { 200: JobViewSchema } },
+      schema: {
+        params: EndpointParams,
+        querystring: WaitQuerySchema,
+        body: RunJobBodySchema,
+        response: { 200: JobViewSchema },
+      },
     },
-    async (request, reply) => runJobSync(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body, request.query, waits.signal(reply)),
+    async (request, reply) =>
+      runJobSync(
+        jobs,
+        await cachedPrincipalOf(ctx, request),
+        request.params.endpointId,
+        request.body,
+        request.query,
+        waits.signal(reply),
+      ),
   );
 
   scope.get<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/status/:jobId',
     { schema: { params: JobParams, response: { 200: JobViewSchema } } },
-    async (request) => getJobStatus(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
+    async (request) =>
+      getJobStatus(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
   );
 
   const statusSync = {
     attachValidation: true,
     schema: { params: JobParams, querystring: WaitQuerySchema, response: { 200: JobViewSchema } },
   };
-  const statusSyncHandler = async (request: FastifyRequest<{ Params: { endpointId: string; jobId: string } }>, reply: FastifyReply) =>
-    waitJobStatus(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId, request.query, waits.signal(reply));
-  scope.get<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
-  scope.post<{ Params: { endpointId: string; jobId: string } }>('/v2/:endpointId/status-sync/:jobId', statusSync, statusSyncHandler);
+  const statusSyncHandler = async (
+    request: FastifyRequest<{ Params: { endpointId: string; jobId: string } }>,
+    reply: FastifyReply,
+  ) =>
+    waitJobStatus(
+      jobs,
+      await cachedPrincipalOf(ctx, request),
+      request.params.endpointId,
+      request.params.jobId,
+      request.query,
+      waits.signal(reply),
+    );
+  scope.get<{ Params: { endpointId: string; jobId: string } }>(
+    '/v2/:endpointId/status-sync/:jobId',
+    statusSync,
+    statusSyncHandler,
+  );
+  scope.post<{ Params: { endpointId: string; jobId: string } }>(
+    '/v2/:endpointId/status-sync/:jobId',
+    statusSync,
+    statusSyncHandler,
+  );
 
   scope.get<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/stream/:jobId',
     { schema: { params: JobParams, response: { 200: JobStreamSchema } } },
-    async (request, reply) => streamJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId, waits.signal(reply)),
+    async (request, reply) =>
+      streamJob(
+        jobs,
+        await cachedPrincipalOf(ctx, request),
+        request.params.endpointId,
+        request.params.jobId,
+        waits.signal(reply),
+      ),
   );
 
   scope.post<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/cancel/:jobId',
     { schema: { params: JobParams, response: { 200: JobAck } } },
-    async (request) => cancelJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
+    async (request) =>
+      cancelJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
   );
 
   scope.post<{ Params: { endpointId: string; jobId: string } }>(
     '/v2/:endpointId/retry/:jobId',
     { schema: { params: JobParams, response: { 200: JobAck } } },
-    async (request) => retryJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
+    async (request) =>
+      retryJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.params.jobId),
   );
 
   scope.post<{ Params: { endpointId: string } }>(
     '/v2/:endpointId/purge-queue',
-    { schema: { params: EndpointParams, response: { 200: Type.Object({ removed: Type.Integer(), status: Type.Literal('completed') }) } } },
+    {
+      schema: {
+        params: EndpointParams,
+        response: { 200: Type.Object({ removed: Type.Integer(), status: Type.Literal('completed') }) },
+      },
+    },
     async (request) => purgeQueue(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId),
   );
 

@@ -19,7 +19,11 @@ import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'pod id' }) });
 const ListQuery = Type.Object(
-  { includeClusterPods: Type.Optional(Type.String({ pattern: '^(true|false)$', description: 'accepted, no effect: there are no clusters' })) },
+  {
+    includeClusterPods: Type.Optional(
+      Type.String({ pattern: '^(true|false)$', description: 'accepted, no effect: there are no clusters' }),
+    ),
+  },
   { additionalProperties: false },
 );
 const tags = ['Pods'];
@@ -62,7 +66,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
           'Creates a pod that should run: `201` once it is recorded and its workflow has it; it is `PROVISIONING` until a host takes it, `STARTING` while its image is pulled and its container starts, then `RUNNING` (poll `getPod`). ' +
           'Give exactly one of `gpu` (a GPU type with `count` cards on one host; a count no registered host has is refused at once, one that is only busy waits) and `cpu` (a CPU pod). ' +
           "`templateId` fills the container settings the body leaves out (`env` merged per key, the body's values winning). `image` is required unless the template names one. " +
-          'A `persistent` mount is a volume on the pod\'s host, kept across stop and start (the pod then stays on that host); `network` names a network volume. ' +
+          "A `persistent` mount is a volume on the pod's host, kept across stop and start (the pod then stays on that host); `network` names a network volume. " +
           'Accepted with no effect: `cpu.id`, `cpu.vcpuCount`, `gpu.allowedCudaVersions`, `gpu.minCudaVersion`, `dataCenterIds`, `cloud`, `globalNetworking`, `startSsh`, `startJupyter`. ' +
           `Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
         tags,
@@ -97,7 +101,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         operationId: 'updatePod',
         summary: 'Update a pod',
         description:
-          'Changes the fields present in the body; the others keep their values. A change of the container settings (`image`, `args`, `disk`, `ports`, `env`, `registry`, `mounts`, or a `templateId` whose settings apply as if given here) restarts a running pod\'s container with them; a stopped pod gets them at its next start. ' +
+          "Changes the fields present in the body; the others keep their values. A change of the container settings (`image`, `args`, `disk`, `ports`, `env`, `registry`, `mounts`, or a `templateId` whose settings apply as if given here) restarts a running pod's container with them; a stopped pod gets them at its next start. " +
           'The kind of mount is fixed when the pod is made: a persistent mount may change its size and path, a network mount its path. `locked` and `globalNetworking` are accepted with no effect. ' +
           `${ACCESS} Scope: WRITE.`,
         tags,

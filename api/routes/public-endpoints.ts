@@ -18,7 +18,7 @@ import { enforceRateLimit } from '../rate-limit.ts';
 
 const ModelParams = Type.Object({ modelId: Type.String({ pattern: MODEL_ID_PATTERN, description: 'the model id' }) });
 const tags = ['Public endpoints'];
-const OPERATOR = 'Publishing is the platform operator\'s: an ADMIN key of the administrator account.';
+const OPERATOR = "Publishing is the platform operator's: an ADMIN key of the administrator account.";
 
 /** REST /v2/public-endpoints: the catalogue of public models, and the operator's publishing (docs/public-models.md). */
 export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
@@ -29,7 +29,8 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
       schema: {
         operationId: 'listPublicEndpoints',
         summary: 'List the public models',
-        description: 'Every published model: its id (called as `{runUrl}/run`, `/runsync`, `/status/{id}` with any RUN key), input schema, output kind and price. Scope: READ or RUN.',
+        description:
+          'Every published model: its id (called as `{runUrl}/run`, `/runsync`, `/status/{id}` with any RUN key), input schema, output kind and price. Scope: READ or RUN.',
         tags,
         response: { 200: Type.Array(PublicEndpointSchema) },
       },
@@ -41,7 +42,14 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
     '/v2/public-endpoints/:modelId',
     {
       config: { requiredScope: ['READ', 'RUN'] },
-      schema: { operationId: 'getPublicEndpoint', summary: 'Get a public model', description: 'One published model. Scope: READ or RUN.', tags, params: ModelParams, response: { 200: PublicEndpointSchema } },
+      schema: {
+        operationId: 'getPublicEndpoint',
+        summary: 'Get a public model',
+        description: 'One published model. Scope: READ or RUN.',
+        tags,
+        params: ModelParams,
+        response: { 200: PublicEndpointSchema },
+      },
     },
     async (request) => getPublicModel(ctx, principalOf(request), request.params.modelId),
   );
@@ -108,11 +116,24 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
 export const outputRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   scope.get<{ Params: { objectId: string; file: string }; Querystring: Record<string, string> }>(
     '/v2/outputs/:objectId/:file',
-    { schema: { hide: true, params: Type.Object({ objectId: Type.String({ pattern: '^[a-z0-9]{24}$' }), file: Type.String({ pattern: '^[a-z]+\\.[a-z0-9]{1,5}$' }) }) } },
+    {
+      schema: {
+        hide: true,
+        params: Type.Object({
+          objectId: Type.String({ pattern: '^[a-z0-9]{24}$' }),
+          file: Type.String({ pattern: '^[a-z]+\\.[a-z0-9]{1,5}$' }),
+        }),
+      },
+    },
     async (request, reply) => {
       const { objectId, file } = request.params;
-      const out = await throttledAuth(request, () => openOutput(ctx, objectId, file, `/v2/outputs/${objectId}/${file}`, request.query));
-      await enforceRateLimit(ctx, reply, { counter: `output/${objectId}`, quotas: { minute: 600, hour: 10_000, day: 100_000 } });
+      const out = await throttledAuth(request, () =>
+        openOutput(ctx, objectId, file, `/v2/outputs/${objectId}/${file}`, request.query),
+      );
+      await enforceRateLimit(ctx, reply, {
+        counter: `output/${objectId}`,
+        quotas: { minute: 600, hour: 10_000, day: 100_000 },
+      });
       return reply
         .header('content-type', out.contentType)
         .header('content-length', String(out.size))

@@ -1,10 +1,22 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { createRegistry, CreateRegistrySchema, deleteRegistry, getRegistry, listRegistries, RegistryListSchema, RegistrySchema, updateRegistry, UpdateRegistrySchema } from '../../domain/registries/index.ts';
+import {
+  createRegistry,
+  CreateRegistrySchema,
+  deleteRegistry,
+  getRegistry,
+  listRegistries,
+  RegistryListSchema,
+  RegistrySchema,
+  updateRegistry,
+  UpdateRegistrySchema,
+} from '../../domain/registries/index.ts';
 import { principalOf } from '../auth.ts';
 
-const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200, description: 'registry credential id' }) });
+const IdParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 200, description: 'registry credential id' }),
+});
 const tags = ['Registries'];
 const ACCESS = 'Needs a key for the whole account (not one limited to endpoints).';
 

@@ -32,7 +32,8 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
       schema: {
         operationId: 'createEndpoint',
         summary: 'Create a serverless endpoint',
-        description: 'Creates an endpoint and starts its workflow. Names are unique within the account (409). Scope: WRITE.',
+        description:
+          'Creates an endpoint and starts its workflow. Names are unique within the account (409). Scope: WRITE.',
         tags,
         body: CreateEndpointSchema,
         response: { 201: EndpointSchema },

@@ -1,8 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { createTemplate, deleteTemplate, getTemplate, listTemplates, updateTemplate } from '../../domain/templates/index.ts';
-import { CreateTemplateSchema, TemplateListSchema, TemplateSchema, UpdateTemplateSchema } from '../../domain/templates/index.ts';
+import {
+  createTemplate,
+  deleteTemplate,
+  getTemplate,
+  listTemplates,
+  updateTemplate,
+} from '../../domain/templates/index.ts';
+import {
+  CreateTemplateSchema,
+  TemplateListSchema,
+  TemplateSchema,
+  UpdateTemplateSchema,
+} from '../../domain/templates/index.ts';
 import { principalOf } from '../auth.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'template id' }) });

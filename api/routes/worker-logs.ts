@@ -7,7 +7,10 @@ import type { DomainContext } from '../../domain/context.ts';
 import { openWorkerLogs, WorkerLogsQuerySchema } from '../../domain/hosts/index.ts';
 import { principalOf } from '../auth.ts';
 
-const Params = Type.Object({ id: Type.String({ minLength: 1, description: 'endpoint id' }), workerId: Type.String({ minLength: 1, description: 'worker id' }) });
+const Params = Type.Object({
+  id: Type.String({ minLength: 1, description: 'endpoint id' }),
+  workerId: Type.String({ minLength: 1, description: 'worker id' }),
+});
 
 /** Keeps idle connections open through proxies that close silent ones. */
 const HEARTBEAT_MS = 15_000;
@@ -68,7 +71,8 @@ export const workerLogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> 
       try {
         for await (const l of logs.lines) {
           if (closed) break;
-          if (!raw.write(sseEvent({ ...(l.time ? { id: l.time } : {}), event: 'log', data: l }))) await Promise.race([once(raw, 'drain'), once(raw, 'close')]);
+          if (!raw.write(sseEvent({ ...(l.time ? { id: l.time } : {}), event: 'log', data: l })))
+            await Promise.race([once(raw, 'drain'), once(raw, 'close')]);
         }
         if (!closed) raw.write(sseEvent({ event: 'end', data: { reason: 'the output ended' } }));
       } catch (err) {

@@ -15,14 +15,22 @@ const WorkerParams = Type.Object({ endpointId: Type.String(), workerId: Type.Str
 const WorkerJobParams = Type.Object({ endpointId: Type.String(), workerId: Type.String(), jobId: Type.String() });
 const TakeQuery = Type.Object(
   {
-    job_in_progress: Type.Optional(Type.String({ description: '1 when the worker already runs a job and asks for another' })),
-    batch_size: Type.Optional(Type.String({ pattern: '^[0-9]+$', description: 'job-take-batch: most jobs to hand over' })),
+    job_in_progress: Type.Optional(
+      Type.String({ description: '1 when the worker already runs a job and asks for another' }),
+    ),
+    batch_size: Type.Optional(
+      Type.String({ pattern: '^[0-9]+$', description: 'job-take-batch: most jobs to hand over' }),
+    ),
     gpu: Type.Optional(Type.String()),
   },
   { additionalProperties: true },
 );
 const TakenJobSchema = Type.Object({ id: Type.String(), input: Type.Unknown() });
-const SourceQuery = Type.Object({ after: Type.Optional(Type.String({ pattern: '^[0-9]{1,10}$', description: 'the newest source version the worker runs' })) });
+const SourceQuery = Type.Object({
+  after: Type.Optional(
+    Type.String({ pattern: '^[0-9]{1,10}$', description: 'the newest source version the worker runs' }),
+  ),
+});
 
 /** Most jobs one job-take-batch call hands over. */
 const MAX_BATCH = 64;
@@ -31,7 +39,14 @@ const DONE_BODY_LIMIT = 20 * 1024 * 1024;
 type WorkerRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string } }>;
 
 function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdentity> {
-  return throttledAuth(request, () => authenticateWorker(ctx, workerKeyOf(request.headers.authorization), request.params.workerId, request.params.endpointId));
+  return throttledAuth(request, () =>
+    authenticateWorker(
+      ctx,
+      workerKeyOf(request.headers.authorization),
+      request.params.workerId,
+      request.params.endpointId,
+    ),
+  );
 }
 
 /**
@@ -46,9 +61,14 @@ export const workerProtocolRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
   // Long-polls end when the worker hangs up or the app starts closing (a graceful stop does not wait out their hold time).
   const waits = new RequestWaits(scope);
   scope.removeAllContentTypeParsers();
-  scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: DONE_BODY_LIMIT }, (_request, body, done) => done(null, body));
+  scope.addContentTypeParser('*', { parseAs: 'string', bodyLimit: DONE_BODY_LIMIT }, (_request, body, done) =>
+    done(null, body),
+  );
 
-  type TakeRequest = FastifyRequest<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>;
+  type TakeRequest = FastifyRequest<{
+    Params: { endpointId: string; workerId: string };
+    Querystring: { batch_size?: string };
+  }>;
   const take = (batch: boolean) => async (request: TakeRequest, reply: FastifyReply) => {
     const identity = await worker(ctx, request);
     const max = batch ? Math.min(MAX_BATCH, Math.max(1, Number(request.query.batch_size ?? 1) || 1)) : 1;
@@ -57,14 +77,25 @@ export const workerProtocolRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
     if (taken.length === 0) return reply.code(204).send();
     if (reply.raw.destroyed || (abort.aborted && !waits.closing)) {
       // The worker is gone: the jobs go back to the queue rather than wait for worker-loss detection.
-      await untakeJobs(jobs, identity, taken.map((j) => j.id));
+      await untakeJobs(
+        jobs,
+        identity,
+        taken.map((j) => j.id),
+      );
       return reply.code(204).send();
     }
     const out = taken.map((j) => ({ id: j.id, input: j.input }));
     return reply.send(batch ? out : out[0]);
   };
-  const takeOpts = (response: object) => ({ attachValidation: true, schema: { params: WorkerParams, querystring: TakeQuery, response: { 200: response } } });
-  scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>('/v2/:endpointId/job-take/:workerId', takeOpts(TakenJobSchema), take(false));
+  const takeOpts = (response: object) => ({
+    attachValidation: true,
+    schema: { params: WorkerParams, querystring: TakeQuery, response: { 200: response } },
+  });
+  scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>(
+    '/v2/:endpointId/job-take/:workerId',
+    takeOpts(TakenJobSchema),
+    take(false),
+  );
   scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { batch_size?: string } }>(
     '/v2/:endpointId/job-take-batch/:workerId',
     takeOpts(Type.Array(TakenJobSchema)),
@@ -100,11 +131,15 @@ export const workerProtocolRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
   // Live reload (docs/dev-loop.md): the worker asks for a source version newer than the one it runs.
   scope.get<{ Params: { endpointId: string; workerId: string }; Querystring: { after?: string } }>(
     '/v2/:endpointId/source/:workerId',
-    { attachValidation: true, schema: { params: WorkerParams, querystring: SourceQuery, response: { 200: WorkerSourceSchema } } },
+    {
+      attachValidation: true,
+      schema: { params: WorkerParams, querystring: SourceQuery, response: { 200: WorkerSourceSchema } },
+    },
     async (request, reply) => {
       const identity = await worker(ctx, request);
       // The credential first, as on every worker route: a stranger learns nothing from a 422.
-      if (request.validationError) throw validationFailed(['$query.after: the newest source version the worker runs (a whole number)']);
+      if (request.validationError)
+        throw validationFailed(['$query.after: the newest source version the worker runs (a whole number)']);
       const source = await sourceForWorker(ctx, identity, Number(request.query.after ?? 0));
       if (!source) return reply.code(204).send();
       return source;

@@ -13,14 +13,21 @@ interface Msg {
 }
 
 export function runLoadProcess(): void {
-  const cfg = JSON.parse(process.env.BENCH_LOAD ?? '{}') as { url: string; key: string; endpointId: string; workers: Array<{ id: string; key: string }> };
+  const cfg = JSON.parse(process.env.BENCH_LOAD ?? '{}') as {
+    url: string;
+    key: string;
+    endpointId: string;
+    workers: Array<{ id: string; key: string }>;
+  };
   const v2 = `${cfg.url}/v2/${cfg.endpointId}`;
   let workersOn = false;
   let workerJobs = 0;
 
   async function workerLoop(w: { id: string; key: string }): Promise<void> {
     while (workersOn) {
-      const res = await fetch(`${v2}/job-take/${w.id}?gpu=BENCH&job_in_progress=0`, { headers: { authorization: w.key } });
+      const res = await fetch(`${v2}/job-take/${w.id}?gpu=BENCH&job_in_progress=0`, {
+        headers: { authorization: w.key },
+      });
       if (res.status !== 200) {
         await res.text();
         continue;
@@ -38,7 +45,11 @@ export function runLoadProcess(): void {
   }
 
   const client = (method: string, p: string, body?: unknown): Promise<Response> =>
-    fetch(v2 + p, { method, headers: { authorization: `Bearer ${cfg.key}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    fetch(v2 + p, {
+      method,
+      headers: { authorization: `Bearer ${cfg.key}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
 
   const handlers: Record<string, (m: Msg) => Promise<unknown>> = {
     async workers(m) {
@@ -69,7 +80,11 @@ export function runLoadProcess(): void {
       const lat: number[] = [];
       for (let i = 0; i < n + 50; i++) {
         const t = performance.now();
-        const r = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ input: { i } }) });
+        const r = await fetch(`http://127.0.0.1:${port}/`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ input: { i } }),
+        });
         await r.json();
         if (i >= 50) lat.push(performance.now() - t);
       }
@@ -80,7 +95,11 @@ export function runLoadProcess(): void {
       await Promise.all(
         Array.from({ length: conc }, async () => {
           while (performance.now() < until) {
-            const r = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input":{}}' });
+            const r = await fetch(`http://127.0.0.1:${port}/`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: '{"input":{}}',
+            });
             await r.text();
             done++;
           }
@@ -136,7 +155,13 @@ export function runLoadProcess(): void {
       );
       clearInterval(ticker);
       const ticks = perSecond.map((v, i) => v - (i === 0 ? startJobs : (perSecond[i - 1] as number)));
-      return { submitted, completed, workerJobs: workerJobs - startJobs, perSecondByWorkers: ticks, latency: summary(lat) };
+      return {
+        submitted,
+        completed,
+        workerJobs: workerJobs - startJobs,
+        perSecondByWorkers: ticks,
+        latency: summary(lat),
+      };
     },
     async burst(m) {
       // n jobs by `concurrency` clients at once; done when the workers have finished all of them.
@@ -191,11 +216,17 @@ export function runLoadProcess(): void {
       const lat: number[] = [];
       for (let i = 0; i < n; i++) {
         const t = performance.now();
-        const res = await fetch(`${v2}/job-take/${w.id}?gpu=BENCH&job_in_progress=0`, { headers: { authorization: w.key } });
+        const res = await fetch(`${v2}/job-take/${w.id}?gpu=BENCH&job_in_progress=0`, {
+          headers: { authorization: w.key },
+        });
         if (res.status !== 200) throw new Error(`take answered ${res.status}`);
         const job = (await res.json()) as { id: string };
         lat.push(performance.now() - t);
-        const d = await fetch(`${v2}/job-done/${w.id}/${job.id}?isStream=false`, { method: 'POST', headers: { authorization: w.key }, body: '{"output":1}' });
+        const d = await fetch(`${v2}/job-done/${w.id}/${job.id}?isStream=false`, {
+          method: 'POST',
+          headers: { authorization: w.key },
+          body: '{"output":1}',
+        });
         await d.text();
       }
       return { latency: summary(lat) };

@@ -50,7 +50,9 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
   const timings = new Map<string, number[]>();
   const timed = (proto: object, names: string[], prefix: string): void => {
     for (const name of names) {
-      const original = (proto as Record<string, (...a: unknown[]) => Promise<unknown>>)[name] as (...a: unknown[]) => Promise<unknown>;
+      const original = (proto as Record<string, (...a: unknown[]) => Promise<unknown>>)[name] as (
+        ...a: unknown[]
+      ) => Promise<unknown>;
       (proto as Record<string, unknown>)[name] = async function (this: unknown, ...a: unknown[]) {
         const t = performance.now();
         try {
@@ -80,12 +82,22 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
    * activity, timer, search-attribute upsert and marker).
    */
   const temporalPerJob = async (): Promise<string> => {
-    const ACTIONS = new Set(['WORKFLOW_EXECUTION_STARTED', 'WORKFLOW_EXECUTION_SIGNALED', 'ACTIVITY_TASK_SCHEDULED', 'TIMER_STARTED', 'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES', 'MARKER_RECORDED']);
+    const ACTIONS = new Set([
+      'WORKFLOW_EXECUTION_STARTED',
+      'WORKFLOW_EXECUTION_SIGNALED',
+      'ACTIVITY_TASK_SCHEDULED',
+      'TIMER_STARTED',
+      'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES',
+      'MARKER_RECORDED',
+    ]);
     let jobs = 0;
     let events = 0;
     let tasks = 0;
     let actions = 0;
-    for await (const wf of platform.ctx.temporal.workflow.list({ query: 'WorkflowType="jobWorkflow" AND ExecutionStatus="Completed"', pageSize: 50 })) {
+    for await (const wf of platform.ctx.temporal.workflow.list({
+      query: 'WorkflowType="jobWorkflow" AND ExecutionStatus="Completed"',
+      pageSize: 50,
+    })) {
       const history = await platform.ctx.temporal.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
       // The JSON form (as the Temporal UI downloads it) names each event's type.
       const json = JSON.parse(historyToJSON(history)) as { events: Array<{ eventId: string; eventType: string }> };
@@ -108,10 +120,26 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
    */
   const walFlushes = async (): Promise<number> => {
     await sleep(11_000);
-    const io = await platform.ctx.db.$queryRawUnsafe<Array<{ n: number }>>(`SELECT coalesce(sum(fsyncs), 0)::float8 AS n FROM pg_stat_io WHERE object = 'wal'`).catch(() => null);
+    const io = await platform.ctx.db
+      .$queryRawUnsafe<Array<{ n: number }>>(
+        `SELECT coalesce(sum(fsyncs), 0)::float8 AS n FROM pg_stat_io WHERE object = 'wal'`,
+      )
+      .catch(() => null);
     if (io) return io[0]?.n ?? NaN;
-    return (await platform.ctx.db.$queryRawUnsafe<Array<{ n: number }>>('SELECT wal_sync::float8 AS n FROM pg_stat_wal'))[0]?.n ?? NaN;
+    return (
+      (await platform.ctx.db.$queryRawUnsafe<Array<{ n: number }>>('SELECT wal_sync::float8 AS n FROM pg_stat_wal'))[0]
+        ?.n ?? NaN
+    );
   };
 
-  return { cpuNow, cpuSince, pendingWorkflowSignals, timings, timingReport, countWorkflows, temporalPerJob, walFlushes };
+  return {
+    cpuNow,
+    cpuSince,
+    pendingWorkflowSignals,
+    timings,
+    timingReport,
+    countWorkflows,
+    temporalPerJob,
+    walFlushes,
+  };
 }

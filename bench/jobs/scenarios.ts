@@ -24,14 +24,25 @@ export interface Run {
 
 /** The same handler behind a plain HTTP server, `n` calls one by one then 5 s at the run's concurrency. */
 export async function direct(run: Run, n: number): Promise<void> {
-  const { bench: { ask }, out, concurrency } = run;
+  const {
+    bench: { ask },
+    out,
+    concurrency,
+  } = run;
   const r = await ask<{ latency: ReturnType<typeof summary>; perSecond: number }>('direct', { n, concurrency });
-  out(`direct HTTP handler: p50 ${f1(r.latency.p50)} ms, p99 ${f1(r.latency.p99)} ms, ${r.perSecond.toFixed(0)} req/s at concurrency ${concurrency}`);
+  out(
+    `direct HTTP handler: p50 ${f1(r.latency.p50)} ms, p99 ${f1(r.latency.p99)} ms, ${r.perSecond.toFixed(0)} req/s at concurrency ${concurrency}`,
+  );
 }
 
 /** runsync overhead: `n` calls by one client, back to back or `pace` per second. */
 export async function latency(run: Run, n: number, pace: number): Promise<void> {
-  const { bench: { ask }, probes: { walFlushes, cpuNow, cpuSince, timings, timingReport, temporalPerJob }, out, workers } = run;
+  const {
+    bench: { ask },
+    probes: { walFlushes, cpuNow, cpuSince, timings, timingReport, temporalPerJob },
+    out,
+    workers,
+  } = run;
   const flushesBefore = await walFlushes();
   const before = cpuNow();
   const t = performance.now();
@@ -49,13 +60,26 @@ export async function latency(run: Run, n: number, pace: number): Promise<void> 
 
 /** --concurrency clients for --seconds through /run or /runsync, then the drain of their workflows. */
 export async function throughput(run: Run, mode: 'run' | 'runsync'): Promise<void> {
-  const { bench: { ask }, probes: { countWorkflows, cpuNow, cpuSince, timings, timingReport, temporalPerJob }, out, workers, concurrency, seconds } = run;
+  const {
+    bench: { ask },
+    probes: { countWorkflows, cpuNow, cpuSince, timings, timingReport, temporalPerJob },
+    out,
+    workers,
+    concurrency,
+    seconds,
+  } = run;
   const wfBefore = await countWorkflows('Completed');
   run.backlog.max = 0;
   timings.clear();
   const before = cpuNow();
   const t = performance.now();
-  const r = await ask<{ submitted: number; completed: number; workerJobs: number; perSecondByWorkers: number[]; latency: ReturnType<typeof summary> }>('throughput', {
+  const r = await ask<{
+    submitted: number;
+    completed: number;
+    workerJobs: number;
+    perSecondByWorkers: number[];
+    latency: ReturnType<typeof summary>;
+  }>('throughput', {
     mode,
     seconds,
     concurrency,
@@ -88,29 +112,49 @@ export async function throughput(run: Run, mode: 'run' | 'runsync'): Promise<voi
 
 /** `n` jobs sent with /run at once, how fast the workers move through them, how far their workflows trail. */
 export async function burst(run: Run, n: number): Promise<void> {
-  const { bench: { ask, platform }, probes: { countWorkflows, cpuNow, cpuSince, pendingWorkflowSignals }, out, workers, concurrency } = run;
+  const {
+    bench: { ask, platform },
+    probes: { countWorkflows, cpuNow, cpuSince, pendingWorkflowSignals },
+    out,
+    workers,
+    concurrency,
+  } = run;
   const wfBefore = await countWorkflows('Completed');
   const t0 = new Date();
   const before = cpuNow();
   run.backlog.max = 0;
-  const r = await ask<{ submitSecs: number; doneSecs: number; refused: number; perSecondByWorkers: number[] }>('burst', { n, concurrency });
+  const r = await ask<{ submitSecs: number; doneSecs: number; refused: number; perSecondByWorkers: number[] }>(
+    'burst',
+    { n, concurrency },
+  );
   const cpu = cpuSince(before, r.doneSecs, n);
   // The workflows catch up: every one started and completed.
   const drainStart = performance.now();
   while (performance.now() - drainStart < 600_000) {
-    if (pendingWorkflowSignals() === 0 && (await countWorkflows('Running')) === 0 && (await countWorkflows('Completed')) - wfBefore >= n) break;
+    if (
+      pendingWorkflowSignals() === 0 &&
+      (await countWorkflows('Running')) === 0 &&
+      (await countWorkflows('Completed')) - wfBefore >= n
+    )
+      break;
     await sleep(500);
   }
   const caughtUpSecs = r.doneSecs + (performance.now() - drainStart) / 1000;
   // The lag of each job's workflow: queued (the job row's createdAt) -> workflow started (Temporal's start time).
   const started = new Map<string, number>();
-  for await (const wf of platform.ctx.temporal.workflow.list({ query: `WorkflowType="jobWorkflow" AND StartTime >= "${t0.toISOString()}"`, pageSize: 1000 })) {
+  for await (const wf of platform.ctx.temporal.workflow.list({
+    query: `WorkflowType="jobWorkflow" AND StartTime >= "${t0.toISOString()}"`,
+    pageSize: 1000,
+  })) {
     started.set(wf.workflowId.slice('job:'.length), wf.startTime.getTime());
   }
   const ids = [...started.keys()];
   const lags: number[] = [];
   for (let i = 0; i < ids.length; i += 1000) {
-    const rows = await platform.ctx.db.job.findMany({ where: { id: { in: ids.slice(i, i + 1000) } }, select: { id: true, createdAt: true } });
+    const rows = await platform.ctx.db.job.findMany({
+      where: { id: { in: ids.slice(i, i + 1000) } },
+      select: { id: true, createdAt: true },
+    });
     for (const row of rows) lags.push((started.get(row.id) as number) - row.createdAt.getTime());
   }
   const lag = summary(lags);
@@ -124,13 +168,24 @@ export async function burst(run: Run, n: number): Promise<void> {
 
 /** Bare job workflows on the same Temporal server and worker: the throughput scenarios' ceiling. */
 export async function ceiling(run: Run): Promise<void> {
-  const { bench: { platform }, probes: { cpuNow, cpuSince }, out, concurrency, seconds } = run;
+  const {
+    bench: { platform },
+    probes: { cpuNow, cpuSince },
+    out,
+    concurrency,
+    seconds,
+  } = run;
   // What this Temporal server and worker complete when each job is only its workflow: the floor
   // of "job workflows per second through the full path".
   const { jobTaskQueueOf } = await import('../../contracts/workflows.ts');
   const { finishedJobSnapshot, signalFinishedJob } = await import('../finished-job.ts');
   const prefix = `ceiling-${Date.now().toString(36)}`;
-  const completed = async (): Promise<number> => (await platform.ctx.temporal.workflow.count(`WorkflowId STARTS_WITH "job:${prefix}-" AND ExecutionStatus="Completed"`)).count;
+  const completed = async (): Promise<number> =>
+    (
+      await platform.ctx.temporal.workflow.count(
+        `WorkflowId STARTS_WITH "job:${prefix}-" AND ExecutionStatus="Completed"`,
+      )
+    ).count;
   const before = cpuNow();
   const t = performance.now();
   const until = Date.now() + seconds * 1000;
@@ -138,7 +193,8 @@ export async function ceiling(run: Run): Promise<void> {
   const snapshot = finishedJobSnapshot();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (Date.now() < until) await signalFinishedJob(platform.ctx.temporal, jobTaskQueueOf('bench'), `${prefix}-${sent++}`, snapshot);
+      while (Date.now() < until)
+        await signalFinishedJob(platform.ctx.temporal, jobTaskQueueOf('bench'), `${prefix}-${sent++}`, snapshot);
     }),
   );
   const loadSecs = (performance.now() - t) / 1000;
@@ -155,15 +211,24 @@ export async function ceiling(run: Run): Promise<void> {
     `ceiling: bare job workflows on the same Temporal server and worker, ${concurrency} concurrent signal-with-starts for ${seconds} s: ${sent} sent (${(sent / loadSecs).toFixed(0)}/s), ` +
       `${(duringLoad / loadSecs).toFixed(0)}/s completed during the load, all ${done} after ${totalSecs.toFixed(1)} s: ${sustained.toFixed(0)} workflows/s sustained; CPU during the load ${cpu}`,
   );
-  for (const [mode, rate] of run.fullPathSustained) out(`  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / sustained).toFixed(0)} % of the ceiling`);
+  for (const [mode, rate] of run.fullPathSustained)
+    out(
+      `  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / sustained).toFixed(0)} % of the ceiling`,
+    );
 }
 
 /** Take latency and memory with `depth` jobs queued, against a queue of about 100. */
 export async function deepQueue(run: Run, depth: number): Promise<void> {
-  const { bench: { ask, temporalWorker }, probes: { pendingWorkflowSignals }, out } = run;
+  const {
+    bench: { ask, temporalWorker },
+    probes: { pendingWorkflowSignals },
+    out,
+  } = run;
   await ask('workers', { on: false });
   await sleep(35_000); // let the workers' long-polls run out
-  const shallow = await ask<{ latency: ReturnType<typeof summary> }>('fill', { n: 300 }).then(() => ask<{ latency: ReturnType<typeof summary> }>('takeLatency', { n: 200 }));
+  const shallow = await ask<{ latency: ReturnType<typeof summary> }>('fill', { n: 300 }).then(() =>
+    ask<{ latency: ReturnType<typeof summary> }>('takeLatency', { n: 200 }),
+  );
   const rssShallow = rssMb(process.pid);
   const heapShallow = liveHeapMb();
   const workerRssShallow = rssMb(temporalWorker.pid as number);

@@ -40,7 +40,13 @@ export async function startBench(workers: number, entry: string): Promise<Bench>
   const binary = resolveTemporalBinary(loadConfig());
   if (!binary) throw new Error('no Temporal CLI; run npm start or npm test once');
   // The dev server as `npm start` runs it (an SQLite file in the data dir).
-  const temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: path.join(dir, 'temporal.db'), namespace: 'default' });
+  const temporal = await startTemporalDevServer({
+    binary,
+    port: await freePort(),
+    uiPort: undefined,
+    dbFile: path.join(dir, 'temporal.db'),
+    namespace: 'default',
+  });
   const port = await freePort();
   const adminKey = `gntr_bench_${randomString(32)}`;
   const common = {
@@ -73,7 +79,12 @@ export async function startBench(workers: number, entry: string): Promise<Bench>
   const created = await fetch(`${url}/v2/serverless`, {
     method: 'POST',
     headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bench', image: 'localhost/bench:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 0 } }),
+    body: JSON.stringify({
+      name: 'bench',
+      image: 'localhost/bench:1',
+      gpu: { pools: ['AMPERE_24'] },
+      workers: { min: 0, max: 0 },
+    }),
   });
   const endpointId = ((await created.json()) as { id: string }).id;
   const ws: Array<{ id: string; key: string }> = [];

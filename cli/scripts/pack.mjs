@@ -25,7 +25,12 @@ function prepare() {
   if (r.status !== 0) throw new Error(`tsc failed (exit ${r.status ?? r.signal})`);
   if (!existsSync(path.join(sdk, 'gantry'))) throw new Error(`no Python package at ${sdk}/gantry`);
   mkdirSync(python, { recursive: true });
-  const skip = (p) => !p.split(path.sep).some((part) => part === '__pycache__' || part === 'tests' || part.endsWith('.pyc') || part.endsWith('.egg-info'));
+  const skip = (p) =>
+    !p
+      .split(path.sep)
+      .some(
+        (part) => part === '__pycache__' || part === 'tests' || part.endsWith('.pyc') || part.endsWith('.egg-info'),
+      );
   cpSync(path.join(sdk, 'gantry'), path.join(python, 'gantry'), { recursive: true, filter: skip });
   // What pip needs to install the package from the copy (`gantry-sdk @ file://…/python`), and the
   // Containerfile `gantry deploy --preview` builds its local runtime image from.

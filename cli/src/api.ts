@@ -99,7 +99,11 @@ export class PlatformClient {
   }
 
   /** One call with its status too (a 201 and a 200 can mean different things); a JSON body, or raw bytes of a given type. */
-  private async exchange<T>(method: string, pathname: string, payload: { json?: unknown; bytes?: Buffer; contentType?: string }): Promise<{ status: number; body: T }> {
+  private async exchange<T>(
+    method: string,
+    pathname: string,
+    payload: { json?: unknown; bytes?: Buffer; contentType?: string },
+  ): Promise<{ status: number; body: T }> {
     const url = this.url(pathname);
     const contentType = payload.json !== undefined ? 'application/json' : payload.contentType;
     let res: Response;
@@ -124,35 +128,58 @@ export class PlatformClient {
     try {
       return { status: res.status, body: JSON.parse(text) as T };
     } catch {
-      throw new CliError(`The platform answered ${method} ${url.pathname} with something other than JSON (is ${this.baseUrl} a Gantry API?).`);
+      throw new CliError(
+        `The platform answered ${method} ${url.pathname} with something other than JSON (is ${this.baseUrl} a Gantry API?).`,
+      );
     }
   }
 
   listApps = (): Promise<{ apps: App[] }> => this.request('GET', '/v2/apps');
   getApp = (app: string): Promise<App> => this.request('GET', `/v2/apps/${enc(app)}`);
-  createApp = (name: string, environment?: string): Promise<App> => this.request('POST', '/v2/apps', { name, ...(environment ? { environment } : {}) });
+  createApp = (name: string, environment?: string): Promise<App> =>
+    this.request('POST', '/v2/apps', { name, ...(environment ? { environment } : {}) });
   deleteApp = (app: string): Promise<void> => this.request('DELETE', `/v2/apps/${enc(app)}`);
-  listEnvironments = (app: string): Promise<{ environments: Environment[] }> => this.request('GET', `/v2/apps/${enc(app)}/environments`);
-  createEnvironment = (app: string, name: string): Promise<Environment> => this.request('POST', `/v2/apps/${enc(app)}/environments`, { name });
-  deleteEnvironment = (app: string, env: string): Promise<void> => this.request('DELETE', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
+  listEnvironments = (app: string): Promise<{ environments: Environment[] }> =>
+    this.request('GET', `/v2/apps/${enc(app)}/environments`);
+  createEnvironment = (app: string, name: string): Promise<Environment> =>
+    this.request('POST', `/v2/apps/${enc(app)}/environments`, { name });
+  deleteEnvironment = (app: string, env: string): Promise<void> =>
+    this.request('DELETE', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
   prepareUpload = (app: string, body: { sha256: string; size: number; manifest: unknown }): Promise<PreparedUpload> =>
     this.request('POST', `/v2/apps/${enc(app)}/builds`, body);
-  finalizeUpload = (app: string, buildId: string): Promise<Build> => this.request('POST', `/v2/apps/${enc(app)}/builds/${enc(buildId)}/finalize`);
+  finalizeUpload = (app: string, buildId: string): Promise<Build> =>
+    this.request('POST', `/v2/apps/${enc(app)}/builds/${enc(buildId)}/finalize`);
   deploy = (app: string, env: string, buildId: string): Promise<Deployment> =>
     this.request('POST', `/v2/apps/${enc(app)}/environments/${enc(env)}/deployments`, { buildId });
-  getDeployment = (app: string, id: string): Promise<Deployment> => this.request('GET', `/v2/apps/${enc(app)}/deployments/${enc(id)}`);
+  getDeployment = (app: string, id: string): Promise<Deployment> =>
+    this.request('GET', `/v2/apps/${enc(app)}/deployments/${enc(id)}`);
   deleteEndpoint = (id: string): Promise<void> => this.request('DELETE', `/v2/serverless/${enc(id)}`);
-  getEnvironment = (app: string, env: string): Promise<Environment> => this.request('GET', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
+  getEnvironment = (app: string, env: string): Promise<Environment> =>
+    this.request('GET', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
 
   /** docs/dev-loop.md `provisionResource`: one resource's endpoint from a build, without the deploy workflow; 201 created, 200 updated. */
-  async provisionResource(app: string, env: string, resource: string, buildId: string): Promise<{ endpoint: AppEndpoint; created: boolean }> {
-    const r = await this.exchange<AppEndpoint>('PUT', `/v2/apps/${enc(app)}/environments/${enc(env)}/endpoints/${enc(resource)}`, { json: { buildId } });
+  async provisionResource(
+    app: string,
+    env: string,
+    resource: string,
+    buildId: string,
+  ): Promise<{ endpoint: AppEndpoint; created: boolean }> {
+    const r = await this.exchange<AppEndpoint>(
+      'PUT',
+      `/v2/apps/${enc(app)}/environments/${enc(env)}/endpoints/${enc(resource)}`,
+      { json: { buildId } },
+    );
     return { endpoint: r.body, created: r.status === 201 };
   }
 
   /** docs/dev-loop.md: a gzip tar of the source files becomes the environment's next source version. */
   async uploadSource(app: string, env: string, tarball: Buffer): Promise<SourceVersion> {
-    return (await this.exchange<SourceVersion>('PUT', `/v2/apps/${enc(app)}/environments/${enc(env)}/source`, { bytes: tarball, contentType: 'application/gzip' })).body;
+    return (
+      await this.exchange<SourceVersion>('PUT', `/v2/apps/${enc(app)}/environments/${enc(env)}/source`, {
+        bytes: tarball,
+        contentType: 'application/gzip',
+      })
+    ).body;
   }
 
   /** The artifact's bytes to the signed URL: no bearer key (the URL is the credential), only the headers it came with. */
@@ -180,7 +207,9 @@ function unreachable(where: string, err: unknown): CliError {
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
   if ((err as Error).name === 'TimeoutError') return new CliError(`The platform at ${where} did not answer in time.`);
   const why = cause?.code ?? cause?.message ?? describeError(err);
-  return new CliError(`Cannot reach the platform at ${where} (${why}); check that it runs and that GANTRY_API_URL (or \`gantry login --api-url\`) points at it.`);
+  return new CliError(
+    `Cannot reach the platform at ${where} (${why}); check that it runs and that GANTRY_API_URL (or \`gantry login --api-url\`) points at it.`,
+  );
 }
 
 /** One message from an error answer: the problem's detail, its errors entries, the status. */
@@ -195,6 +224,9 @@ async function problemError(res: Response, what: string): Promise<ApiError> {
   const entries = (problem.errors ?? []).map((e) => (typeof e === 'string' ? e : JSON.stringify(e)));
   const detail = (problem.detail ?? problem.title ?? res.statusText) || `HTTP ${res.status}`;
   const withEntries = entries.length > 0 ? `${detail.replace(/\.$/, '')}: ${entries.join('; ')}` : detail;
-  const hint = res.status === 401 ? '; the API key was refused: check SERVICE_API_KEY, the project .env, or run `gantry login`' : '';
+  const hint =
+    res.status === 401
+      ? '; the API key was refused: check SERVICE_API_KEY, the project .env, or run `gantry login`'
+      : '';
   return new ApiError(res.status, `${withEntries.replace(/\.$/, '')} (${what}: HTTP ${res.status})${hint}.`);
 }

@@ -1,6 +1,19 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, rmSync } from 'node:fs';
-import { copyFile, cp, lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import {
+  copyFile,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { create as createTar } from 'tar';
@@ -21,7 +34,8 @@ function artifactLimit(): number {
   const override = process.env.GANTRY_MAX_ARTIFACT_BYTES;
   if (override === undefined || override === '') return MAX_ARTIFACT_BYTES;
   const n = Number(override);
-  if (!Number.isInteger(n) || n <= 0) throw new CliError(`GANTRY_MAX_ARTIFACT_BYTES must be a positive whole number of bytes, not '${override}'.`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new CliError(`GANTRY_MAX_ARTIFACT_BYTES must be a positive whole number of bytes, not '${override}'.`);
   return n;
 }
 
@@ -62,7 +76,11 @@ export interface BuildResult {
 }
 
 /** PEP 503 names: `Foo_Bar.baz` and `foo-bar-baz` are one package. */
-export const normalisePackageName = (name: string): string => name.trim().toLowerCase().replace(/[-_.]+/g, '-');
+export const normalisePackageName = (name: string): string =>
+  name
+    .trim()
+    .toLowerCase()
+    .replace(/[-_.]+/g, '-');
 
 /** The distribution a requirement line names (`six==1.17.0`, `pkg[extra] @ url`), if it names one. */
 export function requirementName(line: string): string | undefined {
@@ -80,7 +98,9 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
   let step = progress('Scanning the project for resources');
   const resources = await scanResources(python, projectDir);
   const pythonVersion = await choosePythonVersion(opts.pythonVersion, resources, projectDir, python);
-  step.succeed(`Found ${resources.length} resource${resources.length === 1 ? '' : 's'} (${resources.map((r) => r.name).join(', ')}); Python ${pythonVersion}`);
+  step.succeed(
+    `Found ${resources.length} resource${resources.length === 1 ? '' : 's'} (${resources.map((r) => r.name).join(', ')}); Python ${pythonVersion}`,
+  );
 
   // work/artifact/ becomes the tarball; work/ also holds pip's rewritten requirements file.
   const work = await mkdtemp(path.join(tmpdir(), 'gantry-build-'));
@@ -108,7 +128,16 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
     if (cache?.reuse && existsSync(cache.dir)) {
       await cp(cache.dir, deps, { recursive: true, verbatimSymlinks: true });
     } else {
-      await installDependencies({ projectDir, python, pythonVersion, resources, excluded, target: deps, listFile: path.join(work, 'requirements.txt'), withDeps: opts.deps });
+      await installDependencies({
+        projectDir,
+        python,
+        pythonVersion,
+        resources,
+        excluded,
+        target: deps,
+        listFile: path.join(work, 'requirements.txt'),
+        withDeps: opts.deps,
+      });
       await removeDistributions(deps, new Set(excluded));
       if (cache) {
         await rm(cache.dir, { recursive: true, force: true });
@@ -159,9 +188,15 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
  * --python-version, else the one version the resources and gantry.toml agree on, else the local
  * interpreter's (spec deploy flags: the flag overrides declarations and detection).
  */
-async function choosePythonVersion(flag: string | undefined, resources: Resource[], projectDir: string, python: string): Promise<PythonVersion> {
+async function choosePythonVersion(
+  flag: string | undefined,
+  resources: Resource[],
+  projectDir: string,
+  python: string,
+): Promise<PythonVersion> {
   if (flag !== undefined) {
-    if (!isPythonVersion(flag)) throw new CliError(`--python-version must be one of ${PYTHON_VERSIONS.join(', ')}, not '${flag}'.`);
+    if (!isPythonVersion(flag))
+      throw new CliError(`--python-version must be one of ${PYTHON_VERSIONS.join(', ')}, not '${flag}'.`);
     return flag;
   }
   const declared = new Map<string, string[]>();
@@ -173,16 +208,21 @@ async function choosePythonVersion(flag: string | undefined, resources: Resource
   }
   if (declared.size > 1) {
     const which = [...declared].map(([v, who]) => `${v} (${who.join(', ')})`).join(', ');
-    throw new CliError(`The project asks for different Python versions: ${which}; make them agree or pass --python-version.`);
+    throw new CliError(
+      `The project asks for different Python versions: ${which}; make them agree or pass --python-version.`,
+    );
   }
   const [only] = declared.keys();
   if (only !== undefined) {
-    if (!isPythonVersion(only)) throw new CliError(`Python ${only} is not offered; use one of ${PYTHON_VERSIONS.join(', ')}.`);
+    if (!isPythonVersion(only))
+      throw new CliError(`Python ${only} is not offered; use one of ${PYTHON_VERSIONS.join(', ')}.`);
     return only;
   }
   const local = await interpreterVersion(python);
   if (!isPythonVersion(local)) {
-    throw new CliError(`The local Python (${python}) is ${local}, which the runtime does not offer; pass --python-version (${PYTHON_VERSIONS.join(', ')}) or set python_version in gantry.toml.`);
+    throw new CliError(
+      `The local Python (${python}) is ${local}, which the runtime does not offer; pass --python-version (${PYTHON_VERSIONS.join(', ')}) or set python_version in gantry.toml.`,
+    );
   }
   return local;
 }
@@ -192,7 +232,12 @@ async function choosePythonVersion(flag: string | undefined, resources: Resource
  * (path, NUL, content, NUL). `.env` is left out here too, whatever the ignore file says: its values
  * are for the CLI only. So is the artifact being written, when it is inside the project.
  */
-async function copySources(python: string, projectDir: string, output: string, dest: string): Promise<{ files: string[]; fingerprint: string; date: Date }> {
+async function copySources(
+  python: string,
+  projectDir: string,
+  output: string,
+  dest: string,
+): Promise<{ files: string[]; fingerprint: string; date: Date }> {
   const outputRel = path.relative(projectDir, output).split(path.sep).join('/');
   const files = (await projectFiles(python, projectDir))
     .filter((rel) => path.posix.basename(rel) !== '.env' && rel !== outputRel)
@@ -242,28 +287,43 @@ interface InstallInput {
  */
 async function installDependencies(input: InstallInput): Promise<void> {
   const excluded = new Set(input.excluded);
-  const keep = (name: string | undefined): boolean => name === undefined || (name !== 'gantry-sdk' && !excluded.has(name));
+  const keep = (name: string | undefined): boolean =>
+    name === undefined || (name !== 'gantry-sdk' && !excluded.has(name));
 
   const requirementsFile = path.join(input.projectDir, 'requirements.txt');
-  const lines = existsSync(requirementsFile) ? rewriteRequirements(await readFile(requirementsFile, 'utf8'), input.projectDir, keep) : [];
-  const fromResources = [...new Set(input.resources.flatMap((r) => r.dependencies ?? []))].filter((d) => keep(requirementName(d)));
+  const lines = existsSync(requirementsFile)
+    ? rewriteRequirements(await readFile(requirementsFile, 'utf8'), input.projectDir, keep)
+    : [];
+  const fromResources = [...new Set(input.resources.flatMap((r) => r.dependencies ?? []))].filter((d) =>
+    keep(requirementName(d)),
+  );
   await mkdir(input.target, { recursive: true });
   if (!lines.some((l) => l.trim() && !l.trim().startsWith('#')) && fromResources.length === 0) return;
 
   const listFile = input.listFile;
   await writeFile(listFile, `${[...lines, ...fromResources].join('\n')}\n`);
   const args = [
-    '-m', 'pip', 'install',
-    '--target', input.target,
+    '-m',
+    'pip',
+    'install',
+    '--target',
+    input.target,
     ...PIP_PLATFORMS.flatMap((p) => ['--platform', p]),
     '--only-binary=:all:',
-    '--python-version', input.pythonVersion,
-    '--implementation', 'cp',
+    '--python-version',
+    input.pythonVersion,
+    '--implementation',
+    'cp',
     // .pyc files carry timestamps (and the runtime compiles what it imports anyway).
     '--no-compile',
-    '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', '--no-warn-script-location',
+    '--disable-pip-version-check',
+    '--no-input',
+    '--progress-bar',
+    'off',
+    '--no-warn-script-location',
     ...(input.withDeps ? [] : ['--no-deps']),
-    '-r', listFile,
+    '-r',
+    listFile,
   ];
   const step = progress(`Installing dependencies for Python ${input.pythonVersion} (pip)`);
   const r = await runProgram(input.python, args, {
@@ -285,7 +345,11 @@ async function installDependencies(input: InstallInput): Promise<void> {
  * requirements.txt without the lines `keep` refuses, its continuation lines joined and its
  * relative `-r`/`-c` paths made absolute (the rewritten file lives elsewhere).
  */
-export function rewriteRequirements(text: string, projectDir: string, keep: (name: string | undefined) => boolean): string[] {
+export function rewriteRequirements(
+  text: string,
+  projectDir: string,
+  keep: (name: string | undefined) => boolean,
+): string[] {
   const joined = text.replace(/\\\r?\n/g, ' ');
   const out: string[] = [];
   for (const raw of joined.split(/\r?\n/)) {
@@ -294,7 +358,9 @@ export function rewriteRequirements(text: string, projectDir: string, keep: (nam
     const include = /^(-r|-c|--requirement|--constraint)(?:\s+|=)(\S+)(.*)$/.exec(line);
     if (include) {
       const target = include[2]!;
-      out.push(`${include[1]} ${path.isAbsolute(target) || /^[a-z]+:\/\//i.test(target) ? target : path.resolve(projectDir, target)}${include[3]}`);
+      out.push(
+        `${include[1]} ${path.isAbsolute(target) || /^[a-z]+:\/\//i.test(target) ? target : path.resolve(projectDir, target)}${include[3]}`,
+      );
       continue;
     }
     if (line.startsWith('-')) {
@@ -375,7 +441,8 @@ async function removeDistributions(deps: string, excluded: Set<string>): Promise
   }
   for (const name of excluded) {
     const module = name.replace(/-/g, '_');
-    for (const dir of new Set([name, module, `${module}.libs`])) await rm(path.join(deps, dir), { recursive: true, force: true });
+    for (const dir of new Set([name, module, `${module}.libs`]))
+      await rm(path.join(deps, dir), { recursive: true, force: true });
   }
 }
 
@@ -421,7 +488,10 @@ async function packageSizes(deps: string): Promise<Array<{ name: string; bytes: 
     for (const f of [...d.files, ...(await walk(d.distInfo)).map((e) => e.abs)]) {
       if (owned.has(f)) continue;
       owned.add(f);
-      bytes += await lstat(f).then((s) => (s.isDirectory() ? 0 : s.size), () => 0);
+      bytes += await lstat(f).then(
+        (s) => (s.isDirectory() ? 0 : s.size),
+        () => 0,
+      );
     }
     sizes.set(d.name, (sizes.get(d.name) ?? 0) + bytes);
   }

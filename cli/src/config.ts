@@ -33,7 +33,9 @@ export function readCredentials(): Credentials | undefined {
     if (typeof data.apiKey !== 'string' || typeof data.apiUrl !== 'string') throw new Error('apiKey or apiUrl missing');
     return { apiUrl: data.apiUrl, apiKey: data.apiKey };
   } catch (err) {
-    throw new CliError(`The stored login in ${file} is not readable (${describeError(err)}); run \`gantry login\` again.`);
+    throw new CliError(
+      `The stored login in ${file} is not readable (${describeError(err)}); run \`gantry login\` again.`,
+    );
   }
 }
 
@@ -94,7 +96,7 @@ export function resolveAuth(projectDir: string): Auth {
   const apiKey = process.env.SERVICE_API_KEY || dotEnv.SERVICE_API_KEY || stored?.apiKey;
   if (!apiKey) {
     throw new CliError(
-      'No API key: set SERVICE_API_KEY in your shell or in the project\'s .env file, or run `gantry login`.',
+      "No API key: set SERVICE_API_KEY in your shell or in the project's .env file, or run `gantry login`.",
     );
   }
   const apiUrl = process.env.GANTRY_API_URL || dotEnv.GANTRY_API_URL || stored?.apiUrl || DEFAULT_API_URL;

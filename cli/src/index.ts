@@ -48,7 +48,9 @@ try {
     process.exitCode = err.exitCode;
   } else {
     // Not a message written for the user: a bug, so the stack helps whoever reports it.
-    process.stderr.write(`error: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `error: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exitCode = 1;
   }
 }

@@ -41,7 +41,9 @@ export function readProjectConfig(projectDir: string): ProjectConfig {
     throw new CliError(`${PROJECT_FILE}: project.name must be a string with letters or digits.`);
   }
   if (pythonVersion !== undefined && !isPythonVersion(pythonVersion)) {
-    throw new CliError(`${PROJECT_FILE}: project.python_version must be one of ${PYTHON_VERSIONS.join(', ')} (a string), not ${JSON.stringify(pythonVersion)}.`);
+    throw new CliError(
+      `${PROJECT_FILE}: project.python_version must be one of ${PYTHON_VERSIONS.join(', ')} (a string), not ${JSON.stringify(pythonVersion)}.`,
+    );
   }
   return { ...(name !== undefined ? { name } : {}), ...(pythonVersion !== undefined ? { pythonVersion } : {}) };
 }

@@ -15,7 +15,8 @@ function answered<T>(value: T): Exclude<T, symbol> {
  */
 export async function confirmOrStop(question: string, yes: boolean | undefined): Promise<void> {
   if (yes) return;
-  if (!canPrompt()) throw new CliError(`${question.replace(/\?$/, '')}: there is no terminal to confirm on, so pass --yes.`);
+  if (!canPrompt())
+    throw new CliError(`${question.replace(/\?$/, '')}: there is no terminal to confirm on, so pass --yes.`);
   const ok = answered(await confirm({ message: question, initialValue: false, output: process.stderr }));
   if (!ok) throw new CliError('Nothing was changed.');
 }

@@ -17,7 +17,9 @@ export function sdkRoot(): string {
   if (existsSync(path.join(inRepo, 'gantry'))) return inRepo;
   const packed = path.join(CLI_ROOT, 'python');
   if (existsSync(path.join(packed, 'gantry'))) return packed;
-  throw new CliError(`The gantry Python package is missing from this installation (looked in ${inRepo} and ${packed}); reinstall the CLI.`);
+  throw new CliError(
+    `The gantry Python package is missing from this installation (looked in ${inRepo} and ${packed}); reinstall the CLI.`,
+  );
 }
 
 export const scannerPath = (): string => path.join(sdkRoot(), 'gantry', 'scan.py');
@@ -37,9 +39,17 @@ export interface RunResult {
 }
 
 /** Runs a program to completion, collecting its output; a missing program is a CliError naming it. */
-export function runProgram(command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; onLine?: (line: string) => void } = {}): Promise<RunResult> {
+export function runProgram(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; onLine?: (line: string) => void } = {},
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let pending = '';
@@ -60,11 +70,19 @@ export function runProgram(command: string, args: string[], options: { cwd?: str
     });
     child.on('error', (e: NodeJS.ErrnoException) => {
       if (e.code === 'ENOENT') {
-        reject(new CliError(`Cannot run ${command}: it was not found. Install Python 3.10 or newer, or point GANTRY_PYTHON at an interpreter.`));
+        reject(
+          new CliError(
+            `Cannot run ${command}: it was not found. Install Python 3.10 or newer, or point GANTRY_PYTHON at an interpreter.`,
+          ),
+        );
       } else reject(new CliError(`Cannot run ${command}: ${e.message}.`));
     });
     child.on('close', (code, signal) => {
-      resolve({ code: code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+      resolve({
+        code: code ?? (signal ? 128 : 1),
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      });
     });
   });
 }

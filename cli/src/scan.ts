@@ -30,7 +30,8 @@ export interface ScanError {
 
 async function runScanner(python: string, args: string[]): Promise<unknown> {
   const r = await runProgram(python, [scannerPath(), ...args]);
-  if (r.code !== 0) throw new CliError(`The scanner failed (${python}, exit ${r.code}): ${lastMeaningfulLine(r.stderr)}.`);
+  if (r.code !== 0)
+    throw new CliError(`The scanner failed (${python}, exit ${r.code}): ${lastMeaningfulLine(r.stderr)}.`);
   try {
     return JSON.parse(r.stdout);
   } catch {
@@ -44,12 +45,15 @@ export async function scanResources(python: string, projectDir: string): Promise
   const errors = answer.errors ?? [];
   if (errors.length > 0) {
     const [first, ...rest] = errors;
-    const more = rest.length > 0 ? ` (and ${rest.length} more: ${rest.map((e) => `${e.file}:${e.line}`).join(', ')})` : '';
+    const more =
+      rest.length > 0 ? ` (and ${rest.length} more: ${rest.map((e) => `${e.file}:${e.line}`).join(', ')})` : '';
     throw new CliError(`${first!.file}:${first!.line}: ${first!.message}${more}`);
   }
   const resources = answer.resources ?? [];
   if (resources.length === 0) {
-    throw new CliError('No resources found: decorate a function with @endpoint(name=...) or create an Endpoint(name=...) (see `gantry init`).');
+    throw new CliError(
+      'No resources found: decorate a function with @endpoint(name=...) or create an Endpoint(name=...) (see `gantry init`).',
+    );
   }
   return resources;
 }

@@ -20,7 +20,12 @@ import { validate } from '../shared/validation.ts';
  * A key is shown once, when created; only its SHA-256 and its first characters are kept.
  */
 
-const ScopeSchema = Type.Union([Type.Literal('READ'), Type.Literal('WRITE'), Type.Literal('RUN'), Type.Literal('ADMIN')]);
+const ScopeSchema = Type.Union([
+  Type.Literal('READ'),
+  Type.Literal('WRITE'),
+  Type.Literal('RUN'),
+  Type.Literal('ADMIN'),
+]);
 
 export const CreateApiKeySchema = Type.Object(
   {
@@ -28,11 +33,22 @@ export const CreateApiKeySchema = Type.Object(
     scopes: Type.Array(ScopeSchema, {
       minItems: 1,
       uniqueItems: true,
-      description: 'READ: read management resources; WRITE: change them; RUN: submit jobs and call endpoints; ADMIN: everything, and keys',
+      description:
+        'READ: read management resources; WRITE: change them; RUN: submit jobs and call endpoints; ADMIN: everything, and keys',
     }),
-    endpointIds: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { uniqueItems: true, maxItems: 1000, description: 'limit the key to these endpoints; empty or absent: all' })),
-    expiresAt: Type.Optional(Type.String({ format: 'date-time', description: 'the key stops working at this instant' })),
-    accountId: Type.Optional(Type.String({ minLength: 1, description: 'platform admin only: make the key for this account' })),
+    endpointIds: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        uniqueItems: true,
+        maxItems: 1000,
+        description: 'limit the key to these endpoints; empty or absent: all',
+      }),
+    ),
+    expiresAt: Type.Optional(
+      Type.String({ format: 'date-time', description: 'the key stops working at this instant' }),
+    ),
+    accountId: Type.Optional(
+      Type.String({ minLength: 1, description: 'platform admin only: make the key for this account' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -51,13 +67,18 @@ export const ApiKeySchema = Type.Object({
 });
 export type ApiKeyView = Static<typeof ApiKeySchema>;
 
-export const CreatedApiKeySchema = Type.Object({ ...ApiKeySchema.properties, key: Type.String({ description: 'the key itself: shown this once, never again' }) });
+export const CreatedApiKeySchema = Type.Object({
+  ...ApiKeySchema.properties,
+  key: Type.String({ description: 'the key itself: shown this once, never again' }),
+});
 export type CreatedApiKeyView = Static<typeof CreatedApiKeySchema>;
 
 export const ApiKeyListSchema = Type.Object({ keys: Type.Array(ApiKeySchema) });
 
 export const ApiKeyListQuerySchema = Type.Object(
-  { accountId: Type.Optional(Type.String({ minLength: 1, description: "platform admin only: another account's keys" })) },
+  {
+    accountId: Type.Optional(Type.String({ minLength: 1, description: "platform admin only: another account's keys" })),
+  },
   { additionalProperties: false },
 );
 
@@ -65,13 +86,21 @@ export const CreateAccountSchema = Type.Object(
   {
     email: Type.String({ format: 'email', maxLength: 320 }),
     name: Type.String({ minLength: 1, maxLength: 191 }),
-    isAdmin: Type.Optional(Type.Boolean({ default: false, description: 'a platform admin account (its ADMIN keys manage every account)' })),
+    isAdmin: Type.Optional(
+      Type.Boolean({ default: false, description: 'a platform admin account (its ADMIN keys manage every account)' }),
+    ),
     serverlessDiscount: Type.Optional(
       Type.Object(
         {
-          discountFactor: Type.Number({ minimum: 0, maximum: 1, description: 'serverless list prices are multiplied by this (0.8: 20% off)' }),
+          discountFactor: Type.Number({
+            minimum: 0,
+            maximum: 1,
+            description: 'serverless list prices are multiplied by this (0.8: 20% off)',
+          }),
           type: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-          expirationDate: Type.Optional(Type.String({ format: 'date-time', description: 'usage after this instant is billed at list price' })),
+          expirationDate: Type.Optional(
+            Type.String({ format: 'date-time', description: 'usage after this instant is billed at list price' }),
+          ),
         },
         { additionalProperties: false },
       ),
@@ -124,7 +153,11 @@ export function accountView(a: Account): AccountView {
     serverlessDiscount:
       a.serverlessDiscountFactor === null
         ? null
-        : { discountFactor: a.serverlessDiscountFactor, type: a.serverlessDiscountType, expirationDate: iso(a.serverlessDiscountExpires) },
+        : {
+            discountFactor: a.serverlessDiscountFactor,
+            type: a.serverlessDiscountType,
+            expirationDate: iso(a.serverlessDiscountExpires),
+          },
     createdAt: a.createdAt.toISOString(),
   };
 }
@@ -136,9 +169,14 @@ function targetAccount(principal: Principal, accountId: string | undefined): str
   return accountId;
 }
 
-const holds = (principal: Principal, scope: Scope): boolean => principal.scopes.has(scope) || principal.scopes.has('ADMIN');
+const holds = (principal: Principal, scope: Scope): boolean =>
+  principal.scopes.has(scope) || principal.scopes.has('ADMIN');
 
-export async function createApiKey(ctx: DomainContext, principal: Principal, body: unknown): Promise<CreatedApiKeyView> {
+export async function createApiKey(
+  ctx: DomainContext,
+  principal: Principal,
+  body: unknown,
+): Promise<CreatedApiKeyView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(CreateApiKeySchema, body);
@@ -146,12 +184,18 @@ export async function createApiKey(ctx: DomainContext, principal: Principal, bod
   const problems: string[] = [];
   const expiresAt = input.expiresAt !== undefined ? new Date(input.expiresAt) : null;
   if (expiresAt && expiresAt.getTime() <= Date.now()) problems.push('$.expiresAt: must be in the future');
-  if (accountId !== principal.accountId && !(await ctx.db.account.findUnique({ where: { id: accountId }, select: { id: true } }))) {
+  if (
+    accountId !== principal.accountId &&
+    !(await ctx.db.account.findUnique({ where: { id: accountId }, select: { id: true } }))
+  ) {
     problems.push(`$.accountId: no account '${accountId}'`);
   }
   const endpointIds = input.endpointIds ?? [];
   if (endpointIds.length > 0) {
-    const found = await ctx.db.endpoint.findMany({ where: { id: { in: endpointIds }, accountId, deletingAt: null }, select: { id: true } });
+    const found = await ctx.db.endpoint.findMany({
+      where: { id: { in: endpointIds }, accountId, deletingAt: null },
+      select: { id: true },
+    });
     const known = new Set(found.map((e) => e.id));
     for (const id of endpointIds) if (!known.has(id)) problems.push(`$.endpointIds: no endpoint '${id}'`);
   }
@@ -162,18 +206,33 @@ export async function createApiKey(ctx: DomainContext, principal: Principal, bod
     if (stronger.length > 0) throw forbidden(`a key cannot grant scopes it does not have: ${stronger.join(', ')}`);
     const caller = await ctx.db.apiKey.findUnique({ where: { id: principal.keyId }, select: { expiresAt: true } });
     if (caller?.expiresAt && (!expiresAt || expiresAt > caller.expiresAt)) {
-      throw forbidden(`a key cannot outlive the key that makes it: set expiresAt no later than ${caller.expiresAt.toISOString()}`);
+      throw forbidden(
+        `a key cannot outlive the key that makes it: set expiresAt no later than ${caller.expiresAt.toISOString()}`,
+      );
     }
   }
 
   const key = newApiKey();
   const row = await ctx.db.apiKey.create({
-    data: { id: newId(), accountId, name: input.name, prefix: key.slice(0, 10), hash: hashKey(key), scopes: input.scopes, endpointIds, expiresAt },
+    data: {
+      id: newId(),
+      accountId,
+      name: input.name,
+      prefix: key.slice(0, 10),
+      hash: hashKey(key),
+      scopes: input.scopes,
+      endpointIds,
+      expiresAt,
+    },
   });
   return { ...apiKeyView(row), key };
 }
 
-export async function listApiKeys(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<ApiKeyView[]> {
+export async function listApiKeys(
+  ctx: DomainContext,
+  principal: Principal,
+  query: unknown = {},
+): Promise<ApiKeyView[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const accountId = targetAccount(principal, validate(ApiKeyListQuerySchema, query).accountId);
@@ -185,13 +244,16 @@ export async function listApiKeys(ctx: DomainContext, principal: Principal, quer
 export async function revokeApiKey(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
-  const key = await ctx.db.apiKey.findFirst({ where: principal.isAdmin ? { id } : { id, accountId: principal.accountId } });
+  const key = await ctx.db.apiKey.findFirst({
+    where: principal.isAdmin ? { id } : { id, accountId: principal.accountId },
+  });
   if (!key) throw notFound('API key');
   if (!principal.isAdmin) {
     const stronger = key.scopes.filter((s) => !holds(principal, s));
     if (stronger.length > 0) throw forbidden(`revoking this key needs the scopes it has: ${stronger.join(', ')}`);
   }
-  if (!key.revokedAt) await ctx.db.apiKey.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } });
+  if (!key.revokedAt)
+    await ctx.db.apiKey.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } });
   // This process forgets it now; every other one when the trigger's notification reaches it.
   ctx.records?.keys.delete(key.hash);
 }
@@ -220,7 +282,8 @@ export async function createAccount(ctx: DomainContext, principal: Principal, bo
     });
     return accountView(row);
   } catch (err) {
-    if (isUniqueViolation(err)) throw new DomainError('conflict', `an account with e-mail '${input.email}' already exists`);
+    if (isUniqueViolation(err))
+      throw new DomainError('conflict', `an account with e-mail '${input.email}' already exists`);
     throw err;
   }
 }

@@ -55,8 +55,21 @@ async function readKey(source: KeySource, hash: string): Promise<KeyRow | null> 
     );
     return row ?? null;
   }
-  const key = await source.db.apiKey.findUnique({ where: { hash }, include: { account: { select: { isAdmin: true } } } });
-  return key && { id: key.id, accountId: key.accountId, scopes: key.scopes, endpointIds: key.endpointIds, revokedAt: key.revokedAt, expiresAt: key.expiresAt, isAdmin: key.account.isAdmin };
+  const key = await source.db.apiKey.findUnique({
+    where: { hash },
+    include: { account: { select: { isAdmin: true } } },
+  });
+  return (
+    key && {
+      id: key.id,
+      accountId: key.accountId,
+      scopes: key.scopes,
+      endpointIds: key.endpointIds,
+      revokedAt: key.revokedAt,
+      expiresAt: key.expiresAt,
+      isAdmin: key.account.isAdmin,
+    }
+  );
 }
 
 /** The key's principal and expiry; throws as `authenticate` does. */
@@ -65,7 +78,8 @@ async function resolveKey(source: KeySource, presented: string | undefined): Pro
   if (!KEY_SHAPE.test(presented)) throw new DomainError('unauthenticated', 'malformed bearer token');
   const key = await readKey(source, hashKey(presented));
   if (!key || key.revokedAt) throw new DomainError('unauthenticated', 'invalid bearer token');
-  if (key.expiresAt && key.expiresAt.getTime() <= Date.now()) throw new DomainError('unauthenticated', 'expired bearer token');
+  if (key.expiresAt && key.expiresAt.getTime() <= Date.now())
+    throw new DomainError('unauthenticated', 'expired bearer token');
   return {
     principal: {
       accountId: key.accountId,
@@ -85,7 +99,10 @@ async function resolveKey(source: KeySource, presented: string | undefined): Pro
  * key, or one whose scopes or endpoints changed, is seen within the revocation bound
  * (domain/shared/record-cache.ts); an expired key stops at its expiry; failures are never remembered.
  */
-export async function authenticateCached(ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>, presented: string | undefined): Promise<Principal> {
+export async function authenticateCached(
+  ctx: Pick<DomainContext, 'db' | 'records' | 'jobs'>,
+  presented: string | undefined,
+): Promise<Principal> {
   if (!presented) return authenticate(ctx, presented);
   const keys = recordCachesOf(ctx).keys;
   const hash = hashKey(presented);
@@ -108,16 +125,19 @@ export function authenticateCurrent(source: KeySource, presented: string | undef
 }
 
 export function requireScope(principal: Principal, scope: Scope): void {
-  if (!principal.scopes.has(scope) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scope.toLowerCase()} scope`);
+  if (!principal.scopes.has(scope) && !principal.scopes.has('ADMIN'))
+    throw forbidden(`this key lacks the ${scope.toLowerCase()} scope`);
 }
 
 /** Any one of `scopes` (ADMIN holds them all). */
 export function requireAnyScope(principal: Principal, scopes: readonly Scope[]): void {
-  if (!scopes.some((s) => principal.scopes.has(s)) && !principal.scopes.has('ADMIN')) throw forbidden(`this key lacks the ${scopes.map((s) => s.toLowerCase()).join(' or ')} scope`);
+  if (!scopes.some((s) => principal.scopes.has(s)) && !principal.scopes.has('ADMIN'))
+    throw forbidden(`this key lacks the ${scopes.map((s) => s.toLowerCase()).join(' or ')} scope`);
 }
 
 export function requireEndpointAccess(principal: Principal, endpointId: string): void {
-  if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(endpointId)) throw forbidden('this key does not reach that endpoint');
+  if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(endpointId))
+    throw forbidden('this key does not reach that endpoint');
 }
 
 export interface IssuedKey {
@@ -125,9 +145,18 @@ export interface IssuedKey {
   key: string;
 }
 
-export async function issueApiKey(db: Db, accountId: string, name: string, scopes: Scope[], key = newApiKey(), endpointIds: string[] = []): Promise<IssuedKey> {
+export async function issueApiKey(
+  db: Db,
+  accountId: string,
+  name: string,
+  scopes: Scope[],
+  key = newApiKey(),
+  endpointIds: string[] = [],
+): Promise<IssuedKey> {
   const id = newId();
-  await db.apiKey.create({ data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds } });
+  await db.apiKey.create({
+    data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds },
+  });
   return { id, key };
 }
 
@@ -138,7 +167,10 @@ const ADMIN_EMAIL = 'admin@gantry.local';
  * now (it is stored hashed and cannot be shown again); a configured key is never returned, so it is
  * never printed. GANTRY_ADMIN_API_KEY pins the key: it is added if no key with that hash exists yet.
  */
-export async function ensureAdmin(db: Db, configuredKey: string | undefined): Promise<{ accountId: string; newKey: string | undefined }> {
+export async function ensureAdmin(
+  db: Db,
+  configuredKey: string | undefined,
+): Promise<{ accountId: string; newKey: string | undefined }> {
   const account = await db.account.upsert({
     where: { email: ADMIN_EMAIL },
     update: {},
@@ -146,7 +178,8 @@ export async function ensureAdmin(db: Db, configuredKey: string | undefined): Pr
   });
   const all: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
   if (configuredKey) {
-    if (!KEY_SHAPE.test(configuredKey)) throw new Error('GANTRY_ADMIN_API_KEY must be 16-200 characters of letters, digits, "_", "-" or "."');
+    if (!KEY_SHAPE.test(configuredKey))
+      throw new Error('GANTRY_ADMIN_API_KEY must be 16-200 characters of letters, digits, "_", "-" or "."');
     const existing = await db.apiKey.findUnique({ where: { hash: hashKey(configuredKey) } });
     if (existing) return { accountId: account.id, newKey: undefined };
     await issueApiKey(db, account.id, 'admin (GANTRY_ADMIN_API_KEY)', all, configuredKey);

@@ -19,7 +19,9 @@ import { ENVIRONMENTS, appView, environmentViews } from './views.ts';
 
 /** An app of the caller's account, by id or name. */
 export async function findApp(ctx: DomainContext, principal: Principal, ref: string): Promise<App> {
-  const app = await ctx.db.app.findFirst({ where: { accountId: principal.accountId, OR: [{ id: ref }, { name: ref }] } });
+  const app = await ctx.db.app.findFirst({
+    where: { accountId: principal.accountId, OR: [{ id: ref }, { name: ref }] },
+  });
   if (!app) throw notFound('app');
   return app;
 }
@@ -38,7 +40,11 @@ export function requireAppAccess(principal: Principal, scope: 'READ' | 'WRITE'):
 
 export async function listApps(ctx: DomainContext, principal: Principal): Promise<AppView[]> {
   requireAppAccess(principal, 'READ');
-  const apps = await ctx.db.app.findMany({ where: { accountId: principal.accountId }, include: ENVIRONMENTS, orderBy: { createdAt: 'asc' } });
+  const apps = await ctx.db.app.findMany({
+    where: { accountId: principal.accountId },
+    include: ENVIRONMENTS,
+    orderBy: { createdAt: 'asc' },
+  });
   return Promise.all(apps.map((a) => appView(ctx, a)));
 }
 
@@ -70,18 +76,33 @@ export async function createApp(ctx: DomainContext, principal: Principal, body: 
 }
 
 /** The app of an environment given by id alone (GraphQL names environments so); 404 unless the caller's. */
-export async function environmentOwner(ctx: DomainContext, principal: Principal, environmentId: string): Promise<{ appId: string; environmentId: string }> {
+export async function environmentOwner(
+  ctx: DomainContext,
+  principal: Principal,
+  environmentId: string,
+): Promise<{ appId: string; environmentId: string }> {
   requireAppAccess(principal, 'READ');
-  const env = await ctx.db.appEnvironment.findFirst({ where: { id: environmentId, app: { accountId: principal.accountId } } });
+  const env = await ctx.db.appEnvironment.findFirst({
+    where: { id: environmentId, app: { accountId: principal.accountId } },
+  });
   if (!env) throw notFound('environment');
   return { appId: env.appId, environmentId: env.id };
 }
 
-export async function listEnvironments(ctx: DomainContext, principal: Principal, appRef: string): Promise<EnvironmentView[]> {
+export async function listEnvironments(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+): Promise<EnvironmentView[]> {
   return (await getApp(ctx, principal, appRef)).environments;
 }
 
-export async function getEnvironment(ctx: DomainContext, principal: Principal, appRef: string, envRef: string): Promise<EnvironmentView> {
+export async function getEnvironment(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  envRef: string,
+): Promise<EnvironmentView> {
   requireAppAccess(principal, 'READ');
   const app = await findApp(ctx, principal, appRef);
   const env = await findEnvironment(ctx, app, envRef);
@@ -89,15 +110,24 @@ export async function getEnvironment(ctx: DomainContext, principal: Principal, a
   return (await environmentViews(ctx, [row]))[0]!;
 }
 
-export async function createEnvironment(ctx: DomainContext, principal: Principal, appRef: string, body: unknown): Promise<EnvironmentView> {
+export async function createEnvironment(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  body: unknown,
+): Promise<EnvironmentView> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(CreateEnvironmentSchema, body);
   const app = await findApp(ctx, principal, appRef);
   try {
-    const env = await ctx.db.appEnvironment.create({ data: { id: newId(), appId: app.id, name: input.name }, include: { endpoints: true } });
+    const env = await ctx.db.appEnvironment.create({
+      data: { id: newId(), appId: app.id, name: input.name },
+      include: { endpoints: true },
+    });
     return (await environmentViews(ctx, [env]))[0]!;
   } catch (err) {
-    if (isUniqueViolation(err)) throw new DomainError('conflict', `the app '${app.name}' already has an environment named '${input.name}'`);
+    if (isUniqueViolation(err))
+      throw new DomainError('conflict', `the app '${app.name}' already has an environment named '${input.name}'`);
     throw err;
   }
 }
@@ -109,14 +139,22 @@ export async function createEnvironment(ctx: DomainContext, principal: Principal
 async function removeEnvironments(ctx: DomainContext, principal: Principal, envIds: string[]): Promise<void> {
   const running = await ctx.db.deployment.count({ where: { environmentId: { in: envIds }, status: 'RUNNING' } });
   if (running > 0) throw new DomainError('conflict', 'a deployment is still running there; wait for it to finish');
-  const endpoints = await ctx.db.endpoint.findMany({ where: { appEnvironmentId: { in: envIds }, accountId: principal.accountId, deletingAt: null }, select: { id: true } });
+  const endpoints = await ctx.db.endpoint.findMany({
+    where: { appEnvironmentId: { in: envIds }, accountId: principal.accountId, deletingAt: null },
+    select: { id: true },
+  });
   for (const e of endpoints) await deleteEndpoint(ctx, principal, e.id);
   await ctx.db.appEnvironment.deleteMany({ where: { id: { in: envIds } } });
   // As with artifacts: the rows go first, then the bytes nobody can name any more.
   for (const id of envIds) await ctx.blobs.deletePrefix(`sources/${id}/`);
 }
 
-export async function deleteEnvironment(ctx: DomainContext, principal: Principal, appRef: string, envRef: string): Promise<void> {
+export async function deleteEnvironment(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  envRef: string,
+): Promise<void> {
   requireAppAccess(principal, 'WRITE');
   const app = await findApp(ctx, principal, appRef);
   const env = await findEnvironment(ctx, app, envRef);
@@ -128,7 +166,11 @@ export async function deleteApp(ctx: DomainContext, principal: Principal, appRef
   requireAppAccess(principal, 'WRITE');
   const app = await findApp(ctx, principal, appRef);
   const envs = await ctx.db.appEnvironment.findMany({ where: { appId: app.id }, select: { id: true } });
-  await removeEnvironments(ctx, principal, envs.map((e) => e.id));
+  await removeEnvironments(
+    ctx,
+    principal,
+    envs.map((e) => e.id),
+  );
   await ctx.db.app.delete({ where: { id: app.id } });
   // The rows are gone first: an artifact nobody can name is only space; a row without its artifact would fail a deploy.
   await ctx.blobs.deletePrefix(`artifacts/${app.id}/`);

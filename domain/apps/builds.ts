@@ -21,7 +21,12 @@ const downloadPath = (buildId: string): string => `/v2/artifacts/${buildId}`;
  * Records a build and answers where to PUT its bytes: a presigned URL of the S3 store when one is
  * configured (the bytes then never pass through the API), else the API's own signed upload route.
  */
-export async function prepareArtifactUpload(ctx: DomainContext, principal: Principal, appRef: string, body: unknown): Promise<PreparedUploadView> {
+export async function prepareArtifactUpload(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  body: unknown,
+): Promise<PreparedUploadView> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(PrepareUploadSchema, body);
   const app = await findApp(ctx, principal, appRef);
@@ -41,15 +46,29 @@ export async function prepareArtifactUpload(ctx: DomainContext, principal: Princ
     },
   });
   const expiresAt = new Date(Date.now() + UPLOAD_URL_TTL_SEC * 1000);
-  const direct = ctx.blobs.presignedPut ? await ctx.blobs.presignedPut(build.blobKey, { expiresInSec: UPLOAD_URL_TTL_SEC, contentType: 'application/gzip' }) : undefined;
-  const upload = direct ?? { url: signUrl(ctx.publicUrl, uploadPath(id), ctx.signingKey, expiresAt, 'artifact-upload'), headers: { 'content-type': 'application/gzip' } };
+  const direct = ctx.blobs.presignedPut
+    ? await ctx.blobs.presignedPut(build.blobKey, { expiresInSec: UPLOAD_URL_TTL_SEC, contentType: 'application/gzip' })
+    : undefined;
+  const upload = direct ?? {
+    url: signUrl(ctx.publicUrl, uploadPath(id), ctx.signingKey, expiresAt, 'artifact-upload'),
+    headers: { 'content-type': 'application/gzip' },
+  };
   return { build: buildView(build), upload: { ...upload, method: 'PUT', expiresAt: expiresAt.toISOString() } };
 }
 
 /** The signed upload route's check: the build exists, still takes bytes, and the URL is genuine and fresh. */
-export async function checkArtifactUpload(ctx: DomainContext, buildId: string, path: string, query: Record<string, unknown>): Promise<Build> {
+export async function checkArtifactUpload(
+  ctx: DomainContext,
+  buildId: string,
+  path: string,
+  query: Record<string, unknown>,
+): Promise<Build> {
   const verdict = verifySignedUrl(path, query, ctx.signingKey, 'artifact-upload', new Date());
-  if (verdict !== 'ok') throw new DomainError('unauthenticated', verdict === 'expired' ? 'the upload URL has expired; prepare the upload again' : 'the upload URL is not valid');
+  if (verdict !== 'ok')
+    throw new DomainError(
+      'unauthenticated',
+      verdict === 'expired' ? 'the upload URL has expired; prepare the upload again' : 'the upload URL is not valid',
+    );
   const build = await ctx.db.build.findUnique({ where: { id: buildId } });
   if (!build) throw notFound('build');
   if (build.status !== 'UPLOADING') throw new DomainError('conflict', 'this build is already uploaded');
@@ -57,24 +76,36 @@ export async function checkArtifactUpload(ctx: DomainContext, buildId: string, p
 }
 
 /** Stores the bytes of an upload checked with checkArtifactUpload; at most the declared size is read. */
-export async function receiveArtifactUpload(ctx: DomainContext, build: Build, body: Readable): Promise<{ size: number; sha256: string }> {
+export async function receiveArtifactUpload(
+  ctx: DomainContext,
+  build: Build,
+  body: Readable,
+): Promise<{ size: number; sha256: string }> {
   return ctx.blobs.put(build.blobKey, body, { contentType: 'application/gzip' });
 }
 
 /** Checks the stored bytes against what was declared and makes the build deployable. */
-export async function finalizeArtifactUpload(ctx: DomainContext, principal: Principal, appRef: string, buildId: string): Promise<BuildView> {
+export async function finalizeArtifactUpload(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  buildId: string,
+): Promise<BuildView> {
   requireAppAccess(principal, 'WRITE');
   const app = await findApp(ctx, principal, appRef);
   const build = await ctx.db.build.findFirst({ where: { id: buildId, appId: app.id } });
   if (!build) throw notFound('build');
   if (build.status === 'READY') return buildView(build);
   const stat = await ctx.blobs.stat(build.blobKey);
-  if (!stat) throw new DomainError('validation', 'Request validation failed.', ['$: nothing was uploaded for this build yet']);
+  if (!stat)
+    throw new DomainError('validation', 'Request validation failed.', ['$: nothing was uploaded for this build yet']);
   const problems: string[] = [];
-  if (stat.size !== Number(build.size)) problems.push(`$: the upload has ${stat.size} bytes, the build declared ${build.size}`);
+  if (stat.size !== Number(build.size))
+    problems.push(`$: the upload has ${stat.size} bytes, the build declared ${build.size}`);
   else {
     const digest = await ctx.blobs.sha256(build.blobKey);
-    if (digest !== build.sha256) problems.push(`$: the upload's sha256 is ${digest}, the build declared ${build.sha256}`);
+    if (digest !== build.sha256)
+      problems.push(`$: the upload's sha256 is ${digest}, the build declared ${build.sha256}`);
   }
   if (problems.length > 0) {
     await ctx.blobs.delete(build.blobKey);
@@ -84,17 +115,34 @@ export async function finalizeArtifactUpload(ctx: DomainContext, principal: Prin
 }
 
 /** A URL a worker container fetches its artifact from, signed for a while; it must be the worker's own account's build. */
-export async function artifactDownloadUrl(ctx: Pick<DomainContext, 'db' | 'signingKey'>, base: string, accountId: string, buildId: string): Promise<{ url: string; sha256: string } | undefined> {
+export async function artifactDownloadUrl(
+  ctx: Pick<DomainContext, 'db' | 'signingKey'>,
+  base: string,
+  accountId: string,
+  buildId: string,
+): Promise<{ url: string; sha256: string } | undefined> {
   const build = await ctx.db.build.findFirst({ where: { id: buildId, status: 'READY', app: { accountId } } });
   if (!build) return undefined;
   const expiresAt = new Date(Date.now() + DOWNLOAD_URL_TTL_SEC * 1000);
-  return { url: signUrl(base, downloadPath(build.id), ctx.signingKey, expiresAt, 'artifact-download'), sha256: build.sha256 };
+  return {
+    url: signUrl(base, downloadPath(build.id), ctx.signingKey, expiresAt, 'artifact-download'),
+    sha256: build.sha256,
+  };
 }
 
 /** The signed download route: the artifact's bytes, or a clear refusal. */
-export async function openArtifactDownload(ctx: DomainContext, buildId: string, path: string, query: Record<string, unknown>): Promise<{ body: Readable; size: number; sha256: string }> {
+export async function openArtifactDownload(
+  ctx: DomainContext,
+  buildId: string,
+  path: string,
+  query: Record<string, unknown>,
+): Promise<{ body: Readable; size: number; sha256: string }> {
   const verdict = verifySignedUrl(path, query, ctx.signingKey, 'artifact-download', new Date());
-  if (verdict !== 'ok') throw new DomainError('unauthenticated', verdict === 'expired' ? 'the download URL has expired' : 'the download URL is not valid');
+  if (verdict !== 'ok')
+    throw new DomainError(
+      'unauthenticated',
+      verdict === 'expired' ? 'the download URL has expired' : 'the download URL is not valid',
+    );
   const build = await ctx.db.build.findUnique({ where: { id: buildId } });
   const blob = build?.status === 'READY' ? await ctx.blobs.get(build.blobKey) : null;
   if (!build || !blob) throw notFound('artifact');

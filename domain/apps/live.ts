@@ -9,7 +9,12 @@ import type { WorkerIdentity } from '../workers/credentials.ts';
 import { findApp, findEnvironment, requireAppAccess } from './apps.ts';
 import { DOWNLOAD_URL_TTL_SEC, MAX_SOURCE_BYTES, type Manifest } from './manifest.ts';
 import { writeResourceEndpoints } from './resource-endpoints.ts';
-import { ProvisionResourceSchema, type AppEndpointView, type SourceUploadView, type WorkerSourceView } from './schemas.ts';
+import {
+  ProvisionResourceSchema,
+  type AppEndpointView,
+  type SourceUploadView,
+  type WorkerSourceView,
+} from './schemas.ts';
 import { appEndpointView } from './views.ts';
 
 /** Live endpoints (docs/dev-loop.md): a resource provisioned from a build without the deploy workflow, and source uploads that workers reload. */
@@ -34,15 +39,27 @@ export async function provisionResource(
   const env = await findEnvironment(ctx, app, envRef);
   const build = await ctx.db.build.findFirst({ where: { id: input.buildId, appId: app.id } });
   if (!build) throw validationFailed([`$.buildId: no build '${input.buildId}' in the app '${app.name}'`]);
-  if (build.status !== 'READY') throw validationFailed([`$.buildId: the build is not uploaded yet (finalize it first)`]);
+  if (build.status !== 'READY')
+    throw validationFailed([`$.buildId: the build is not uploaded yet (finalize it first)`]);
   const resources = (build.manifest as unknown as Manifest).resources;
   const resource = resources.find((r) => r.name === resourceName);
-  if (!resource) throw new DomainError('not_found', `the build ${build.id} has no resource '${resourceName}' (its resources: ${resources.map((r) => r.name).join(', ')})`);
+  if (!resource)
+    throw new DomainError(
+      'not_found',
+      `the build ${build.id} has no resource '${resourceName}' (its resources: ${resources.map((r) => r.name).join(', ')})`,
+    );
   // A deploy writes every endpoint of the environment: the two would overwrite each other.
   const running = await ctx.db.deployment.findFirst({ where: { environmentId: env.id, status: 'RUNNING' } });
-  if (running) throw new DomainError('conflict', `a deployment to '${env.name}' is running (${running.workflowId}); provision once it has finished`);
+  if (running)
+    throw new DomainError(
+      'conflict',
+      `a deployment to '${env.name}' is running (${running.workflowId}); provision once it has finished`,
+    );
   // Read now, not with `env` above: an upload may have landed since; the build's src/ stands for this version.
-  const { sourceVersion } = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, select: { sourceVersion: true } });
+  const { sourceVersion } = await ctx.db.appEnvironment.findUniqueOrThrow({
+    where: { id: env.id },
+    select: { sourceVersion: true },
+  });
   const [written] = await writeResourceEndpoints(ctx, principal, {
     app: app.name,
     environment: env,
@@ -83,19 +100,31 @@ export function readAtMost(body: Readable, limit: number, tooLarge: () => Error)
  * that are half there. The bytes then move to their version's key; until they have, workers are
  * told of nothing new (sourceForWorker checks that the object exists).
  */
-export async function uploadSource(ctx: DomainContext, principal: Principal, appRef: string, envRef: string, body: Readable): Promise<SourceUploadView> {
+export async function uploadSource(
+  ctx: DomainContext,
+  principal: Principal,
+  appRef: string,
+  envRef: string,
+  body: Readable,
+): Promise<SourceUploadView> {
   requireAppAccess(principal, 'WRITE');
   const app = await findApp(ctx, principal, appRef);
   const env = await findEnvironment(ctx, app, envRef);
   const incoming = `sources/${env.id}/incoming-${newId()}.tar.gz`;
-  const tooLarge = () => new DomainError('validation', 'Request validation failed.', [`$: the source upload is larger than ${MAX_SOURCE_BYTES} bytes (send source files only; dependencies belong in the build)`]);
+  const tooLarge = () =>
+    new DomainError('validation', 'Request validation failed.', [
+      `$: the source upload is larger than ${MAX_SOURCE_BYTES} bytes (send source files only; dependencies belong in the build)`,
+    ]);
   let stored: { size: number; sha256: string };
   try {
-    stored = await ctx.blobs.put(incoming, readAtMost(body, MAX_SOURCE_BYTES, tooLarge), { contentType: 'application/gzip' });
+    stored = await ctx.blobs.put(incoming, readAtMost(body, MAX_SOURCE_BYTES, tooLarge), {
+      contentType: 'application/gzip',
+    });
     if (stored.size === 0) throw validationFailed(['$: the body is empty; send a gzip tar of the source files']);
     const gzip = await ctx.blobs.get(incoming, { start: 0, end: 1 });
     const magic = gzip ? await streamBytes(gzip.body) : Buffer.alloc(0);
-    if (magic[0] !== 0x1f || magic[1] !== 0x8b) throw validationFailed(['$: the body is not gzip data; send a gzip tar of the source files']);
+    if (magic[0] !== 0x1f || magic[1] !== 0x8b)
+      throw validationFailed(['$: the body is not gzip data; send a gzip tar of the source files']);
   } catch (err) {
     await ctx.blobs.delete(incoming).catch(() => {});
     throw err;
@@ -114,7 +143,8 @@ export async function uploadSource(ctx: DomainContext, principal: Principal, app
     if (!row) throw notFound('environment');
     const key = sourceKey(env.id, row.version);
     const copy = await ctx.blobs.get(incoming);
-    if (!copy) throw new DomainError('unavailable', 'the uploaded source vanished from the blob store; upload it again');
+    if (!copy)
+      throw new DomainError('unavailable', 'the uploaded source vanished from the blob store; upload it again');
     await ctx.blobs.put(key, copy.body, { contentType: 'application/gzip' });
     // Only the newest version is ever served: the one replaced goes, and so does this one if a later upload already won.
     if (row.previous) await ctx.blobs.delete(row.previous);
@@ -137,7 +167,11 @@ async function streamBytes(body: Readable): Promise<Buffer> {
  * environment when it is above `after` (a signed URL for its bytes, at the worker-facing address),
  * else nothing. An endpoint outside any app environment never has one.
  */
-export async function sourceForWorker(ctx: Pick<DomainContext, 'db' | 'blobs' | 'signingKey' | 'publicUrl' | 'workerUrl'>, identity: WorkerIdentity, after: number): Promise<WorkerSourceView | undefined> {
+export async function sourceForWorker(
+  ctx: Pick<DomainContext, 'db' | 'blobs' | 'signingKey' | 'publicUrl' | 'workerUrl'>,
+  identity: WorkerIdentity,
+  after: number,
+): Promise<WorkerSourceView | undefined> {
   const endpoint = await ctx.db.endpoint.findUnique({
     where: { id: identity.endpointId },
     select: { appEnvironment: { select: { id: true, sourceVersion: true, sourceSha256: true, sourceBlobKey: true } } },
@@ -147,14 +181,30 @@ export async function sourceForWorker(ctx: Pick<DomainContext, 'db' | 'blobs' | 
   // Numbered but not yet moved to its key (uploadSource): the next poll gets it.
   if (!(await ctx.blobs.stat(env.sourceBlobKey))) return undefined;
   const expiresAt = new Date(Date.now() + DOWNLOAD_URL_TTL_SEC * 1000);
-  const url = signUrl(ctx.workerUrl ?? ctx.publicUrl, sourceDownloadPath(env.id, env.sourceVersion), ctx.signingKey, expiresAt, 'source-download');
+  const url = signUrl(
+    ctx.workerUrl ?? ctx.publicUrl,
+    sourceDownloadPath(env.id, env.sourceVersion),
+    ctx.signingKey,
+    expiresAt,
+    'source-download',
+  );
   return { version: env.sourceVersion, sha256: env.sourceSha256, url };
 }
 
 /** The signed source download route: the version's bytes, or a clear refusal (404 once a newer version replaced it). */
-export async function openSourceDownload(ctx: DomainContext, envId: string, version: string, path: string, query: Record<string, unknown>): Promise<{ body: Readable; size: number }> {
+export async function openSourceDownload(
+  ctx: DomainContext,
+  envId: string,
+  version: string,
+  path: string,
+  query: Record<string, unknown>,
+): Promise<{ body: Readable; size: number }> {
   const verdict = verifySignedUrl(path, query, ctx.signingKey, 'source-download', new Date());
-  if (verdict !== 'ok') throw new DomainError('unauthenticated', verdict === 'expired' ? 'the download URL has expired' : 'the download URL is not valid');
+  if (verdict !== 'ok')
+    throw new DomainError(
+      'unauthenticated',
+      verdict === 'expired' ? 'the download URL has expired' : 'the download URL is not valid',
+    );
   if (!/^[1-9][0-9]{0,9}$/.test(version)) throw notFound('source');
   const blob = await ctx.blobs.get(sourceKey(envId, Number(version)));
   if (!blob) throw notFound('source');

@@ -10,7 +10,12 @@ export const MAX_ARTIFACT_BYTES = 1_500_000_000;
 export const MAX_RESOURCES = 40;
 export const MAX_RESOURCE_ENV = 40;
 export const PYTHON_VERSIONS = ['3.10', '3.11', '3.12', '3.13'] as const;
-const PythonVersionSchema = Type.Union([Type.Literal('3.10'), Type.Literal('3.11'), Type.Literal('3.12'), Type.Literal('3.13')]);
+const PythonVersionSchema = Type.Union([
+  Type.Literal('3.10'),
+  Type.Literal('3.11'),
+  Type.Literal('3.12'),
+  Type.Literal('3.13'),
+]);
 export const UPLOAD_URL_TTL_SEC = 3600;
 export const DOWNLOAD_URL_TTL_SEC = 3600;
 /** A live environment's source upload (docs/dev-loop.md "Source reload"): the project's files only, no dependencies. */
@@ -19,12 +24,14 @@ export const MAX_SOURCE_BYTES = 50 * 1024 * 1024;
 export const LIVE_ENVIRONMENT = 'live';
 
 const NAME_PATTERN = '^[a-z0-9][a-z0-9-]{0,39}$';
-export const NameSchema = Type.String({ pattern: NAME_PATTERN, description: 'lower-case letters, digits and -, at most 40' });
+export const NameSchema = Type.String({
+  pattern: NAME_PATTERN,
+  description: 'lower-case letters, digits and -, at most 40',
+});
 const RESOURCE_PATTERN = '^[a-z][a-z0-9-]{0,39}$';
 export const Sha256Schema = Type.String({ pattern: '^[0-9a-f]{64}$' });
 /** Variables Gantry sets itself (the runtime's and the worker protocol's): a resource may not set them. */
 const RESERVED_ENV = /^(GANTRY_|RUNPOD_|PORT$|PORT_HEALTH$)/;
-
 
 const ShortText = (maxLength: number) => Type.String({ maxLength });
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Optional(Type.Union([t, Type.Null()]));
@@ -36,13 +43,27 @@ const ParamSchema = Type.Object({
   default: Type.Optional(Type.Unknown()),
 });
 const RouteSchema = Type.Object({
-  method: Type.Union([Type.Literal('GET'), Type.Literal('POST'), Type.Literal('PUT'), Type.Literal('PATCH'), Type.Literal('DELETE')]),
+  method: Type.Union([
+    Type.Literal('GET'),
+    Type.Literal('POST'),
+    Type.Literal('PUT'),
+    Type.Literal('PATCH'),
+    Type.Literal('DELETE'),
+  ]),
   path: Type.String({ pattern: "^/[A-Za-z0-9._~!$&'()*+,;=:@/{}-]*$", maxLength: 200 }),
   function: ShortText(200),
   summary: Nullable(ShortText(1000)),
 });
 const ComputeSchema = Type.Union([
-  Type.Object({ gpu: Type.Object({ pools: Type.Array(ShortText(64), { minItems: 1, maxItems: 16 }), count: Type.Integer({ minimum: 1, maximum: 8 }) }) }, { additionalProperties: false }),
+  Type.Object(
+    {
+      gpu: Type.Object({
+        pools: Type.Array(ShortText(64), { minItems: 1, maxItems: 16 }),
+        count: Type.Integer({ minimum: 1, maximum: 8 }),
+      }),
+    },
+    { additionalProperties: false },
+  ),
   Type.Object({ cpu: ShortText(64) }, { additionalProperties: false }),
 ]);
 const ResourceSchema = Type.Object({
@@ -56,11 +77,21 @@ const ResourceSchema = Type.Object({
   params: Type.Optional(Type.Array(ParamSchema, { maxItems: 100 })),
   routes: Type.Optional(Type.Array(RouteSchema, { maxItems: 100 })),
   compute: ComputeSchema,
-  workers: Type.Object({ min: Type.Integer({ minimum: 0, maximum: 1000 }), max: Type.Integer({ minimum: 0, maximum: 1000 }) }),
+  workers: Type.Object({
+    min: Type.Integer({ minimum: 0, maximum: 1000 }),
+    max: Type.Integer({ minimum: 0, maximum: 1000 }),
+  }),
   idleTimeout: Type.Integer({ minimum: 0, maximum: 86_400 }),
-  scaler: Type.Object({ type: Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]), value: Type.Number({ minimum: 0.5, maximum: 10_000 }) }),
+  scaler: Type.Object({
+    type: Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]),
+    value: Type.Number({ minimum: 0.5, maximum: 10_000 }),
+  }),
   timeout: Type.Integer({ minimum: 1, maximum: 86_400, description: 'seconds' }),
-  env: Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 128 }), Type.String({ maxLength: 32 * 1024, pattern: '^[^\\r\\n]*$' }), { maxProperties: MAX_RESOURCE_ENV }),
+  env: Type.Record(
+    Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 128 }),
+    Type.String({ maxLength: 32 * 1024, pattern: '^[^\\r\\n]*$' }),
+    { maxProperties: MAX_RESOURCE_ENV },
+  ),
   dependencies: Type.Array(ShortText(500), { maxItems: 500 }),
   pythonVersion: Type.Optional(Type.Union([PythonVersionSchema, Type.Null()])),
 });
@@ -84,15 +115,28 @@ export function manifestProblems(m: Manifest): string[] {
     const at = `$.manifest.resources[${i}]`;
     if (seen.has(r.name)) problems.push(`${at}.name: '${r.name}' is declared twice`);
     seen.add(r.name);
-    if (r.workers.min > r.workers.max) problems.push(`${at}.workers: min (${r.workers.min}) is above max (${r.workers.max})`);
-    if (r.kind === 'lb' && (r.routes ?? []).length === 0) problems.push(`${at}.routes: a load-balanced endpoint needs at least one route`);
+    if (r.workers.min > r.workers.max)
+      problems.push(`${at}.workers: min (${r.workers.min}) is above max (${r.workers.max})`);
+    if (r.kind === 'lb' && (r.routes ?? []).length === 0)
+      problems.push(`${at}.routes: a load-balanced endpoint needs at least one route`);
     if (r.kind === 'queue' && !r.function) problems.push(`${at}.function: a queue-based endpoint names its function`);
-    for (const name of Object.keys(r.env)) if (RESERVED_ENV.test(name)) problems.push(`${at}.env.${name}: names starting with GANTRY_ or RUNPOD_ (and PORT, PORT_HEALTH) are set by Gantry`);
+    for (const name of Object.keys(r.env))
+      if (RESERVED_ENV.test(name))
+        problems.push(
+          `${at}.env.${name}: names starting with GANTRY_ or RUNPOD_ (and PORT, PORT_HEALTH) are set by Gantry`,
+        );
     if ('gpu' in r.compute) {
-      for (const pool of r.compute.gpu.pools) if (!GPU_POOLS.some((p) => p.id === pool)) problems.push(`${at}.compute.gpu.pools: unknown GPU pool '${pool}' (known: ${GPU_POOLS.map((p) => p.id).join(', ')})`);
+      for (const pool of r.compute.gpu.pools)
+        if (!GPU_POOLS.some((p) => p.id === pool))
+          problems.push(
+            `${at}.compute.gpu.pools: unknown GPU pool '${pool}' (known: ${GPU_POOLS.map((p) => p.id).join(', ')})`,
+          );
     } else {
       const cpu = parseCpuInstanceId(r.compute.cpu);
-      if (!cpu) problems.push(`${at}.compute.cpu: '${r.compute.cpu}' is not a CPU instance id (flavor-vcpus-memoryGb, flavors: ${CPU_FLAVORS.map((f) => f.id).join(', ')})`);
+      if (!cpu)
+        problems.push(
+          `${at}.compute.cpu: '${r.compute.cpu}' is not a CPU instance id (flavor-vcpus-memoryGb, flavors: ${CPU_FLAVORS.map((f) => f.id).join(', ')})`,
+        );
       else for (const p of cpuInstanceProblems(cpu)) problems.push(`${at}.compute.cpu: ${p}`);
     }
   });

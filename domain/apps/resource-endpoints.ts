@@ -11,7 +11,8 @@ import { appEndpointName, appEndpointUrl } from './views.ts';
 /** What a deploy does to endpoints: one endpoint per manifest resource, its body, discovery variables and runtime image. */
 
 /** Environment variable names of service discovery: `GANTRY_ENDPOINT_<RESOURCE>` (upper case, `-` -> `_`). */
-export const discoveryVariable = (resource: string): string => `GANTRY_ENDPOINT_${resource.toUpperCase().replace(/-/g, '_')}`;
+export const discoveryVariable = (resource: string): string =>
+  `GANTRY_ENDPOINT_${resource.toUpperCase().replace(/-/g, '_')}`;
 
 /** The port a load-balanced resource's runtime serves its routes and /ping on. */
 export const LB_RUNTIME_PORT = 8000;
@@ -45,7 +46,12 @@ export function resourceEndpointBody(input: {
   };
   for (const [name, url] of Object.entries(input.urls)) env[discoveryVariable(name)] = url;
   return {
-    ...(input.create ? { name: appEndpointName(input.app, input.environment, r.name), type: r.kind === 'lb' ? 'LOAD_BALANCING' : 'QUEUE_BASED' } : {}),
+    ...(input.create
+      ? {
+          name: appEndpointName(input.app, input.environment, r.name),
+          type: r.kind === 'lb' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
+        }
+      : {}),
     image: input.image,
     env,
     ports: r.kind === 'lb' ? [`${LB_RUNTIME_PORT}/http`] : [],
@@ -88,34 +94,59 @@ export async function writeResourceEndpoints(
 ): Promise<WrittenEndpoint[]> {
   const resources = (input.build.manifest as unknown as Manifest).resources;
   const targets = resources.filter((r) => !input.only || input.only.has(r.name));
-  const existing = await ctx.db.endpoint.findMany({ where: { appEnvironmentId: input.environment.id, deletingAt: null } });
+  const existing = await ctx.db.endpoint.findMany({
+    where: { appEnvironmentId: input.environment.id, deletingAt: null },
+  });
   const plan = (input.discovery === 'build' ? resources : targets).map((r) => {
     const current = existing.find((e) => e.appResource === r.name);
     const type = r.kind === 'lb' ? ('LOAD_BALANCING' as const) : ('QUEUE_BASED' as const);
     if (current && current.type !== type) {
       const kind = (t: string) => (t === 'LOAD_BALANCING' ? 'load-balanced' : 'queue-based');
-      throw new DomainError('conflict', `the resource '${r.name}' changed from ${kind(current.type)} to ${kind(type)}; undeploy it first (gantry undeploy ${current.name})`);
+      throw new DomainError(
+        'conflict',
+        `the resource '${r.name}' changed from ${kind(current.type)} to ${kind(type)}; undeploy it first (gantry undeploy ${current.name})`,
+      );
     }
     return { resource: r, id: current?.id ?? input.newEndpointId(r.name), type, exists: current !== undefined };
   });
   const urls: Record<string, string> = {};
-  if (input.discovery === 'environment') for (const e of existing) if (e.appResource) urls[e.appResource] = appEndpointUrl(ctx, e);
+  if (input.discovery === 'environment')
+    for (const e of existing) if (e.appResource) urls[e.appResource] = appEndpointUrl(ctx, e);
   for (const p of plan) urls[p.resource.name] = appEndpointUrl(ctx, p);
   const image = runtimeImageFor(ctx.settings, input.build.pythonVersion);
   const written: WrittenEndpoint[] = [];
   for (const p of plan.filter((x) => targets.includes(x.resource))) {
     const r = p.resource;
-    const body = (create: boolean) => resourceEndpointBody({ app: input.app, environment: input.environment.name, build: input.build, resource: r, image, urls, create, live: input.live });
+    const body = (create: boolean) =>
+      resourceEndpointBody({
+        app: input.app,
+        environment: input.environment.name,
+        build: input.build,
+        resource: r,
+        image,
+        urls,
+        create,
+        live: input.live,
+      });
     const cpuInstance = 'cpu' in r.compute ? parseCpuInstanceId(r.compute.cpu) : undefined;
     let id = p.id;
     let created = !p.exists;
     if (p.exists) await updateEndpoint(ctx, principal, id, body(false), { cpuInstance });
     else {
       try {
-        await createEndpoint(ctx, principal, body(true), { cpuInstance, id, app: { environmentId: input.environment.id, resource: r.name } });
+        await createEndpoint(ctx, principal, body(true), {
+          cpuInstance,
+          id,
+          app: { environmentId: input.environment.id, resource: r.name },
+        });
       } catch (err) {
         // Another writer made this resource's endpoint in the meantime (two provisions of one resource): update that one.
-        const raced = err instanceof DomainError && err.kind === 'conflict' ? await ctx.db.endpoint.findFirst({ where: { appEnvironmentId: input.environment.id, appResource: r.name, deletingAt: null } }) : null;
+        const raced =
+          err instanceof DomainError && err.kind === 'conflict'
+            ? await ctx.db.endpoint.findFirst({
+                where: { appEnvironmentId: input.environment.id, appResource: r.name, deletingAt: null },
+              })
+            : null;
         if (!raced || raced.id === id || raced.type !== p.type) throw err;
         id = raced.id;
         created = false;
@@ -147,6 +178,7 @@ export function builtRuntimePython(image: string): string | undefined {
 /** A digest of the runtime's build context (the Containerfile and the Python package), so a change makes a new image name. */
 export function runtimeContextDigest(files: Array<{ path: string; content: Buffer }>, baseImage: string): string {
   const h = createHash('sha256').update(baseImage).update('\0');
-  for (const f of [...files].sort((a, b) => a.path.localeCompare(b.path))) h.update(f.path).update('\0').update(f.content).update('\0');
+  for (const f of [...files].sort((a, b) => a.path.localeCompare(b.path)))
+    h.update(f.path).update('\0').update(f.content).update('\0');
   return h.digest('hex').slice(0, 12);
 }

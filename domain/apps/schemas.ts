@@ -9,7 +9,9 @@ export const AppEndpointSchema = Type.Object({
   name: Type.String(),
   type: Type.Union([Type.Literal('QUEUE_BASED'), Type.Literal('LOAD_BALANCING')]),
   kind: Type.Union([Type.Literal('queue'), Type.Literal('lb')]),
-  url: Type.String({ description: 'queue-based: {run_url}/v2/{id} (add /run or /runsync); load-balanced: the base URL of its routes' }),
+  url: Type.String({
+    description: 'queue-based: {run_url}/v2/{id} (add /run or /runsync); load-balanced: the base URL of its routes',
+  }),
   routes: Type.Array(Type.Object({ method: Type.String(), path: Type.String() })),
 });
 export type AppEndpointView = Static<typeof AppEndpointSchema>;
@@ -68,7 +70,10 @@ export const DeploymentSchema = Type.Object({
 });
 export type DeploymentView = Static<typeof DeploymentSchema>;
 
-export const CreateAppSchema = Type.Object({ name: NameSchema, environment: Type.Optional(NameSchema) }, { additionalProperties: false });
+export const CreateAppSchema = Type.Object(
+  { name: NameSchema, environment: Type.Optional(NameSchema) },
+  { additionalProperties: false },
+);
 export const CreateEnvironmentSchema = Type.Object({ name: NameSchema }, { additionalProperties: false });
 export const PrepareUploadSchema = Type.Object(
   {
@@ -78,7 +83,10 @@ export const PrepareUploadSchema = Type.Object(
   },
   { additionalProperties: false },
 );
-export const DeployBuildSchema = Type.Object({ buildId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
+export const DeployBuildSchema = Type.Object(
+  { buildId: Type.String({ minLength: 1, maxLength: 64 }) },
+  { additionalProperties: false },
+);
 
 export const ProvisionResourceSchema = DeployBuildSchema;
 export const SourceUploadSchema = Type.Object({

@@ -8,14 +8,27 @@ import type { AppEndpointView, AppView, BuildView, EnvironmentView } from './sch
 
 /** Endpoint names: `<app>-<resource>` in production, `live-<resource>` in live (the spec's prefix), `<app>-<env>-<resource>` elsewhere. */
 export const appEndpointName = (app: string, environment: string, resource: string): string =>
-  environment === 'production' ? `${app}-${resource}` : environment === LIVE_ENVIRONMENT ? `live-${resource}` : `${app}-${environment}-${resource}`;
+  environment === 'production'
+    ? `${app}-${resource}`
+    : environment === LIVE_ENVIRONMENT
+      ? `live-${resource}`
+      : `${app}-${environment}-${resource}`;
 
 /** Where a client calls an app endpoint: the queue's job API base, or the load balancer's base URL. */
-export function appEndpointUrl(ctx: Pick<DomainContext, 'publicUrl' | 'settings'>, e: Pick<Endpoint, 'id' | 'type'>): string {
-  return e.type === 'LOAD_BALANCING' ? loadBalancerBaseUrl(e.id, ctx.publicUrl, ctx.settings.lbDomain) : `${ctx.publicUrl}/v2/${e.id}`;
+export function appEndpointUrl(
+  ctx: Pick<DomainContext, 'publicUrl' | 'settings'>,
+  e: Pick<Endpoint, 'id' | 'type'>,
+): string {
+  return e.type === 'LOAD_BALANCING'
+    ? loadBalancerBaseUrl(e.id, ctx.publicUrl, ctx.settings.lbDomain)
+    : `${ctx.publicUrl}/v2/${e.id}`;
 }
 
-export function appEndpointView(ctx: DomainContext, e: Endpoint, resource: ManifestResource | undefined): AppEndpointView {
+export function appEndpointView(
+  ctx: DomainContext,
+  e: Endpoint,
+  resource: ManifestResource | undefined,
+): AppEndpointView {
   return {
     resource: e.appResource ?? e.name,
     id: e.id,
@@ -31,12 +44,18 @@ export type EnvironmentRow = AppEnvironment & { endpoints: Endpoint[] };
 
 export async function manifestsOf(ctx: DomainContext, buildIds: Array<string | null>): Promise<Map<string, Manifest>> {
   const ids = [...new Set(buildIds.filter((b): b is string => b !== null))];
-  const builds = ids.length > 0 ? await ctx.db.build.findMany({ where: { id: { in: ids } }, select: { id: true, manifest: true } }) : [];
+  const builds =
+    ids.length > 0
+      ? await ctx.db.build.findMany({ where: { id: { in: ids } }, select: { id: true, manifest: true } })
+      : [];
   return new Map(builds.map((b) => [b.id, b.manifest as unknown as Manifest]));
 }
 
 export async function environmentViews(ctx: DomainContext, envs: EnvironmentRow[]): Promise<EnvironmentView[]> {
-  const manifests = await manifestsOf(ctx, envs.map((e) => e.currentBuildId));
+  const manifests = await manifestsOf(
+    ctx,
+    envs.map((e) => e.currentBuildId),
+  );
   return envs.map((env) => {
     const resources = manifests.get(env.currentBuildId ?? '')?.resources ?? [];
     return {
@@ -47,7 +66,13 @@ export async function environmentViews(ctx: DomainContext, envs: EnvironmentRow[
       endpoints: env.endpoints
         .filter((e) => e.deletingAt === null)
         .sort((a, b) => (a.appResource ?? '').localeCompare(b.appResource ?? ''))
-        .map((e) => appEndpointView(ctx, e, resources.find((r) => r.name === e.appResource))),
+        .map((e) =>
+          appEndpointView(
+            ctx,
+            e,
+            resources.find((r) => r.name === e.appResource),
+          ),
+        ),
     };
   });
 }
@@ -55,9 +80,22 @@ export async function environmentViews(ctx: DomainContext, envs: EnvironmentRow[
 export const ENVIRONMENTS = { environments: { include: { endpoints: true }, orderBy: { createdAt: 'asc' } } } as const;
 
 export async function appView(ctx: DomainContext, app: App & { environments: EnvironmentRow[] }): Promise<AppView> {
-  return { id: app.id, name: app.name, createdAt: app.createdAt.toISOString(), environments: await environmentViews(ctx, app.environments) };
+  return {
+    id: app.id,
+    name: app.name,
+    createdAt: app.createdAt.toISOString(),
+    environments: await environmentViews(ctx, app.environments),
+  };
 }
 
 export function buildView(b: Build): BuildView {
-  return { id: b.id, sha256: b.sha256, size: Number(b.size), fingerprint: b.fingerprint, pythonVersion: b.pythonVersion, status: b.status, createdAt: b.createdAt.toISOString() };
+  return {
+    id: b.id,
+    sha256: b.sha256,
+    size: Number(b.size),
+    fingerprint: b.fingerprint,
+    pythonVersion: b.pythonVersion,
+    status: b.status,
+    createdAt: b.createdAt.toISOString(),
+  };
 }

@@ -38,31 +38,64 @@ export type MeteredWorker = Prisma.WorkerGetPayload<{ select: typeof METERED_FIE
  * spend shows while a worker runs, and stays when the worker's row goes with its pod or endpoint.
  * Takes the worker's id, or its row when the caller has just read it.
  */
-export async function meterWorker(db: Db | Prisma.TransactionClient, worker: string | MeteredWorker, now = new Date()): Promise<void> {
-  const w = typeof worker === 'string' ? await db.worker.findUnique({ where: { id: worker }, select: METERED_FIELDS }) : worker;
+export async function meterWorker(
+  db: Db | Prisma.TransactionClient,
+  worker: string | MeteredWorker,
+  now = new Date(),
+): Promise<void> {
+  const w =
+    typeof worker === 'string' ? await db.worker.findUnique({ where: { id: worker }, select: METERED_FIELDS }) : worker;
   const accountId = w?.endpoint?.accountId ?? w?.pod?.accountId;
   if (!w?.startedAt || !accountId) return;
   const endedAt = w.stoppedAt ?? now;
   const usage = { endedAt, seconds: Math.max(0, (endedAt.getTime() - w.startedAt.getTime()) / 1000) };
   await db.usageRecord.upsert({
     where: { id: w.id },
-    create: { id: w.id, workerId: w.id, accountId, endpointId: w.endpointId, gpuTypeId: w.gpuTypeId, gpuCount: w.gpuUuids.length, cpuFlavorId: w.cpuFlavorId, startedAt: w.startedAt, ...usage },
+    create: {
+      id: w.id,
+      workerId: w.id,
+      accountId,
+      endpointId: w.endpointId,
+      gpuTypeId: w.gpuTypeId,
+      gpuCount: w.gpuUuids.length,
+      cpuFlavorId: w.cpuFlavorId,
+      startedAt: w.startedAt,
+      ...usage,
+    },
     update: usage,
   });
 }
 
 // ---------------------------------------------------------------- schemas
 
-export const BucketSizeSchema = Type.Union([Type.Literal('hour'), Type.Literal('day'), Type.Literal('week'), Type.Literal('month'), Type.Literal('year')], {
-  description: 'length of each bucket; default day',
-});
+export const BucketSizeSchema = Type.Union(
+  [Type.Literal('hour'), Type.Literal('day'), Type.Literal('week'), Type.Literal('month'), Type.Literal('year')],
+  {
+    description: 'length of each bucket; default day',
+  },
+);
 type BucketSize = Static<typeof BucketSizeSchema>;
 
 const windowParams = {
-  startTime: Type.Optional(Type.String({ format: 'date-time', description: 'start (RFC 3339), snapped down to its bucket; default 30 days ago' })),
-  endTime: Type.Optional(Type.String({ format: 'date-time', description: 'end (RFC 3339, exclusive), snapped up to a bucket boundary; default now' })),
+  startTime: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      description: 'start (RFC 3339), snapped down to its bucket; default 30 days ago',
+    }),
+  ),
+  endTime: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      description: 'end (RFC 3339, exclusive), snapped up to a bucket boundary; default now',
+    }),
+  ),
   bucketSize: Type.Optional(BucketSizeSchema),
-  lastN: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,4}$', description: 'the last N buckets, ending with the current one; not with startTime/endTime' })),
+  lastN: Type.Optional(
+    Type.String({
+      pattern: '^[1-9][0-9]{0,4}$',
+      description: 'the last N buckets, ending with the current one; not with startTime/endTime',
+    }),
+  ),
 };
 
 export const BillingQuerySchema = Type.Object(windowParams, { additionalProperties: false });
@@ -107,7 +140,11 @@ const DiscountSchema = Type.Union(
 export const ServerlessBillingResponseSchema = Type.Object({
   records: Type.Array(Type.Object({ ...TimeRange, serverlessId: Type.String(), ...serverlessAmounts })),
   metadata: Type.Object({
-    query: Type.Object({ ...TimeRange, bucketSize: BucketSizeSchema, serverlessId: Type.Union([Type.String(), Type.Null()]) }),
+    query: Type.Object({
+      ...TimeRange,
+      bucketSize: BucketSizeSchema,
+      serverlessId: Type.Union([Type.String(), Type.Null()]),
+    }),
     recordCount: Type.Integer(),
     uniqueServerlessCount: Type.Integer(),
     totals: ServerlessAmountsSchema,
@@ -207,7 +244,10 @@ interface Window {
   bucketSize: BucketSize;
 }
 
-function resolveWindow(q: { startTime?: string; endTime?: string; bucketSize?: string; lastN?: string }, now = new Date()): Window {
+function resolveWindow(
+  q: { startTime?: string; endTime?: string; bucketSize?: string; lastN?: string },
+  now = new Date(),
+): Window {
   const size = (q.bucketSize ?? 'day') as BucketSize;
   if (q.lastN !== undefined && (q.startTime !== undefined || q.endTime !== undefined)) {
     throw new DomainError('bad_request', 'lastN and startTime/endTime exclude each other; give one or the other');
@@ -224,11 +264,16 @@ function resolveWindow(q: { startTime?: string; endTime?: string; bucketSize?: s
     start = bucketStart(rawStart, size);
     const endFloor = bucketStart(rawEnd, size);
     end = endFloor.getTime() === rawEnd.getTime() ? endFloor : bucketShift(endFloor, size);
-    if (rawStart.getTime() >= rawEnd.getTime()) throw new DomainError('bad_request', 'startTime must be before endTime');
+    if (rawStart.getTime() >= rawEnd.getTime())
+      throw new DomainError('bad_request', 'startTime must be before endTime');
   }
   let buckets = 0;
   for (let t = start; t < end && buckets <= MAX_BUCKETS; t = bucketShift(t, size)) buckets++;
-  if (buckets > MAX_BUCKETS) throw new DomainError('bad_request', `the window spans more than ${MAX_BUCKETS} ${size} buckets; use a larger bucketSize or a shorter window`);
+  if (buckets > MAX_BUCKETS)
+    throw new DomainError(
+      'bad_request',
+      `the window spans more than ${MAX_BUCKETS} ${size} buckets; use a larger bucketSize or a shorter window`,
+    );
   return { start, end, bucketSize: size };
 }
 
@@ -250,15 +295,29 @@ interface Charge {
   perSecond: number;
 }
 
-function charge(row: UsageRow, table: PriceTable, product: 'serverless' | 'pod', endpointVcpus: Map<string, number | null>): Charge | undefined {
+function charge(
+  row: UsageRow,
+  table: PriceTable,
+  product: 'serverless' | 'pod',
+  endpointVcpus: Map<string, number | null>,
+): Charge | undefined {
   if (row.gpuTypeId && row.gpuCount > 0) {
     const rate = gpuRate(table, row.gpuTypeId);
-    return { kind: 'gpu', perSecond: ((product === 'serverless' ? rate.serverlessPerHour : rate.podPerHour) / 3600) * row.gpuCount };
+    return {
+      kind: 'gpu',
+      perSecond: ((product === 'serverless' ? rate.serverlessPerHour : rate.podPerHour) / 3600) * row.gpuCount,
+    };
   }
   if (row.cpuFlavorId) {
-    const { flavorId, vcpus } = recordedCpuInstance(row.cpuFlavorId, row.endpointId ? endpointVcpus.get(row.endpointId) : undefined);
+    const { flavorId, vcpus } = recordedCpuInstance(
+      row.cpuFlavorId,
+      row.endpointId ? endpointVcpus.get(row.endpointId) : undefined,
+    );
     const rate = cpuRate(table, flavorId);
-    return { kind: 'cpu', perSecond: ((product === 'serverless' ? rate.serverlessPerVcpuHour : rate.podPerVcpuHour) / 3600) * vcpus };
+    return {
+      kind: 'cpu',
+      perSecond: ((product === 'serverless' ? rate.serverlessPerVcpuHour : rate.podPerVcpuHour) / 3600) * vcpus,
+    };
   }
   return undefined;
 }
@@ -273,12 +332,18 @@ interface Discount {
  * Splits a row over buckets (and at the discount's expiry) and calls `add` with each piece's
  * bucket start, its billed seconds, and whether the discount covers it.
  */
-function spread(row: UsageRow, w: Window, discountExpires: Date | null, add: (bucket: Date, seconds: number, discounted: boolean) => void): void {
+function spread(
+  row: UsageRow,
+  w: Window,
+  discountExpires: Date | null,
+  add: (bucket: Date, seconds: number, discounted: boolean) => void,
+): void {
   const from = row.startedAt.getTime();
   const to = row.endedAt.getTime();
   const covered = (t: number): boolean => discountExpires === null || t < discountExpires.getTime();
   if (to <= from) {
-    if (from >= w.start.getTime() && from < w.end.getTime()) add(bucketStart(row.startedAt, w.bucketSize), row.seconds, covered(from));
+    if (from >= w.start.getTime() && from < w.end.getTime())
+      add(bucketStart(row.startedAt, w.bucketSize), row.seconds, covered(from));
     return;
   }
   const lo = Math.max(from, w.start.getTime());
@@ -287,8 +352,17 @@ function spread(row: UsageRow, w: Window, discountExpires: Date | null, add: (bu
     const a = Math.max(lo, b.getTime());
     const z = Math.min(hi, bucketShift(b, w.bucketSize).getTime());
     if (z <= a) continue;
-    const cut = discountExpires && discountExpires.getTime() > a && discountExpires.getTime() < z ? discountExpires.getTime() : undefined;
-    const pieces: Array<[number, number]> = cut === undefined ? [[a, z]] : [[a, cut], [cut, z]];
+    const cut =
+      discountExpires && discountExpires.getTime() > a && discountExpires.getTime() < z
+        ? discountExpires.getTime()
+        : undefined;
+    const pieces: Array<[number, number]> =
+      cut === undefined
+        ? [[a, z]]
+        : [
+            [a, cut],
+            [cut, z],
+          ];
     for (const [p, q] of pieces) add(b, (row.seconds * (q - p)) / (to - from), covered(p));
   }
 }
@@ -299,7 +373,11 @@ async function accountDiscount(ctx: DomainContext, accountId: string): Promise<D
     select: { serverlessDiscountFactor: true, serverlessDiscountType: true, serverlessDiscountExpires: true },
   });
   if (!account || account.serverlessDiscountFactor === null) return null;
-  return { factor: account.serverlessDiscountFactor, type: account.serverlessDiscountType, expires: account.serverlessDiscountExpires };
+  return {
+    factor: account.serverlessDiscountFactor,
+    type: account.serverlessDiscountType,
+    expires: account.serverlessDiscountExpires,
+  };
 }
 
 const discountView = (d: Discount | null): ServerlessBillingResponse['metadata']['discount'] =>
@@ -308,7 +386,13 @@ const discountView = (d: Discount | null): ServerlessBillingResponse['metadata']
 /** Micro-dollars: enough for per-second prices, and sums stay stable. */
 const money = (x: number): number => Math.round(x * 1e6) / 1e6;
 
-async function usageRows(ctx: DomainContext, principal: Principal, w: Window, endpointId: string | undefined, serverlessOnly: boolean): Promise<UsageRow[]> {
+async function usageRows(
+  ctx: DomainContext,
+  principal: Principal,
+  w: Window,
+  endpointId: string | undefined,
+  serverlessOnly: boolean,
+): Promise<UsageRow[]> {
   const restricted = principal.endpointIds.length > 0;
   return ctx.db.usageRecord.findMany({
     where: {
@@ -323,21 +407,36 @@ async function usageRows(ctx: DomainContext, principal: Principal, w: Window, en
             ? { endpointId: { not: null } }
             : {}),
     },
-    select: { endpointId: true, gpuTypeId: true, gpuCount: true, cpuFlavorId: true, startedAt: true, endedAt: true, seconds: true },
+    select: {
+      endpointId: true,
+      gpuTypeId: true,
+      gpuCount: true,
+      cpuFlavorId: true,
+      startedAt: true,
+      endedAt: true,
+      seconds: true,
+    },
   });
 }
 
 async function vcpusOfEndpoints(ctx: DomainContext, rows: UsageRow[]): Promise<Map<string, number | null>> {
   const ids = [...new Set(rows.filter((r) => r.cpuFlavorId && r.endpointId).map((r) => r.endpointId!))];
   if (ids.length === 0) return new Map();
-  const endpoints = await ctx.db.endpoint.findMany({ where: { id: { in: ids } }, select: { id: true, cpuVcpuCount: true } });
+  const endpoints = await ctx.db.endpoint.findMany({
+    where: { id: { in: ids } },
+    select: { id: true, cpuVcpuCount: true },
+  });
   return new Map(endpoints.map((e) => [e.id, e.cpuVcpuCount]));
 }
 
 // ---------------------------------------------------------------- operations
 
 /** Serverless spend per endpoint per bucket (listServerlessBilling). */
-export async function serverlessBilling(ctx: DomainContext, principal: Principal, query: unknown): Promise<ServerlessBillingResponse> {
+export async function serverlessBilling(
+  ctx: DomainContext,
+  principal: Principal,
+  query: unknown,
+): Promise<ServerlessBillingResponse> {
   requireScope(principal, 'READ');
   const q = validate(ServerlessBillingQuerySchema, query);
   if (q.serverlessId !== undefined && q.endpointId !== undefined && q.serverlessId !== q.endpointId) {
@@ -346,7 +445,10 @@ export async function serverlessBilling(ctx: DomainContext, principal: Principal
   const endpointId = q.serverlessId ?? q.endpointId;
   if (endpointId !== undefined) requireEndpointAccess(principal, endpointId);
   const w = resolveWindow(q);
-  const [rows, discount] = await Promise.all([usageRows(ctx, principal, w, endpointId, true), accountDiscount(ctx, principal.accountId)]);
+  const [rows, discount] = await Promise.all([
+    usageRows(ctx, principal, w, endpointId, true),
+    accountDiscount(ctx, principal.accountId),
+  ]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
   const table = priceTable(ctx.settings.pricesFile);
 
@@ -362,7 +464,9 @@ export async function serverlessBilling(ctx: DomainContext, principal: Principal
       b[c.kind] += amount;
     });
   }
-  const sorted = [...buckets.values()].sort((a, b) => a.start.getTime() - b.start.getTime() || a.endpointId.localeCompare(b.endpointId));
+  const sorted = [...buckets.values()].sort(
+    (a, b) => a.start.getTime() - b.start.getTime() || a.endpointId.localeCompare(b.endpointId),
+  );
   const totals = { gpu: 0, cpu: 0 };
   const records = sorted.map((b) => {
     totals.gpu += b.gpu;
@@ -381,10 +485,21 @@ export async function serverlessBilling(ctx: DomainContext, principal: Principal
   return {
     records,
     metadata: {
-      query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize, serverlessId: endpointId ?? null },
+      query: {
+        startTime: w.start.toISOString(),
+        endTime: w.end.toISOString(),
+        bucketSize: w.bucketSize,
+        serverlessId: endpointId ?? null,
+      },
       recordCount: records.length,
       uniqueServerlessCount: new Set(records.map((r) => r.serverlessId)).size,
-      totals: { totalAmount: money(totals.gpu + totals.cpu), gpuAmount: money(totals.gpu), cpuAmount: money(totals.cpu), diskAmount: 0, feeAmount: 0 },
+      totals: {
+        totalAmount: money(totals.gpu + totals.cpu),
+        gpuAmount: money(totals.gpu),
+        cpuAmount: money(totals.cpu),
+        diskAmount: 0,
+        feeAmount: 0,
+      },
       discount: discountView(discount),
     },
   };
@@ -416,7 +531,11 @@ const AMOUNT_FIELD = {
 export async function billing(ctx: DomainContext, principal: Principal, query: unknown): Promise<BillingResponse> {
   requireScope(principal, 'READ');
   const w = resolveWindow(validate(BillingQuerySchema, query));
-  const [rows, discount, modelCharges] = await Promise.all([usageRows(ctx, principal, w, undefined, false), accountDiscount(ctx, principal.accountId), modelChargesByBucket(ctx, principal, w)]);
+  const [rows, discount, modelCharges] = await Promise.all([
+    usageRows(ctx, principal, w, undefined, false),
+    accountDiscount(ctx, principal.accountId),
+    modelChargesByBucket(ctx, principal, w),
+  ]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
   const table = priceTable(ctx.settings.pricesFile);
   const buckets = new Map<number, AllAmounts>();
@@ -441,13 +560,22 @@ export async function billing(ctx: DomainContext, principal: Principal, query: u
   const records = [...buckets.entries()]
     .sort(([a], [b]) => a - b)
     .map(([start, amounts]) => {
-      amounts.totalAmount = amounts.podGpuAmount + amounts.podCpuAmount + amounts.serverlessGpuAmount + amounts.serverlessCpuAmount + amounts.endpointAmount;
+      amounts.totalAmount =
+        amounts.podGpuAmount +
+        amounts.podCpuAmount +
+        amounts.serverlessGpuAmount +
+        amounts.serverlessCpuAmount +
+        amounts.endpointAmount;
       const rounded = zeroAmounts();
       for (const k of Object.keys(amounts) as (keyof AllAmounts)[]) {
         totals[k] += amounts[k];
         rounded[k] = money(amounts[k]);
       }
-      return { startTime: new Date(start).toISOString(), endTime: bucketShift(new Date(start), w.bucketSize).toISOString(), ...rounded };
+      return {
+        startTime: new Date(start).toISOString(),
+        endTime: bucketShift(new Date(start), w.bucketSize).toISOString(),
+        ...rounded,
+      };
     });
   for (const k of Object.keys(totals) as (keyof AllAmounts)[]) totals[k] = money(totals[k]);
   return {
@@ -479,7 +607,11 @@ async function modelChargesByBucket(ctx: DomainContext, principal: Principal, w:
 }
 
 /** Public models the account called (listEndpointBilling): the charges of its completed calls, per bucket. */
-export async function publicEndpointBilling(ctx: DomainContext, principal: Principal, query: unknown): Promise<EndpointBillingResponse> {
+export async function publicEndpointBilling(
+  ctx: DomainContext,
+  principal: Principal,
+  query: unknown,
+): Promise<EndpointBillingResponse> {
   requireScope(principal, 'READ');
   const w = resolveWindow(validate(BillingQuerySchema, query));
   const buckets = await modelChargesByBucket(ctx, principal, w);
@@ -488,10 +620,18 @@ export async function publicEndpointBilling(ctx: DomainContext, principal: Princ
     .sort(([a], [b]) => a - b)
     .map(([start, amount]) => {
       total += amount;
-      return { startTime: new Date(start).toISOString(), endTime: bucketShift(new Date(start), w.bucketSize).toISOString(), totalAmount: money(amount) };
+      return {
+        startTime: new Date(start).toISOString(),
+        endTime: bucketShift(new Date(start), w.bucketSize).toISOString(),
+        totalAmount: money(amount),
+      };
     });
   return {
     records,
-    metadata: { query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize }, recordCount: records.length, totals: { totalAmount: money(total) } },
+    metadata: {
+      query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize },
+      recordCount: records.length,
+      totals: { totalAmount: money(total) },
+    },
   };
 }

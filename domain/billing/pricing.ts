@@ -54,7 +54,9 @@ const PriceFileSchema = Type.Object(
   {
     currency: Type.Optional(Type.Literal('USD')),
     gpuPools: Type.Optional(
-      Type.Object(Object.fromEntries(GPU_POOL_IDS.map((id) => [id, Type.Optional(Type.Partial(GpuRate))])), { additionalProperties: false }),
+      Type.Object(Object.fromEntries(GPU_POOL_IDS.map((id) => [id, Type.Optional(Type.Partial(GpuRate))])), {
+        additionalProperties: false,
+      }),
     ),
     gpuTypes: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.Partial(GpuRate))),
     otherGpu: Type.Optional(Type.Partial(GpuRate)),
@@ -66,7 +68,10 @@ const PriceFileSchema = Type.Object(
 type PriceFile = Static<typeof PriceFileSchema>;
 
 const gpu = (serverlessPerHour: number, podPerHour: number): GpuRate => ({ serverlessPerHour, podPerHour });
-const cpu = (serverlessPerVcpuHour: number, podPerVcpuHour: number): CpuRate => ({ serverlessPerVcpuHour, podPerVcpuHour });
+const cpu = (serverlessPerVcpuHour: number, podPerVcpuHour: number): CpuRate => ({
+  serverlessPerVcpuHour,
+  podPerVcpuHour,
+});
 
 export const DEFAULT_PRICES: PriceTable = {
   currency: 'USD',
@@ -97,7 +102,8 @@ function merged(file: PriceFile): PriceTable {
   const gpuPools = { ...DEFAULT_PRICES.gpuPools };
   for (const id of GPU_POOL_IDS) gpuPools[id] = { ...gpuPools[id], ...file.gpuPools?.[id] };
   const cpuFlavors: Record<string, CpuRate> = { ...DEFAULT_PRICES.cpuFlavors };
-  for (const [id, rate] of Object.entries(file.cpuFlavors ?? {})) cpuFlavors[id] = { ...(cpuFlavors[id] ?? DEFAULT_PRICES.otherCpu), ...rate };
+  for (const [id, rate] of Object.entries(file.cpuFlavors ?? {}))
+    cpuFlavors[id] = { ...(cpuFlavors[id] ?? DEFAULT_PRICES.otherCpu), ...rate };
   return {
     currency: 'USD',
     gpuPools,
@@ -140,7 +146,11 @@ export function poolOfGpuType(gpuTypeId: string): GpuPoolId | undefined {
 }
 
 /** Price of one GPU of a type for an hour: the type's own entry, else its pool's, else `otherGpu`. */
-export function gpuRate(table: PriceTable, gpuTypeId: string, pool: GpuPoolId | null | undefined = poolOfGpuType(gpuTypeId)): GpuRate {
+export function gpuRate(
+  table: PriceTable,
+  gpuTypeId: string,
+  pool: GpuPoolId | null | undefined = poolOfGpuType(gpuTypeId),
+): GpuRate {
   const base = pool ? table.gpuPools[pool] : table.otherGpu;
   return { ...base, ...table.gpuTypes[gpuTypeId] };
 }

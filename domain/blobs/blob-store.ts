@@ -22,7 +22,11 @@ export interface BlobRange {
 export interface BlobStore {
   readonly kind: 'directory' | 's3';
   /** Stores the whole body under `key`, replacing what was there; resolves once the object is readable. */
-  put(key: string, body: Readable | Buffer, options?: { contentType?: string }): Promise<{ size: number; sha256: string }>;
+  put(
+    key: string,
+    body: Readable | Buffer,
+    options?: { contentType?: string },
+  ): Promise<{ size: number; sha256: string }>;
   /**
    * The object's bytes (only the range's, with one), or null when there is none. `size` is the whole
    * object's size in both cases. A range that starts at or past the end is a RangeError.
@@ -36,7 +40,10 @@ export interface BlobStore {
   /** Removes every object whose key starts with `prefix` (a string prefix, as S3 has it) and says how many. */
   deletePrefix(prefix: string): Promise<number>;
   /** A URL a client PUTs the bytes to directly, when the store offers one (S3 presigned); undefined for the directory store (the platform then serves its own signed upload route). */
-  presignedPut?(key: string, options: { expiresInSec: number; contentType?: string }): Promise<{ url: string; headers: Record<string, string> }>;
+  presignedPut?(
+    key: string,
+    options: { expiresInSec: number; contentType?: string },
+  ): Promise<{ url: string; headers: Record<string, string> }>;
 }
 
 /** The `blobStore` section of the configuration (GANTRY_BLOB_STORE and friends). */
@@ -67,7 +74,8 @@ const KEY_CHARS = /^[A-Za-z0-9._/-]+$/;
  * absolute segments, no segment a file system could not name. The S3 store applies the same rules, so a key valid in one is valid in both.
  */
 export function validateBlobKey(key: string, what: 'key' | 'prefix' = 'key'): void {
-  const bad = (why: string): DomainError => new DomainError('bad_request', `invalid blob ${what} "${key.slice(0, 80)}": ${why}`);
+  const bad = (why: string): DomainError =>
+    new DomainError('bad_request', `invalid blob ${what} "${key.slice(0, 80)}": ${why}`);
   if (key.length === 0) throw bad('empty');
   if (key.length > MAX_KEY_LENGTH) throw bad(`longer than ${MAX_KEY_LENGTH} characters`);
   if (!KEY_CHARS.test(key)) throw bad('only letters, digits, ".", "_", "-" and "/" are allowed');
@@ -77,14 +85,19 @@ export function validateBlobKey(key: string, what: 'key' | 'prefix' = 'key'): vo
   // A prefix may end with "/" (everything in a "folder"); a key names a file and may not.
   if (what === 'prefix' && segments.at(-1) === '') segments.pop();
   if (segments.some((s) => s === '' || s === '.')) throw bad('has an empty or "." segment');
-  if (segments.some((s) => s.length > MAX_SEGMENT_LENGTH)) throw bad(`has a segment longer than ${MAX_SEGMENT_LENGTH} characters`);
+  if (segments.some((s) => s.length > MAX_SEGMENT_LENGTH))
+    throw bad(`has a segment longer than ${MAX_SEGMENT_LENGTH} characters`);
 }
 
 /** Counts and hashes the bytes going through it. */
 class Measure extends Transform {
   readonly hash = createHash('sha256');
   size = 0;
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null, data?: Buffer) => void): void {
+  override _transform(
+    chunk: Buffer,
+    _encoding: BufferEncoding,
+    done: (err?: Error | null, data?: Buffer) => void,
+  ): void {
     this.hash.update(chunk);
     this.size += chunk.length;
     done(null, chunk);
@@ -101,7 +114,11 @@ const asStream = (body: Readable | Buffer): Readable => (Buffer.isBuffer(body) ?
 
 /** Inclusive byte bounds of `range` in an object of `size` bytes. */
 function bounds(range: BlobRange, size: number): { start: number; end: number } {
-  if (!Number.isSafeInteger(range.start) || range.start < 0 || (range.end !== undefined && (!Number.isSafeInteger(range.end) || range.end < range.start))) {
+  if (
+    !Number.isSafeInteger(range.start) ||
+    range.start < 0 ||
+    (range.end !== undefined && (!Number.isSafeInteger(range.end) || range.end < range.start))
+  ) {
     throw new RangeError(`invalid range ${range.start}-${range.end ?? ''}`);
   }
   if (range.start >= size) throw new RangeError(`range ${range.start}- is past the end of a ${size}-byte object`);
@@ -170,7 +187,10 @@ export function directoryBlobStore(dir: string): BlobStore {
       // both, files cannot.
       const conflict = (err: unknown): unknown =>
         ['ENOTDIR', 'EEXIST', 'EISDIR', 'ENOTEMPTY'].includes((err as NodeJS.ErrnoException).code ?? '')
-          ? new DomainError('conflict', `blob key "${key}" conflicts with another key in the directory store (an object cannot also be a folder of objects)`)
+          ? new DomainError(
+              'conflict',
+              `blob key "${key}" conflicts with another key in the directory store (an object cannot also be a folder of objects)`,
+            )
           : err;
       let handle: FileHandle | undefined;
       // A concurrent delete may prune the folder between the mkdir and the open: make it again.
@@ -280,7 +300,8 @@ export function directoryBlobStore(dir: string): BlobStore {
         await rmdir(entryPath).catch(() => {});
       };
       for (const entry of entries) {
-        if (entry.name.startsWith(namePrefix) && !entry.name.includes('~')) await remove(path.join(folder, entry.name), entry.isDirectory());
+        if (entry.name.startsWith(namePrefix) && !entry.name.includes('~'))
+          await remove(path.join(folder, entry.name), entry.isDirectory());
       }
       await pruneEmpty(folder);
       return deleted;
@@ -295,7 +316,10 @@ const PART_CONCURRENCY = 4;
 const DELETE_BATCH = 1000;
 
 /** Cuts a stream into PART_SIZE buffers (the last one shorter), hashing and counting it on the way. */
-async function* parts(body: Readable | Buffer, measure: { hash: ReturnType<typeof createHash>; size: number }): AsyncGenerator<Buffer> {
+async function* parts(
+  body: Readable | Buffer,
+  measure: { hash: ReturnType<typeof createHash>; size: number },
+): AsyncGenerator<Buffer> {
   let pending: Buffer[] = [];
   let pendingSize = 0;
   let yielded = false;
@@ -317,7 +341,8 @@ async function* parts(body: Readable | Buffer, measure: { hash: ReturnType<typeo
   if (pendingSize > 0 || !yielded) yield Buffer.concat(pending, pendingSize);
 }
 
-const statusOf = (err: unknown): number | undefined => (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+const statusOf = (err: unknown): number | undefined =>
+  (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
 const nameOf = (err: unknown): string | undefined => (err as { name?: string }).name;
 
 type S3Sdk = typeof import('@aws-sdk/client-s3');
@@ -334,22 +359,27 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
   // this module, and most of them keep their blobs in a directory.
   let connection: Promise<{ sdk: S3Sdk; client: S3Client; presign: Presigner }> | undefined;
   const connect = (): Promise<{ sdk: S3Sdk; client: S3Client; presign: Presigner }> =>
-    (connection ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/s3-request-presigner')]).then(([sdk, presigner]) => ({
-      sdk,
-      presign: presigner.getSignedUrl,
-      client: new sdk.S3Client({
-        region: options.region,
-        endpoint: options.endpoint,
-        forcePathStyle: options.forcePathStyle,
-        credentials: options.accessKeyId !== undefined && options.secretAccessKey !== undefined ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey } : undefined,
-        // Checksums only where S3 demands them: by default the SDK would put a CRC32 of an empty body
-        // in presigned URLs (so any real upload fails) and stream-wrap every upload in aws-chunked
-        // encoding, which S3-compatible servers support unevenly. Integrity here is the sha256
-        // Gantry computes and records itself.
-        requestChecksumCalculation: 'WHEN_REQUIRED',
-        responseChecksumValidation: 'WHEN_REQUIRED',
+    (connection ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/s3-request-presigner')]).then(
+      ([sdk, presigner]) => ({
+        sdk,
+        presign: presigner.getSignedUrl,
+        client: new sdk.S3Client({
+          region: options.region,
+          endpoint: options.endpoint,
+          forcePathStyle: options.forcePathStyle,
+          credentials:
+            options.accessKeyId !== undefined && options.secretAccessKey !== undefined
+              ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey }
+              : undefined,
+          // Checksums only where S3 demands them: by default the SDK would put a CRC32 of an empty body
+          // in presigned URLs (so any real upload fails) and stream-wrap every upload in aws-chunked
+          // encoding, which S3-compatible servers support unevenly. Integrity here is the sha256
+          // Gantry computes and records itself.
+          requestChecksumCalculation: 'WHEN_REQUIRED',
+          responseChecksumValidation: 'WHEN_REQUIRED',
+        }),
       }),
-    })));
+    ));
   const keyPrefix = (options.prefix ?? '').replace(/^\/+|\/+$/g, '');
   if (keyPrefix) validateBlobKey(keyPrefix, 'prefix');
   const full = (key: string, what: 'key' | 'prefix' = 'key'): string => {
@@ -369,7 +399,10 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
     }
   }
 
-  async function getObject(key: string, rangeHeader?: string): Promise<{ body: Readable; contentRange?: string; length: number } | null> {
+  async function getObject(
+    key: string,
+    rangeHeader?: string,
+  ): Promise<{ body: Readable; contentRange?: string; length: number } | null> {
     const Key = full(key);
     const { sdk, client } = await connect();
     try {
@@ -395,7 +428,9 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
       const second = await source.next();
       if (second.done) {
         // One part's worth or less: a single PUT, which S3 makes visible whole.
-        await client.send(new sdk.PutObjectCommand({ Bucket: bucket, Key, Body: first.value ?? Buffer.alloc(0), ContentType }));
+        await client.send(
+          new sdk.PutObjectCommand({ Bucket: bucket, Key, Body: first.value ?? Buffer.alloc(0), ContentType }),
+        );
         return { size: measure.size, sha256: measure.hash.digest('hex') };
       }
       // Bigger: a multipart upload, which S3 also makes visible only when completed.
@@ -425,7 +460,9 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
         await Promise.all(inFlight);
         if (failure) throw failure;
         done.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
-        await client.send(new sdk.CompleteMultipartUploadCommand({ Bucket: bucket, Key, UploadId, MultipartUpload: { Parts: done } }));
+        await client.send(
+          new sdk.CompleteMultipartUploadCommand({ Bucket: bucket, Key, UploadId, MultipartUpload: { Parts: done } }),
+        );
         return { size: measure.size, sha256: measure.hash.digest('hex') };
       } catch (err) {
         await Promise.allSettled(inFlight);
@@ -468,12 +505,19 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
       let deleted = 0;
       let ContinuationToken: string | undefined;
       do {
-        const page = await client.send(new sdk.ListObjectsV2Command({ Bucket: bucket, Prefix, ContinuationToken, MaxKeys: DELETE_BATCH }));
+        const page = await client.send(
+          new sdk.ListObjectsV2Command({ Bucket: bucket, Prefix, ContinuationToken, MaxKeys: DELETE_BATCH }),
+        );
         const keys = (page.Contents ?? []).flatMap((o) => (o.Key ? [{ Key: o.Key }] : []));
         if (keys.length > 0) {
-          const res = await client.send(new sdk.DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
+          const res = await client.send(
+            new sdk.DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }),
+          );
           const errors = res.Errors ?? [];
-          if (errors.length > 0) throw new Error(`S3 DeleteObjects failed for ${errors.length} keys, e.g. ${errors[0]?.Key}: ${errors[0]?.Code} ${errors[0]?.Message}`);
+          if (errors.length > 0)
+            throw new Error(
+              `S3 DeleteObjects failed for ${errors.length} keys, e.g. ${errors[0]?.Key}: ${errors[0]?.Code} ${errors[0]?.Message}`,
+            );
           deleted += keys.length;
         }
         ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;

@@ -52,7 +52,13 @@ function single(query: Query, name: string): string | undefined {
  * constant time: 'expired' is only ever said of a URL this secret did sign for this path and
  * purpose, and a changed expiry is 'invalid'.
  */
-export function verifySignedUrl(path: string, query: Query, secret: Buffer, purpose: string, now: Date): SignedUrlCheck {
+export function verifySignedUrl(
+  path: string,
+  query: Query,
+  secret: Buffer,
+  purpose: string,
+  now: Date,
+): SignedUrlCheck {
   const expires = single(query, 'expires');
   const sig = single(query, 'sig');
   if (secret.length === 0 || expires === undefined || sig === undefined) return 'invalid';

@@ -17,12 +17,20 @@ import { liveWorker } from '../workers/status.ts';
 
 // ---------------------------------------------------------------- schemas
 
-export const AvailabilitySchema = Type.Union([Type.Literal('NONE'), Type.Literal('LOW'), Type.Literal('MEDIUM'), Type.Literal('HIGH')], {
-  description: 'NONE: nothing free; LOW: one unit or under a quarter free; MEDIUM: under half free; HIGH: half or more free',
-});
+export const AvailabilitySchema = Type.Union(
+  [Type.Literal('NONE'), Type.Literal('LOW'), Type.Literal('MEDIUM'), Type.Literal('HIGH')],
+  {
+    description:
+      'NONE: nothing free; LOW: one unit or under a quarter free; MEDIUM: under half free; HIGH: half or more free',
+  },
+);
 export type Availability = Static<typeof AvailabilitySchema>;
 
-const DataCenterAvailabilitySchema = Type.Object({ id: Type.String(), name: Type.String(), availability: AvailabilitySchema });
+const DataCenterAvailabilitySchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  availability: AvailabilitySchema,
+});
 
 const CountSchema = Type.Object(
   {
@@ -35,7 +43,9 @@ const CountSchema = Type.Object(
 export const GpuTypeSchema = Type.Object({
   id: Type.String({ description: 'GPU type id: the name nvidia-smi prints for the card' }),
   name: Type.String(),
-  pool: Type.Union([Type.String(), Type.Null()], { description: 'serverless GPU pool id (gpu.pools of an endpoint); null when the card is in no pool' }),
+  pool: Type.Union([Type.String(), Type.Null()], {
+    description: 'serverless GPU pool id (gpu.pools of an endpoint); null when the card is in no pool',
+  }),
   manufacturer: Type.Union([Type.Literal('NVIDIA'), Type.Literal('AMD'), Type.Literal('UNKNOWN')]),
   memory: Type.Integer({ description: 'VRAM in GB' }),
   secure: Type.Boolean({ description: 'offered by a READY host' }),
@@ -44,7 +54,9 @@ export const GpuTypeSchema = Type.Object({
     {
       secure: Type.Number({ description: 'pod price per GPU per hour, USD' }),
       community: Type.Number({ description: 'same as secure (one cloud)' }),
-      serverless: Type.Optional(Type.Number({ description: 'serverless price per GPU per hour, USD; absent when the card is in no pool' })),
+      serverless: Type.Optional(
+        Type.Number({ description: 'serverless price per GPU per hour, USD; absent when the card is in no pool' }),
+      ),
       serverlessPerSecond: Type.Optional(Type.Number({ description: 'serverless price per GPU per second, USD' })),
     },
     { description: 'list prices from the price table (GANTRY_PRICES_FILE); account discounts are not applied' },
@@ -64,14 +76,25 @@ const listOf = (values: readonly string[]): string => `^(${values.join('|')})(,(
 
 export const GpuCatalogQuerySchema = Type.Object(
   {
-    include: Type.Optional(Type.String({ pattern: listOf(['AVAILABILITY']), description: 'AVAILABILITY adds `availability` and `dataCenters`; needs `product`' })),
+    include: Type.Optional(
+      Type.String({
+        pattern: listOf(['AVAILABILITY']),
+        description: 'AVAILABILITY adds `availability` and `dataCenters`; needs `product`',
+      }),
+    ),
     product: Type.Optional(
       Type.String({
         pattern: listOf(['POD', 'CLUSTER', 'SERVERLESS']),
-        description: 'comma-separated POD, CLUSTER, SERVERLESS; only with include=AVAILABILITY (pods and workers share the same hosts, so every product sees the same stock)',
+        description:
+          'comma-separated POD, CLUSTER, SERVERLESS; only with include=AVAILABILITY (pods and workers share the same hosts, so every product sees the same stock)',
       }),
     ),
-    count: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,3}$', description: 'GPUs wanted on one host (default 1); only with include=AVAILABILITY' })),
+    count: Type.Optional(
+      Type.String({
+        pattern: '^[1-9][0-9]{0,3}$',
+        description: 'GPUs wanted on one host (default 1); only with include=AVAILABILITY',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -81,7 +104,10 @@ export const CpuTypeSchema = Type.Object({
   id: Type.String({ description: 'CPU flavor id (cpu.id of an endpoint)' }),
   name: Type.String(),
   group: Type.String({ description: 'flavor family' }),
-  vcpu: Type.Object({ min: Type.Integer(), max: Type.Integer({ description: 'largest power of two a READY host can give at this memory per vCPU' }) }),
+  vcpu: Type.Object({
+    min: Type.Integer(),
+    max: Type.Integer({ description: 'largest power of two a READY host can give at this memory per vCPU' }),
+  }),
   ramGbPerVcpu: Type.Number({ description: 'GB of memory per vCPU' }),
   price: Type.Object({
     securePerVcpu: Type.Number({ description: 'pod price per vCPU per hour, USD' }),
@@ -104,17 +130,28 @@ export const RegionSchema = Type.Union([
   Type.Literal('UNKNOWN'),
 ]);
 
-const ResourceAvailabilitySchema = Type.Object({ id: Type.String(), name: Type.String(), availability: AvailabilitySchema });
+const ResourceAvailabilitySchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  availability: AvailabilitySchema,
+});
 
 export const DataCenterSchema = Type.Object({
   id: Type.String({ description: 'the dataCenterId hosts were registered with' }),
   name: Type.String(),
   region: RegionSchema,
-  country: Type.Union([Type.String(), Type.Null()], { description: 'ISO 3166-1 alpha-2, as the operator set it; GraphQL `locations` places workers by it' }),
+  country: Type.Union([Type.String(), Type.Null()], {
+    description: 'ISO 3166-1 alpha-2, as the operator set it; GraphQL `locations` places workers by it',
+  }),
   globalNetwork: Type.Boolean(),
-  networkVolumeTypes: Type.Array(Type.Union([Type.Literal('STANDARD'), Type.Literal('HIGH_PERFORMANCE')]), { description: 'empty: network volumes cannot be made here (several hosts and no shared storage)' }),
+  networkVolumeTypes: Type.Array(Type.Union([Type.Literal('STANDARD'), Type.Literal('HIGH_PERFORMANCE')]), {
+    description: 'empty: network volumes cannot be made here (several hosts and no shared storage)',
+  }),
   compliance: Type.Array(Type.String()),
-  hosts: Type.Object({ total: Type.Integer(), ready: Type.Integer() }, { description: 'registered hosts here, and how many are READY' }),
+  hosts: Type.Object(
+    { total: Type.Integer(), ready: Type.Integer() },
+    { description: 'registered hosts here, and how many are READY' },
+  ),
   gpus: CountSchema,
   gpuAvailability: Type.Optional(Type.Array(ResourceAvailabilitySchema)),
 });
@@ -126,7 +163,8 @@ export const DataCenterQuerySchema = Type.Object(
     include: Type.Optional(
       Type.String({
         pattern: listOf(['GPU_AVAILABILITY']),
-        description: 'GPU_AVAILABILITY adds gpuAvailability (CPU_AVAILABILITY is not offered: workers do not record the vCPUs they hold)',
+        description:
+          'GPU_AVAILABILITY adds gpuAvailability (CPU_AVAILABILITY is not offered: workers do not record the vCPUs they hold)',
       }),
     ),
   },
@@ -150,7 +188,12 @@ function hostGpus(json: unknown): HostGpu[] {
     if (typeof g !== 'object' || g === null) continue;
     const r = g as Record<string, unknown>;
     if (typeof r.uuid !== 'string' || typeof r.name !== 'string' || typeof r.memoryMb !== 'number') continue;
-    out.push({ uuid: r.uuid, name: r.name, memoryMb: r.memoryMb, pool: typeof r.pool === 'string' && isGpuPoolId(r.pool) ? r.pool : undefined });
+    out.push({
+      uuid: r.uuid,
+      name: r.name,
+      memoryMb: r.memoryMb,
+      pool: typeof r.pool === 'string' && isGpuPoolId(r.pool) ? r.pool : undefined,
+    });
   }
   return out;
 }
@@ -175,7 +218,10 @@ interface Inventory {
 
 async function inventory(ctx: DomainContext): Promise<Inventory> {
   const [hosts, workers] = await Promise.all([
-    ctx.db.host.findMany({ select: { dataCenterId: true, status: true, cpuCount: true, memoryMb: true, gpus: true, gpuMethod: true }, orderBy: { name: 'asc' } }),
+    ctx.db.host.findMany({
+      select: { dataCenterId: true, status: true, cpuCount: true, memoryMb: true, gpus: true, gpuMethod: true },
+      orderBy: { name: 'asc' },
+    }),
     ctx.db.worker.findMany({ where: liveWorker, select: { gpuUuids: true } }),
   ]);
   const held = new Set(workers.flatMap((w) => w.gpuUuids));
@@ -201,7 +247,16 @@ async function inventory(ctx: DomainContext): Promise<Inventory> {
       const d = describeGpu(g.name, g.memoryMb);
       let stock = inv.gpus.get(d.gpuTypeId);
       if (!stock) {
-        stock = { gpuTypeId: d.gpuTypeId, name: d.displayName, pool: g.pool ?? d.pool ?? null, memoryGb: d.memoryGb, total: 0, available: 0, maxPerHost: 0, dataCenters: new Map() };
+        stock = {
+          gpuTypeId: d.gpuTypeId,
+          name: d.displayName,
+          pool: g.pool ?? d.pool ?? null,
+          memoryGb: d.memoryGb,
+          total: 0,
+          available: 0,
+          maxPerHost: 0,
+          dataCenters: new Map(),
+        };
         inv.gpus.set(d.gpuTypeId, stock);
       }
       const free = passthrough && !held.has(g.uuid);
@@ -218,7 +273,11 @@ async function inventory(ctx: DomainContext): Promise<Inventory> {
       const stock = inv.gpus.get(typeId)!;
       stock.maxPerHost = Math.max(stock.maxPerHost, t.total);
       const s = stock.dataCenters.get(host.dataCenterId) ?? { total: 0, available: 0, maxFreeOnHost: 0 };
-      stock.dataCenters.set(host.dataCenterId, { total: s.total + t.total, available: s.available + t.free, maxFreeOnHost: Math.max(s.maxFreeOnHost, t.free) });
+      stock.dataCenters.set(host.dataCenterId, {
+        total: s.total + t.total,
+        available: s.available + t.free,
+        maxFreeOnHost: Math.max(s.maxFreeOnHost, t.free),
+      });
     }
   }
   return inv;
@@ -234,9 +293,14 @@ export function availabilityLevel(available: number, total: number): Availabilit
 
 // ---------------------------------------------------------------- GPU types
 
-const poolOrder = (pool: string | null): number => (pool === null ? GPU_POOL_IDS.length : (GPU_POOL_IDS as readonly string[]).indexOf(pool));
+const poolOrder = (pool: string | null): number =>
+  pool === null ? GPU_POOL_IDS.length : (GPU_POOL_IDS as readonly string[]).indexOf(pool);
 
-function gpuTypeView(stock: GpuStock, withAvailability: { count: number } | undefined, prices: PriceTable): GpuTypeView {
+function gpuTypeView(
+  stock: GpuStock,
+  withAvailability: { count: number } | undefined,
+  prices: PriceTable,
+): GpuTypeView {
   const rate = gpuRate(prices, stock.gpuTypeId, stock.pool);
   const view: GpuTypeView = {
     id: stock.gpuTypeId,
@@ -258,16 +322,24 @@ function gpuTypeView(stock: GpuStock, withAvailability: { count: number } | unde
     const wanted = withAvailability.count;
     // A worker or pod runs on one host: `count` GPUs must be free together on one of them.
     const dcs = [...stock.dataCenters.entries()].sort(([a], [b]) => a.localeCompare(b));
-    view.dataCenters = dcs.map(([id, s]) => ({ id, name: id, availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE' }));
-    view.availability = dcs.some(([, s]) => s.maxFreeOnHost >= wanted) ? availabilityLevel(stock.available, stock.total) : 'NONE';
+    view.dataCenters = dcs.map(([id, s]) => ({
+      id,
+      name: id,
+      availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE',
+    }));
+    view.availability = dcs.some(([, s]) => s.maxFreeOnHost >= wanted)
+      ? availabilityLevel(stock.available, stock.total)
+      : 'NONE';
   }
   return view;
 }
 
 function availabilityOption(query: GpuCatalogQuery): { count: number } | undefined {
   const include = query.include !== undefined;
-  if (include && query.product === undefined) throw new DomainError('bad_request', 'include=AVAILABILITY needs product (POD, CLUSTER or SERVERLESS)');
-  if (!include && (query.product !== undefined || query.count !== undefined)) throw new DomainError('bad_request', 'product and count are valid only with include=AVAILABILITY');
+  if (include && query.product === undefined)
+    throw new DomainError('bad_request', 'include=AVAILABILITY needs product (POD, CLUSTER or SERVERLESS)');
+  if (!include && (query.product !== undefined || query.count !== undefined))
+    throw new DomainError('bad_request', 'product and count are valid only with include=AVAILABILITY');
   return include ? { count: Number(query.count ?? 1) } : undefined;
 }
 
@@ -276,18 +348,32 @@ export async function gpuTypes(ctx: DomainContext, availability?: { count: numbe
   const inv = await inventory(ctx);
   const prices = priceTable(ctx.settings.pricesFile);
   return [...inv.gpus.values()]
-    .sort((a, b) => poolOrder(a.pool) - poolOrder(b.pool) || a.memoryGb - b.memoryGb || a.gpuTypeId.localeCompare(b.gpuTypeId))
+    .sort(
+      (a, b) =>
+        poolOrder(a.pool) - poolOrder(b.pool) || a.memoryGb - b.memoryGb || a.gpuTypeId.localeCompare(b.gpuTypeId),
+    )
     .map((s) => gpuTypeView(s, availability, prices));
 }
 
-export async function listGpuTypes(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<GpuTypeView[]> {
+export async function listGpuTypes(
+  ctx: DomainContext,
+  principal: Principal,
+  query: unknown = {},
+): Promise<GpuTypeView[]> {
   requireScope(principal, 'READ');
   return gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)));
 }
 
-export async function getGpuType(ctx: DomainContext, principal: Principal, id: string, query: unknown = {}): Promise<GpuTypeView> {
+export async function getGpuType(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  query: unknown = {},
+): Promise<GpuTypeView> {
   requireScope(principal, 'READ');
-  const found = (await gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)))).find((g) => g.id === id);
+  const found = (await gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)))).find(
+    (g) => g.id === id,
+  );
   if (!found) throw notFound('GPU type');
   return found;
 }
@@ -354,7 +440,11 @@ export function regionOf(dataCenterId: string): DataCenterView['region'] {
 
 /** Data centers Gantry knows: every dataCenterId a registered host carries, whatever its status. */
 export async function knownDataCenterIds(ctx: DomainContext): Promise<string[]> {
-  const rows = await ctx.db.host.findMany({ distinct: ['dataCenterId'], select: { dataCenterId: true }, orderBy: { dataCenterId: 'asc' } });
+  const rows = await ctx.db.host.findMany({
+    distinct: ['dataCenterId'],
+    select: { dataCenterId: true },
+    orderBy: { dataCenterId: 'asc' },
+  });
   return rows.map((r) => r.dataCenterId);
 }
 
@@ -388,12 +478,21 @@ async function dataCenters(ctx: DomainContext, query: unknown): Promise<DataCent
     });
 }
 
-export async function listDataCenters(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<DataCenterView[]> {
+export async function listDataCenters(
+  ctx: DomainContext,
+  principal: Principal,
+  query: unknown = {},
+): Promise<DataCenterView[]> {
   requireScope(principal, 'READ');
   return dataCenters(ctx, query);
 }
 
-export async function getDataCenter(ctx: DomainContext, principal: Principal, id: string, query: unknown = {}): Promise<DataCenterView> {
+export async function getDataCenter(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  query: unknown = {},
+): Promise<DataCenterView> {
   requireScope(principal, 'READ');
   const found = (await dataCenters(ctx, query)).find((d) => d.id === id);
   if (!found) throw notFound('data center');

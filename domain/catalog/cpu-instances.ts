@@ -47,9 +47,12 @@ export function cpuInstanceProblems(i: CpuInstance): string[] {
   const flavor = cpuFlavor(i.flavorId);
   if (!flavor) return [`unknown CPU flavor '${i.flavorId}'; one of ${CPU_FLAVORS.map((f) => f.id).join(', ')}`];
   const problems: string[] = [];
-  if (!isPowerOfTwo(i.vcpus) || i.vcpus < MIN_VCPUS || i.vcpus > MAX_VCPUS) problems.push(`vcpuCount must be a power of two from ${MIN_VCPUS} to ${MAX_VCPUS}, got ${i.vcpus}`);
+  if (!isPowerOfTwo(i.vcpus) || i.vcpus < MIN_VCPUS || i.vcpus > MAX_VCPUS)
+    problems.push(`vcpuCount must be a power of two from ${MIN_VCPUS} to ${MAX_VCPUS}, got ${i.vcpus}`);
   else if (i.memoryGb !== i.vcpus * flavor.ramGbPerVcpu) {
-    problems.push(`${flavor.id} gives ${flavor.ramGbPerVcpu} GB per vCPU: ${i.vcpus} vCPUs come with ${i.vcpus * flavor.ramGbPerVcpu} GB, not ${i.memoryGb}`);
+    problems.push(
+      `${flavor.id} gives ${flavor.ramGbPerVcpu} GB per vCPU: ${i.vcpus} vCPUs come with ${i.vcpus * flavor.ramGbPerVcpu} GB, not ${i.memoryGb}`,
+    );
   }
   return problems;
 }

@@ -13,7 +13,10 @@ import { validate } from '../shared/validation.ts';
  */
 
 /** ISO 3166-1 alpha-2; stored upper case. */
-export const CountrySchema = Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 country code, e.g. US' });
+export const CountrySchema = Type.String({
+  pattern: '^[A-Za-z]{2}$',
+  description: 'ISO 3166-1 alpha-2 country code, e.g. US',
+});
 
 /**
  * An absolute directory; no commas (it becomes a `--mount source=` value) and no control characters.
@@ -22,7 +25,8 @@ export const CountrySchema = Type.String({ pattern: '^[A-Za-z]{2}$', description
 export const NetworkVolumePathSchema = Type.String({
   pattern: '^/[^,\\u0000-\\u001f\\u007f]*$',
   maxLength: 1024,
-  description: 'absolute path of a directory on storage that every host of the data center mounts at that same path (NFS, CephFS, ...)',
+  description:
+    'absolute path of a directory on storage that every host of the data center mounts at that same path (NFS, CephFS, ...)',
 });
 
 export const DataCenterIdSchema = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' });
@@ -75,8 +79,10 @@ export function volumeStorage(
 ): VolumeStorage & { bindTo?: string } {
   const dc = volume.dataCenterId;
   if (volume.hostId) return { kind: 'host', dataCenterId: dc, hostId: volume.hostId };
-  if (dataCenter?.networkVolumePath) return { kind: 'shared-path', dataCenterId: dc, path: dataCenter.networkVolumePath };
-  if (hostIdsInDataCenter.length === 1) return { kind: 'host', dataCenterId: dc, hostId: hostIdsInDataCenter[0]!, bindTo: hostIdsInDataCenter[0]! };
+  if (dataCenter?.networkVolumePath)
+    return { kind: 'shared-path', dataCenterId: dc, path: dataCenter.networkVolumePath };
+  if (hostIdsInDataCenter.length === 1)
+    return { kind: 'host', dataCenterId: dc, hostId: hostIdsInDataCenter[0]!, bindTo: hostIdsInDataCenter[0]! };
   return {
     kind: 'none',
     dataCenterId: dc,
@@ -88,7 +94,8 @@ export function volumeStorage(
 }
 
 /** The directory of a volume on shared storage, and the named volume of one on a single host. */
-export const sharedVolumeDir = (path: string, volumeId: string): string => `${path.replace(/\/+$/, '')}/gantry-nv-${volumeId}`;
+export const sharedVolumeDir = (path: string, volumeId: string): string =>
+  `${path.replace(/\/+$/, '')}/gantry-nv-${volumeId}`;
 export const hostVolumePrefix = (hostId: string): string => `gantry-nv-${hostId}-`;
 export const hostVolumeName = (hostId: string, volumeId: string): string => `${hostVolumePrefix(hostId)}${volumeId}`;
 
@@ -102,7 +109,11 @@ export async function dataCenterFacts(
 ): Promise<{ settings: Map<string, DataCenter>; hostIds: Map<string, string[]> }> {
   const [rows, hosts] = await Promise.all([
     db.dataCenter.findMany({ where: ids ? { id: { in: [...ids] } } : {} }),
-    db.host.findMany({ where: ids ? { dataCenterId: { in: [...ids] } } : {}, select: { id: true, dataCenterId: true }, orderBy: { createdAt: 'asc' } }),
+    db.host.findMany({
+      where: ids ? { dataCenterId: { in: [...ids] } } : {},
+      select: { id: true, dataCenterId: true },
+      orderBy: { createdAt: 'asc' },
+    }),
   ]);
   const hostIds = new Map<string, string[]>();
   for (const h of hosts) hostIds.set(h.dataCenterId, [...(hostIds.get(h.dataCenterId) ?? []), h.id]);
@@ -126,14 +137,21 @@ function view(id: string, row: DataCenter | undefined, hostCount: number): DataC
 }
 
 /** Every data center that has settings or hosts. */
-export async function listDataCenterSettings(ctx: DomainContext, principal: Principal): Promise<DataCenterSettingsView[]> {
+export async function listDataCenterSettings(
+  ctx: DomainContext,
+  principal: Principal,
+): Promise<DataCenterSettingsView[]> {
   requireHostAdmin(principal);
   const { settings, hostIds } = await dataCenterFacts(ctx.db);
   const ids = [...new Set([...settings.keys(), ...hostIds.keys()])].sort();
   return ids.map((id) => view(id, settings.get(id), hostIds.get(id)?.length ?? 0));
 }
 
-export async function getDataCenterSettings(ctx: DomainContext, principal: Principal, id: string): Promise<DataCenterSettingsView> {
+export async function getDataCenterSettings(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<DataCenterSettingsView> {
   requireHostAdmin(principal);
   const { settings, hostIds } = await dataCenterFacts(ctx.db, [id]);
   if (!settings.has(id) && !hostIds.has(id)) throw notFound('data center');
@@ -145,12 +163,23 @@ export async function getDataCenterSettings(ctx: DomainContext, principal: Princ
  * The path is not checked on the hosts here: a worker whose directory cannot be made fails to start
  * with the runtime's message.
  */
-export async function putDataCenterSettings(ctx: DomainContext, principal: Principal, id: string, body: unknown, source: 'api' | 'file' = 'api'): Promise<DataCenterSettingsView> {
+export async function putDataCenterSettings(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+  source: 'api' | 'file' = 'api',
+): Promise<DataCenterSettingsView> {
   requireHostAdmin(principal);
   const idProblems = validateId(id);
   if (idProblems.length > 0) throw validationFailed(idProblems);
   const input = validate(DataCenterSettingsSchema, body ?? {});
-  await saveSettings(ctx, id, { country: input.country ?? null, networkVolumePath: input.networkVolumePath ?? null }, source);
+  await saveSettings(
+    ctx,
+    id,
+    { country: input.country ?? null, networkVolumePath: input.networkVolumePath ?? null },
+    source,
+  );
   return getDataCenterSettings(ctx, principal, id);
 }
 
@@ -163,18 +192,39 @@ function validateId(id: string): string[] {
   }
 }
 
-async function saveSettings(ctx: DomainContext, id: string, s: { country: string | null; networkVolumePath: string | null }, source: string): Promise<void> {
-  const data = { country: s.country?.toUpperCase() ?? null, networkVolumePath: s.networkVolumePath?.replace(/(.)\/+$/, '$1') ?? null, source };
+async function saveSettings(
+  ctx: DomainContext,
+  id: string,
+  s: { country: string | null; networkVolumePath: string | null },
+  source: string,
+): Promise<void> {
+  const data = {
+    country: s.country?.toUpperCase() ?? null,
+    networkVolumePath: s.networkVolumePath?.replace(/(.)\/+$/, '$1') ?? null,
+    source,
+  };
   await ctx.db.dataCenter.upsert({ where: { id }, create: { id, ...data }, update: data });
 }
 
 /** GANTRY_HOSTS_FILE's `dataCenters`: applied at every start, the file winning over the API. */
-export async function applyDataCenterEntries(ctx: DomainContext, entries: readonly DataCenterFileEntry[]): Promise<void> {
-  for (const e of entries) await saveSettings(ctx, e.id, { country: e.country ?? null, networkVolumePath: e.networkVolumePath ?? null }, 'file');
+export async function applyDataCenterEntries(
+  ctx: DomainContext,
+  entries: readonly DataCenterFileEntry[],
+): Promise<void> {
+  for (const e of entries)
+    await saveSettings(
+      ctx,
+      e.id,
+      { country: e.country ?? null, networkVolumePath: e.networkVolumePath ?? null },
+      'file',
+    );
 }
 
 /** Countries of the given data centers (those with one). */
 export async function countriesOf(ctx: DomainContext, ids: readonly string[]): Promise<Map<string, string>> {
-  const rows = await ctx.db.dataCenter.findMany({ where: { id: { in: [...ids] }, country: { not: null } }, select: { id: true, country: true } });
+  const rows = await ctx.db.dataCenter.findMany({
+    where: { id: { in: [...ids] }, country: { not: null } },
+    select: { id: true, country: true },
+  });
   return new Map(rows.map((r) => [r.id, r.country!]));
 }

@@ -32,7 +32,9 @@ const REGISTRY_HOST = `(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})+(?::[0-9
 const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const TAG = '[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}';
 const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}';
-export const IMAGE_REFERENCE = new RegExp(`^(?:${REGISTRY_HOST}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::${TAG})?(?:@${DIGEST})?$`);
+export const IMAGE_REFERENCE = new RegExp(
+  `^(?:${REGISTRY_HOST}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::${TAG})?(?:@${DIGEST})?$`,
+);
 
 export { registryOf } from '../../hostctl/image-references.ts';
 
@@ -51,24 +53,42 @@ export const ImageSchema = Type.String({
   description: 'container image reference: [registry[:port]/]repository[:tag][@digest]',
 });
 
-export const ArgsSchema = Type.String({ maxLength: LIMITS.argsBytes, ...SHELL_WORDS, description: "overrides the image's start command; empty keeps the image's own" });
+export const ArgsSchema = Type.String({
+  maxLength: LIMITS.argsBytes,
+  ...SHELL_WORDS,
+  description: "overrides the image's start command; empty keeps the image's own",
+});
 
 /** What `--env-file` can carry: a shell-style name; values without line breaks (checked where the file is written). */
 export const ENV_KEY_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
 
-export const EnvSchema = Type.Record(Type.String(), Type.String({ maxLength: LIMITS.envValueBytes, pattern: '^[^\\r\\n]*$' }), {
-  propertyNames: { pattern: ENV_KEY_PATTERN, maxLength: LIMITS.envKeyBytes },
-  maxProperties: LIMITS.envEntries,
-  'x-env-total': LIMITS.envTotalBytes,
-  description: `environment variables: names matching ${ENV_KEY_PATTERN}, at most ${LIMITS.envEntries}, ${LIMITS.envTotalBytes} bytes in all`,
-});
+export const EnvSchema = Type.Record(
+  Type.String(),
+  Type.String({ maxLength: LIMITS.envValueBytes, pattern: '^[^\\r\\n]*$' }),
+  {
+    propertyNames: { pattern: ENV_KEY_PATTERN, maxLength: LIMITS.envKeyBytes },
+    maxProperties: LIMITS.envEntries,
+    'x-env-total': LIMITS.envTotalBytes,
+    description: `environment variables: names matching ${ENV_KEY_PATTERN}, at most ${LIMITS.envEntries}, ${LIMITS.envTotalBytes} bytes in all`,
+  },
+);
 
 /** The `[{key, value}]` shape GraphQL uses for the same variables. */
 export const EnvKeyValueSchema = Type.Object(
-  { key: Type.String({ pattern: ENV_KEY_PATTERN, maxLength: LIMITS.envKeyBytes }), value: Type.String({ maxLength: LIMITS.envValueBytes, pattern: '^[^\\r\\n]*$' }) },
+  {
+    key: Type.String({ pattern: ENV_KEY_PATTERN, maxLength: LIMITS.envKeyBytes }),
+    value: Type.String({ maxLength: LIMITS.envValueBytes, pattern: '^[^\\r\\n]*$' }),
+  },
   { additionalProperties: false },
 );
-export const EnvListSchema = Type.Array(EnvKeyValueSchema, { maxItems: LIMITS.envEntries, 'x-env-total': LIMITS.envTotalBytes });
+export const EnvListSchema = Type.Array(EnvKeyValueSchema, {
+  maxItems: LIMITS.envEntries,
+  'x-env-total': LIMITS.envTotalBytes,
+});
 
 /** An absolute path inside the container: no commas (mount syntax) and no control characters. */
-export const MountPathSchema = Type.String({ pattern: '^/[^,\\x00-\\x1f\\x7f]*$', maxLength: LIMITS.mountPathBytes, description: 'absolute path inside the container, without commas or control characters' });
+export const MountPathSchema = Type.String({
+  pattern: '^/[^,\\x00-\\x1f\\x7f]*$',
+  maxLength: LIMITS.mountPathBytes,
+  description: 'absolute path inside the container, without commas or control characters',
+});

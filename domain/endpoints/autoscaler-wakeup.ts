@@ -28,7 +28,10 @@ export async function wakeAutoscaler(ctx: Pick<DomainContext, 'temporal'>, endpo
 }
 
 /** The listener for JobRuntime.onQueued; its throttling state is its own (one per subscription). */
-export function autoscalerWakeup(ctx: Pick<DomainContext, 'db' | 'temporal'>, log: (msg: string, err: unknown) => void = () => {}): (e: JobQueuedEvent) => void {
+export function autoscalerWakeup(
+  ctx: Pick<DomainContext, 'db' | 'temporal'>,
+  log: (msg: string, err: unknown) => void = () => {},
+): (e: JobQueuedEvent) => void {
   const checking = new Set<string>();
   const lastCheck = new Map<string, number>();
 

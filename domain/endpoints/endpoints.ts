@@ -1,7 +1,13 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Endpoint, WorkerStatus } from '../../generated/prisma/client.ts';
 import { Prisma } from '../../generated/prisma/client.ts';
-import { deleteEndpoint as deleteEndpointSignal, endpointChanged, endpointWorkflowId, specProblems, type EndpointWorkflow } from '../../contracts/workflows.ts';
+import {
+  deleteEndpoint as deleteEndpointSignal,
+  endpointChanged,
+  endpointWorkflowId,
+  specProblems,
+  type EndpointWorkflow,
+} from '../../contracts/workflows.ts';
 import { gantryMemo, gantrySearchAttributes } from '../../contracts/search-attributes.ts';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
@@ -80,7 +86,10 @@ type EndpointLabels = Pick<Endpoint, 'id' | 'accountId' | 'name'>;
  * The search attributes and memo an endpoint's workflow starts with (contracts/search-attributes.ts);
  * the workers and rollouts it starts inherit the account and name from them.
  */
-function endpointWorkflowLabels(e: EndpointLabels): { typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>; memo: Record<string, string> } {
+function endpointWorkflowLabels(e: EndpointLabels): {
+  typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>;
+  memo: Record<string, string>;
+} {
   return {
     typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId: e.id, accountId: e.accountId }),
     memo: gantryMemo({ endpointName: e.name }),
@@ -91,7 +100,12 @@ function endpointWorkflowLabels(e: EndpointLabels): { typedSearchAttributes: Ret
  * Signals the endpoint's workflow (`signal`, no arguments), starting it if it is not running.
  * Answers false when a finished run holds the id: the endpoint was deleted, nobody is left to tell.
  */
-async function signalEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, signal: typeof endpointChanged | typeof deleteEndpointSignal, deadline: number): Promise<boolean> {
+async function signalEndpointWorkflow(
+  ctx: DomainContext,
+  e: EndpointLabels,
+  signal: typeof endpointChanged | typeof deleteEndpointSignal,
+  deadline: number,
+): Promise<boolean> {
   try {
     await ctx.temporal.withDeadline(deadline, () =>
       ctx.temporal.workflow.signalWithStart<EndpointWorkflow, []>('endpointWorkflow', {
@@ -113,7 +127,11 @@ async function signalEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, sig
 }
 
 /** Tells the endpoint's workflow that its row changed (starting the workflow if need be). */
-function tellEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, deadline = Date.now() + WORKFLOW_CALL_BUDGET_MS): Promise<boolean> {
+function tellEndpointWorkflow(
+  ctx: DomainContext,
+  e: EndpointLabels,
+  deadline = Date.now() + WORKFLOW_CALL_BUDGET_MS,
+): Promise<boolean> {
   return signalEndpointWorkflow(ctx, e, endpointChanged, deadline);
 }
 
@@ -125,11 +143,17 @@ function tellEndpointWorkflow(ctx: DomainContext, e: EndpointLabels, deadline = 
  * The first failure (Temporal unreachable) ends it with that error.
  */
 export async function reconcileEndpointWorkflows(ctx: DomainContext): Promise<number> {
-  const live = await ctx.db.endpoint.findMany({ where: { deletingAt: null }, select: { id: true, accountId: true, name: true } });
+  const live = await ctx.db.endpoint.findMany({
+    where: { deletingAt: null },
+    select: { id: true, accountId: true, name: true },
+  });
   await inBatches(live, 8, async (e) => {
     await tellEndpointWorkflow(ctx, e);
   });
-  const deleting = await ctx.db.endpoint.findMany({ where: { deletingAt: { not: null } }, select: { id: true, accountId: true, name: true } });
+  const deleting = await ctx.db.endpoint.findMany({
+    where: { deletingAt: { not: null } },
+    select: { id: true, accountId: true, name: true },
+  });
   await inBatches(deleting, 8, (e) => signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS));
   return live.length;
 }
@@ -151,20 +175,32 @@ export interface EndpointComputeOptions {
   app?: { environmentId: string; resource: string };
 }
 
-const cpuColumns = (cpu: CpuInstance | null) => ({ cpuFlavorId: cpu?.flavorId ?? null, cpuVcpuCount: cpu?.vcpus ?? null, cpuMemoryGb: cpu?.memoryGb ?? null });
+const cpuColumns = (cpu: CpuInstance | null) => ({
+  cpuFlavorId: cpu?.flavorId ?? null,
+  cpuVcpuCount: cpu?.vcpus ?? null,
+  cpuMemoryGb: cpu?.memoryGb ?? null,
+});
 
 function checkCpuInstance(cpu: CpuInstance, at: string): void {
   const problems = cpuInstanceProblems(cpu);
   if (problems.length > 0) throw validationFailed(problems.map((p) => `${at}: ${p}`));
 }
 
-export async function createEndpoint(ctx: DomainContext, principal: Principal, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
+export async function createEndpoint(
+  ctx: DomainContext,
+  principal: Principal,
+  body: unknown,
+  options: EndpointComputeOptions = {},
+): Promise<EndpointView> {
   requireScope(principal, 'WRITE');
   // A new endpoint uses the account's registry credentials and templates: not for a key limited to some endpoints.
   requireAccountWide(principal);
   const input = validate(CreateEndpointSchema, body);
   if (input.cpu !== undefined) {
-    throw new DomainError('bad_request', '`cpu` is read-only: leave `gpu` out to make a CPU endpoint (its size is shown in `cpu`), or name a CPU instance with GraphQL saveEndpoint(instanceIds)');
+    throw new DomainError(
+      'bad_request',
+      '`cpu` is read-only: leave `gpu` out to make a CPU endpoint (its size is shown in `cpu`), or name a CPU instance with GraphQL saveEndpoint(instanceIds)',
+    );
   }
   if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
   const cpu = input.gpu ? null : (options.cpuInstance ?? DEFAULT_CPU_INSTANCE);
@@ -201,7 +237,12 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
 
   const problems = specProblems({ endpointId: id, ...data, releaseVersion: 1 });
   if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
-  const refProblems = await referenceProblems(ctx, principal, { registry: data.registryId, image: data.image, networkVolumes: data.networkVolumeIds, gpuPools: data.gpuPools });
+  const refProblems = await referenceProblems(ctx, principal, {
+    registry: data.registryId,
+    image: data.image,
+    networkVolumes: data.networkVolumeIds,
+    gpuPools: data.gpuPools,
+  });
   if (refProblems.length > 0) throw validationFailed(refProblems);
 
   let endpoint: Endpoint;
@@ -234,7 +275,9 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
   try {
     await tellEndpointWorkflow(ctx, endpoint);
   } catch {
-    throw unavailable('the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start');
+    throw unavailable(
+      'the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start',
+    );
   }
   return endpointView(endpoint, ctx);
 }
@@ -248,7 +291,12 @@ export async function createEndpoint(ctx: DomainContext, principal: Principal, b
 async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
   const store = ctx.jobs?.store;
   const e = store
-    ? (await store.rows<Endpoint>('SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL', [id, principal.accountId]))[0]
+    ? (
+        await store.rows<Endpoint>(
+          'SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL',
+          [id, principal.accountId],
+        )
+      )[0]
     : await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
   if (!e) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
@@ -283,8 +331,19 @@ async function referenceProblems(
   refs.gpuPools?.forEach((pool, i) => {
     if (!isGpuPoolId(pool)) problems.push(`$.gpu.pools[${i}]: unknown GPU pool '${pool}'`);
   });
-  if (refs.registry) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, refs.registry, refs.image, '$.registry')));
-  if (refs.networkVolumes) problems.push(...(await volumeReferenceProblems(ctx, principal.accountId, refs.networkVolumes, (i) => `$.networkVolumes[${i}]`)));
+  if (refs.registry)
+    problems.push(
+      ...(await registryBindingProblems(ctx.db, principal.accountId, refs.registry, refs.image, '$.registry')),
+    );
+  if (refs.networkVolumes)
+    problems.push(
+      ...(await volumeReferenceProblems(
+        ctx,
+        principal.accountId,
+        refs.networkVolumes,
+        (i) => `$.networkVolumes[${i}]`,
+      )),
+    );
   return problems;
 }
 
@@ -292,14 +351,21 @@ async function referenceProblems(
 const CONTAINER_FIELDS = ['image', 'args', 'disk', 'ports', 'env', 'registry'] as const;
 type ContainerField = (typeof CONTAINER_FIELDS)[number];
 
-function containerValue(e: Pick<Endpoint, 'image' | 'args' | 'disk' | 'ports' | 'env' | 'registryId'>, field: ContainerField): unknown {
+function containerValue(
+  e: Pick<Endpoint, 'image' | 'args' | 'disk' | 'ports' | 'env' | 'registryId'>,
+  field: ContainerField,
+): unknown {
   return field === 'registry' ? e.registryId : e[field];
 }
 
 /** JSON with object keys sorted: equal configurations compare equal whatever their key order. */
 function canonical(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+        )
+      : v,
   );
 }
 
@@ -313,23 +379,41 @@ function canonical(value: unknown): string {
  * endpoint, or when an API process starts (reconcileEndpointWorkflows tells every workflow to
  * read its row).
  */
-export async function updateEndpoint(ctx: DomainContext, principal: Principal, id: string, body: unknown, options: EndpointComputeOptions = {}): Promise<EndpointView> {
+export async function updateEndpoint(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+  options: EndpointComputeOptions = {},
+): Promise<EndpointView> {
   requireScope(principal, 'WRITE');
   const current = await findOwned(ctx, principal, id);
   const input = validate(UpdateEndpointSchema, body);
-  if (input.cpu !== undefined) throw new DomainError('bad_request', '`cpu` is read-only: a CPU endpoint\'s size is named with GraphQL saveEndpoint(instanceIds); `gpu` moves an endpoint to GPUs');
+  if (input.cpu !== undefined)
+    throw new DomainError(
+      'bad_request',
+      "`cpu` is read-only: a CPU endpoint's size is named with GraphQL saveEndpoint(instanceIds); `gpu` moves an endpoint to GPUs",
+    );
   if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
   if (options.cpuInstance) checkCpuInstance(options.cpuInstance, '$.instanceIds');
   // The credential and the image are checked together whenever either changes.
-  const registry = input.registry !== undefined ? input.registry : input.image !== undefined ? current.registryId : undefined;
-  const refProblems = await referenceProblems(ctx, principal, { registry, image: input.image ?? current.image, networkVolumes: input.networkVolumes, gpuPools: input.gpu?.pools });
+  const registry =
+    input.registry !== undefined ? input.registry : input.image !== undefined ? current.registryId : undefined;
+  const refProblems = await referenceProblems(ctx, principal, {
+    registry,
+    image: input.image ?? current.image,
+    networkVolumes: input.networkVolumes,
+    gpuPools: input.gpu?.pools,
+  });
   if (refProblems.length > 0) throw validationFailed(refProblems);
 
   let after: Endpoint;
   try {
     after = await ctx.db.$transaction(async (tx) => {
       // Changes of one endpoint apply one after another: release numbers and diffs stay exact.
-      const locked = await tx.$queryRaw<Array<{ id: string }>>`SELECT id FROM "Endpoint" WHERE id = ${id} AND "deletingAt" IS NULL FOR UPDATE`;
+      const locked = await tx.$queryRaw<
+        Array<{ id: string }>
+      >`SELECT id FROM "Endpoint" WHERE id = ${id} AND "deletingAt" IS NULL FOR UPDATE`;
       if (locked.length === 0) throw notFound('endpoint');
       const row = await tx.endpoint.findUniqueOrThrow({ where: { id } });
       const data = {
@@ -360,7 +444,14 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
 
       // GPU changes are placement, like data centers: the autoscaler places new workers on the new
       // pools, and the Release keeps the container configuration only (spec "Versioning" 4).
-      const next = { image: data.image, args: data.args, disk: data.disk, ports: data.ports, env: data.env, registryId: data.registryId };
+      const next = {
+        image: data.image,
+        args: data.args,
+        disk: data.disk,
+        ports: data.ports,
+        env: data.env,
+        registryId: data.registryId,
+      };
       const changes: ReleaseDiffEntry[] = [];
       for (const field of CONTAINER_FIELDS) {
         const old = containerValue(row, field);
@@ -371,10 +462,20 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
         const newest = await tx.release.aggregate({ where: { endpointId: id }, _max: { version: true } });
         const version = Math.max(newest._max.version ?? 0, row.currentReleaseVersion) + 1;
         const finishedAt = new Date();
-        await tx.release.updateMany({ where: { endpointId: id, status: 'ROLLING_OUT' }, data: { status: 'SUPERSEDED', finishedAt } });
+        await tx.release.updateMany({
+          where: { endpointId: id, status: 'ROLLING_OUT' },
+          data: { status: 'SUPERSEDED', finishedAt },
+        });
         await tx.release.updateMany({ where: { endpointId: id, status: 'COMPLETED' }, data: { status: 'SUPERSEDED' } });
         await tx.release.create({
-          data: { id: newId(), endpointId: id, version, ...next, changes: changes as Prisma.InputJsonValue, status: 'ROLLING_OUT' },
+          data: {
+            id: newId(),
+            endpointId: id,
+            version,
+            ...next,
+            changes: changes as Prisma.InputJsonValue,
+            status: 'ROLLING_OUT',
+          },
         });
         data.currentReleaseVersion = version;
       }
@@ -387,12 +488,18 @@ export async function updateEndpoint(ctx: DomainContext, principal: Principal, i
     throw err;
   }
 
-  const reachesWorkflow = input.workers !== undefined || input.scaling !== undefined || input.timeout !== undefined || CONTAINER_FIELDS.some((f) => input[f] !== undefined);
+  const reachesWorkflow =
+    input.workers !== undefined ||
+    input.scaling !== undefined ||
+    input.timeout !== undefined ||
+    CONTAINER_FIELDS.some((f) => input[f] !== undefined);
   if (reachesWorkflow) {
     try {
       await tellEndpointWorkflow(ctx, after);
     } catch {
-      throw unavailable('the change is saved but has not reached the running endpoint yet (Temporal did not answer in time); repeat the request to apply it');
+      throw unavailable(
+        'the change is saved but has not reached the running endpoint yet (Temporal did not answer in time); repeat the request to apply it',
+      );
     }
   }
   return endpointView(after, ctx);
@@ -416,18 +523,26 @@ async function signalDeletion(ctx: DomainContext, e: EndpointLabels, deadline: n
  */
 export async function deleteEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
   requireScope(principal, 'WRITE');
-  const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true, accountId: true, name: true } });
+  const e = await ctx.db.endpoint.findFirst({
+    where: { id, accountId: principal.accountId },
+    select: { id: true, accountId: true, name: true },
+  });
   if (!e) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
   const now = new Date();
   await ctx.db.$transaction([
     ctx.db.endpoint.updateMany({ where: { id, deletingAt: null }, data: { deletingAt: now } }),
-    ctx.db.job.updateMany({ where: { endpointId: id, status: 'IN_QUEUE' }, data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } } }),
+    ctx.db.job.updateMany({
+      where: { endpointId: id, status: 'IN_QUEUE' },
+      data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } },
+    }),
   ]);
   try {
     await signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS);
   } catch {
-    throw unavailable('the deletion is recorded but the endpoint workflow did not answer in time; repeat the request, or it completes when the API next starts');
+    throw unavailable(
+      'the deletion is recorded but the endpoint workflow did not answer in time; repeat the request, or it completes when the API next starts',
+    );
   }
 }
 
@@ -444,9 +559,18 @@ const PUBLIC_WORKER_STATUS: Record<WorkerStatus, PublicWorkerStatus | null> = {
   STOPPED: null,
   FAILED: null,
 };
-const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatus[]).filter((s) => PUBLIC_WORKER_STATUS[s] !== null);
+const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatus[]).filter(
+  (s) => PUBLIC_WORKER_STATUS[s] !== null,
+);
 
-const emptySummary = (): WorkerSummary => ({ running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, total: 0 });
+const emptySummary = (): WorkerSummary => ({
+  running: 0,
+  idle: 0,
+  initializing: 0,
+  throttled: 0,
+  unhealthy: 0,
+  total: 0,
+});
 
 function countInto(summary: WorkerSummary, status: PublicWorkerStatus, n = 1): void {
   summary[status.toLowerCase() as Exclude<keyof WorkerSummary, 'total'>] += n;
@@ -454,7 +578,11 @@ function countInto(summary: WorkerSummary, status: PublicWorkerStatus, n = 1): v
 }
 
 /** GET /v2/serverless/{id}/workers: the endpoint's allocated workers (not stopped or failed). */
-export async function listEndpointWorkers(ctx: DomainContext, principal: Principal, id: string): Promise<ListEndpointWorkersResponse> {
+export async function listEndpointWorkers(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<ListEndpointWorkersResponse> {
   requireScope(principal, 'READ');
   const endpoint = await findOwned(ctx, principal, id);
   const [workers, releases] = await Promise.all([
@@ -471,7 +599,8 @@ export async function listEndpointWorkers(ctx: DomainContext, principal: Princip
   const views = workers.map((w): WorkerView => {
     const status = PUBLIC_WORKER_STATUS[w.status] as PublicWorkerStatus;
     countInto(summary, status);
-    const placedGpus = w.gpuUuids.length > 0 ? w.gpuUuids.length : endpoint.gpuPools.length > 0 ? (endpoint.gpuCount ?? 1) : 0;
+    const placedGpus =
+      w.gpuUuids.length > 0 ? w.gpuUuids.length : endpoint.gpuPools.length > 0 ? (endpoint.gpuCount ?? 1) : 0;
     return {
       id: w.id,
       status,
@@ -489,12 +618,20 @@ export async function listEndpointWorkers(ctx: DomainContext, principal: Princip
 }
 
 /** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */
-export async function listEndpointReleases(ctx: DomainContext, principal: Principal, id: string): Promise<ListEndpointReleasesResponse> {
+export async function listEndpointReleases(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<ListEndpointReleasesResponse> {
   requireScope(principal, 'READ');
   const endpoint = await findOwned(ctx, principal, id);
   const [releases, counts] = await Promise.all([
     ctx.db.release.findMany({ where: { endpointId: id }, orderBy: { version: 'desc' } }),
-    ctx.db.worker.groupBy({ by: ['releaseVersion', 'status'], where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } }, _count: { _all: true } }),
+    ctx.db.worker.groupBy({
+      by: ['releaseVersion', 'status'],
+      where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } },
+      _count: { _all: true },
+    }),
   ]);
   const byVersion = new Map<number, WorkerSummary>();
   const total = emptySummary();

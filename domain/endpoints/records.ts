@@ -39,13 +39,30 @@ export const SaveEndpointInputSchema = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 191 }),
     templateId: Type.String({ minLength: 1, maxLength: 200 }),
     gpuIds: Type.Optional(
-      Type.Union([Type.String({ maxLength: 1024, pattern: '^\\s*(-?[A-Z0-9_]+\\s*(,\\s*-?[A-Z0-9_]+\\s*)*)?$', description: 'GPU pool ids in order of preference, comma-separated; empty (or CPU) for a CPU endpoint' }), Type.Null()]),
+      Type.Union([
+        Type.String({
+          maxLength: 1024,
+          pattern: '^\\s*(-?[A-Z0-9_]+\\s*(,\\s*-?[A-Z0-9_]+\\s*)*)?$',
+          description: 'GPU pool ids in order of preference, comma-separated; empty (or CPU) for a CPU endpoint',
+        }),
+        Type.Null(),
+      ]),
     ),
-    instanceIds: Type.Optional(Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 1, description: 'a CPU endpoint: its instance, `<flavor>-<vCPUs>-<memory GB>` such as cpu3c-2-4' }), Type.Null()])),
+    instanceIds: Type.Optional(
+      Type.Union([
+        Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+          maxItems: 1,
+          description: 'a CPU endpoint: its instance, `<flavor>-<vCPUs>-<memory GB>` such as cpu3c-2-4',
+        }),
+        Type.Null(),
+      ]),
+    ),
     type: Type.Optional(Type.Union([Type.Literal('QB'), Type.Literal('LB')])),
     idleTimeout: Type.Optional(Type.Integer({ minimum: 0 })),
     locations: Type.Optional(Type.Union([Type.String({ maxLength: 1024 }), Type.Null()])),
-    flashBootType: Type.Optional(Type.Union([Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')])),
+    flashBootType: Type.Optional(
+      Type.Union([Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')]),
+    ),
     scalerType: Type.Optional(Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')])),
     scalerValue: Type.Optional(Type.Number({ minimum: 0.5 })),
     workersMin: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -74,7 +91,9 @@ export function endpointRecord(e: Endpoint): EndpointRecord {
     workersMin: e.workersMin,
     type: e.type === 'LOAD_BALANCING' ? 'LB' : 'QB',
     gpuCount: e.gpuCount ?? (e.cpuFlavorId ? 0 : 1),
-    instanceIds: e.cpuFlavorId ? [cpuInstanceId({ flavorId: e.cpuFlavorId, vcpus: e.cpuVcpuCount ?? 2, memoryGb: e.cpuMemoryGb ?? 4 })] : [],
+    instanceIds: e.cpuFlavorId
+      ? [cpuInstanceId({ flavorId: e.cpuFlavorId, vcpus: e.cpuVcpuCount ?? 2, memoryGb: e.cpuMemoryGb ?? 4 })]
+      : [],
     executionTimeoutMs: e.timeoutMs,
   };
 }
@@ -82,7 +101,11 @@ export function endpointRecord(e: Endpoint): EndpointRecord {
 export async function listEndpointRecords(ctx: DomainContext, principal: Principal): Promise<EndpointRecord[]> {
   requireScope(principal, 'READ');
   const rows = await ctx.db.endpoint.findMany({
-    where: { accountId: principal.accountId, deletingAt: null, ...(principal.endpointIds.length > 0 ? { id: { in: [...principal.endpointIds] } } : {}) },
+    where: {
+      accountId: principal.accountId,
+      deletingAt: null,
+      ...(principal.endpointIds.length > 0 ? { id: { in: [...principal.endpointIds] } } : {}),
+    },
     orderBy: { createdAt: 'asc' },
   });
   return rows.map(endpointRecord);
@@ -97,7 +120,10 @@ function normaliseLocations(locations: string | null | undefined): string | unde
   // Countries of the data centers the operator describes (hosts configuration); one no data center
   // has yet is kept, and workers wait for it (PENDING, saying so).
   const bad = list.filter((l) => !/^[A-Z]{2}$/.test(l));
-  if (bad.length > 0) throw validationFailed([`$.locations: ${bad.join(', ')} ${bad.length > 1 ? 'are' : 'is'} not an ISO 3166-1 alpha-2 country code (US, CZ, ...)`]);
+  if (bad.length > 0)
+    throw validationFailed([
+      `$.locations: ${bad.join(', ')} ${bad.length > 1 ? 'are' : 'is'} not an ISO 3166-1 alpha-2 country code (US, CZ, ...)`,
+    ]);
   return [...new Set(list)].join(',');
 }
 
@@ -118,9 +144,13 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   const instanceId = input.instanceIds?.[0];
   let cpuInstance: CpuInstance | undefined;
   if (instanceId !== undefined) {
-    if (pools.length > 0) throw validationFailed(['$.gpuIds: a CPU endpoint (instanceIds) names no GPU pools; leave gpuIds empty']);
+    if (pools.length > 0)
+      throw validationFailed(['$.gpuIds: a CPU endpoint (instanceIds) names no GPU pools; leave gpuIds empty']);
     cpuInstance = parseCpuInstanceId(instanceId);
-    if (!cpuInstance) throw validationFailed([`$.instanceIds[0]: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`]);
+    if (!cpuInstance)
+      throw validationFailed([
+        `$.instanceIds[0]: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`,
+      ]);
   } else if (pools.length === 0 && !input.id) {
     throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
   }
@@ -129,45 +159,75 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
     image: template.imageName,
     args: template.dockerArgs,
     disk: template.containerDiskInGb,
-    ports: template.ports.split(',').map((p) => p.trim()).filter(Boolean),
+    ports: template.ports
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean),
     env: template.env as Record<string, string>,
     registry: template.registryId,
   };
 
   let id = input.id;
   if (!id) {
-    const created = await createEndpoint(ctx, principal, {
-      name: input.name,
-      type: input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
-      ...container,
-      ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
-      workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
-      scaling: { type: input.scalerType ?? 'QUEUE_DELAY', value: input.scalerValue ?? 4, idleTimeout: input.idleTimeout ?? 5 },
-      networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
-      flashboot: input.flashBootType ?? 'OFF',
-      ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
-    }, compute);
+    const created = await createEndpoint(
+      ctx,
+      principal,
+      {
+        name: input.name,
+        type: input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
+        ...container,
+        ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
+        workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
+        scaling: {
+          type: input.scalerType ?? 'QUEUE_DELAY',
+          value: input.scalerValue ?? 4,
+          idleTimeout: input.idleTimeout ?? 5,
+        },
+        networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
+        flashboot: input.flashBootType ?? 'OFF',
+        ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
+      },
+      compute,
+    );
     id = created.id;
   } else {
-    const current = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
+    const current = await ctx.db.endpoint.findFirst({
+      where: { id, accountId: principal.accountId, deletingAt: null },
+    });
     if (!current) throw notFound('endpoint');
     // A CPU endpoint saved again without gpuIds or instanceIds keeps its instance.
-    if (pools.length === 0 && !cpuInstance && !current.cpuFlavorId) throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
-    const workers = input.workersMin !== undefined || input.workersMax !== undefined ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax } : undefined;
+    if (pools.length === 0 && !cpuInstance && !current.cpuFlavorId)
+      throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
+    const workers =
+      input.workersMin !== undefined || input.workersMax !== undefined
+        ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax }
+        : undefined;
     const scaling =
       input.scalerType !== undefined || input.scalerValue !== undefined || input.idleTimeout !== undefined
-        ? { type: input.scalerType ?? current.scalerType, value: input.scalerValue ?? current.scalerValue, idleTimeout: input.idleTimeout ?? current.idleTimeout }
+        ? {
+            type: input.scalerType ?? current.scalerType,
+            value: input.scalerValue ?? current.scalerValue,
+            idleTimeout: input.idleTimeout ?? current.idleTimeout,
+          }
         : undefined;
-    await updateEndpoint(ctx, principal, id, {
-      name: input.name,
-      ...(pools.length > 0 ? { gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 } } : {}),
-      ...(template.id !== current.templateId ? container : {}),
-      ...(workers ? { workers } : {}),
-      ...(scaling ? { scaling } : {}),
-      ...(input.networkVolumeId !== undefined ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] } : {}),
-      ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
-      ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
-    }, compute);
+    await updateEndpoint(
+      ctx,
+      principal,
+      id,
+      {
+        name: input.name,
+        ...(pools.length > 0 ? { gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 } } : {}),
+        ...(template.id !== current.templateId ? container : {}),
+        ...(workers ? { workers } : {}),
+        ...(scaling ? { scaling } : {}),
+        ...(input.networkVolumeId !== undefined
+          ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] }
+          : {}),
+        ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
+        ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
+      },
+      compute,
+    );
   }
   // The GraphQL-only fields.
   const row = await ctx.db.endpoint.update({
@@ -183,7 +243,10 @@ export async function deleteEndpointScaledToZero(ctx: DomainContext, principal: 
   const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
   if (!e) throw notFound('endpoint');
   if (e.workersMin !== 0 || e.workersMax !== 0) {
-    throw new DomainError('bad_request', `endpoint ${id} has workersMin ${e.workersMin} and workersMax ${e.workersMax}; set both to 0 before deleting it`);
+    throw new DomainError(
+      'bad_request',
+      `endpoint ${id} has workersMin ${e.workersMin} and workersMax ${e.workersMax}; set both to 0 before deleting it`,
+    );
   }
   await deleteEndpoint(ctx, principal, id);
 }

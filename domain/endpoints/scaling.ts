@@ -103,7 +103,12 @@ export function decideScaling(input: ScalingInput): ScalingDecision {
     const expired = live
       .filter((w) => w.state === 'idle' && w.idleForMs >= input.idleTimeoutSec * 1000)
       // Workers of an older release go first, then the longest idle.
-      .sort((a, b) => Number(a.releaseVersion === input.releaseVersion) - Number(b.releaseVersion === input.releaseVersion) || b.idleForMs - a.idleForMs || (a.id < b.id ? -1 : 1));
+      .sort(
+        (a, b) =>
+          Number(a.releaseVersion === input.releaseVersion) - Number(b.releaseVersion === input.releaseVersion) ||
+          b.idleForMs - a.idleForMs ||
+          (a.id < b.id ? -1 : 1),
+      );
     for (const w of expired.slice(0, live.length - desired)) drain.push(w.id);
     if (drain.length > 0) reason += `; ${drain.length} idle for ${input.idleTimeoutSec} s or more`;
   }
@@ -112,6 +117,10 @@ export function decideScaling(input: ScalingInput): ScalingDecision {
 
 /** How long the autoscaler waits before looking again: quickly while anything moves, slowly at rest. */
 export function nextCheckMs(input: Pick<ScalingInput, 'queue' | 'workers'>, activeMs: number, restMs: number): number {
-  const resting = input.workers.length === 0 && input.queue.queued === 0 && input.queue.inProgress === 0 && input.queue.queuedLowPriority === 0;
+  const resting =
+    input.workers.length === 0 &&
+    input.queue.queued === 0 &&
+    input.queue.inProgress === 0 &&
+    input.queue.queuedLowPriority === 0;
   return resting ? restMs : activeMs;
 }

@@ -5,19 +5,29 @@ import { ArgsSchema, EnvSchema, ImageSchema } from '../containers/fields.ts';
 
 export const EndpointTypeSchema = Type.Union([Type.Literal('QUEUE_BASED'), Type.Literal('LOAD_BALANCING')]);
 export const ScalerTypeSchema = Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]);
-export const FlashBootSchema = Type.Union([Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')]);
+export const FlashBootSchema = Type.Union([
+  Type.Literal('OFF'),
+  Type.Literal('FLASHBOOT'),
+  Type.Literal('PRIORITY_FLASHBOOT'),
+]);
 
 /** A port 1-65535 and a protocol: anything else is a `--publish` the runtime refuses on every start. */
 const Port = Type.String({
-  pattern: '^(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])/(?:http|tcp|udp)$',
+  pattern:
+    '^(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])/(?:http|tcp|udp)$',
   maxLength: 11,
   description: '`port/protocol` with a port 1-65535, e.g. `8000/http`',
 });
 
 /** Lists and ids a tenant writes are bounded: every entry becomes a row value or a command word. */
 const MAX_LIST = 64;
-const Ref = (description?: string) => Type.String({ minLength: 1, maxLength: 200, ...(description ? { description } : {}) });
-const Pools = Type.Array(Ref(), { minItems: 1, maxItems: MAX_LIST, description: 'GPU pool ids from GET /v2/catalog/gpus' });
+const Ref = (description?: string) =>
+  Type.String({ minLength: 1, maxLength: 200, ...(description ? { description } : {}) });
+const Pools = Type.Array(Ref(), {
+  minItems: 1,
+  maxItems: MAX_LIST,
+  description: 'GPU pool ids from GET /v2/catalog/gpus',
+});
 
 export const GpuConfigSchema = Type.Object(
   {
@@ -48,7 +58,7 @@ const containerFields = {
   disk: Type.Optional(Type.Integer({ minimum: 1, description: 'container disk in GB' })),
   ports: Type.Optional(Type.Array(Port, { maxItems: MAX_LIST })),
   env: Type.Optional(EnvSchema),
-  registry: Type.Optional(Type.Union([Ref('registry credential id; its registry must be the image\'s'), Type.Null()])),
+  registry: Type.Optional(Type.Union([Ref("registry credential id; its registry must be the image's"), Type.Null()])),
 };
 
 export const CreateEndpointSchema = Type.Object(
@@ -70,7 +80,10 @@ export const CreateEndpointSchema = Type.Object(
 );
 export type CreateEndpointInput = Static<typeof CreateEndpointSchema>;
 
-const QueueBasedUrls = Type.Object({ run: Type.String({ format: 'uri' }), runSync: Type.String({ format: 'uri' }) }, { additionalProperties: false });
+const QueueBasedUrls = Type.Object(
+  { run: Type.String({ format: 'uri' }), runSync: Type.String({ format: 'uri' }) },
+  { additionalProperties: false },
+);
 const LoadBalancingUrls = Type.Object({ base: Type.String({ format: 'uri' }) }, { additionalProperties: false });
 
 export const EndpointSchema = Type.Object({
@@ -118,19 +131,26 @@ export const UpdateEndpointSchema = Type.Object(
     // Read-only: accepted by the schema so that the refusal is a clear rule, not an "unknown property".
     cpu: Type.Optional(Type.Unknown({ description: 'read-only; updating CPU endpoints is unsupported' })),
     workers: Type.Optional(
-      Type.Object({ min: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 0 })) }, { additionalProperties: false }),
+      Type.Object(
+        { min: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 0 })) },
+        { additionalProperties: false },
+      ),
     ),
     scaling: Type.Optional(
       Type.Object(
         {
           type: Type.Optional(ScalerTypeSchema),
           value: Type.Optional(Type.Number({ minimum: 0.5 })),
-          idleTimeout: Type.Optional(Type.Integer({ minimum: 0, description: 'seconds before an idle worker is removed' })),
+          idleTimeout: Type.Optional(
+            Type.Integer({ minimum: 0, description: 'seconds before an idle worker is removed' }),
+          ),
         },
         { additionalProperties: false },
       ),
     ),
-    dataCenterIds: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST, description: 'empty: the scheduler chooses' })),
+    dataCenterIds: Type.Optional(
+      Type.Array(Ref(), { maxItems: MAX_LIST, description: 'empty: the scheduler chooses' }),
+    ),
     networkVolumes: Type.Optional(Type.Array(Ref(), { maxItems: MAX_LIST })),
     timeout: Type.Optional(Type.Integer({ minimum: 1000, description: 'per-request execution timeout, ms' })),
     flashboot: Type.Optional(FlashBootSchema),

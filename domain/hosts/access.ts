@@ -11,7 +11,11 @@ export class HostKeyMissingError extends Error {
 }
 
 /** How to reach a stored host over SSH: its address, its key (unsealed), and the pinned host key when there is one. */
-export function sshTargetOf(host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>, secrets: SecretBox, pin: string | null | undefined = host.hostKeySha256): SshTarget {
+export function sshTargetOf(
+  host: Pick<Host, 'address' | 'port' | 'user' | 'privateKey' | 'hostKeySha256'>,
+  secrets: SecretBox,
+  pin: string | null | undefined = host.hostKeySha256,
+): SshTarget {
   if (!host.privateKey) throw new HostKeyMissingError();
   return {
     host: host.address,

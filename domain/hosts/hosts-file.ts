@@ -6,7 +6,11 @@ import { Type, type Static } from 'typebox';
 import { parse as parseYaml } from 'yaml';
 import { hostWorkflowId, probeHostNow } from '../../contracts/workflows.ts';
 import type { DomainContext } from '../context.ts';
-import { applyDataCenterEntries, DataCenterFileEntrySchema, type DataCenterFileEntry } from '../catalog/data-centers.ts';
+import {
+  applyDataCenterEntries,
+  DataCenterFileEntrySchema,
+  type DataCenterFileEntry,
+} from '../catalog/data-centers.ts';
 import { DomainError } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
@@ -33,7 +37,10 @@ export const HostsFileEntrySchema = Type.Object(
 /** A list of hosts, or an object with the hosts and the settings of their data centers. */
 export const HostsFileSchema = Type.Array(HostsFileEntrySchema);
 export const HostsFileObjectSchema = Type.Object(
-  { dataCenters: Type.Optional(Type.Array(DataCenterFileEntrySchema)), hosts: Type.Optional(Type.Array(HostsFileEntrySchema)) },
+  {
+    dataCenters: Type.Optional(Type.Array(DataCenterFileEntrySchema)),
+    hosts: Type.Optional(Type.Array(HostsFileEntrySchema)),
+  },
   { additionalProperties: false },
 );
 export type HostsFileEntry = Static<typeof HostsFileEntrySchema>;
@@ -66,7 +73,8 @@ export function readHostsFile(file: string): HostsFile {
       dataCenters = content.dataCenters ?? [];
     }
   } catch (err) {
-    if (err instanceof DomainError) throw new Error(`GANTRY_HOSTS_FILE ${file}: ${(err.errors ?? [err.message]).join('; ')}`);
+    if (err instanceof DomainError)
+      throw new Error(`GANTRY_HOSTS_FILE ${file}: ${(err.errors ?? [err.message]).join('; ')}`);
     throw err;
   }
   const dcIds = new Set<string>();
@@ -78,12 +86,16 @@ export function readHostsFile(file: string): HostsFile {
   const hosts = entries.map((e, i) => {
     if (names.has(e.name)) throw new Error(`GANTRY_HOSTS_FILE ${file}: host name '${e.name}' appears twice`);
     names.add(e.name);
-    if (e.privateKey && e.privateKeyFile) throw new Error(`GANTRY_HOSTS_FILE ${file}: $[${i}]: give privateKey or privateKeyFile, not both`);
-    const privateKey = e.privateKeyFile ? readFileSync(path.resolve(path.dirname(file), e.privateKeyFile), 'utf8') : e.privateKey;
+    if (e.privateKey && e.privateKeyFile)
+      throw new Error(`GANTRY_HOSTS_FILE ${file}: $[${i}]: give privateKey or privateKeyFile, not both`);
+    const privateKey = e.privateKeyFile
+      ? readFileSync(path.resolve(path.dirname(file), e.privateKeyFile), 'utf8')
+      : e.privateKey;
     try {
       checkCredentials({ privateKey, useAgent: e.useAgent }, `$[${i}]`);
     } catch (err) {
-      if (err instanceof DomainError) throw new Error(`GANTRY_HOSTS_FILE ${file}: ${(err.errors ?? [err.message]).join('; ')}`);
+      if (err instanceof DomainError)
+        throw new Error(`GANTRY_HOSTS_FILE ${file}: ${(err.errors ?? [err.message]).join('; ')}`);
       throw err;
     }
     return { ...e, privateKey, privateKeyFile: undefined };
@@ -95,14 +107,19 @@ export function readHostsFile(file: string): HostsFile {
  * Creates or updates hosts by name (the entry wins over what the API set), starts their
  * workflows, and asks for a probe where the connection changed. Hosts not in the file stay.
  */
-export async function applyHostEntries(ctx: DomainContext, entries: HostsFileEntry[], source: 'file' | 'local'): Promise<string[]> {
+export async function applyHostEntries(
+  ctx: DomainContext,
+  entries: HostsFileEntry[],
+  source: 'file' | 'local',
+): Promise<string[]> {
   const ids: string[] = [];
   for (const e of entries) {
     const port = e.port ?? 22;
     const user = e.user ?? 'root';
     const existing = await ctx.db.host.findUnique({ where: { name: e.name } });
     const sameKey = existing?.privateKey ? ctx.secrets.open(existing.privateKey) === e.privateKey : false;
-    const connectionChanged = !existing || existing.address !== e.address || existing.port !== port || existing.user !== user || !sameKey;
+    const connectionChanged =
+      !existing || existing.address !== e.address || existing.port !== port || existing.user !== user || !sameKey;
     const fields = {
       address: e.address,
       port,
@@ -118,15 +135,32 @@ export async function applyHostEntries(ctx: DomainContext, entries: HostsFileEnt
       id = existing.id;
       await ctx.db.host.update({
         where: { id },
-        data: { ...fields, ...(e.hostKeySha256 ? { hostKeySha256: normalizePin(e.hostKeySha256) } : connectionChanged && existing.address !== e.address ? { hostKeySha256: null } : {}) },
+        data: {
+          ...fields,
+          ...(e.hostKeySha256
+            ? { hostKeySha256: normalizePin(e.hostKeySha256) }
+            : connectionChanged && existing.address !== e.address
+              ? { hostKeySha256: null }
+              : {}),
+        },
       });
     } else {
       id = newId();
-      await ctx.db.host.create({ data: { id, name: e.name, ...fields, privateKey: new Uint8Array(ctx.secrets.seal(e.privateKey!)), hostKeySha256: normalizePin(e.hostKeySha256) } });
+      await ctx.db.host.create({
+        data: {
+          id,
+          name: e.name,
+          ...fields,
+          privateKey: new Uint8Array(ctx.secrets.seal(e.privateKey!)),
+          hostKeySha256: normalizePin(e.hostKeySha256),
+        },
+      });
     }
     await ensureHostWorkflow(ctx, id);
     if (connectionChanged && existing) {
-      await ctx.temporal.workflow.getHandle(hostWorkflowId(id)).startUpdate(probeHostNow, { args: [{}], waitForStage: WorkflowUpdateStage.ACCEPTED });
+      await ctx.temporal.workflow
+        .getHandle(hostWorkflowId(id))
+        .startUpdate(probeHostNow, { args: [{}], waitForStage: WorkflowUpdateStage.ACCEPTED });
     }
     ids.push(id);
   }
@@ -143,9 +177,14 @@ export interface LocalHostSettings {
 
 /** The local machine as a host: its own sshd, reached on loopback. */
 export function localHostEntry(local: LocalHostSettings): HostsFileEntry {
-  const keyFile = local.keyFile ?? ['id_ed25519', 'id_ecdsa', 'id_rsa'].map((f) => path.join(homedir(), '.ssh', f)).find((f) => existsSync(f)) ?? path.join(homedir(), '.ssh', 'id_ed25519');
-  if (!existsSync(keyFile)) throw new Error(`GANTRY_LOCAL_HOST=1: no private key at ${keyFile} (set GANTRY_LOCAL_HOST_KEY)`);
-  if (!Number.isInteger(local.port) || local.port < 1 || local.port > 65535) throw new Error('GANTRY_LOCAL_HOST_PORT must be a port number');
+  const keyFile =
+    local.keyFile ??
+    ['id_ed25519', 'id_ecdsa', 'id_rsa'].map((f) => path.join(homedir(), '.ssh', f)).find((f) => existsSync(f)) ??
+    path.join(homedir(), '.ssh', 'id_ed25519');
+  if (!existsSync(keyFile))
+    throw new Error(`GANTRY_LOCAL_HOST=1: no private key at ${keyFile} (set GANTRY_LOCAL_HOST_KEY)`);
+  if (!Number.isInteger(local.port) || local.port < 1 || local.port > 65535)
+    throw new Error('GANTRY_LOCAL_HOST_PORT must be a port number');
   return {
     name: 'local',
     address: '127.0.0.1',

@@ -9,7 +9,13 @@ import ssh2 from 'ssh2';
 import { Type, type Static } from 'typebox';
 import type { Host } from '../../generated/prisma/client.ts';
 import { Prisma } from '../../generated/prisma/client.ts';
-import { hostWorkflowId, probeHostNow, removeHost, type HostProbeResult, type HostWorkflow } from '../../contracts/workflows.ts';
+import {
+  hostWorkflowId,
+  probeHostNow,
+  removeHost,
+  type HostProbeResult,
+  type HostWorkflow,
+} from '../../contracts/workflows.ts';
 import { gantryMemo, gantrySearchAttributes } from '../../contracts/search-attributes.ts';
 import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
@@ -18,16 +24,33 @@ import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
 import { liveWorker } from '../workers/status.ts';
 
-export const Fingerprint = Type.String({ pattern: '^(SHA256:)?[A-Za-z0-9+/]{43}=?$', description: 'OpenSSH SHA-256 host key fingerprint, as `ssh-keygen -lf` prints it' });
+export const Fingerprint = Type.String({
+  pattern: '^(SHA256:)?[A-Za-z0-9+/]{43}=?$',
+  description: 'OpenSSH SHA-256 host key fingerprint, as `ssh-keygen -lf` prints it',
+});
 export const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.String({ maxLength: 1024 }));
 
 export const CreateHostSchema = Type.Object(
   {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191, description: 'unique; default `user@address:port`' })),
-    address: Type.String({ minLength: 1, maxLength: 253, description: 'DNS name or IP address the platform reaches over SSH' }),
+    name: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 191, description: 'unique; default `user@address:port`' }),
+    ),
+    address: Type.String({
+      minLength: 1,
+      maxLength: 253,
+      description: 'DNS name or IP address the platform reaches over SSH',
+    }),
     port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, default: 22 })),
-    user: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]*$', default: 'root' })),
-    privateKey: Type.Optional(Type.String({ minLength: 1, maxLength: 32768, description: 'OpenSSH or PEM private key (write-only; sealed at rest)' })),
+    user: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]*$', default: 'root' }),
+    ),
+    privateKey: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 32768,
+        description: 'OpenSSH or PEM private key (write-only; sealed at rest)',
+      }),
+    ),
     useAgent: Type.Optional(Type.Boolean({ description: 'authenticate with the SSH agent instead of a stored key' })),
     hostKeySha256: Type.Optional(Fingerprint),
     dataCenterId: Type.String({ minLength: 1, maxLength: 64 }),
@@ -40,7 +63,10 @@ export type CreateHostInput = Static<typeof CreateHostSchema>;
 
 export const ProbeHostSchema = Type.Object(
   { acceptHostKey: Type.Optional(Fingerprint) },
-  { additionalProperties: false, description: 'acceptHostKey re-pins a host whose key changed (after checking it out of band)' },
+  {
+    additionalProperties: false,
+    description: 'acceptHostKey re-pins a host whose key changed (after checking it out of band)',
+  },
 );
 
 const HostGpuSchema = Type.Object({
@@ -61,7 +87,13 @@ export const HostSchema = Type.Object({
   labels: Labels,
   maxWorkers: Type.Union([Type.Integer(), Type.Null()]),
   source: Type.String({ description: 'api, file (GANTRY_HOSTS_FILE) or local (GANTRY_LOCAL_HOST)' }),
-  status: Type.Union([Type.Literal('PENDING'), Type.Literal('READY'), Type.Literal('UNREACHABLE'), Type.Literal('HOST_KEY_MISMATCH'), Type.Literal('DISABLED')]),
+  status: Type.Union([
+    Type.Literal('PENDING'),
+    Type.Literal('READY'),
+    Type.Literal('UNREACHABLE'),
+    Type.Literal('HOST_KEY_MISMATCH'),
+    Type.Literal('DISABLED'),
+  ]),
   statusReason: Type.Union([Type.String(), Type.Null()]),
   hostKeySha256: Type.Union([Type.String(), Type.Null()]),
   cpuCount: Type.Union([Type.Integer(), Type.Null()]),
@@ -120,14 +152,23 @@ export function checkCredentials(input: { privateKey?: string; useAgent?: boolea
   }
   if (!input.privateKey) throw validationFailed([`${at}: missing property 'privateKey'`]);
   const parsed = ssh2.utils.parseKey(input.privateKey);
-  if (parsed instanceof Error) throw validationFailed([`${at}.privateKey: not a private key this server can use (${parsed.message}); passphrase-protected keys are not supported`]);
-  if (Array.isArray(parsed) || parsed.isPrivateKey?.() === false) throw validationFailed([`${at}.privateKey: give the private key, not the public one`]);
+  if (parsed instanceof Error)
+    throw validationFailed([
+      `${at}.privateKey: not a private key this server can use (${parsed.message}); passphrase-protected keys are not supported`,
+    ]);
+  if (Array.isArray(parsed) || parsed.isPrivateKey?.() === false)
+    throw validationFailed([`${at}.privateKey: give the private key, not the public one`]);
 }
 
-export const normalizePin = (fp: string | undefined): string | null => (fp ? `SHA256:${fp.replace(/^SHA256:/, '').replace(/=$/, '')}` : null);
+export const normalizePin = (fp: string | undefined): string | null =>
+  fp ? `SHA256:${fp.replace(/^SHA256:/, '').replace(/=$/, '')}` : null;
 
 async function liveWorkerCounts(ctx: DomainContext, hostIds: string[]): Promise<Map<string, number>> {
-  const groups = await ctx.db.worker.groupBy({ by: ['hostId'], where: { hostId: { in: hostIds }, ...liveWorker }, _count: { _all: true } });
+  const groups = await ctx.db.worker.groupBy({
+    by: ['hostId'],
+    where: { hostId: { in: hostIds }, ...liveWorker },
+    _count: { _all: true },
+  });
   return new Map(groups.map((g) => [g.hostId ?? '', g._count._all]));
 }
 
@@ -151,7 +192,11 @@ export async function ensureHostWorkflow(ctx: DomainContext, hostId: string): Pr
 }
 
 /** Probes through the host's workflow (so that probes of one host never overlap) and waits for it. */
-async function probeThroughWorkflow(ctx: DomainContext, hostId: string, acceptHostKey?: string): Promise<HostProbeResult> {
+async function probeThroughWorkflow(
+  ctx: DomainContext,
+  hostId: string,
+  acceptHostKey?: string,
+): Promise<HostProbeResult> {
   await ensureHostWorkflow(ctx, hostId);
   const handle = ctx.temporal.workflow.getHandle(hostWorkflowId(hostId));
   return handle.executeUpdate(probeHostNow, { args: [acceptHostKey ? { acceptHostKey } : {}] });
@@ -182,7 +227,11 @@ export async function createHost(ctx: DomainContext, principal: Principal, body:
       },
     });
   } catch (err) {
-    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') throw new DomainError('conflict', `a host named '${input.name ?? `${user}@${input.address}:${port}`}' already exists`);
+    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002')
+      throw new DomainError(
+        'conflict',
+        `a host named '${input.name ?? `${user}@${input.address}:${port}`}' already exists`,
+      );
     throw err;
   }
   await probeThroughWorkflow(ctx, id);
@@ -205,7 +254,12 @@ export async function getHost(ctx: DomainContext, principal: Principal, id: stri
 }
 
 /** Probes now; `acceptHostKey` re-pins a host whose key changed. */
-export async function probeHostOnDemand(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<HostView> {
+export async function probeHostOnDemand(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+): Promise<HostView> {
   requireHostAdmin(principal);
   const input = validate(ProbeHostSchema, body ?? {});
   if (!(await ctx.db.host.findUnique({ where: { id }, select: { id: true } }))) throw notFound('host');
@@ -217,11 +271,18 @@ export async function probeHostOnDemand(ctx: DomainContext, principal: Principal
  * Removes a host: no new workers go there at once; its workers drain (their endpoints replace them
  * elsewhere) and then the record goes. Answers whether it is already gone.
  */
-export async function deleteHost(ctx: DomainContext, principal: Principal, id: string): Promise<{ removed: boolean; host?: HostView }> {
+export async function deleteHost(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<{ removed: boolean; host?: HostView }> {
   requireHostAdmin(principal);
   const host = await ctx.db.host.findUnique({ where: { id } });
   if (!host) throw notFound('host');
-  await ctx.db.host.update({ where: { id }, data: { status: 'DISABLED', statusReason: 'being removed: its workers drain first' } });
+  await ctx.db.host.update({
+    where: { id },
+    data: { status: 'DISABLED', statusReason: 'being removed: its workers drain first' },
+  });
   const live = (await liveWorkerCounts(ctx, [id])).get(id) ?? 0;
   if (live === 0) {
     await ctx.db.host.deleteMany({ where: { id } });
@@ -237,4 +298,3 @@ export async function deleteHost(ctx: DomainContext, principal: Principal, id: s
   await ctx.temporal.workflow.getHandle(hostWorkflowId(id)).signal(removeHost);
   return { removed: false, host: await viewOf(ctx, id) };
 }
-

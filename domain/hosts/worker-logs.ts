@@ -12,9 +12,20 @@ import { isLiveWorker } from '../workers/status.ts';
 
 export const WorkerLogsQuerySchema = Type.Object(
   {
-    tail: Type.Optional(Type.String({ pattern: '^[0-9]{1,6}$', description: 'lines of the past to start with (default 100; ignored when resuming)' })),
-    since: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'RFC 3339 time or Unix seconds: only lines after it' })),
-    follow: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'keep streaming new lines (default true)' })),
+    tail: Type.Optional(
+      Type.String({
+        pattern: '^[0-9]{1,6}$',
+        description: 'lines of the past to start with (default 100; ignored when resuming)',
+      }),
+    ),
+    since: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 64, description: 'RFC 3339 time or Unix seconds: only lines after it' }),
+    ),
+    follow: Type.Optional(
+      Type.Union([Type.Literal('true'), Type.Literal('false')], {
+        description: 'keep streaming new lines (default true)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -54,7 +65,10 @@ export async function openWorkerLogs(
 ): Promise<WorkerLogStream> {
   requireScope(principal, 'READ');
   const q = validate(WorkerLogsQuerySchema, query ?? {});
-  const endpoint = await ctx.db.endpoint.findFirst({ where: { id: endpointId, accountId: principal.accountId, deletingAt: null }, select: { id: true } });
+  const endpoint = await ctx.db.endpoint.findFirst({
+    where: { id: endpointId, accountId: principal.accountId, deletingAt: null },
+    select: { id: true },
+  });
   if (!endpoint) throw notFound('endpoint');
   requireEndpointAccess(principal, endpointId);
   const worker = await ctx.db.worker.findFirst({ where: { id: workerId, endpointId }, include: { host: true } });
@@ -63,7 +77,10 @@ export async function openWorkerLogs(
     throw new DomainError('conflict', `the worker has no container to read logs from (status ${worker.status})`);
   }
   if (worker.host.status !== 'READY' && worker.host.status !== 'DISABLED') {
-    throw new DomainError('unavailable', `host ${worker.host.name} is ${worker.host.status}${worker.host.statusReason ? `: ${worker.host.statusReason}` : ''}`);
+    throw new DomainError(
+      'unavailable',
+      `host ${worker.host.name} is ${worker.host.status}${worker.host.statusReason ? `: ${worker.host.statusReason}` : ''}`,
+    );
   }
   let since: string | undefined;
   let after: bigint | undefined;
@@ -76,18 +93,30 @@ export async function openWorkerLogs(
     else if (logTimeKey(q.since) !== undefined) since = q.since;
     else throw validationFailed(['$.since: must be an RFC 3339 time or Unix seconds']);
   }
-  const tail = since === undefined ? Number(q.tail ?? 100) : q.tail !== undefined && lastEventId === undefined ? Number(q.tail) : undefined;
+  const tail =
+    since === undefined
+      ? Number(q.tail ?? 100)
+      : q.tail !== undefined && lastEventId === undefined
+        ? Number(q.tail)
+        : undefined;
 
-  const command = logsCommand((worker.host.containerRuntime ?? 'podman') as 'podman' | 'docker', worker.containerName ?? worker.containerId, {
-    follow: q.follow !== 'false',
-    ...(tail !== undefined ? { tail } : {}),
-    ...(since !== undefined ? { since } : {}),
-  });
+  const command = logsCommand(
+    (worker.host.containerRuntime ?? 'podman') as 'podman' | 'docker',
+    worker.containerName ?? worker.containerId,
+    {
+      follow: q.follow !== 'false',
+      ...(tail !== undefined ? { tail } : {}),
+      ...(since !== undefined ? { since } : {}),
+    },
+  );
   let stream: ExecStream;
   try {
     stream = await ctx.ssh.execStream(sshTargetOf(worker.host, ctx.secrets), command);
   } catch (err) {
-    throw new DomainError('unavailable', `cannot reach host ${worker.host.name}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new DomainError(
+      'unavailable',
+      `cannot reach host ${worker.host.name}: ${err instanceof Error ? err.message : String(err)}`,
+    );
   }
   async function* parsed(): AsyncGenerator<WorkerLogLine> {
     for await (const out of stream.lines as AsyncIterable<OutputLine>) {

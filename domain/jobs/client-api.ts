@@ -43,7 +43,10 @@ async function jobTarget(jobs: JobRuntime, principal: Principal, id: string): Pr
   if (!e || e.accountId !== principal.accountId) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
   if (e.type !== 'QUEUE_BASED') {
-    throw new DomainError('bad_request', 'this endpoint is load-balancing: send requests to its requestUrls.base, without an input wrapper');
+    throw new DomainError(
+      'bad_request',
+      'this endpoint is load-balancing: send requests to its requestUrls.base, without an input wrapper',
+    );
   }
   return { endpoint: e, model: undefined, jobsOf: null };
 }
@@ -70,41 +73,68 @@ function refuseWhenBacklogged(jobs: JobRuntime): void {
   const limit = jobs.settings.maxWorkflowBacklog;
   if (backlog < limit) return;
   const seconds = Math.min(60, Math.max(1, Math.ceil((backlog - limit / 2) / Math.max(1, jobs.signals.sendRate))));
-  throw new RetryLater(`the platform is behind on job workflows (${backlog} waiting here, the limit is ${limit}: GANTRY_JOB_WORKFLOW_BACKLOG); retry in ${seconds} s`, seconds);
+  throw new RetryLater(
+    `the platform is behind on job workflows (${backlog} waiting here, the limit is ${limit}: GANTRY_JOB_WORKFLOW_BACKLOG); retry in ${seconds} s`,
+    seconds,
+  );
 }
 
-async function submit(jobs: JobRuntime, principal: Principal, target: JobTarget, body: unknown, sync: boolean, id = newJobId(sync)): Promise<JobRow> {
+async function submit(
+  jobs: JobRuntime,
+  principal: Principal,
+  target: JobTarget,
+  body: unknown,
+  sync: boolean,
+  id = newJobId(sync),
+): Promise<JobRow> {
   const { endpoint, model } = target;
   refuseWhenBacklogged(jobs);
   const endpointId = endpoint.id;
-  if (body === null || typeof body !== 'object' || Array.isArray(body) || !('input' in body) || (body as { input: unknown }).input == null) {
-    throw new DomainError('bad_request', 'the request body must be a JSON object with an "input" property: {"input": {...}}');
+  if (
+    body === null ||
+    typeof body !== 'object' ||
+    Array.isArray(body) ||
+    !('input' in body) ||
+    (body as { input: unknown }).input == null
+  ) {
+    throw new DomainError(
+      'bad_request',
+      'the request body must be a JSON object with an "input" property: {"input": {...}}',
+    );
   }
   const req = validate(RunJobBodySchema, body);
-  const webhookProblem = req.webhook !== undefined ? webhookUrlProblem(req.webhook, jobs.platform.webhookAllow) : undefined;
+  const webhookProblem =
+    req.webhook !== undefined ? webhookUrlProblem(req.webhook, jobs.platform.webhookAllow) : undefined;
   if (webhookProblem) throw validationFailed([`$.webhook: ${webhookProblem}`]);
   // A model's input is checked against its schema (and gets the schema's defaults) before it is queued.
   if (model) validateModelInput(model, req.input);
   let row: JobRow | undefined;
   try {
-    row = await jobs.store.insert({
-      id,
-      endpointId,
-      modelId: model?.id ?? null,
-      accountId: principal.accountId,
-      inputJson: JSON.stringify(req.input),
-      webhook: req.webhook ?? null,
-      executionTimeoutMs: req.policy?.executionTimeout ?? endpoint.timeoutMs,
-      ttlMs: req.policy?.ttl ?? 86_400_000,
-      lowPriority: req.policy?.lowPriority ?? false,
-      sync,
-    }, jobs.settings.maxQueuedPerEndpoint);
+    row = await jobs.store.insert(
+      {
+        id,
+        endpointId,
+        modelId: model?.id ?? null,
+        accountId: principal.accountId,
+        inputJson: JSON.stringify(req.input),
+        webhook: req.webhook ?? null,
+        executionTimeoutMs: req.policy?.executionTimeout ?? endpoint.timeoutMs,
+        ttlMs: req.policy?.ttl ?? 86_400_000,
+        lowPriority: req.policy?.lowPriority ?? false,
+        sync,
+      },
+      jobs.settings.maxQueuedPerEndpoint,
+    );
   } catch (err) {
     // The endpoint was deleted since it was cached.
     if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
     throw err;
   }
-  if (!row) throw new DomainError('rate_limited', `endpoint ${model?.id ?? endpointId} already holds ${jobs.settings.maxQueuedPerEndpoint} queued jobs, the most it may hold (GANTRY_MAX_QUEUED_JOBS); retry when workers have taken some`);
+  if (!row)
+    throw new DomainError(
+      'rate_limited',
+      `endpoint ${model?.id ?? endpointId} already holds ${jobs.settings.maxQueuedPerEndpoint} queued jobs, the most it may hold (GANTRY_MAX_QUEUED_JOBS); retry when workers have taken some`,
+    );
   jobs.wakeups.wake('q', endpointId);
   jobs.signals.state(row);
   jobs.queued({ endpointId, jobId: row.id, lowPriority: row.lowPriority });
@@ -112,7 +142,12 @@ async function submit(jobs: JobRuntime, principal: Principal, target: JobTarget,
 }
 
 /** POST /run: queued and committed; answers at once. */
-export async function runJob(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown): Promise<{ id: string; status: JobStatus }> {
+export async function runJob(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  body: unknown,
+): Promise<{ id: string; status: JobStatus }> {
   const row = await submit(jobs, principal, await jobTarget(jobs, principal, endpointId), body, false);
   return { id: row.id, status: row.status };
 }
@@ -121,12 +156,22 @@ export async function runJob(jobs: JobRuntime, principal: Principal, endpointId:
  * Waits until the job is final or `deadline`; returns the last row read (null: the job is gone).
  * The watcher is registered before every read, so a completion between the two is not missed.
  */
-async function awaitFinal(jobs: JobRuntime, jobId: string, target: JobTarget, deadline: number, first: Waiter, abort?: AbortSignal): Promise<JobRow | null> {
+async function awaitFinal(
+  jobs: JobRuntime,
+  jobId: string,
+  target: JobTarget,
+  deadline: number,
+  first: Waiter,
+  abort?: AbortSignal,
+): Promise<JobRow | null> {
   let waiter = first;
   let row: JobRow | null = null;
   for (;;) {
     const left = deadline - Date.now();
-    const woke = left > 0 && !jobs.closing && !abort?.aborted ? await waiter.wait(Math.min(left, REPOLL_MS), abort) : { woken: false };
+    const woke =
+      left > 0 && !jobs.closing && !abort?.aborted
+        ? await waiter.wait(Math.min(left, REPOLL_MS), abort)
+        : { woken: false };
     waiter.release();
     if (woke.row && isTerminal(woke.row.status)) return woke.row;
     waiter = jobs.wakeups.watch('j', jobId);
@@ -144,7 +189,14 @@ async function awaitFinal(jobs: JobRuntime, jobId: string, target: JobTarget, de
 }
 
 /** POST /runsync?wait=: the final job when it finishes in time, else `{id, status}` to poll. */
-export async function runJobSync(jobs: JobRuntime, principal: Principal, endpointId: string, body: unknown, query: unknown, abort?: AbortSignal): Promise<JobView> {
+export async function runJobSync(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  body: unknown,
+  query: unknown,
+  abort?: AbortSignal,
+): Promise<JobView> {
   const wait = parseWait(query, 90_000);
   const deadline = Date.now() + wait;
   const target = await jobTarget(jobs, principal, endpointId);
@@ -165,7 +217,12 @@ export async function runJobSync(jobs: JobRuntime, principal: Principal, endpoin
 }
 
 /** GET /status/{id}: 404 once the job expired (TTL, retention) or never existed. */
-export async function getJobStatus(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<JobView> {
+export async function getJobStatus(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  jobId: string,
+): Promise<JobView> {
   const t = await jobTarget(jobs, principal, endpointId);
   const row = await jobs.store.get(jobId, t.endpoint.id, true, t.jobsOf);
   if (!row) throw notFound('job');
@@ -173,7 +230,14 @@ export async function getJobStatus(jobs: JobRuntime, principal: Principal, endpo
 }
 
 /** GET /status-sync/{id}?wait=: like /status, after waiting up to `wait` ms for the job to finish. */
-export async function waitJobStatus(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string, query: unknown, abort?: AbortSignal): Promise<JobView> {
+export async function waitJobStatus(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  jobId: string,
+  query: unknown,
+  abort?: AbortSignal,
+): Promise<JobView> {
   const t = await jobTarget(jobs, principal, endpointId);
   const deadline = Date.now() + parseWait(query, 90_000);
   const waiter = jobs.wakeups.watch('j', jobId);
@@ -224,7 +288,12 @@ export async function streamJob(
 }
 
 /** POST /cancel/{id}: a queued job never runs; a running one is stopped on its worker. */
-export async function cancelJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
+export async function cancelJob(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  jobId: string,
+): Promise<{ id: string; status: JobStatus }> {
   const t = await jobTarget(jobs, principal, endpointId);
   const r = await jobs.store.cancel(jobId, t.endpoint.id, t.jobsOf);
   if (!r) throw notFound('job');
@@ -238,12 +307,18 @@ export async function cancelJob(jobs: JobRuntime, principal: Principal, endpoint
 }
 
 /** POST /retry/{id}: a FAILED or TIMED_OUT job goes back to the queue under the same id. */
-export async function retryJob(jobs: JobRuntime, principal: Principal, endpointId: string, jobId: string): Promise<{ id: string; status: JobStatus }> {
+export async function retryJob(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+  jobId: string,
+): Promise<{ id: string; status: JobStatus }> {
   const t = await jobTarget(jobs, principal, endpointId);
   refuseWhenBacklogged(jobs);
   const r = await jobs.store.retry(jobId, t.endpoint.id, t.jobsOf);
   if (!r) throw notFound('job');
-  if (!r.changed) throw new DomainError('bad_request', `only FAILED or TIMED_OUT jobs can be retried; this one is ${r.row.status}`);
+  if (!r.changed)
+    throw new DomainError('bad_request', `only FAILED or TIMED_OUT jobs can be retried; this one is ${r.row.status}`);
   jobs.wakeups.wake('q', t.endpoint.id);
   jobs.signals.state(r.row);
   jobs.queued({ endpointId: t.endpoint.id, jobId, lowPriority: r.row.lowPriority });
@@ -254,13 +329,21 @@ export async function retryJob(jobs: JobRuntime, principal: Principal, endpointI
  * POST /purge-queue: removes queued jobs (running ones finish). Their workflows, if started, end at
  * their next timer when they find the job gone; signalling each one here would flood Temporal.
  */
-export async function purgeQueue(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<{ removed: number; status: 'completed' }> {
+export async function purgeQueue(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+): Promise<{ removed: number; status: 'completed' }> {
   const t = await jobTarget(jobs, principal, endpointId);
   const ids = await jobs.store.purge(t.endpoint.id, t.jobsOf);
   return { removed: ids.length, status: 'completed' };
 }
 
-export async function endpointHealth(jobs: JobRuntime, principal: Principal, endpointId: string): Promise<HealthCounts> {
+export async function endpointHealth(
+  jobs: JobRuntime,
+  principal: Principal,
+  endpointId: string,
+): Promise<HealthCounts> {
   const t = await jobTarget(jobs, principal, endpointId);
   return jobs.store.health(t.endpoint.id);
 }

@@ -42,7 +42,11 @@ const NOW_UTC = `(now() AT TIME ZONE 'UTC')`;
  * every API process. Jobs already finished are not touched. `tag` names the caller in the NOTIFY
  * payloads (an API process skips its own); `retention` is the job settings' (jobSettings()).
  */
-export async function requeueLostJobs(sql: SqlRunner, lost: LostWorker, opts: { tag: string; retention: Retention }): Promise<LostJob[]> {
+export async function requeueLostJobs(
+  sql: SqlRunner,
+  lost: LostWorker,
+  opts: { tag: string; retention: Retention },
+): Promise<LostJob[]> {
   const failed = `j.retries + 1 >= ${MAX_WORKER_LOSSES}`;
   const [where, values] =
     'workerId' in lost

@@ -11,7 +11,22 @@ import pg from 'pg';
 import type { JobStatus } from '../../contracts/workflows.ts';
 import { FINAL_WORKER_STATUSES_SQL } from '../workers/status.ts';
 import { requeueLostJobs, type SqlRunner } from './lost-workers.ts';
-import { COLS, COLS_LEAN, DEFAULT_RETENTION, JOB_CHANNEL, OF_ACCOUNT, retainSql, statementName, type HealthCounts, type JobRow, type ModelCharge, type NewJob, type Outcome, type Retention, type TakenJob } from './rows.ts';
+import {
+  COLS,
+  COLS_LEAN,
+  DEFAULT_RETENTION,
+  JOB_CHANNEL,
+  OF_ACCOUNT,
+  retainSql,
+  statementName,
+  type HealthCounts,
+  type JobRow,
+  type ModelCharge,
+  type NewJob,
+  type Outcome,
+  type Retention,
+  type TakenJob,
+} from './rows.ts';
 
 /**
  * A CTE (to be joined: an unread one is never run) that makes the statement's own transaction
@@ -63,7 +78,20 @@ export class JobStore {
          RETURNING *)
        -- A /run job commits durably (its answer acknowledges it), a runsync job relaxed.
        SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j CROSS JOIN relaxed`,
-      [job.id, job.endpointId, job.accountId, job.inputJson, job.webhook, job.executionTimeoutMs, job.ttlMs, job.lowPriority, job.sync, this.tag, maxQueued, job.modelId ?? null],
+      [
+        job.id,
+        job.endpointId,
+        job.accountId,
+        job.inputJson,
+        job.webhook,
+        job.executionTimeoutMs,
+        job.ttlMs,
+        job.lowPriority,
+        job.sync,
+        this.tag,
+        maxQueued,
+        job.modelId ?? null,
+      ],
     );
     return row;
   }
@@ -100,7 +128,10 @@ export class JobStore {
        FROM j CROSS JOIN relaxed`,
       [endpointId, workerId, limit],
     );
-    return { jobs: rows.map(({ more: _more, ...job }) => job), more: rows.length === 0 ? false : Boolean(rows[0]?.more) };
+    return {
+      jobs: rows.map(({ more: _more, ...job }) => job),
+      more: rows.length === 0 ? false : Boolean(rows[0]?.more),
+    };
   }
 
   /** Puts back jobs whose take answer never reached the worker (it hung up first). */
@@ -134,7 +165,12 @@ export class JobStore {
    * finish for a job of a public model, with its charge (if any) recorded by the same statement: a
    * completed call is billed exactly once, and never without its result.
    */
-  async finishModelJob(jobId: string, workerId: string, outcome: Outcome, charge: ModelCharge | null): Promise<JobRow | null> {
+  async finishModelJob(
+    jobId: string,
+    workerId: string,
+    outcome: Outcome,
+    charge: ModelCharge | null,
+  ): Promise<JobRow | null> {
     const [row] = await this.rows<JobRow>(
       `WITH ${this.finishing('IS NOT NULL')},
        c AS (
@@ -142,7 +178,17 @@ export class JobStore {
          SELECT j.id, j."accountId", j."modelId", $7::float8, $8::float8, now() FROM j WHERE $9::boolean
          ON CONFLICT ("jobId") DO NOTHING)
        SELECT ${COLS}, pg_notify('${JOB_CHANNEL}', 'j:' || $6 || ':' || j.id) FROM j`,
-      [jobId, workerId, outcome.status, outcome.outputJson, outcome.error, this.tag, charge?.units ?? 0, charge?.amount ?? 0, charge !== null],
+      [
+        jobId,
+        workerId,
+        outcome.status,
+        outcome.outputJson,
+        outcome.error,
+        this.tag,
+        charge?.units ?? 0,
+        charge?.amount ?? 0,
+        charge !== null,
+      ],
     );
     return row ?? null;
   }
@@ -157,11 +203,15 @@ export class JobStore {
   }
 
   /** Status and holder of a job, to tell a duplicate result from one for a job not held, and whose model (and caller) it is. */
-  async holder(jobId: string): Promise<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string } | null> {
-    const [row] = await this.rows<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string }>(
-      `SELECT status, "workerId", "modelId", "accountId" FROM "Job" WHERE id = $1`,
-      [jobId],
-    );
+  async holder(
+    jobId: string,
+  ): Promise<{ status: JobStatus; workerId: string | null; modelId: string | null; accountId: string } | null> {
+    const [row] = await this.rows<{
+      status: JobStatus;
+      workerId: string | null;
+      modelId: string | null;
+      accountId: string;
+    }>(`SELECT status, "workerId", "modelId", "accountId" FROM "Job" WHERE id = $1`, [jobId]);
     return row ?? null;
   }
 
@@ -193,7 +243,12 @@ export class JobStore {
    * account submitted (the callers of a public model share its endpoint, not their jobs); this
    * holds for every call below that takes it.
    */
-  async get(jobId: string, endpointId: string, withOutput = true, accountId: string | null = null): Promise<JobRow | null> {
+  async get(
+    jobId: string,
+    endpointId: string,
+    withOutput = true,
+    accountId: string | null = null,
+  ): Promise<JobRow | null> {
     const [row] = await this.rows<JobRow>(
       `SELECT ${withOutput ? COLS : COLS_LEAN} FROM "Job" j WHERE j.id = $1 AND j."endpointId" = $2 AND j."expiresAt" > now() AND ${OF_ACCOUNT('$3')}`,
       [jobId, endpointId, accountId],
@@ -205,7 +260,11 @@ export class JobStore {
    * Hands out the stream chunks not yet given to a /stream caller, moving the job's cursor in the
    * same statement: concurrent callers never get the same chunk.
    */
-  async takeStream(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ status: JobStatus; outputs: unknown[] } | null> {
+  async takeStream(
+    jobId: string,
+    endpointId: string,
+    accountId: string | null = null,
+  ): Promise<{ status: JobStatus; outputs: unknown[] } | null> {
     const [cursor] = await this.rows<{ status: JobStatus; from: number; to: number }>(
       `WITH cur AS (
          SELECT id, status, "streamDelivered" AS "from", "streamTotal" AS "to" FROM "Job" j
@@ -227,7 +286,11 @@ export class JobStore {
    * Cancels a queued or running job. A running one is marked for its worker's job-stop channel.
    * Returns the job after the call and whether this call cancelled it.
    */
-  async cancel(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ row: JobRow; changed: boolean } | null> {
+  async cancel(
+    jobId: string,
+    endpointId: string,
+    accountId: string | null = null,
+  ): Promise<{ row: JobRow; changed: boolean } | null> {
     const [row] = await this.rows<JobRow & { prevWorker: string | null; prevStatus: JobStatus }>(
       `WITH prev AS (
          SELECT id, status, "workerId" FROM "Job" j WHERE id = $1 AND "endpointId" = $2 AND "expiresAt" > now()
@@ -249,7 +312,11 @@ export class JobStore {
   }
 
   /** Puts a FAILED or TIMED_OUT job back in the queue under the same id (a resubmission). */
-  async retry(jobId: string, endpointId: string, accountId: string | null = null): Promise<{ row: JobRow; changed: boolean } | null> {
+  async retry(
+    jobId: string,
+    endpointId: string,
+    accountId: string | null = null,
+  ): Promise<{ row: JobRow; changed: boolean } | null> {
     const { client, release } = await this.checkout();
     try {
       await client.query('BEGIN');
@@ -279,7 +346,10 @@ export class JobStore {
 
   /** Removes the endpoint's queued jobs (running ones stay); returns their ids. */
   async purge(endpointId: string, accountId: string | null = null): Promise<string[]> {
-    const rows = await this.rows<{ id: string }>(`DELETE FROM "Job" j WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND ${OF_ACCOUNT('$2')} RETURNING id`, [endpointId, accountId]);
+    const rows = await this.rows<{ id: string }>(
+      `DELETE FROM "Job" j WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND ${OF_ACCOUNT('$2')} RETURNING id`,
+      [endpointId, accountId],
+    );
     return rows.map((r) => r.id);
   }
 
@@ -476,7 +546,10 @@ export class JobStore {
    * `graceMs` after it was recorded: the process that recorded it went down first. A scan without an index: the column is almost always empty, and an
    * index would make every clearing update rewrite all of the row's index entries.
    */
-  async unsignalled(graceMs: number, limit: number): Promise<Array<{ id: string; seq: number; endpointId: string; accountId: string }>> {
+  async unsignalled(
+    graceMs: number,
+    limit: number,
+  ): Promise<Array<{ id: string; seq: number; endpointId: string; accountId: string }>> {
     return this.rows<{ id: string; seq: number; endpointId: string; accountId: string }>(
       `SELECT id, seq, "endpointId", "accountId" FROM "Job" WHERE "signalDueAt" < now() - $1::float8 * interval '1 millisecond' LIMIT $2::int`,
       [graceMs, limit],
@@ -487,7 +560,10 @@ export class JobStore {
   async exclusively(lockKey: number, fn: () => Promise<void>): Promise<boolean> {
     const { client, release } = await this.checkout();
     try {
-      const { rows } = await client.query<{ locked: boolean }>({ text: 'SELECT pg_try_advisory_lock($1) AS locked', values: [lockKey] });
+      const { rows } = await client.query<{ locked: boolean }>({
+        text: 'SELECT pg_try_advisory_lock($1) AS locked',
+        values: [lockKey],
+      });
       if (!rows[0]?.locked) return false;
       try {
         await fn();
@@ -522,4 +598,3 @@ export class JobStore {
     };
   }
 }
-

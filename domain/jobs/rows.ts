@@ -11,7 +11,7 @@ export const isTerminal = (s: JobStatus): boolean => TERMINAL.includes(s);
 
 /** The NOTIFY channel; payloads are `<kind>:<process tag>:<id>` (kinds below). */
 export const JOB_CHANNEL = 'gantry_jobs';
-export type NotifyKind = 'q' /* endpoint has queued work */ | 'j' /* job changed */ | 's' /* worker has jobs to stop */;
+export type NotifyKind = 'q' /* endpoint has queued work */ | 'j' /* job changed */ | 's'; /* worker has jobs to stop */
 
 /** How long results stay readable after a job finishes (compat.md). */
 export const RETENTION_RUN_MS = 30 * 60_000;
@@ -70,7 +70,10 @@ export const DEFAULT_RETENTION: Retention = { runMs: RETENTION_RUN_MS, syncMs: R
  * SQL of the current time as the columns store it (UTC `timestamp`): the queue's own sessions run in
  * UTC, where `now()` converts so; any other session needs `now() AT TIME ZONE 'UTC'`.
  */
-export const retainSql = (r: Retention, now = 'now()'): string => `LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond',
+export const retainSql = (
+  r: Retention,
+  now = 'now()',
+): string => `LEAST(j."createdAt" + j."ttlMs" * interval '1 millisecond',
   ${now} + CASE WHEN j.sync THEN interval '${Math.trunc(r.syncMs)} milliseconds' ELSE interval '${Math.trunc(r.runMs)} milliseconds' END)`;
 
 const TIMESTAMP_OID = 1114;
@@ -80,10 +83,13 @@ const TIMESTAMP_OID = 1114;
  * it). The queue needs its own connections: a LISTEN session and plain pg statements.
  */
 export function databaseUrlOf(db: Db): string {
-  const config = (db as unknown as { _engineConfig?: { adapter?: { config?: { connectionString?: unknown } } } })._engineConfig?.adapter?.config;
+  const config = (db as unknown as { _engineConfig?: { adapter?: { config?: { connectionString?: unknown } } } })
+    ._engineConfig?.adapter?.config;
   const url = config?.connectionString;
   if (typeof url === 'string' && url) return url;
-  throw new Error('cannot find the database URL of the Prisma client (expected a @prisma/adapter-pg client from createDb)');
+  throw new Error(
+    'cannot find the database URL of the Prisma client (expected a @prisma/adapter-pg client from createDb)',
+  );
 }
 
 /** node-postgres settings shared by the queue's pool and LISTEN session: UTC on both sides. */
@@ -94,7 +100,9 @@ export function pgConfig(connectionString: string): pg.ClientConfig {
     options: '-c TimeZone=UTC',
     types: {
       getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-        oid === TIMESTAMP_OID && format !== 'binary' ? (s: string) => new Date(`${s.replace(' ', 'T')}Z`) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+        oid === TIMESTAMP_OID && format !== 'binary'
+          ? (s: string) => new Date(`${s.replace(' ', 'T')}Z`)
+          : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
     },
   };
 }

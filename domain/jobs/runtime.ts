@@ -30,7 +30,10 @@ export type Log = (level: 'warn' | 'error', msg: string, err?: unknown) => void;
  * the job API have one; asking for it elsewhere is a wiring mistake, reported at start-up.
  */
 export function jobRuntimeOf(ctx: Pick<DomainContext, 'jobs'>): JobRuntime {
-  if (!ctx.jobs) throw new Error('no job runtime in the domain context: the composition root builds one (infra/job-runtime.ts createJobRuntime) for processes that serve the job API');
+  if (!ctx.jobs)
+    throw new Error(
+      'no job runtime in the domain context: the composition root builds one (infra/job-runtime.ts createJobRuntime) for processes that serve the job API',
+    );
   return ctx.jobs;
 }
 
@@ -77,7 +80,13 @@ export class JobRuntime {
   private readonly queuedListeners = new Set<(e: JobQueuedEvent) => void>();
 
   /** `ctx.records` must be built first (the composition root does). */
-  constructor(ctx: Pick<DomainContext, 'db' | 'temporal' | 'taskQueue' | 'records' | 'settings' | 'blobs' | 'signingKey' | 'publicUrl'>, parts: JobRuntimeParts) {
+  constructor(
+    ctx: Pick<
+      DomainContext,
+      'db' | 'temporal' | 'taskQueue' | 'records' | 'settings' | 'blobs' | 'signingKey' | 'publicUrl'
+    >,
+    parts: JobRuntimeParts,
+  ) {
     this.store = parts.store;
     this.workerStore = parts.workerStore ?? parts.store;
     this.wakeups = parts.wakeups;
@@ -87,7 +96,13 @@ export class JobRuntime {
     this.platform = ctx.settings;
     this.endpoints = new QueueEndpoints(ctx.db, this.records);
     this.db = ctx.db;
-    this.outputs = { db: ctx.db, blobs: ctx.blobs, signingKey: ctx.signingKey, publicUrl: ctx.publicUrl, outputs: ctx.settings.outputs };
+    this.outputs = {
+      db: ctx.db,
+      blobs: ctx.blobs,
+      signingKey: ctx.signingKey,
+      publicUrl: ctx.publicUrl,
+      outputs: ctx.settings.outputs,
+    };
     this.signals = new WorkflowSignals(ctx, parts.settings, parts.log, (id, seq) => {
       this.sent.ids.push(id);
       this.sent.seqs.push(seq);

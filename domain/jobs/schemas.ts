@@ -7,8 +7,16 @@ import type { JobRow } from './rows.ts';
 
 export const JobPolicySchema = Type.Object(
   {
-    executionTimeout: Type.Optional(Type.Integer({ minimum: 5_000, maximum: 7 * 86_400_000, description: 'milliseconds a worker may run the job' })),
-    ttl: Type.Optional(Type.Integer({ minimum: 10_000, maximum: 7 * 86_400_000, description: 'milliseconds the job lives from submission' })),
+    executionTimeout: Type.Optional(
+      Type.Integer({ minimum: 5_000, maximum: 7 * 86_400_000, description: 'milliseconds a worker may run the job' }),
+    ),
+    ttl: Type.Optional(
+      Type.Integer({
+        minimum: 10_000,
+        maximum: 7 * 86_400_000,
+        description: 'milliseconds the job lives from submission',
+      }),
+    ),
     lowPriority: Type.Optional(Type.Boolean({ description: 'never causes a scale-up' })),
   },
   { additionalProperties: false },
@@ -25,7 +33,9 @@ export const RunJobBodySchema = Type.Object(
 );
 export type RunJobBody = Static<typeof RunJobBodySchema>;
 
-export const WaitQuerySchema = Type.Object({ wait: Type.Optional(Type.String({ pattern: '^[0-9]+$', description: 'milliseconds, 1000..300000' })) });
+export const WaitQuerySchema = Type.Object({
+  wait: Type.Optional(Type.String({ pattern: '^[0-9]+$', description: 'milliseconds, 1000..300000' })),
+});
 
 export const JobStatusSchema = Type.Union([
   Type.Literal('IN_QUEUE'),
@@ -48,10 +58,19 @@ export const JobViewSchema = Type.Object({
 });
 export type JobView = Static<typeof JobViewSchema>;
 
-export const JobStreamSchema = Type.Object({ status: JobStatusSchema, stream: Type.Array(Type.Object({ output: Type.Unknown() })) });
+export const JobStreamSchema = Type.Object({
+  status: JobStatusSchema,
+  stream: Type.Array(Type.Object({ output: Type.Unknown() })),
+});
 
 export const HealthSchema = Type.Object({
-  jobs: Type.Object({ completed: Type.Integer(), failed: Type.Integer(), inProgress: Type.Integer(), inQueue: Type.Integer(), retried: Type.Integer() }),
+  jobs: Type.Object({
+    completed: Type.Integer(),
+    failed: Type.Integer(),
+    inProgress: Type.Integer(),
+    inQueue: Type.Integer(),
+    retried: Type.Integer(),
+  }),
   workers: Type.Object({
     idle: Type.Integer(),
     initializing: Type.Integer(),
@@ -78,7 +97,8 @@ export const PingQuerySchema = Type.Object(
 export function jobView(row: JobRow): JobView {
   const view: JobView = { id: row.id, status: row.status };
   if (row.startedAt) view.delayTime = Math.max(0, row.startedAt.getTime() - row.createdAt.getTime());
-  if (row.startedAt && row.completedAt) view.executionTime = Math.max(0, row.completedAt.getTime() - row.startedAt.getTime());
+  if (row.startedAt && row.completedAt)
+    view.executionTime = Math.max(0, row.completedAt.getTime() - row.startedAt.getTime());
   if (row.workerId) view.workerId = row.workerId;
   if (row.output !== null && row.output !== undefined) view.output = row.output;
   if (row.error !== null) view.error = row.error;

@@ -56,7 +56,10 @@ export function refusedAddress(address: string, allow: WebhookAllowList): string
 
 /** The URL's host as a bare name or address (IPv6 brackets removed, lower case, no trailing dot). */
 function hostOf(url: URL): string {
-  return url.hostname.replace(/^\[|\]$/g, '').toLowerCase().replace(/\.$/, '');
+  return url.hostname
+    .replace(/^\[|\]$/g, '')
+    .toLowerCase()
+    .replace(/\.$/, '');
 }
 
 /**
@@ -79,12 +82,17 @@ export function webhookUrlProblem(raw: string, allow: WebhookAllowList): string 
     const refused = refusedAddress(host, allow);
     return refused ? `may not target ${refused} (operators allow such targets with GANTRY_WEBHOOK_ALLOW)` : undefined;
   }
-  if (host === 'localhost' || host.endsWith('.localhost')) return `may not target ${host} (operators allow such targets with GANTRY_WEBHOOK_ALLOW)`;
+  if (host === 'localhost' || host.endsWith('.localhost'))
+    return `may not target ${host} (operators allow such targets with GANTRY_WEBHOOK_ALLOW)`;
   return undefined;
 }
 
 type LookupAddress = { address: string; family: number };
-type Resolver = (hostname: string, options: { all: true }, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+type Resolver = (
+  hostname: string,
+  options: { all: true },
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
 
 /**
  * A `lookup` for net/tls connect that resolves with `resolve` and refuses the connection when any
@@ -92,18 +100,31 @@ type Resolver = (hostname: string, options: { all: true }, callback: (err: NodeJ
  * DNS answer cannot swap in a private one between the check and the connect.
  */
 export function guardedLookup(resolve: Resolver, allow: () => WebhookAllowList): LookupFunction {
-  const guarded = (hostname: string, options: { all?: boolean; family?: number | string } | number, callback: (...args: unknown[]) => void): void => {
+  const guarded = (
+    hostname: string,
+    options: { all?: boolean; family?: number | string } | number,
+    callback: (...args: unknown[]) => void,
+  ): void => {
     const all = typeof options === 'object' && options.all === true;
     const list = allow();
     if (list.hosts.has(hostname.toLowerCase().replace(/\.$/, ''))) {
-      resolve(hostname, { all: true }, (err, addresses) => (err ? callback(err) : all ? callback(null, addresses) : callback(null, addresses[0]?.address, addresses[0]?.family)));
+      resolve(hostname, { all: true }, (err, addresses) =>
+        err
+          ? callback(err)
+          : all
+            ? callback(null, addresses)
+            : callback(null, addresses[0]?.address, addresses[0]?.family),
+      );
       return;
     }
     resolve(hostname, { all: true }, (err, addresses) => {
       if (err) return callback(err);
       const refused = addresses.map((a) => refusedAddress(a.address, list)).find((r) => r !== undefined);
       if (refused || addresses.length === 0) {
-        const e = Object.assign(new Error(`webhook host ${hostname} resolves to a refused address: ${refused ?? 'none'}`), { code: 'EWEBHOOKREFUSED' });
+        const e = Object.assign(
+          new Error(`webhook host ${hostname} resolves to a refused address: ${refused ?? 'none'}`),
+          { code: 'EWEBHOOKREFUSED' },
+        );
         return callback(e);
       }
       if (all) callback(null, addresses);

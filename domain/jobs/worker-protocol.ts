@@ -71,7 +71,8 @@ function parseJsonBody(raw: unknown, what: string): Record<string, unknown> {
       throw new DomainError('bad_request', `${what} body must be JSON`);
     }
   }
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new DomainError('bad_request', `${what} body must be a JSON object`);
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new DomainError('bad_request', `${what} body must be a JSON object`);
   // A worker's output with NUL (jsonb refuses it) or nested past stringify's stack: its error, not a 500.
   const problem = unstorableJson(body);
   if (problem) throw validationFailed([problem]);
@@ -84,22 +85,44 @@ const jsonOrNull = (v: unknown): string | null => (v === undefined ? null : JSON
  * job-done: a result (output, error), a progress update (`status: "IN_PROGRESS"`), and maybe
  * `stopPod`. Idempotent: the worker SDK posts up to three times and ignores the answer.
  */
-export async function finishJob(jobs: JobRuntime, worker: WorkerIdentity, jobId: string, rawBody: unknown): Promise<{ status: JobStatus }> {
+export async function finishJob(
+  jobs: JobRuntime,
+  worker: WorkerIdentity,
+  jobId: string,
+  rawBody: unknown,
+): Promise<{ status: JobStatus }> {
   const body = parseJsonBody(rawBody, 'job-done');
   if (body.status === 'IN_PROGRESS') {
-    if (!(await jobs.workerStore.progress(jobId, worker.workerId, jsonOrNull(body.output)))) throw await notHeld(jobs, jobId, worker);
+    if (!(await jobs.workerStore.progress(jobId, worker.workerId, jsonOrNull(body.output))))
+      throw await notHeld(jobs, jobId, worker);
     jobs.wakeups.wake('j', jobId);
     return { status: 'IN_PROGRESS' };
   }
-  const error = body.error === undefined || body.error === null || body.error === '' ? null : typeof body.error === 'string' ? body.error : JSON.stringify(body.error);
-  const outcome: Outcome = { status: error === null ? 'COMPLETED' : 'FAILED', outputJson: jsonOrNull(body.output), error };
+  const error =
+    body.error === undefined || body.error === null || body.error === ''
+      ? null
+      : typeof body.error === 'string'
+        ? body.error
+        : JSON.stringify(body.error);
+  const outcome: Outcome = {
+    status: error === null ? 'COMPLETED' : 'FAILED',
+    outputJson: jsonOrNull(body.output),
+    error,
+  };
   let row = await jobs.workerStore.finish(jobId, worker.workerId, outcome);
   // Not finished: a public model's job (stored and billed first), a repeat, or a job not held.
   let held: Awaited<ReturnType<JobStore['holder']>> | undefined;
   if (!row) {
     held = await jobs.workerStore.holder(jobId);
     if (held?.modelId && held.workerId === worker.workerId && held.status === 'IN_PROGRESS') {
-      row = await finishModelJob(jobs, jobId, worker.workerId, held as { modelId: string; accountId: string }, outcome, body.output);
+      row = await finishModelJob(
+        jobs,
+        jobId,
+        worker.workerId,
+        held as { modelId: string; accountId: string },
+        outcome,
+        body.output,
+      );
       held = undefined;
     }
   }
@@ -123,7 +146,14 @@ export async function finishJob(jobs: JobRuntime, worker: WorkerIdentity, jobId:
  * job finished with its charge in one statement. Media that are not what their field says fail
  * the job (and are not billed); a failed job is never billed.
  */
-async function finishModelJob(jobs: JobRuntime, jobId: string, workerId: string, job: { modelId: string; accountId: string }, outcome: Outcome, output: unknown): Promise<JobRow | null> {
+async function finishModelJob(
+  jobs: JobRuntime,
+  jobId: string,
+  workerId: string,
+  job: { modelId: string; accountId: string },
+  outcome: Outcome,
+  output: unknown,
+): Promise<JobRow | null> {
   if (outcome.status !== 'COMPLETED') return jobs.workerStore.finishModelJob(jobId, workerId, outcome, null);
   // Through the record cache: a model's price is read once per revocation bound, not per result.
   const model = (await jobs.model(job.modelId)) ?? null;
@@ -132,12 +162,27 @@ async function finishModelJob(jobs: JobRuntime, jobId: string, workerId: string,
     stored = await storeModelOutput(jobs.outputs, { id: jobId, accountId: job.accountId }, model, output);
   } catch (err) {
     if (!(err instanceof OutputProblem)) throw err;
-    return jobs.workerStore.finishModelJob(jobId, workerId, { status: 'FAILED', outputJson: null, error: `the model's output was refused: ${err.message}` }, null);
+    return jobs.workerStore.finishModelJob(
+      jobId,
+      workerId,
+      { status: 'FAILED', outputJson: null, error: `the model's output was refused: ${err.message}` },
+      null,
+    );
   }
-  return jobs.workerStore.finishModelJob(jobId, workerId, { ...outcome, outputJson: JSON.stringify(stored.output) }, stored.charge);
+  return jobs.workerStore.finishModelJob(
+    jobId,
+    workerId,
+    { ...outcome, outputJson: JSON.stringify(stored.output) },
+    stored.charge,
+  );
 }
 
-async function notHeld(jobs: JobRuntime, jobId: string, worker: WorkerIdentity, held?: { status: JobStatus; workerId: string | null } | null): Promise<DomainError> {
+async function notHeld(
+  jobs: JobRuntime,
+  jobId: string,
+  worker: WorkerIdentity,
+  held?: { status: JobStatus; workerId: string | null } | null,
+): Promise<DomainError> {
   const h = held === undefined ? await jobs.workerStore.holder(jobId) : held;
   if (!h) return notFound('job');
   if (h.workerId !== worker.workerId) return new DomainError('conflict', 'this job is not held by this worker');
@@ -145,10 +190,16 @@ async function notHeld(jobs: JobRuntime, jobId: string, worker: WorkerIdentity, 
 }
 
 /** job-stream: one chunk of a streaming job's output. */
-export async function postStreamChunk(jobs: JobRuntime, worker: WorkerIdentity, jobId: string, rawBody: unknown): Promise<void> {
+export async function postStreamChunk(
+  jobs: JobRuntime,
+  worker: WorkerIdentity,
+  jobId: string,
+  rawBody: unknown,
+): Promise<void> {
   const body = parseJsonBody(rawBody, 'job-stream');
   const output = 'output' in body ? body.output : body;
-  if (!(await jobs.workerStore.appendChunk(jobId, worker.workerId, JSON.stringify(output ?? null)))) throw await notHeld(jobs, jobId, worker);
+  if (!(await jobs.workerStore.appendChunk(jobId, worker.workerId, JSON.stringify(output ?? null))))
+    throw await notHeld(jobs, jobId, worker);
   jobs.wakeups.wake('j', jobId);
 }
 
@@ -176,7 +227,10 @@ export async function workerPing(jobs: JobRuntime, worker: WorkerIdentity, query
     .map((s) => s.trim())
     .filter((s) => s.length > 0 && s.length <= 200)
     .slice(0, 1000);
-  const unhealthy = q.status === 'unhealthy' ? `self-check failed${q.check ? ` (${q.check})` : ''}${q.reason ? `: ${q.reason}` : ''}` : null;
+  const unhealthy =
+    q.status === 'unhealthy'
+      ? `self-check failed${q.check ? ` (${q.check})` : ''}${q.reason ? `: ${q.reason}` : ''}`
+      : null;
   await jobs.workerStore.ping(worker.workerId, jobIds, unhealthy);
   if (unhealthy) forgetWorker(jobs.records, worker.workerId);
 }

@@ -5,7 +5,13 @@
  */
 import type { DomainContext } from '../context.ts';
 import { isTerminal, snapshotOf, type JobRow } from './rows.ts';
-import { jobChanged, jobTaskQueueOf, jobWorkflowId, recheckJob, type JobWorkflowInput } from '../../contracts/workflows.ts';
+import {
+  jobChanged,
+  jobTaskQueueOf,
+  jobWorkflowId,
+  recheckJob,
+  type JobWorkflowInput,
+} from '../../contracts/workflows.ts';
 import { gantrySearchAttributes } from '../../contracts/search-attributes.ts';
 import type { Log } from './runtime.ts';
 import type { JobSettings } from './settings.ts';
@@ -101,16 +107,29 @@ export class WorkflowSignals {
     if (!prev && this.pending.size >= WorkflowSignals.MAX_PENDING && !isTerminal(row.status)) {
       // Temporal is far behind (or down): memory stays bounded. A state dropped here reaches the
       // workflow with the job's next change (each is a signal-with-start) or through the sweeps.
-      if (!this.warnedFull) this.log('warn', `${this.pending.size} job workflow signals waiting; dropping intermediate states until Temporal catches up`);
+      if (!this.warnedFull)
+        this.log(
+          'warn',
+          `${this.pending.size} job workflow signals waiting; dropping intermediate states until Temporal catches up`,
+        );
       this.warnedFull = true;
       return;
     }
     this.warnedFull = false;
     const now = Date.now();
     const behind = this.pending.size > WorkflowSignals.MAX_IN_FLIGHT;
-    const hold = behind ? Math.max(this.settings.signalDelayMs, WorkflowSignals.BEHIND_HOLD_MS) : this.settings.signalDelayMs;
+    const hold = behind
+      ? Math.max(this.settings.signalDelayMs, WorkflowSignals.BEHIND_HOLD_MS)
+      : this.settings.signalDelayMs;
     const due = isTerminal(row.status) || this.closed ? now : Math.min(prev?.due ?? Infinity, now + hold);
-    this.pending.set(row.id, { kind: 'state', snapshot, endpointId: row.endpointId, accountId: row.accountId, due: prev?.kind === 'recheck' ? now : due, attempts: 0 });
+    this.pending.set(row.id, {
+      kind: 'state',
+      snapshot,
+      endpointId: row.endpointId,
+      accountId: row.accountId,
+      due: prev?.kind === 'recheck' ? now : due,
+      attempts: 0,
+    });
     this.schedule(due);
   }
 
@@ -127,7 +146,15 @@ export class WorkflowSignals {
       prev.seq ??= seq;
       prev.endpointId ??= job.endpointId;
       prev.accountId ??= job.accountId;
-    } else this.pending.set(job.id, { kind: 'recheck', seq, endpointId: job.endpointId, accountId: job.accountId, due: Date.now(), attempts: 0 });
+    } else
+      this.pending.set(job.id, {
+        kind: 'recheck',
+        seq,
+        endpointId: job.endpointId,
+        accountId: job.accountId,
+        due: Date.now(),
+        attempts: 0,
+      });
     this.schedule(Date.now());
   }
 
@@ -135,11 +162,14 @@ export class WorkflowSignals {
     if (at >= this.timerAt || this.aborted) return;
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = Infinity;
-      this.pump();
-    }, Math.max(0, at - Date.now()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.timerAt = Infinity;
+        this.pump();
+      },
+      Math.max(0, at - Date.now()),
+    );
     this.timer.unref();
   }
 
@@ -164,9 +194,11 @@ export class WorkflowSignals {
         .catch((err: unknown) => {
           if (this.aborted) return;
           p.attempts++;
-          if (p.attempts === 3) this.log('warn', `signal to workflow job:${jobId} failed ${p.attempts} times; still trying`, err);
+          if (p.attempts === 3)
+            this.log('warn', `signal to workflow job:${jobId} failed ${p.attempts} times; still trying`, err);
           // Put it back unless a newer state took its place meanwhile.
-          if (!this.pending.has(jobId)) this.pending.set(jobId, { ...p, due: Date.now() + Math.min(30_000, 200 * 2 ** p.attempts) });
+          if (!this.pending.has(jobId))
+            this.pending.set(jobId, { ...p, due: Date.now() + Math.min(30_000, 200 * 2 ** p.attempts) });
         })
         .finally(() => {
           this.inFlight--;
@@ -196,7 +228,11 @@ export class WorkflowSignals {
       await this.ctx.temporal.withAbortSignal(abort.signal, () =>
         p.kind === 'recheck' || !snapshot
           ? this.ctx.temporal.workflow.signalWithStart('jobWorkflow', { ...common, signal: recheckJob, signalArgs: [] })
-          : this.ctx.temporal.workflow.signalWithStart('jobWorkflow', { ...common, signal: jobChanged, signalArgs: [snapshot] }),
+          : this.ctx.temporal.workflow.signalWithStart('jobWorkflow', {
+              ...common,
+              signal: jobChanged,
+              signalArgs: [snapshot],
+            }),
       );
     } finally {
       this.sends.delete(abort);
@@ -206,7 +242,10 @@ export class WorkflowSignals {
   /** Resolves once nothing is pending or in flight, or after `timeoutMs`. */
   async drained(timeoutMs: number): Promise<void> {
     if (this.pending.size === 0 && this.inFlight === 0) return;
-    await Promise.race([new Promise<void>((resolve) => this.idle.push(resolve)), new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+    await Promise.race([
+      new Promise<void>((resolve) => this.idle.push(resolve)),
+      new Promise<void>((resolve) => setTimeout(resolve, timeoutMs).unref()),
+    ]);
   }
 
   /** Sends everything pending now and waits for it, at most `timeoutMs`. */

@@ -41,17 +41,24 @@ export type ProbeResult = { state: 'healthy' } | { state: 'initializing' } | { s
  * One health check: `GET http://<host>:<PORT_HEALTH>/ping`. 200 is healthy, 204 still initializing
  * (the convention of load-balancing worker images), anything else or no answer in time unhealthy.
  */
-export async function probeLbWorker(host: string, port: number, options: { path?: string; timeoutMs?: number } = {}): Promise<ProbeResult> {
+export async function probeLbWorker(
+  host: string,
+  port: number,
+  options: { path?: string; timeoutMs?: number } = {},
+): Promise<ProbeResult> {
   const timeoutMs = options.timeoutMs ?? 2_000;
   try {
-    const r = await fetch(`${originOf(host, port)}${options.path ?? LB_HEALTH_PATH}`, { signal: AbortSignal.timeout(timeoutMs) });
+    const r = await fetch(`${originOf(host, port)}${options.path ?? LB_HEALTH_PATH}`, {
+      signal: AbortSignal.timeout(timeoutMs),
+    });
     await r.body?.cancel();
     if (r.status === 200) return { state: 'healthy' };
     if (r.status === 204) return { state: 'initializing' };
     return { state: 'unhealthy', reason: `the health check answered ${r.status}` };
   } catch (err) {
     const e = err as { cause?: { code?: string }; name?: string; message?: string };
-    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message ?? String(err));
+    const why =
+      e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message ?? String(err));
     return { state: 'unhealthy', reason: `the health check failed: ${why}` };
   }
 }
@@ -81,13 +88,20 @@ export interface LbEndpoint {
  * needs the endpoint: it comes from the process's record cache (found ones only), so a deleted
  * endpoint is refused within the revocation bound (domain/shared/record-cache.ts).
  */
-export async function authorizeLbCall(ctx: Pick<DomainContext, 'db' | 'records'>, principal: Principal, endpointId: string): Promise<LbEndpoint> {
+export async function authorizeLbCall(
+  ctx: Pick<DomainContext, 'db' | 'records'>,
+  principal: Principal,
+  endpointId: string,
+): Promise<LbEndpoint> {
   requireScope(principal, 'RUN');
   const found = await liveEndpoint(ctx, endpointId);
   if (!found || found.accountId !== principal.accountId) throw notFound('endpoint');
   requireEndpointAccess(principal, endpointId);
   if (found.type !== 'LOAD_BALANCING') {
-    throw new DomainError('bad_request', 'this endpoint is queue-based: submit jobs to its requestUrls.run or requestUrls.runSync with an {"input": ...} body');
+    throw new DomainError(
+      'bad_request',
+      'this endpoint is queue-based: submit jobs to its requestUrls.run or requestUrls.runSync with an {"input": ...} body',
+    );
   }
   return { id: found.id, accountId: found.accountId, timeoutMs: found.timeoutMs, workersMax: found.workersMax };
 }
@@ -160,7 +174,17 @@ export class LbLoadTracker {
     const key = `${endpointId}\0${workerId}`;
     let e = this.entries.get(key);
     if (!e) {
-      e = { endpointId, workerId, inFlight: 0, routable: false, waitStarts: new Set(), lastActiveMs: null, version: 1, publishedVersion: 0, publishedAtMs: 0 };
+      e = {
+        endpointId,
+        workerId,
+        inFlight: 0,
+        routable: false,
+        waitStarts: new Set(),
+        lastActiveMs: null,
+        version: 1,
+        publishedVersion: 0,
+        publishedAtMs: 0,
+      };
       this.entries.set(key, e);
     }
     return e;
@@ -239,7 +263,8 @@ export class LbLoadTracker {
       const heartbeat = (e.inFlight > 0 || e.routable) && now - e.publishedAtMs >= LB_LOAD_HEARTBEAT_MS;
       if (!changed && !heartbeat) {
         // Nothing under way and nothing routed for a while: the row in the database says it all.
-        if (e.inFlight === 0 && !e.routable && now - (e.lastActiveMs ?? e.publishedAtMs) > 10 * 60_000) this.entries.delete(key);
+        if (e.inFlight === 0 && !e.routable && now - (e.lastActiveMs ?? e.publishedAtMs) > 10 * 60_000)
+          this.entries.delete(key);
         continue;
       }
       picked.push([e, e.version]);
@@ -300,7 +325,11 @@ export async function purgeOldLoad(db: Db): Promise<number> {
 const fresh = Prisma.sql`"updatedAt" > ${NOW_UTC} - ${LB_LOAD_STALE_MS} * interval '1 millisecond'`;
 
 /** Requests other processes have under way, per worker of the given endpoints. */
-export async function otherProcessesInFlight(db: Db, processId: string, endpointIds: readonly string[]): Promise<Map<string, number>> {
+export async function otherProcessesInFlight(
+  db: Db,
+  processId: string,
+  endpointIds: readonly string[],
+): Promise<Map<string, number>> {
   if (endpointIds.length === 0) return new Map();
   const rows = await db.$queryRaw<Array<{ workerId: string; n: number }>>`
     SELECT "workerId", sum("inFlight")::int AS n FROM "LbProxyLoad"
@@ -333,7 +362,9 @@ export interface LbEndpointLoad {
  * all API processes, and per worker what it has under way and how long it has been idle.
  */
 export async function lbEndpointLoad(db: Db, endpointId: string): Promise<LbEndpointLoad> {
-  const rows = await db.$queryRaw<Array<{ workerId: string; in_flight: number; routed_by: number; wait_ms: number | null; idle_ms: number | null }>>`
+  const rows = await db.$queryRaw<
+    Array<{ workerId: string; in_flight: number; routed_by: number; wait_ms: number | null; idle_ms: number | null }>
+  >`
     SELECT "workerId",
       (sum("inFlight") FILTER (WHERE ${fresh}))::int AS in_flight,
       (count(*) FILTER (WHERE ${fresh} AND "routable"))::int AS routed_by,
@@ -350,7 +381,11 @@ export async function lbEndpointLoad(db: Db, endpointId: string): Promise<LbEndp
       continue;
     }
     load.inFlight += inFlight;
-    load.workers[r.workerId] = { inFlight, routedBy: r.routed_by, idleForMs: r.idle_ms === null ? null : Math.max(0, r.idle_ms) };
+    load.workers[r.workerId] = {
+      inFlight,
+      routedBy: r.routed_by,
+      idleForMs: r.idle_ms === null ? null : Math.max(0, r.idle_ms),
+    };
   }
   return load;
 }
@@ -380,7 +415,8 @@ export interface LbWorkerAddress {
 }
 
 /** `http://<host>:<port>`, with brackets around IPv6 addresses. */
-export const originOf = (host: string, port: number): string => `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+export const originOf = (host: string, port: number): string =>
+  `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
 
 /**
  * The workers of the given endpoints that may take requests: ready (IDLE or RUNNING: their health
@@ -394,5 +430,11 @@ export async function routableWorkers(db: Db, endpointIds: readonly string[]): P
     FROM "Worker" w JOIN "Host" h ON h.id = w."hostId"
     WHERE w."endpointId" = ANY(${[...endpointIds]}::text[]) AND w.status IN ('IDLE', 'RUNNING') AND w."hostPort" IS NOT NULL
     ORDER BY w."readyAt" NULLS LAST, w.id`;
-  return rows.map((r) => ({ id: r.id, endpointId: r.endpointId, origin: originOf(r.address, r.hostPort), host: r.address, port: r.hostPort }));
+  return rows.map((r) => ({
+    id: r.id,
+    endpointId: r.endpointId,
+    origin: originOf(r.address, r.hostPort),
+    host: r.address,
+    port: r.hostPort,
+  }));
 }

@@ -51,25 +51,51 @@ export type NetworkVolumeView = Static<typeof NetworkVolumeSchema>;
 export const NetworkVolumeListSchema = Type.Object({ networkVolumes: Type.Array(NetworkVolumeSchema) });
 
 export function networkVolumeView(v: NetworkVolume): NetworkVolumeView {
-  return { id: v.id, name: v.name, size: v.size, dataCenter: v.dataCenterId, type: 'STANDARD', createdAt: v.createdAt.toISOString() };
+  return {
+    id: v.id,
+    name: v.name,
+    size: v.size,
+    dataCenter: v.dataCenterId,
+    type: 'STANDARD',
+    createdAt: v.createdAt.toISOString(),
+  };
 }
 
-const conflict = (name: string): DomainError => new DomainError('conflict', `a network volume named '${name}' already exists`);
+const conflict = (name: string): DomainError =>
+  new DomainError('conflict', `a network volume named '${name}' already exists`);
 
-export async function createNetworkVolume(ctx: DomainContext, principal: Principal, body: unknown): Promise<NetworkVolumeView> {
+export async function createNetworkVolume(
+  ctx: DomainContext,
+  principal: Principal,
+  body: unknown,
+): Promise<NetworkVolumeView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(CreateNetworkVolumeSchema, body);
   const known = await knownDataCenterIds(ctx);
   if (!known.includes(input.dataCenter)) {
-    throw validationFailed([`$.dataCenter: unknown data center '${input.dataCenter}'${known.length > 0 ? `; known: ${known.join(', ')}` : '; no host is registered yet'}`]);
+    throw validationFailed([
+      `$.dataCenter: unknown data center '${input.dataCenter}'${known.length > 0 ? `; known: ${known.join(', ')}` : '; no host is registered yet'}`,
+    ]);
   }
   const { settings, hostIds } = await dataCenterFacts(ctx.db, [input.dataCenter]);
-  const storage = volumeStorage({ dataCenterId: input.dataCenter, hostId: null }, settings.get(input.dataCenter), hostIds.get(input.dataCenter) ?? []);
-  if (storage.kind === 'none') throw validationFailed([`$.dataCenter: network volumes cannot be made there: ${storage.reason}`]);
+  const storage = volumeStorage(
+    { dataCenterId: input.dataCenter, hostId: null },
+    settings.get(input.dataCenter),
+    hostIds.get(input.dataCenter) ?? [],
+  );
+  if (storage.kind === 'none')
+    throw validationFailed([`$.dataCenter: network volumes cannot be made there: ${storage.reason}`]);
   try {
     const row = await ctx.db.networkVolume.create({
-      data: { id: newId(), accountId: principal.accountId, name: input.name, size: input.size, dataCenterId: input.dataCenter, hostId: storage.bindTo ?? null },
+      data: {
+        id: newId(),
+        accountId: principal.accountId,
+        name: input.name,
+        size: input.size,
+        dataCenterId: input.dataCenter,
+        hostId: storage.bindTo ?? null,
+      },
     });
     return networkVolumeView(row);
   } catch (err) {
@@ -84,7 +110,11 @@ async function findOwned(ctx: DomainContext, principal: Principal, id: string): 
   return row;
 }
 
-export async function getNetworkVolume(ctx: DomainContext, principal: Principal, id: string): Promise<NetworkVolumeView> {
+export async function getNetworkVolume(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<NetworkVolumeView> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   return networkVolumeView(await findOwned(ctx, principal, id));
@@ -93,23 +123,42 @@ export async function getNetworkVolume(ctx: DomainContext, principal: Principal,
 export async function listNetworkVolumes(ctx: DomainContext, principal: Principal): Promise<NetworkVolumeView[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  const rows = await ctx.db.networkVolume.findMany({ where: { accountId: principal.accountId, deletedAt: null }, orderBy: { createdAt: 'asc' } });
+  const rows = await ctx.db.networkVolume.findMany({
+    where: { accountId: principal.accountId, deletedAt: null },
+    orderBy: { createdAt: 'asc' },
+  });
   return rows.map(networkVolumeView);
 }
 
 /** Renames and/or grows a volume; shrinking is refused (400): stored data would not fit. */
-export async function updateNetworkVolume(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<NetworkVolumeView> {
+export async function updateNetworkVolume(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+): Promise<NetworkVolumeView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(UpdateNetworkVolumeSchema, body);
   try {
     const row = await ctx.db.$transaction(async (tx) => {
-      const existing = await tx.networkVolume.findFirst({ where: { id, accountId: principal.accountId, deletedAt: null } });
+      const existing = await tx.networkVolume.findFirst({
+        where: { id, accountId: principal.accountId, deletedAt: null },
+      });
       if (!existing) throw notFound('network volume');
       if (input.size !== undefined && input.size < existing.size) {
-        throw new DomainError('bad_request', `size cannot shrink: the volume has ${existing.size} GB, asked for ${input.size} GB`);
+        throw new DomainError(
+          'bad_request',
+          `size cannot shrink: the volume has ${existing.size} GB, asked for ${input.size} GB`,
+        );
       }
-      return tx.networkVolume.update({ where: { id }, data: { ...(input.name !== undefined ? { name: input.name } : {}), ...(input.size !== undefined ? { size: input.size } : {}) } });
+      return tx.networkVolume.update({
+        where: { id },
+        data: {
+          ...(input.name !== undefined ? { name: input.name } : {}),
+          ...(input.size !== undefined ? { size: input.size } : {}),
+        },
+      });
     });
     return networkVolumeView(row);
   } catch (err) {
@@ -127,12 +176,23 @@ export async function deleteNetworkVolume(ctx: DomainContext, principal: Princip
   requireAccountWide(principal);
   await ctx.db.$transaction(async (tx) => {
     // Locked: an endpoint or pod naming the volume checks it in a transaction of its own.
-    const row = await tx.$queryRaw<Array<{ id: string }>>`SELECT id FROM "NetworkVolume" WHERE id = ${id} AND "accountId" = ${principal.accountId} AND "deletedAt" IS NULL FOR UPDATE`;
+    const row = await tx.$queryRaw<
+      Array<{ id: string }>
+    >`SELECT id FROM "NetworkVolume" WHERE id = ${id} AND "accountId" = ${principal.accountId} AND "deletedAt" IS NULL FOR UPDATE`;
     if (row.length === 0) throw notFound('network volume');
-    const endpoints = await tx.endpoint.findMany({ where: { networkVolumeIds: { has: id } }, select: { id: true }, take: 5 });
-    if (endpoints.length > 0) throw new DomainError('bad_request', `network volume is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`);
+    const endpoints = await tx.endpoint.findMany({
+      where: { networkVolumeIds: { has: id } },
+      select: { id: true },
+      take: 5,
+    });
+    if (endpoints.length > 0)
+      throw new DomainError(
+        'bad_request',
+        `network volume is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`,
+      );
     const pods = await tx.pod.findMany({ where: { networkVolumeId: id }, select: { id: true }, take: 5 });
-    if (pods.length > 0) throw new DomainError('bad_request', `network volume is in use by pod ${pods.map((p) => p.id).join(', ')}`);
+    if (pods.length > 0)
+      throw new DomainError('bad_request', `network volume is in use by pod ${pods.map((p) => p.id).join(', ')}`);
     await tx.networkVolume.update({ where: { id }, data: { deletedAt: new Date(), name: `${id}~deleted` } });
   });
 }
@@ -142,9 +202,17 @@ export async function deleteNetworkVolume(ctx: DomainContext, principal: Princip
  * must be the caller's, and there can be at most one per data center (a worker mounts the volume of
  * the data center it runs in). `at` names the field in the messages.
  */
-export async function volumeReferenceProblems(ctx: DomainContext, accountId: string, ids: readonly string[], at: (i: number) => string): Promise<string[]> {
+export async function volumeReferenceProblems(
+  ctx: DomainContext,
+  accountId: string,
+  ids: readonly string[],
+  at: (i: number) => string,
+): Promise<string[]> {
   if (ids.length === 0) return [];
-  const rows = await ctx.db.networkVolume.findMany({ where: { id: { in: [...ids] }, accountId, deletedAt: null }, select: { id: true, dataCenterId: true } });
+  const rows = await ctx.db.networkVolume.findMany({
+    where: { id: { in: [...ids] }, accountId, deletedAt: null },
+    select: { id: true, dataCenterId: true },
+  });
   const byId = new Map(rows.map((v) => [v.id, v]));
   const problems: string[] = [];
   const dataCenters = new Map<string, string>();
@@ -152,7 +220,10 @@ export async function volumeReferenceProblems(ctx: DomainContext, accountId: str
     const v = byId.get(id);
     if (!v) return void problems.push(`${at(i)}: no network volume '${id}'`);
     const other = dataCenters.get(v.dataCenterId);
-    if (other && other !== id) problems.push(`${at(i)}: network volumes ${other} and ${id} are both in data center ${v.dataCenterId}; a worker mounts one, the volume of its data center`);
+    if (other && other !== id)
+      problems.push(
+        `${at(i)}: network volumes ${other} and ${id} are both in data center ${v.dataCenterId}; a worker mounts one, the volume of its data center`,
+      );
     dataCenters.set(v.dataCenterId, id);
   });
   return problems;

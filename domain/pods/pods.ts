@@ -23,7 +23,6 @@ import { MAX_PORTS, PodDeployInputSchema, PodIdInputSchema, PodResumeInputSchema
  * Pods belong to the whole account: a key limited to some endpoints does not reach them.
  */
 
-
 export function portProblems(ports: string): string[] {
   const problems: string[] = [];
   const entries = ports
@@ -33,8 +32,10 @@ export function portProblems(ports: string): string[] {
   const seen = new Set<string>();
   for (const entry of entries) {
     const m = /^([0-9]{1,5})\/(http|tcp|udp)$/.exec(entry);
-    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535) problems.push(`$.ports: '${entry}' is not port/protocol with a port 1-65535 and protocol http, tcp or udp`);
-    else if (seen.has(`${m[1]}/${m[2] === 'udp' ? 'udp' : 'tcp'}`)) problems.push(`$.ports: port ${m[1]} is listed twice`);
+    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535)
+      problems.push(`$.ports: '${entry}' is not port/protocol with a port 1-65535 and protocol http, tcp or udp`);
+    else if (seen.has(`${m[1]}/${m[2] === 'udp' ? 'udp' : 'tcp'}`))
+      problems.push(`$.ports: port ${m[1]} is listed twice`);
     if (m) seen.add(`${m[1]}/${m[2] === 'udp' ? 'udp' : 'tcp'}`);
   }
   if (entries.length > MAX_PORTS) problems.push(`$.ports: at most ${MAX_PORTS} ports`);
@@ -47,11 +48,20 @@ export function portProblems(ports: string): string[] {
  * waits for them); asking for more than any host has could never be placed.
  */
 async function gpuProblems(ctx: DomainContext, gpuTypeId: string | null, gpuCount: number): Promise<string[]> {
-  if (gpuCount === 0) return gpuTypeId ? ['$.gpuTypeId: a pod with gpuCount 0 runs on CPUs only; leave gpuTypeId out or ask for at least one GPU'] : [];
+  if (gpuCount === 0)
+    return gpuTypeId
+      ? ['$.gpuTypeId: a pod with gpuCount 0 runs on CPUs only; leave gpuTypeId out or ask for at least one GPU']
+      : [];
   const hosts = await ctx.db.host.findMany({ where: { status: { not: 'DISABLED' } }, select: { gpus: true } });
-  const perHost = hosts.map((h) => ((h.gpus ?? []) as Array<{ name: string }>).filter((g) => !gpuTypeId || gpuTypeIdOf(g.name) === gpuTypeId).length);
+  const perHost = hosts.map(
+    (h) =>
+      ((h.gpus ?? []) as Array<{ name: string }>).filter((g) => !gpuTypeId || gpuTypeIdOf(g.name) === gpuTypeId).length,
+  );
   const most = Math.max(0, ...perHost);
-  if (gpuTypeId && most === 0) return [`$.gpuTypeId: no registered host has a GPU of type '${gpuTypeId}' (the gpuTypes query lists the types there are)`];
+  if (gpuTypeId && most === 0)
+    return [
+      `$.gpuTypeId: no registered host has a GPU of type '${gpuTypeId}' (the gpuTypes query lists the types there are)`,
+    ];
   if (most < gpuCount) {
     const what = gpuTypeId ? `GPUs of type '${gpuTypeId}'` : 'GPUs';
     return [`$.gpuCount: ${gpuCount} ${what} asked for, but no registered host has more than ${most}`];
@@ -64,7 +74,6 @@ export function envProblems(env: Record<string, string>): string[] {
     .filter(([, v]) => /[\r\n\0]/.test(v))
     .map(([k]) => `$.env: the value of '${k}' holds a line break or NUL, which a container environment cannot carry`);
 }
-
 
 export const WORKFLOW_CALL_BUDGET_MS = 8_000;
 
@@ -97,11 +106,13 @@ async function changePod(
   try {
     await tellWorkflow(ctx, podId);
   } catch {
-    throw new DomainError('unavailable', 'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it');
+    throw new DomainError(
+      'unavailable',
+      'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it',
+    );
   }
   return podRecord(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }
-
 
 /** GraphQL `podFindAndDeployOnDemand`: a new pod, RUNNING; answered once its row and workflow exist. */
 export async function deployPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
@@ -116,7 +127,7 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
     if (!template) problems.push(`$.templateId: no template '${i.templateId}'`);
   }
   const imageName = i.imageName ?? template?.imageName;
-  if (!imageName) problems.push("$.imageName: required (or a templateId whose template names the image)");
+  if (!imageName) problems.push('$.imageName: required (or a templateId whose template names the image)');
   const dockerArgs = i.dockerArgs ?? template?.dockerArgs ?? '';
   const ports = (i.ports ?? template?.ports ?? '')
     .split(',')
@@ -133,10 +144,23 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
     env[key] = value;
   }
   problems.push(...envProblems(env));
-  const registryId = i.containerRegistryAuthId !== undefined ? i.containerRegistryAuthId || null : (template?.registryId ?? null);
-  if (registryId) problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, registryId, imageName, '$.containerRegistryAuthId')));
+  const registryId =
+    i.containerRegistryAuthId !== undefined ? i.containerRegistryAuthId || null : (template?.registryId ?? null);
+  if (registryId)
+    problems.push(
+      ...(await registryBindingProblems(
+        ctx.db,
+        principal.accountId,
+        registryId,
+        imageName,
+        '$.containerRegistryAuthId',
+      )),
+    );
   const networkVolumeId = i.networkVolumeId || null;
-  if (networkVolumeId) problems.push(...(await volumeReferenceProblems(ctx, principal.accountId, [networkVolumeId], () => '$.networkVolumeId')));
+  if (networkVolumeId)
+    problems.push(
+      ...(await volumeReferenceProblems(ctx, principal.accountId, [networkVolumeId], () => '$.networkVolumeId')),
+    );
   const gpuCount = i.gpuCount ?? 1;
   const gpuTypeId = i.gpuTypeId ?? null;
   problems.push(...(await gpuProblems(ctx, gpuTypeId, gpuCount)));
@@ -175,7 +199,10 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
   } catch {
     // Nothing was promised yet: no pod rather than one that nothing runs.
     await ctx.db.pod.deleteMany({ where: { id } });
-    throw new DomainError('unavailable', 'the pod could not be handed to its workflow (Temporal did not answer in time); nothing was created, try again');
+    throw new DomainError(
+      'unavailable',
+      'the pod could not be handed to its workflow (Temporal did not answer in time); nothing was created, try again',
+    );
   }
   return podRecord(await findPod(ctx, principal, id), priceTable(ctx.settings.pricesFile));
 }
@@ -196,11 +223,21 @@ export async function resumePod(ctx: DomainContext, principal: Principal, input:
   const { podId, gpuCount } = validate(PodResumeInputSchema, input);
   const pod = await findPod(ctx, principal, podId);
   if (gpuCount !== undefined && gpuCount !== pod.gpuCount) {
-    if (pod.desiredStatus === 'RUNNING') throw new DomainError('bad_request', `the pod is running with ${pod.gpuCount} GPUs; stop it before resuming it with another gpuCount`);
+    if (pod.desiredStatus === 'RUNNING')
+      throw new DomainError(
+        'bad_request',
+        `the pod is running with ${pod.gpuCount} GPUs; stop it before resuming it with another gpuCount`,
+      );
     const problems = await gpuProblems(ctx, pod.gpuTypeId, gpuCount);
     if (problems.length > 0) throw validationFailed(problems);
   }
-  return changePod(ctx, principal, podId, { desiredStatus: { not: 'TERMINATED' } }, { desiredStatus: 'RUNNING', ...(gpuCount !== undefined ? { gpuCount } : {}) });
+  return changePod(
+    ctx,
+    principal,
+    podId,
+    { desiredStatus: { not: 'TERMINATED' } },
+    { desiredStatus: 'RUNNING', ...(gpuCount !== undefined ? { gpuCount } : {}) },
+  );
 }
 
 /**
@@ -213,11 +250,17 @@ export async function terminatePod(ctx: DomainContext, principal: Principal, inp
   const { podId } = validate(PodIdInputSchema, input);
   await findPod(ctx, principal, podId);
   // The row stays until the container is gone; renamed so that the name can be used again meanwhile.
-  await ctx.db.pod.updateMany({ where: { id: podId, desiredStatus: { not: 'TERMINATED' } }, data: { desiredStatus: 'TERMINATED', name: `${podId}~terminated` } });
+  await ctx.db.pod.updateMany({
+    where: { id: podId, desiredStatus: { not: 'TERMINATED' } },
+    data: { desiredStatus: 'TERMINATED', name: `${podId}~terminated` },
+  });
   try {
     await tellWorkflow(ctx, podId);
   } catch {
-    throw new DomainError('unavailable', 'the pod is terminated, but its workflow did not answer in time; it removes the container at its next check (within a minute of Temporal answering again)');
+    throw new DomainError(
+      'unavailable',
+      'the pod is terminated, but its workflow did not answer in time; it removes the container at its next check (within a minute of Temporal answering again)',
+    );
   }
 }
 
@@ -233,9 +276,12 @@ export async function getPod(ctx: DomainContext, principal: Principal, input: un
 export async function listPods(ctx: DomainContext, principal: Principal): Promise<PodRecord[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  const rows = await ctx.db.pod.findMany({ where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers, orderBy: { createdAt: 'asc' } });
+  const rows = await ctx.db.pod.findMany({
+    where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } },
+    include: withWorkers,
+    orderBy: { createdAt: 'asc' },
+  });
   const now = Date.now();
   const prices = priceTable(ctx.settings.pricesFile);
   return rows.map((r) => podRecord(r, prices, now));
 }
-

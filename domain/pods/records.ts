@@ -49,7 +49,15 @@ function isPublicAddress(address: string): boolean {
   const kind = isIP(address);
   if (kind === 4) {
     const [a = 0, b = 0] = address.split('.').map(Number);
-    return !(a === 10 || a === 127 || a === 0 || (a === 172 && b >= 16 && b < 32) || (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b < 128));
+    return !(
+      a === 10 ||
+      a === 127 ||
+      a === 0 ||
+      (a === 172 && b >= 16 && b < 32) ||
+      (a === 192 && b === 168) ||
+      (a === 169 && b === 254) ||
+      (a === 100 && b >= 64 && b < 128)
+    );
   }
   if (kind === 6) return !/^(::1$|fc|fd|fe80)/i.test(address);
   return false;
@@ -79,14 +87,29 @@ export function podRecord(row: PodRow, prices: PriceTable, now = Date.now()): Po
     templateId: row.templateId,
     containerRegistryAuthId: row.registryId,
     machineId: host?.id ?? null,
-    machine: host && worker ? { podHostId: worker.id, gpuDisplayName: worker.gpuTypeId, gpuTypeId: worker.gpuTypeId, location: host.dataCenterId } : null,
-    costPerHr: row.gpuCount > 0 && gpuType ? Math.round(gpuRate(prices, gpuType).podPerHour * row.gpuCount * 1e4) / 1e4 : null,
+    machine:
+      host && worker
+        ? {
+            podHostId: worker.id,
+            gpuDisplayName: worker.gpuTypeId,
+            gpuTypeId: worker.gpuTypeId,
+            location: host.dataCenterId,
+          }
+        : null,
+    costPerHr:
+      row.gpuCount > 0 && gpuType ? Math.round(gpuRate(prices, gpuType).podPerHour * row.gpuCount * 1e4) / 1e4 : null,
     uptimeSeconds: uptime,
     runtime: running
       ? {
           uptimeInSeconds: uptime,
           ports: worker.hostPort
-            ? podPorts(row.ports).map((p, i) => ({ ip: host.address, isIpPublic: isPublicAddress(host.address), privatePort: p.port, publicPort: worker.hostPort! + i, type: p.protocol }))
+            ? podPorts(row.ports).map((p, i) => ({
+                ip: host.address,
+                isIpPublic: isPublicAddress(host.address),
+                privatePort: p.port,
+                publicPort: worker.hostPort! + i,
+                type: p.protocol,
+              }))
             : [],
           gpus: worker.gpuUuids.map((id) => ({ id })),
         }
@@ -94,11 +117,16 @@ export function podRecord(row: PodRow, prices: PriceTable, now = Date.now()): Po
   };
 }
 
-export const withWorkers = { workers: { where: liveWorker, include: { host: true }, orderBy: { createdAt: 'asc' as const } } };
+export const withWorkers = {
+  workers: { where: liveWorker, include: { host: true }, orderBy: { createdAt: 'asc' as const } },
+};
 
 /** The caller's pod; others' pods and terminated ones are not found. */
 export async function findPod(ctx: DomainContext, principal: Principal, podId: string): Promise<PodRow> {
-  const row = await ctx.db.pod.findFirst({ where: { id: podId, accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers });
+  const row = await ctx.db.pod.findFirst({
+    where: { id: podId, accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } },
+    include: withWorkers,
+  });
   if (!row) throw notFound('pod');
   return row;
 }

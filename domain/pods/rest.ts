@@ -7,10 +7,27 @@ import { DomainError, validationFailed } from '../errors.ts';
 import { priceTable, type PriceTable } from '../billing/pricing.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
-import { WORKFLOW_CALL_BUDGET_MS, deployPod, envProblems, portProblems, resumePod, stopPod, terminatePod } from './pods.ts';
+import {
+  WORKFLOW_CALL_BUDGET_MS,
+  deployPod,
+  envProblems,
+  portProblems,
+  resumePod,
+  stopPod,
+  terminatePod,
+} from './pods.ts';
 import { liveWorker } from '../workers/status.ts';
 import { findPod, podRecord, withWorkers, type PodRecord, type PodRow } from './records.ts';
-import { CreatePodBodySchema, PodActionBodySchema, UpdatePodBodySchema, podPorts, type PodActionName, type PodDeployInput, type PodStatus, type PodView } from './schemas.ts';
+import {
+  CreatePodBodySchema,
+  PodActionBodySchema,
+  UpdatePodBodySchema,
+  podPorts,
+  type PodActionName,
+  type PodDeployInput,
+  type PodStatus,
+  type PodView,
+} from './schemas.ts';
 
 /*
  * The REST skin over the same operations, in the hosted REST v2 shape (the container fields
@@ -66,12 +83,23 @@ function podView(row: PodRow, prices: PriceTable, now = Date.now()): PodView {
     cloud: 'SECURE',
     dataCenterId: r.machine?.location ?? null,
     cudaVersion: typeof cudaVersion === 'string' ? cudaVersion : null,
-    ssh: { proxy: null, direct: ssh ? { host: ssh.ip, port: ssh.publicPort, username: 'root', command: `ssh root@${ssh.ip} -p ${ssh.publicPort}` } : null },
+    ssh: {
+      proxy: null,
+      direct: ssh
+        ? { host: ssh.ip, port: ssh.publicPort, username: 'root', command: `ssh root@${ssh.ip} -p ${ssh.publicPort}` }
+        : null,
+    },
     template: r.templateId,
     cost: row.desiredStatus === 'RUNNING' ? (r.costPerHr ?? 0) : 0,
     locked: false,
     globalNetworking: { enabled: false },
-    runtime: r.runtime ? { uptime: r.runtime.uptimeInSeconds, gpus: r.runtime.gpus, ports: ports.map((p) => ({ private: p.privatePort, public: p.publicPort, type: p.type, ip: p.ip })) } : null,
+    runtime: r.runtime
+      ? {
+          uptime: r.runtime.uptimeInSeconds,
+          gpus: r.runtime.gpus,
+          ports: ports.map((p) => ({ private: p.privatePort, public: p.publicPort, type: p.type, ip: p.ip })),
+        }
+      : null,
     createdAt: row.createdAt.toISOString(),
     startedAt: r.runtime ? r.lastStatusChange : null,
     lastStatusChange: r.lastStatusChange,
@@ -99,7 +127,11 @@ async function inRestTerms<T>(paths: Record<string, string>, run: () => Promise<
     return await run();
   } catch (err) {
     if (!(err instanceof DomainError) || err.kind !== 'validation' || !err.errors) throw err;
-    throw validationFailed(err.errors.map((e) => e.replace(/^\$\.([A-Za-z]+)/, (whole, field: string) => (paths[field] ? `$.${paths[field]}` : whole))));
+    throw validationFailed(
+      err.errors.map((e) =>
+        e.replace(/^\$\.([A-Za-z]+)/, (whole, field: string) => (paths[field] ? `$.${paths[field]}` : whole)),
+      ),
+    );
   }
 }
 
@@ -129,7 +161,10 @@ async function restartPodContainer(ctx: DomainContext, podId: string, reason: st
       ),
     );
   } catch {
-    throw new DomainError('unavailable', "the pod's container could not be told to restart (Temporal did not answer in time); repeat with the restart action");
+    throw new DomainError(
+      'unavailable',
+      "the pod's container could not be told to restart (Temporal did not answer in time); repeat with the restart action",
+    );
   }
 }
 
@@ -137,7 +172,11 @@ async function restartPodContainer(ctx: DomainContext, podId: string, reason: st
 export async function listPodViews(ctx: DomainContext, principal: Principal): Promise<PodView[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  const rows = await ctx.db.pod.findMany({ where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } }, include: withWorkers, orderBy: { createdAt: 'asc' } });
+  const rows = await ctx.db.pod.findMany({
+    where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } },
+    include: withWorkers,
+    orderBy: { createdAt: 'asc' },
+  });
   const now = Date.now();
   const prices = priceTable(ctx.settings.pricesFile);
   return rows.map((r) => podView(r, prices, now));
@@ -158,7 +197,8 @@ export async function createPod(ctx: DomainContext, principal: Principal, body: 
   const problems: string[] = [];
   if (!b.gpu === !b.cpu) problems.push('$.gpu: give exactly one of gpu (a GPU pod) and cpu (a CPU pod)');
   const network = b.mounts?.network?.[0];
-  if (b.mounts?.persistent && b.mounts.network?.length) problems.push('$.mounts: a pod has a persistent mount or a network mount, not both');
+  if (b.mounts?.persistent && b.mounts.network?.length)
+    problems.push('$.mounts: a pod has a persistent mount or a network mount, not both');
   if (problems.length > 0) throw validationFailed(problems);
   const input: PodDeployInput = definedOnly({
     name: b.name,
@@ -189,7 +229,12 @@ export async function createPod(ctx: DomainContext, principal: Principal, body: 
  * the restart action does; a stopped pod gets them at its next start. The kind of mount is fixed
  * when the pod is made (its size and path may change), and so is its network volume.
  */
-export async function updatePod(ctx: DomainContext, principal: Principal, podId: string, body: unknown): Promise<PodView> {
+export async function updatePod(
+  ctx: DomainContext,
+  principal: Principal,
+  podId: string,
+  body: unknown,
+): Promise<PodView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const b = validate(UpdatePodBodySchema, body);
@@ -207,11 +252,18 @@ export async function updatePod(ctx: DomainContext, principal: Principal, podId:
   if (env) problems.push(...envProblems(env));
 
   const { persistent, network } = b.mounts ?? {};
-  if (persistent && pod.volumeInGb === 0) problems.push('$.mounts.persistent: the pod was made without a persistent mount; the kind of mount is fixed when a pod is made');
+  if (persistent && pod.volumeInGb === 0)
+    problems.push(
+      '$.mounts.persistent: the pod was made without a persistent mount; the kind of mount is fixed when a pod is made',
+    );
   if (network) {
     if (network.length === 0) problems.push("$.mounts.network: a pod's network volume cannot be removed");
-    else if (!pod.networkVolumeId) problems.push('$.mounts.network: the pod was made without a network volume; the kind of mount is fixed when a pod is made');
-    else if (network[0]!.volumeId !== pod.networkVolumeId) problems.push("$.mounts.network[0].volumeId: a pod's network volume cannot be changed");
+    else if (!pod.networkVolumeId)
+      problems.push(
+        '$.mounts.network: the pod was made without a network volume; the kind of mount is fixed when a pod is made',
+      );
+    else if (network[0]!.volumeId !== pod.networkVolumeId)
+      problems.push("$.mounts.network[0].volumeId: a pod's network volume cannot be changed");
   }
 
   const data = definedOnly({
@@ -228,11 +280,20 @@ export async function updatePod(ctx: DomainContext, principal: Principal, podId:
   // A credential is bound to one registry: the image and the credential the pod will have must agree.
   const registryId = data.registryId !== undefined ? data.registryId : pod.registryId;
   if (registryId && (data.registryId !== undefined || data.imageName !== undefined)) {
-    problems.push(...(await registryBindingProblems(ctx.db, principal.accountId, registryId, data.imageName ?? pod.imageName, '$.registry')));
+    problems.push(
+      ...(await registryBindingProblems(
+        ctx.db,
+        principal.accountId,
+        registryId,
+        data.imageName ?? pod.imageName,
+        '$.registry',
+      )),
+    );
   }
   if (problems.length > 0) throw validationFailed(problems);
 
-  const sameEnv = (a: Record<string, string>, b2: Record<string, string>) => JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b2).sort());
+  const sameEnv = (a: Record<string, string>, b2: Record<string, string>) =>
+    JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b2).sort());
   const containerChanged = Object.entries(data).some(([k, v]) => {
     if (k === 'name') return false;
     if (k === 'env') return !sameEnv(v as Record<string, string>, pod.env as Record<string, string>);
@@ -244,7 +305,8 @@ export async function updatePod(ctx: DomainContext, principal: Principal, podId:
     if (isUniqueViolation(err)) throw new DomainError('conflict', `a pod named '${b.name ?? ''}' already exists`);
     throw err;
   }
-  if (containerChanged && pod.desiredStatus === 'RUNNING') await restartPodContainer(ctx, podId, 'the pod was updated; its container restarts with the new settings');
+  if (containerChanged && pod.desiredStatus === 'RUNNING')
+    await restartPodContainer(ctx, podId, 'the pod was updated; its container restarts with the new settings');
   return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
 }
 
@@ -252,14 +314,20 @@ export async function updatePod(ctx: DomainContext, principal: Principal, podId:
  * REST `POST /v2/pods/{id}/action` (and `/stop`, `/start`): a state change the pod's status allows
  * (409 otherwise), through the operations GraphQL uses. Answers the pod, or null once terminated.
  */
-export async function podAction(ctx: DomainContext, principal: Principal, podId: string, body: unknown): Promise<PodView | null> {
+export async function podAction(
+  ctx: DomainContext,
+  principal: Principal,
+  podId: string,
+  body: unknown,
+): Promise<PodView | null> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const { action } = validate(PodActionBodySchema, body);
   const row = await findPod(ctx, principal, podId);
   const status = podStatus(row, podRecord(row, priceTable(ctx.settings.pricesFile)));
   const allowed = ACTIONS_BY_STATUS[status];
-  if (!allowed.includes(action)) throw new DomainError('conflict', `the pod is ${status}: it allows ${allowed.join(', ')}, not ${action}`);
+  if (!allowed.includes(action))
+    throw new DomainError('conflict', `the pod is ${status}: it allows ${allowed.join(', ')}, not ${action}`);
   if (action === 'terminate') {
     await terminatePod(ctx, principal, { podId });
     return null;

@@ -43,7 +43,10 @@ export const PodDeployInputSchema = Type.Object(
 export type PodDeployInput = Static<typeof PodDeployInputSchema>;
 
 export const PodIdInputSchema = Type.Object({ podId: Type.String({ minLength: 1 }) }, { additionalProperties: false });
-export const PodResumeInputSchema = Type.Object({ podId: Type.String({ minLength: 1 }), gpuCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })) }, { additionalProperties: false });
+export const PodResumeInputSchema = Type.Object(
+  { podId: Type.String({ minLength: 1 }), gpuCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })) },
+  { additionalProperties: false },
+);
 
 /** A pod's `ports` string (`8888/http,22/tcp`) as entries, in order: the order its host ports are handed out in. */
 export const podPorts = (ports: string): Array<{ port: number; protocol: 'http' | 'tcp' | 'udp' }> =>
@@ -56,25 +59,51 @@ export const podPorts = (ports: string): Array<{ port: number; protocol: 'http' 
       return { port: Number(port), protocol: protocol === 'http' || protocol === 'udp' ? protocol : 'tcp' };
     });
 
-const RestPortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', maxLength: 11, description: '`port/protocol`, e.g. `8888/http`' });
-const RestPortsSchema = Type.Array(RestPortSchema, { maxItems: MAX_PORTS, description: `exposed ports, each published on a host port while the pod runs; at most ${MAX_PORTS}` });
-const RestDiskSchema = Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral: a new container starts empty)' });
-const RestRegistrySchema = Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'registry credential id, for private images' });
+const RestPortSchema = Type.String({
+  pattern: '^[0-9]{1,5}/(http|tcp|udp)$',
+  maxLength: 11,
+  description: '`port/protocol`, e.g. `8888/http`',
+});
+const RestPortsSchema = Type.Array(RestPortSchema, {
+  maxItems: MAX_PORTS,
+  description: `exposed ports, each published on a host port while the pod runs; at most ${MAX_PORTS}`,
+});
+const RestDiskSchema = Type.Integer({
+  minimum: 1,
+  maximum: 4096,
+  description: 'container disk in GB (ephemeral: a new container starts empty)',
+});
+const RestRegistrySchema = Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], {
+  description: 'registry credential id, for private images',
+});
 const RestPersistentMountSchema = Type.Object(
   {
-    size: Type.Integer({ minimum: 1, maximum: 4096, description: 'GB (not enforced: volume quotas need XFS project quotas on the host)' }),
+    size: Type.Integer({
+      minimum: 1,
+      maximum: 4096,
+      description: 'GB (not enforced: volume quotas need XFS project quotas on the host)',
+    }),
     path: MountPathSchema,
   },
-  { additionalProperties: false, description: "a volume on the pod's host that survives stop, start and a replaced container; the pod stays on that host" },
+  {
+    additionalProperties: false,
+    description:
+      "a volume on the pod's host that survives stop, start and a replaced container; the pod stays on that host",
+  },
 );
 const RestNetworkMountSchema = Type.Object(
-  { volumeId: Type.String({ minLength: 1, maxLength: 200, description: 'a network volume of the account' }), path: MountPathSchema },
+  {
+    volumeId: Type.String({ minLength: 1, maxLength: 200, description: 'a network volume of the account' }),
+    path: MountPathSchema,
+  },
   { additionalProperties: false },
 );
 const RestMountsSchema = Type.Object(
   {
     persistent: Type.Optional(RestPersistentMountSchema),
-    network: Type.Optional(Type.Array(RestNetworkMountSchema, { maxItems: 1, description: 'at most one network volume' })),
+    network: Type.Optional(
+      Type.Array(RestNetworkMountSchema, { maxItems: 1, description: 'at most one network volume' }),
+    ),
   },
   { additionalProperties: false, description: 'at most one of `persistent` and `network`' },
 );
@@ -89,7 +118,14 @@ export const CreatePodBodySchema = Type.Object(
     ports: Type.Optional(RestPortsSchema),
     env: Type.Optional(EnvSchema),
     registry: Type.Optional(RestRegistrySchema),
-    templateId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "a template of the account whose container settings fill what the body leaves out (`env` merged per key, the body's values winning)" })),
+    templateId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          "a template of the account whose container settings fill what the body leaves out (`env` merged per key, the body's values winning)",
+      }),
+    ),
     gpu: Type.Optional(
       Type.Object(
         {
@@ -104,12 +140,19 @@ export const CreatePodBodySchema = Type.Object(
     cpu: Type.Optional(
       Type.Object(
         { id: Type.String({ minLength: 1, maxLength: 64 }), vcpuCount: Type.Integer({ minimum: 2, maximum: 1024 }) },
-        { additionalProperties: false, description: 'a CPU pod (no GPU); the flavor and vCPU count are accepted and have no effect' },
+        {
+          additionalProperties: false,
+          description: 'a CPU pod (no GPU); the flavor and vCPU count are accepted and have no effect',
+        },
       ),
     ),
     mounts: Type.Optional(RestMountsSchema),
-    dataCenterIds: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 64, description: 'accepted, no effect' })),
-    cloud: Type.Optional(Type.Union([Type.Literal('SECURE'), Type.Literal('COMMUNITY')], { description: 'accepted, no effect' })),
+    dataCenterIds: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 64, description: 'accepted, no effect' }),
+    ),
+    cloud: Type.Optional(
+      Type.Union([Type.Literal('SECURE'), Type.Literal('COMMUNITY')], { description: 'accepted, no effect' }),
+    ),
     globalNetworking: Type.Optional(Type.Boolean({ description: 'accepted, no effect' })),
     startSsh: Type.Optional(Type.Boolean({ description: 'accepted, no effect' })),
     startJupyter: Type.Optional(Type.Boolean({ description: 'accepted, no effect' })),
@@ -126,7 +169,14 @@ export const UpdatePodBodySchema = Type.Object(
     ports: Type.Optional(RestPortsSchema),
     env: Type.Optional(EnvSchema),
     registry: Type.Optional(RestRegistrySchema),
-    templateId: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "a template whose container settings apply as if given here (not its mounts); the body's fields win, `env` merged per key" })),
+    templateId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description:
+          "a template whose container settings apply as if given here (not its mounts); the body's fields win, `env` merged per key",
+      }),
+    ),
     mounts: Type.Optional(RestMountsSchema),
     locked: Type.Optional(Type.Boolean({ description: 'accepted, no effect' })),
     globalNetworking: Type.Optional(Type.Boolean({ description: 'accepted, no effect' })),
@@ -134,19 +184,42 @@ export const UpdatePodBodySchema = Type.Object(
   { additionalProperties: false },
 );
 
-const PodActionNameSchema = Type.Union([Type.Literal('start'), Type.Literal('stop'), Type.Literal('restart'), Type.Literal('terminate')]);
+const PodActionNameSchema = Type.Union([
+  Type.Literal('start'),
+  Type.Literal('stop'),
+  Type.Literal('restart'),
+  Type.Literal('terminate'),
+]);
 export const PodActionBodySchema = Type.Object({ action: PodActionNameSchema }, { additionalProperties: false });
 export type PodActionName = Static<typeof PodActionNameSchema>;
 const NullableString = Type.Union([Type.String(), Type.Null()]);
-const SshEndpointSchema = Type.Object({ host: Type.String(), port: Type.Integer(), username: Type.String(), command: Type.String() });
+const SshEndpointSchema = Type.Object({
+  host: Type.String(),
+  port: Type.Integer(),
+  username: Type.String(),
+  command: Type.String(),
+});
 
 export const PodViewSchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
-  status: Type.Union([Type.Literal('PROVISIONING'), Type.Literal('STARTING'), Type.Literal('RUNNING'), Type.Literal('EXITED'), Type.Literal('ERROR'), Type.Literal('TERMINATED')], {
-    description: 'PROVISIONING (waiting for a host), STARTING (image pull, container start), RUNNING (container up), EXITED (stopped)',
+  status: Type.Union(
+    [
+      Type.Literal('PROVISIONING'),
+      Type.Literal('STARTING'),
+      Type.Literal('RUNNING'),
+      Type.Literal('EXITED'),
+      Type.Literal('ERROR'),
+      Type.Literal('TERMINATED'),
+    ],
+    {
+      description:
+        'PROVISIONING (waiting for a host), STARTING (image pull, container start), RUNNING (container up), EXITED (stopped)',
+    },
+  ),
+  desiredStatus: Type.Union([Type.Literal('RUNNING'), Type.Literal('EXITED'), Type.Literal('TERMINATED')], {
+    description: 'what the owner asked for, as GraphQL shows it',
   }),
-  desiredStatus: Type.Union([Type.Literal('RUNNING'), Type.Literal('EXITED'), Type.Literal('TERMINATED')], { description: 'what the owner asked for, as GraphQL shows it' }),
   actions: Type.Array(PodActionNameSchema, { description: 'the actions the current status allows' }),
   image: Type.String(),
   args: Type.String(),
@@ -160,31 +233,53 @@ export const PodViewSchema = Type.Object({
   }),
   gpu: Type.Optional(
     Type.Object(
-      { id: Type.Union([Type.String(), Type.Null()], { description: 'null: any type (a pod made without one, not yet placed)' }), count: Type.Integer() },
+      {
+        id: Type.Union([Type.String(), Type.Null()], {
+          description: 'null: any type (a pod made without one, not yet placed)',
+        }),
+        count: Type.Integer(),
+      },
       { description: 'GPU pods only' },
     ),
   ),
   cloud: Type.Literal('SECURE'),
-  dataCenterId: Type.Union([Type.String(), Type.Null()], { description: "the data center of the pod's host while it has one" }),
-  cudaVersion: Type.Union([Type.String(), Type.Null()], { description: "the CUDA version the pod's host reports, when known" }),
+  dataCenterId: Type.Union([Type.String(), Type.Null()], {
+    description: "the data center of the pod's host while it has one",
+  }),
+  cudaVersion: Type.Union([Type.String(), Type.Null()], {
+    description: "the CUDA version the pod's host reports, when known",
+  }),
   ssh: Type.Object({
     proxy: Type.Null({ description: 'no SSH proxy here' }),
-    direct: Type.Union([SshEndpointSchema, Type.Null()], { description: 'the published `22/tcp` port while the pod runs (the image must run its own sshd)' }),
+    direct: Type.Union([SshEndpointSchema, Type.Null()], {
+      description: 'the published `22/tcp` port while the pod runs (the image must run its own sshd)',
+    }),
   }),
   template: NullableString,
-  cost: Type.Number({ description: 'USD per hour while the pod should run (GPU price list); 0 when stopped and for CPU pods' }),
+  cost: Type.Number({
+    description: 'USD per hour while the pod should run (GPU price list); 0 when stopped and for CPU pods',
+  }),
   locked: Type.Boolean({ description: 'always false' }),
   globalNetworking: Type.Object({ enabled: Type.Boolean({ description: 'always false' }) }),
   runtime: Type.Union([
     Type.Object({
       uptime: Type.Integer({ description: 'seconds since the container became ready' }),
       gpus: Type.Array(Type.Object({ id: Type.String({ description: 'GPU UUID' }) })),
-      ports: Type.Array(Type.Object({ private: Type.Integer(), public: Type.Union([Type.Integer(), Type.Null()]), type: Type.String(), ip: NullableString })),
+      ports: Type.Array(
+        Type.Object({
+          private: Type.Integer(),
+          public: Type.Union([Type.Integer(), Type.Null()]),
+          type: Type.String(),
+          ip: NullableString,
+        }),
+      ),
     }),
     Type.Null(),
   ]),
   createdAt: Type.String({ format: 'date-time' }),
-  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'when the running container became ready' }),
+  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'when the running container became ready',
+  }),
   lastStatusChange: Type.String({ format: 'date-time' }),
 });
 export type PodView = Static<typeof PodViewSchema>;

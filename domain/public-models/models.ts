@@ -25,14 +25,18 @@ export const MAX_INPUT_SCHEMA_BYTES = 64 * 1024;
 
 export const isModelId = (id: string): boolean => MODEL_ID.test(id) && !RESERVED_IDS.has(id);
 
-const OutputKindSchema = Type.Union([Type.Literal('image'), Type.Literal('video'), Type.Literal('audio'), Type.Literal('json')], {
-  description: 'what the model returns: image_url, video_url, audio_url, or JSON only',
-});
+const OutputKindSchema = Type.Union(
+  [Type.Literal('image'), Type.Literal('video'), Type.Literal('audio'), Type.Literal('json')],
+  {
+    description: 'what the model returns: image_url, video_url, audio_url, or JSON only',
+  },
+);
 const PriceSchema = Type.Object(
   {
     amount: Type.Number({ minimum: 0, maximum: 1000, description: 'USD per unit' }),
     unit: Type.Union([Type.Literal('call'), Type.Literal('megapixel'), Type.Literal('second')], {
-      description: 'call: per completed job; megapixel: per megapixel of the images returned; second: per second of the video or audio returned',
+      description:
+        'call: per completed job; megapixel: per megapixel of the images returned; second: per second of the video or audio returned',
     }),
   },
   { additionalProperties: false },
@@ -42,13 +46,20 @@ const editable = {
   name: Type.String({ minLength: 1, maxLength: 100 }),
   description: Type.String({ maxLength: 2000 }),
   outputKind: OutputKindSchema,
-  inputSchema: Type.Object({}, { additionalProperties: true, description: 'JSON Schema of the job input (an object schema)' }),
+  inputSchema: Type.Object(
+    {},
+    { additionalProperties: true, description: 'JSON Schema of the job input (an object schema)' },
+  ),
   price: PriceSchema,
 };
 
 export const PublishPublicEndpointSchema = Type.Object(
   {
-    id: Type.String({ pattern: MODEL_ID_PATTERN, description: 'the model id: lowercase letters and digits in groups joined by "-" (at least one "-"), 3-64 characters' }),
+    id: Type.String({
+      pattern: MODEL_ID_PATTERN,
+      description:
+        'the model id: lowercase letters and digits in groups joined by "-" (at least one "-"), 3-64 characters',
+    }),
     endpointId: Type.String({ minLength: 1, maxLength: 64, description: 'a queue-based endpoint (of any account)' }),
     ...editable,
     description: Type.Optional(editable.description),
@@ -97,19 +108,29 @@ function view(m: PublicModel, ctx: Pick<DomainContext, 'publicUrl'>, principal: 
  * Input schemas are the operator's, compiled by an Ajv of their own (defaults filled in, every
  * error reported, unknown keywords such as UI hints allowed). Compiled once per model version.
  */
-const schemaAjv = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: false, strict: false, validateFormats: false });
+const schemaAjv = new Ajv({
+  allErrors: true,
+  useDefaults: true,
+  coerceTypes: false,
+  strict: false,
+  validateFormats: false,
+});
 const compiled = new Map<string, ValidateFunction>();
 
 function compileInputSchema(schema: unknown): ValidateFunction {
   const text = JSON.stringify(schema);
-  if (Buffer.byteLength(text) > MAX_INPUT_SCHEMA_BYTES) throw validationFailed([`$.inputSchema: is larger than ${MAX_INPUT_SCHEMA_BYTES} bytes`]);
+  if (Buffer.byteLength(text) > MAX_INPUT_SCHEMA_BYTES)
+    throw validationFailed([`$.inputSchema: is larger than ${MAX_INPUT_SCHEMA_BYTES} bytes`]);
   const s = schema as { type?: unknown; $id?: unknown };
-  if (s.type !== 'object') throw validationFailed(['$.inputSchema: must describe an object ("type": "object"): the job input is one']);
+  if (s.type !== 'object')
+    throw validationFailed(['$.inputSchema: must describe an object ("type": "object"): the job input is one']);
   if (s.$id !== undefined) throw validationFailed(['$.inputSchema: must not carry "$id"']);
   try {
     return schemaAjv.compile(schema as object);
   } catch (err) {
-    throw validationFailed([`$.inputSchema: is not a usable JSON Schema: ${err instanceof Error ? err.message : String(err)}`]);
+    throw validationFailed([
+      `$.inputSchema: is not a usable JSON Schema: ${err instanceof Error ? err.message : String(err)}`,
+    ]);
   }
 }
 
@@ -143,19 +164,31 @@ export interface CachedModel {
   priceUnit: PublicModelPriceUnit;
 }
 
-const CACHED_FIELDS = { id: true, endpointId: true, inputSchema: true, updatedAt: true, outputKind: true, priceAmount: true, priceUnit: true } as const;
+const CACHED_FIELDS = {
+  id: true,
+  endpointId: true,
+  inputSchema: true,
+  updatedAt: true,
+  outputKind: true,
+  priceAmount: true,
+  priceUnit: true,
+} as const;
 
 /** The model by id through the record cache: a change or an unpublish reaches every process within the revocation bound. */
 export function publishedModel(ctx: { db: Db; records?: RecordCaches }, id: string): Promise<CachedModel | undefined> {
   if (!isModelId(id)) return Promise.resolve(undefined);
-  return recordCachesOf(ctx).models.get(id, async () => (await ctx.db.publicModel.findUnique({ where: { id }, select: CACHED_FIELDS })) ?? undefined);
+  return recordCachesOf(ctx).models.get(
+    id,
+    async () => (await ctx.db.publicModel.findUnique({ where: { id }, select: CACHED_FIELDS })) ?? undefined,
+  );
 }
 
 // ---------------------------------------------------------------- operations
 
 function requireOperator(principal: Principal): void {
   requireScope(principal, 'ADMIN');
-  if (!principal.isAdmin) throw forbidden('publishing public models is the platform operator\'s: an ADMIN key of the administrator account');
+  if (!principal.isAdmin)
+    throw forbidden("publishing public models is the platform operator's: an ADMIN key of the administrator account");
 }
 
 const requireReader = (principal: Principal): void => requireAnyScope(principal, ['READ', 'RUN']);
@@ -166,21 +199,33 @@ export async function listPublicModels(ctx: DomainContext, principal: Principal)
   return rows.map((m) => view(m, ctx, principal));
 }
 
-export async function getPublicModel(ctx: DomainContext, principal: Principal, id: string): Promise<PublicEndpointView> {
+export async function getPublicModel(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<PublicEndpointView> {
   requireReader(principal);
   const m = isModelId(id) ? await ctx.db.publicModel.findUnique({ where: { id } }) : null;
   if (!m) throw notFound('public endpoint');
   return view(m, ctx, principal);
 }
 
-export async function publishPublicModel(ctx: DomainContext, principal: Principal, body: unknown): Promise<PublicEndpointView> {
+export async function publishPublicModel(
+  ctx: DomainContext,
+  principal: Principal,
+  body: unknown,
+): Promise<PublicEndpointView> {
   requireOperator(principal);
   const req = validate(PublishPublicEndpointSchema, body);
   if (RESERVED_IDS.has(req.id)) throw validationFailed([`$.id: "${req.id}" is a route of the API`]);
   compileInputSchema(req.inputSchema);
-  const endpoint = await ctx.db.endpoint.findFirst({ where: { id: req.endpointId, deletingAt: null }, select: { type: true } });
+  const endpoint = await ctx.db.endpoint.findFirst({
+    where: { id: req.endpointId, deletingAt: null },
+    select: { type: true },
+  });
   if (!endpoint) throw validationFailed([`$.endpointId: no endpoint ${req.endpointId}`]);
-  if (endpoint.type !== 'QUEUE_BASED') throw validationFailed(['$.endpointId: only a queue-based endpoint can be published (the job API calls it)']);
+  if (endpoint.type !== 'QUEUE_BASED')
+    throw validationFailed(['$.endpointId: only a queue-based endpoint can be published (the job API calls it)']);
   try {
     const m = await ctx.db.publicModel.create({
       data: {
@@ -198,13 +243,23 @@ export async function publishPublicModel(ctx: DomainContext, principal: Principa
   } catch (err) {
     if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
       const fields = String((err.meta as { target?: unknown } | undefined)?.target ?? '');
-      throw new DomainError('conflict', fields.includes('endpointId') ? `endpoint ${req.endpointId} is already published` : `a public endpoint "${req.id}" exists`);
+      throw new DomainError(
+        'conflict',
+        fields.includes('endpointId')
+          ? `endpoint ${req.endpointId} is already published`
+          : `a public endpoint "${req.id}" exists`,
+      );
     }
     throw err;
   }
 }
 
-export async function updatePublicModel(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<PublicEndpointView> {
+export async function updatePublicModel(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+): Promise<PublicEndpointView> {
   requireOperator(principal);
   const req = validate(UpdatePublicEndpointSchema, body);
   if (req.inputSchema !== undefined) compileInputSchema(req.inputSchema);

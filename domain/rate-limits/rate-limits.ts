@@ -22,12 +22,17 @@ export type RateLimitQuotas = Record<RateWindow, number>;
 export const DEFAULT_RATE_LIMITS: RateLimitQuotas = { minute: 600, hour: 20_000, day: 200_000 };
 
 /** `minute=600,hour=20000,day=200000` (any subset; the rest keep `defaults`); errors name `variable`. */
-export function parseRateLimits(value: string | undefined, defaults: RateLimitQuotas = DEFAULT_RATE_LIMITS, variable = 'GANTRY_RATE_LIMITS'): RateLimitQuotas {
+export function parseRateLimits(
+  value: string | undefined,
+  defaults: RateLimitQuotas = DEFAULT_RATE_LIMITS,
+  variable = 'GANTRY_RATE_LIMITS',
+): RateLimitQuotas {
   const quotas = { ...defaults };
   if (!value?.trim()) return quotas;
   for (const part of value.split(',')) {
     const match = /^\s*(minute|hour|day)\s*=\s*(\d+)\s*$/.exec(part);
-    if (!match) throw new Error(`${variable}: expected entries like "minute=600,hour=20000,day=200000", got "${part.trim()}"`);
+    if (!match)
+      throw new Error(`${variable}: expected entries like "minute=600,hour=20000,day=200000", got "${part.trim()}"`);
     quotas[match[1] as RateWindow] = Number(match[2]);
   }
   return quotas;
@@ -83,7 +88,11 @@ interface CounterRow {
  * retrying through a full minute does not use up its hour and day. Two requests racing for the
  * last slot may both be counted; the one that pushed a counter over its quota is refused.
  */
-export async function consumeRateLimit(ctx: Pick<DomainContext, 'db'>, principal: Principal, defaults: RateLimitQuotas): Promise<RateLimitDecision> {
+export async function consumeRateLimit(
+  ctx: Pick<DomainContext, 'db'>,
+  principal: Principal,
+  defaults: RateLimitQuotas,
+): Promise<RateLimitDecision> {
   return consumeCounter(ctx.db, { counter: principal.accountId, accountId: principal.accountId, quotas: defaults });
 }
 
@@ -177,7 +186,12 @@ export class RateLimiter {
         await lease.asking.catch(() => undefined);
         continue;
       }
-      if (lease && lease.tokens > 0 && now - lease.grantedAt < this.options.staleMs && now / 1000 + lease.clockOffset < lease.endsAtEpoch) {
+      if (
+        lease &&
+        lease.tokens > 0 &&
+        now - lease.grantedAt < this.options.staleMs &&
+        now / 1000 + lease.clockOffset < lease.endsAtEpoch
+      ) {
         lease.tokens--;
         return this.decision(lease, now);
       }
@@ -187,7 +201,15 @@ export class RateLimiter {
 
   private async ask(spec: CounterSpec, previous: Lease | undefined, now: number): Promise<RateLimitDecision> {
     const block = this.options.maxBlock;
-    const lease: Lease = previous ?? { spec, tokens: 0, windows: [], windowEnds: [], endsAtEpoch: 0, clockOffset: 0, grantedAt: 0 };
+    const lease: Lease = previous ?? {
+      spec,
+      tokens: 0,
+      windows: [],
+      windowEnds: [],
+      endsAtEpoch: 0,
+      clockOffset: 0,
+      grantedAt: 0,
+    };
     let result: { rows: GrantRow[]; granted: number } | undefined;
     const asking = grantStatement(this.db, spec, block, this.options.blockShare).then((r) => {
       result = r;
@@ -220,7 +242,12 @@ export class RateLimiter {
       allowed: true,
       windows: lease.windows.map((w, k) => {
         const count = w.count - lease.tokens;
-        return { ...w, count, remaining: Math.max(0, w.quota - count), resetSeconds: Math.max(1, Math.ceil(lease.windowEnds[k]! - epoch)) };
+        return {
+          ...w,
+          count,
+          remaining: Math.max(0, w.quota - count),
+          resetSeconds: Math.max(1, Math.ceil(lease.windowEnds[k]! - epoch)),
+        };
       }),
     };
   }
@@ -240,7 +267,12 @@ interface GrantRow extends CounterRow {
  * left; none when a window is full, and then nothing is counted), counts them in all three
  * windows, and answers the windows with the grant.
  */
-async function grantStatement(db: Db, spec: CounterSpec, block: number, share: number): Promise<{ rows: GrantRow[]; granted: number }> {
+async function grantStatement(
+  db: Db,
+  spec: CounterSpec,
+  block: number,
+  share: number,
+): Promise<{ rows: GrantRow[]; granted: number }> {
   const overridesOf = spec.accountId ?? '';
   const rows = await db.$queryRaw<GrantRow[]>`
     WITH clock AS (
@@ -280,7 +312,14 @@ async function grantStatement(db: Db, spec: CounterSpec, block: number, share: n
  * refused); else the full windows name the wait.
  */
 function decide(rows: CounterRow[], granted: boolean): RateLimitDecision {
-  const windows = rows.map((r): WindowState => ({ window: r.window, seconds: r.seconds, quota: r.quota, count: r.count, remaining: Math.max(0, r.quota - r.count), resetSeconds: r.reset_seconds }));
+  const windows = rows.map((r): WindowState => ({
+    window: r.window,
+    seconds: r.seconds,
+    quota: r.quota,
+    count: r.count,
+    remaining: Math.max(0, r.quota - r.count),
+    resetSeconds: r.reset_seconds,
+  }));
   const over = windows.filter((w) => (granted ? w.count > w.quota : w.count >= w.quota));
   if (granted && over.length === 0) return { allowed: true, windows };
   return { allowed: false, windows, exceeded: over.reduce((a, b) => (b.resetSeconds > a.resetSeconds ? b : a)) };

@@ -27,7 +27,10 @@ export const RegistrySchema = Type.Object(
   {
     id: Type.String(),
     name: Type.String(),
-    registry: Type.Union([Type.String(), Type.Null()], { description: 'the registry host the credential is bound to; null: not bound yet (a credential from before binding), refused until bound' }),
+    registry: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'the registry host the credential is bound to; null: not bound yet (a credential from before binding), refused until bound',
+    }),
   },
   { description: 'a registry credential; its secret parts are never returned' },
 );
@@ -54,19 +57,35 @@ export interface RegistryLogin {
 function boundRegistry(name: string, given: string | undefined): string {
   if (given) return given.toLowerCase();
   const host = name.trim().toLowerCase();
-  return /^[a-z0-9.-]+(:[0-9]+)?$/.test(host) && (host.includes('.') || host.includes(':') || host === 'localhost') ? host : 'docker.io';
+  return /^[a-z0-9.-]+(:[0-9]+)?$/.test(host) && (host.includes('.') || host.includes(':') || host === 'localhost')
+    ? host
+    : 'docker.io';
 }
 
 /**
  * What is wrong with pulling `image` with credential `registryId` of the account: unknown, or
  * bound to another registry (the password would go to whoever runs the image's registry).
  */
-export async function registryBindingProblems(db: DomainContext['db'] | Prisma.TransactionClient, accountId: string, registryId: string, image: string | undefined, path: string): Promise<string[]> {
-  const row = await db.registryCredential.findFirst({ where: { id: registryId, accountId }, select: { registry: true } });
+export async function registryBindingProblems(
+  db: DomainContext['db'] | Prisma.TransactionClient,
+  accountId: string,
+  registryId: string,
+  image: string | undefined,
+  path: string,
+): Promise<string[]> {
+  const row = await db.registryCredential.findFirst({
+    where: { id: registryId, accountId },
+    select: { registry: true },
+  });
   if (!row) return [`${path}: no registry credential '${registryId}'`];
-  if (row.registry === null) return [`${path}: registry credential '${registryId}' is not bound to a registry yet; give its registry together with its login (updateRegistryAuth)`];
+  if (row.registry === null)
+    return [
+      `${path}: registry credential '${registryId}' is not bound to a registry yet; give its registry together with its login (updateRegistryAuth)`,
+    ];
   if (image !== undefined && registryOf(image) !== row.registry) {
-    return [`${path}: registry credential '${registryId}' is bound to ${row.registry}, and the image '${image}' is on ${registryOf(image)}`];
+    return [
+      `${path}: registry credential '${registryId}' is bound to ${row.registry}, and the image '${image}' is on ${registryOf(image)}`,
+    ];
   }
   return [];
 }
@@ -76,10 +95,12 @@ export async function registryBindingProblems(db: DomainContext['db'] | Prisma.T
  * endpoints does not reach them.
  */
 export function requireAccountWide(principal: Principal): void {
-  if (principal.endpointIds.length > 0) throw forbidden('this key is limited to specific endpoints and does not reach account resources');
+  if (principal.endpointIds.length > 0)
+    throw forbidden('this key is limited to specific endpoints and does not reach account resources');
 }
 
-export const isUniqueViolation = (err: unknown): boolean => err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
+export const isUniqueViolation = (err: unknown): boolean =>
+  err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
 
 export async function createRegistry(ctx: DomainContext, principal: Principal, body: unknown): Promise<RegistryView> {
   requireScope(principal, 'WRITE');
@@ -88,12 +109,19 @@ export async function createRegistry(ctx: DomainContext, principal: Principal, b
   const login: RegistryLogin = { username: input.username, password: input.password };
   try {
     const row = await ctx.db.registryCredential.create({
-      data: { id: newId(), accountId: principal.accountId, name: input.name, registry: boundRegistry(input.name, input.registry), secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))) },
+      data: {
+        id: newId(),
+        accountId: principal.accountId,
+        name: input.name,
+        registry: boundRegistry(input.name, input.registry),
+        secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))),
+      },
       select: VIEW,
     });
     return row;
   } catch (err) {
-    if (isUniqueViolation(err)) throw new DomainError('conflict', `a registry credential named '${input.name}' already exists`);
+    if (isUniqueViolation(err))
+      throw new DomainError('conflict', `a registry credential named '${input.name}' already exists`);
     throw err;
   }
 }
@@ -101,13 +129,20 @@ export async function createRegistry(ctx: DomainContext, principal: Principal, b
 export async function listRegistries(ctx: DomainContext, principal: Principal): Promise<RegistryView[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  return ctx.db.registryCredential.findMany({ where: { accountId: principal.accountId }, select: VIEW, orderBy: { createdAt: 'asc' } });
+  return ctx.db.registryCredential.findMany({
+    where: { accountId: principal.accountId },
+    select: VIEW,
+    orderBy: { createdAt: 'asc' },
+  });
 }
 
 export async function getRegistry(ctx: DomainContext, principal: Principal, id: string): Promise<RegistryView> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId: principal.accountId }, select: VIEW });
+  const row = await ctx.db.registryCredential.findFirst({
+    where: { id, accountId: principal.accountId },
+    select: VIEW,
+  });
   if (!row) throw notFound('registry credential');
   return row;
 }
@@ -120,12 +155,24 @@ export async function deleteRegistry(ctx: DomainContext, principal: Principal, i
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   await ctx.db.$transaction(async (tx) => {
-    const row = await tx.registryCredential.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true } });
+    const row = await tx.registryCredential.findFirst({
+      where: { id, accountId: principal.accountId },
+      select: { id: true },
+    });
     if (!row) throw notFound('registry credential');
     const pods = await tx.pod.findMany({ where: { registryId: id }, select: { id: true }, take: 5 });
-    if (pods.length > 0) throw new DomainError('bad_request', `registry credential is in use by pod ${pods.map((p) => p.id).join(', ')}`);
-    const endpoints = await tx.endpoint.findMany({ where: { registryId: id, deletingAt: null }, select: { id: true }, take: 5 });
-    if (endpoints.length > 0) throw new DomainError('bad_request', `registry credential is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`);
+    if (pods.length > 0)
+      throw new DomainError('bad_request', `registry credential is in use by pod ${pods.map((p) => p.id).join(', ')}`);
+    const endpoints = await tx.endpoint.findMany({
+      where: { registryId: id, deletingAt: null },
+      select: { id: true },
+      take: 5,
+    });
+    if (endpoints.length > 0)
+      throw new DomainError(
+        'bad_request',
+        `registry credential is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`,
+      );
     await tx.registryCredential.delete({ where: { id } });
   });
 }
@@ -134,8 +181,15 @@ export async function deleteRegistry(ctx: DomainContext, principal: Principal, i
  * The login of a credential, for pulling images (password over stdin, never on a command line).
  * Takes the owning account so that one account's worker can never pull with another's secret.
  */
-export async function openRegistryCredential(ctx: Pick<DomainContext, 'db' | 'secrets'>, accountId: string, id: string): Promise<RegistryLogin & { registry: string | null }> {
-  const row = await ctx.db.registryCredential.findFirst({ where: { id, accountId }, select: { secret: true, registry: true } });
+export async function openRegistryCredential(
+  ctx: Pick<DomainContext, 'db' | 'secrets'>,
+  accountId: string,
+  id: string,
+): Promise<RegistryLogin & { registry: string | null }> {
+  const row = await ctx.db.registryCredential.findFirst({
+    where: { id, accountId },
+    select: { secret: true, registry: true },
+  });
   if (!row) throw notFound('registry credential');
   const parsed = JSON.parse(ctx.secrets.open(row.secret)) as RegistryLogin;
   return { username: parsed.username, password: parsed.password, registry: row.registry };
@@ -160,11 +214,18 @@ async function usersElsewhere(tx: Prisma.TransactionClient, id: string, registry
     tx.template.findMany({ where: { registryId: id }, select: { id: true, imageName: true } }),
     tx.pod.findMany({ where: { registryId: id }, select: { id: true, imageName: true } }),
   ]);
-  const users = [...endpoints.map((e) => ['endpoint', e.id, e.image]), ...templates.map((t) => ['template', t.id, t.imageName]), ...pods.map((p) => ['pod', p.id, p.imageName])];
+  const users = [
+    ...endpoints.map((e) => ['endpoint', e.id, e.image]),
+    ...templates.map((t) => ['template', t.id, t.imageName]),
+    ...pods.map((p) => ['pod', p.id, p.imageName]),
+  ];
   return users
     .filter(([, , image]) => registryOf(image!) !== registry)
     .slice(0, 10)
-    .map(([kind, userId, image]) => `$.registry: ${kind} ${userId} pulls '${image}' from ${registryOf(image!)} with this credential; change its image or credential first`);
+    .map(
+      ([kind, userId, image]) =>
+        `$.registry: ${kind} ${userId} pulls '${image}' from ${registryOf(image!)} with this credential; change its image or credential first`,
+    );
 }
 
 /**
@@ -172,20 +233,34 @@ async function usersElsewhere(tx: Prisma.TransactionClient, id: string, registry
  * Binding it to a registry, or moving it to another, takes the whole login again, so nobody
  * redirects a password they do not know; and it is refused while images elsewhere use it.
  */
-export async function updateRegistry(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<RegistryView> {
+export async function updateRegistry(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+): Promise<RegistryView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(UpdateRegistrySchema, body);
   const login: RegistryLogin = { username: input.username, password: input.password };
   const registry = input.registry?.toLowerCase();
   await ctx.db.$transaction(async (tx) => {
-    const row = await tx.registryCredential.findFirst({ where: { id, accountId: principal.accountId }, select: { registry: true } });
+    const row = await tx.registryCredential.findFirst({
+      where: { id, accountId: principal.accountId },
+      select: { registry: true },
+    });
     if (!row) throw notFound('registry credential');
     if (registry !== undefined && registry !== row.registry) {
       const problems = await usersElsewhere(tx, id, registry);
       if (problems.length > 0) throw validationFailed(problems);
     }
-    await tx.registryCredential.update({ where: { id }, data: { secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))), ...(registry !== undefined ? { registry } : {}) } });
+    await tx.registryCredential.update({
+      where: { id },
+      data: {
+        secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))),
+        ...(registry !== undefined ? { registry } : {}),
+      },
+    });
   });
   return getRegistry(ctx, principal, id);
 }

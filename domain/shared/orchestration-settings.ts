@@ -57,11 +57,23 @@ export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
 
 /** Parses GANTRY_ORCHESTRATION: a JSON object overriding some of the settings. */
 export function parseOrchestrationSettings(raw: string | undefined): OrchestrationSettings {
-  return parseNumberOverrides('GANTRY_ORCHESTRATION', raw, DEFAULT_ORCHESTRATION_SETTINGS, (v) => v >= 0, 'a non-negative number');
+  return parseNumberOverrides(
+    'GANTRY_ORCHESTRATION',
+    raw,
+    DEFAULT_ORCHESTRATION_SETTINGS,
+    (v) => v >= 0,
+    'a non-negative number',
+  );
 }
 
 /** A JSON object of numbers over `defaults` (unknown names refused): the shape of GANTRY_ORCHESTRATION and GANTRY_LB_HEALTH. */
-export function parseNumberOverrides<T extends object>(variable: string, raw: string | undefined, defaults: T, ok: (v: number) => boolean, what: string): T {
+export function parseNumberOverrides<T extends object>(
+  variable: string,
+  raw: string | undefined,
+  defaults: T,
+  ok: (v: number) => boolean,
+  what: string,
+): T {
   const out = { ...defaults };
   if (!raw?.trim()) return out;
   let parsed: unknown;
@@ -70,7 +82,8 @@ export function parseNumberOverrides<T extends object>(variable: string, raw: st
   } catch (err) {
     throw new Error(`${variable}: not JSON (${err instanceof Error ? err.message : String(err)})`);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error(`${variable}: expected a JSON object`);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new Error(`${variable}: expected a JSON object`);
   for (const [k, v] of Object.entries(parsed)) {
     if (!(k in out)) throw new Error(`${variable}: unknown setting '${k}'`);
     if (typeof v !== 'number' || !ok(v)) throw new Error(`${variable}: ${k} must be ${what}`);

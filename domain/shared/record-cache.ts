@@ -172,12 +172,18 @@ export class RecordCaches {
  * asking for them elsewhere is a wiring mistake.
  */
 export function recordCachesOf(ctx: Pick<DomainContext, 'records'>): RecordCaches {
-  if (!ctx.records) throw new Error('no record caches in the domain context: the composition root builds them (new RecordCaches()) for processes that serve the API');
+  if (!ctx.records)
+    throw new Error(
+      'no record caches in the domain context: the composition root builds them (new RecordCaches()) for processes that serve the API',
+    );
   return ctx.records;
 }
 
 /** The endpoint unless it does not exist or is being deleted, through the record cache. */
-export function liveEndpoint(ctx: Pick<DomainContext, 'db' | 'records'>, endpointId: string): Promise<LiveEndpoint | undefined> {
+export function liveEndpoint(
+  ctx: Pick<DomainContext, 'db' | 'records'>,
+  endpointId: string,
+): Promise<LiveEndpoint | undefined> {
   return recordCachesOf(ctx).endpoints.get(endpointId, async () => {
     const e = await ctx.db.endpoint.findFirst({
       where: { id: endpointId, deletingAt: null },

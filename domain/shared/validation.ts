@@ -25,7 +25,9 @@ ajv.addKeyword({
       splitArgs(data);
       return true;
     } catch (err) {
-      (shellWords as { errors?: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-shell-words', message: (err as Error).message, params: {} }];
+      (shellWords as { errors?: Partial<ErrorObject>[] }).errors = [
+        { keyword: 'x-shell-words', message: (err as Error).message, params: {} },
+      ];
       return false;
     }
   },
@@ -66,7 +68,13 @@ ajv.addKeyword({
         : [];
     const total = pairs.reduce((n, [k, v]) => n + Buffer.byteLength(k!) + Buffer.byteLength(v!), 0);
     if (total <= max) return true;
-    (envTotal as { errors?: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-env-total', message: `must hold at most ${max} bytes of names and values (has ${total})`, params: {} }];
+    (envTotal as { errors?: Partial<ErrorObject>[] }).errors = [
+      {
+        keyword: 'x-env-total',
+        message: `must hold at most ${max} bytes of names and values (has ${total})`,
+        params: {},
+      },
+    ];
     return false;
   },
 });
@@ -109,7 +117,8 @@ export function formatErrors(errors: readonly ErrorObject[] | null | undefined):
   const out = new Set<string>();
   for (const e of errors ?? []) {
     const at = jsonPath(e.instancePath);
-    if (e.keyword === 'additionalProperties') out.add(`${at}: additional properties '${String(e.params.additionalProperty)}' not allowed`);
+    if (e.keyword === 'additionalProperties')
+      out.add(`${at}: additional properties '${String(e.params.additionalProperty)}' not allowed`);
     else if (e.keyword === 'required') out.add(`${at}: missing property '${String(e.params.missingProperty)}'`);
     else out.add(`${at}: ${e.message ?? 'is invalid'}`);
   }
@@ -146,7 +155,11 @@ export function unstorableJson(value: unknown, root = '$', maxDepth = MAX_JSON_D
     } else {
       for (const [k, item] of Object.entries(v)) {
         if (k.includes('\0')) return `${path}: a key must not contain NUL characters`;
-        stack.push({ v: item, path: /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `${path}.${k}` : `${path}['${k}']`, depth: depth + 1 });
+        stack.push({
+          v: item,
+          path: /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `${path}.${k}` : `${path}['${k}']`,
+          depth: depth + 1,
+        });
       }
     }
   }

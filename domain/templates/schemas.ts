@@ -3,7 +3,11 @@ import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } fr
 
 /** The shapes of templates: REST /v2/templates bodies and views, GraphQL `saveTemplate` input and record. */
 
-const PortSchema = Type.String({ pattern: '^[0-9]{1,5}/(http|tcp|udp)$', maxLength: 11, description: '`port/protocol`, e.g. `8000/http`' });
+const PortSchema = Type.String({
+  pattern: '^[0-9]{1,5}/(http|tcp|udp)$',
+  maxLength: 11,
+  description: '`port/protocol`, e.g. `8000/http`',
+});
 
 // No comma: the path goes into the runtime's `--mount type=volume,...,target=<path>` list.
 
@@ -21,7 +25,9 @@ const templateBodyFields = {
   disk: Type.Integer({ minimum: 1, maximum: 4096, description: 'container disk in GB (ephemeral)' }),
   ports: Type.Array(PortSchema, { maxItems: 64 }),
   env: EnvSchema,
-  registry: Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: 'registry credential id, for private images' }),
+  registry: Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], {
+    description: 'registry credential id, for private images',
+  }),
   serverless: Type.Boolean({ description: 'for serverless workers (true) or pods (false)' }),
   readme: Type.String({ maxLength: 65536 }),
 };
@@ -36,7 +42,10 @@ export const CreateTemplateSchema = Type.Object(
     env: Type.Optional(templateBodyFields.env),
     registry: Type.Optional(templateBodyFields.registry),
     mounts: Type.Optional(
-      Type.Object({ persistent: Type.Optional(PersistentMountSchema) }, { additionalProperties: false, description: 'a host-local persistent volume (pod templates only)' }),
+      Type.Object(
+        { persistent: Type.Optional(PersistentMountSchema) },
+        { additionalProperties: false, description: 'a host-local persistent volume (pod templates only)' },
+      ),
     ),
     serverless: Type.Optional(templateBodyFields.serverless),
     readme: Type.Optional(templateBodyFields.readme),
@@ -83,7 +92,6 @@ export const TemplateSchema = Type.Object({
 });
 export type TemplateView = Static<typeof TemplateSchema>;
 export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSchema) });
-
 
 /** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
 export const SaveTemplateInputSchema = Type.Object(

@@ -6,7 +6,13 @@ import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
-import { CreateTemplateSchema, SaveTemplateInputSchema, UpdateTemplateSchema, type TemplateRecord, type TemplateView } from './schemas.ts';
+import {
+  CreateTemplateSchema,
+  SaveTemplateInputSchema,
+  UpdateTemplateSchema,
+  type TemplateRecord,
+  type TemplateView,
+} from './schemas.ts';
 
 /**
  * Templates: named container configurations (image, args, disk, ports, env, registry, volume) that
@@ -16,7 +22,6 @@ import { CreateTemplateSchema, SaveTemplateInputSchema, UpdateTemplateSchema, ty
  * `containerRegistryAuthId`, `volumeInGb`). A template is a snapshot: changing it does not change
  * endpoints or pods already made from it.
  */
-
 
 const portList = (ports: string): string[] =>
   ports
@@ -61,7 +66,6 @@ export function templateRecord(t: Template): TemplateRecord {
   };
 }
 
-
 /** A template's stored fields (the model's names). */
 interface TemplateFields {
   name: string;
@@ -103,14 +107,21 @@ function portProblems(ports: string, at: string): string[] {
   const seen = new Set<string>();
   for (const entry of portList(ports)) {
     const m = /^([0-9]{1,5})\/(http|tcp|udp)$/.exec(entry);
-    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535) problems.push(`${at}: '${entry}' is not port/protocol with a port 1-65535 and protocol http, tcp or udp`);
+    if (!m || Number(m[1]) < 1 || Number(m[1]) > 65535)
+      problems.push(`${at}: '${entry}' is not port/protocol with a port 1-65535 and protocol http, tcp or udp`);
     else if (seen.has(entry)) problems.push(`${at}: '${entry}' is listed twice`);
     seen.add(entry);
   }
   return problems;
 }
 
-async function save(ctx: DomainContext, principal: Principal, id: string | undefined, patch: Partial<TemplateFields>, paths: FieldPaths): Promise<Template> {
+async function save(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string | undefined,
+  patch: Partial<TemplateFields>,
+  paths: FieldPaths,
+): Promise<Template> {
   try {
     return await ctx.db.$transaction(async (tx) => {
       let base: TemplateFields | undefined;
@@ -122,10 +133,20 @@ async function save(ctx: DomainContext, principal: Principal, id: string | undef
       const merged = { ...DEFAULTS, ...base, ...patch } as TemplateFields;
       const problems = portProblems(merged.ports, paths.ports);
       if (merged.isServerless && merged.volumeInGb > 0) {
-        problems.push(`${paths.volume}: serverless templates cannot have a persistent volume (workers are replaced freely); use a network volume`);
+        problems.push(
+          `${paths.volume}: serverless templates cannot have a persistent volume (workers are replaced freely); use a network volume`,
+        );
       }
       if (merged.registryId !== null && (patch.registryId !== undefined || patch.imageName !== undefined)) {
-        problems.push(...(await registryBindingProblems(tx, principal.accountId, merged.registryId, merged.imageName, paths.registry)));
+        problems.push(
+          ...(await registryBindingProblems(
+            tx,
+            principal.accountId,
+            merged.registryId,
+            merged.imageName,
+            paths.registry,
+          )),
+        );
       }
       if (problems.length > 0) throw validationFailed(problems);
       const data = {
@@ -145,7 +166,8 @@ async function save(ctx: DomainContext, principal: Principal, id: string | undef
       return tx.template.create({ data: { id: newId(), accountId: principal.accountId, ...data } });
     });
   } catch (err) {
-    if (isUniqueViolation(err)) throw new DomainError('conflict', `a template named '${patch.name ?? ''}' already exists`);
+    if (isUniqueViolation(err))
+      throw new DomainError('conflict', `a template named '${patch.name ?? ''}' already exists`);
     throw err;
   }
 }
@@ -154,7 +176,6 @@ async function save(ctx: DomainContext, principal: Principal, id: string | undef
 function defined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
-
 
 /** The REST shape (create or update) as Template columns; a `persistent: null` mount removes the volume. */
 function restFields(input: Static<typeof UpdateTemplateSchema>) {
@@ -181,7 +202,12 @@ export async function createTemplate(ctx: DomainContext, principal: Principal, b
   return templateView(row);
 }
 
-export async function updateTemplate(ctx: DomainContext, principal: Principal, id: string, body: unknown): Promise<TemplateView> {
+export async function updateTemplate(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+): Promise<TemplateView> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const row = await save(ctx, principal, id, restFields(validate(UpdateTemplateSchema, body)), REST_PATHS);
@@ -218,13 +244,18 @@ export async function deleteTemplate(ctx: DomainContext, principal: Principal, i
     const row = await tx.template.findFirst({ where: { id, accountId: principal.accountId }, select: { id: true } });
     if (!row) throw notFound('template');
     const pods = await tx.pod.findMany({ where: { templateId: id }, select: { id: true }, take: 5 });
-    if (pods.length > 0) throw new DomainError('bad_request', `template is in use by pod ${pods.map((p) => p.id).join(', ')}`);
-    const endpoints = await tx.endpoint.findMany({ where: { templateId: id, deletingAt: null }, select: { id: true }, take: 5 });
-    if (endpoints.length > 0) throw new DomainError('bad_request', `template is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`);
+    if (pods.length > 0)
+      throw new DomainError('bad_request', `template is in use by pod ${pods.map((p) => p.id).join(', ')}`);
+    const endpoints = await tx.endpoint.findMany({
+      where: { templateId: id, deletingAt: null },
+      select: { id: true },
+      take: 5,
+    });
+    if (endpoints.length > 0)
+      throw new DomainError('bad_request', `template is in use by endpoint ${endpoints.map((e) => e.id).join(', ')}`);
     await tx.template.delete({ where: { id } });
   });
 }
-
 
 /** GraphQL `saveTemplate`: creates without `id`, changes the named template with it. */
 export async function saveTemplate(ctx: DomainContext, principal: Principal, input: unknown): Promise<TemplateRecord> {
@@ -272,7 +303,10 @@ export async function listTemplateRecords(ctx: DomainContext, principal: Princip
 export async function deleteTemplateByName(ctx: DomainContext, principal: Principal, name: string): Promise<void> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
-  const row = await ctx.db.template.findFirst({ where: { accountId: principal.accountId, name }, select: { id: true } });
+  const row = await ctx.db.template.findFirst({
+    where: { accountId: principal.accountId, name },
+    select: { id: true },
+  });
   if (!row) throw notFound('template');
   await deleteTemplate(ctx, principal, row.id);
 }

@@ -27,7 +27,10 @@ export interface WorkerIdentity {
  * A second call replaces the key: the old one stops working within the revocation bound
  * (domain/shared/record-cache.ts).
  */
-export async function registerWorkerCredential(db: Db, input: { workerId: string; endpointId: string }): Promise<string> {
+export async function registerWorkerCredential(
+  db: Db,
+  input: { workerId: string; endpointId: string },
+): Promise<string> {
   const key = `gntr_wk_${randomString(40, BASE62)}`;
   const credentialHash = hashKey(key);
   const existing = await db.worker.findUnique({ where: { id: input.workerId }, select: { endpointId: true } });
@@ -56,7 +59,12 @@ export function workerKeyOf(header: string | undefined): string | undefined {
  * a drained, stopped or unhealthy worker is noticed within the revocation bound
  * (domain/shared/record-cache.ts); unknown keys are never remembered.
  */
-export async function authenticateWorker(ctx: Pick<DomainContext, 'db' | 'records'>, key: string | undefined, workerId: string, endpointId: string): Promise<WorkerIdentity> {
+export async function authenticateWorker(
+  ctx: Pick<DomainContext, 'db' | 'records'>,
+  key: string | undefined,
+  workerId: string,
+  endpointId: string,
+): Promise<WorkerIdentity> {
   if (!key) throw new DomainError('unauthenticated', 'missing worker credential');
   const hash = hashKey(key);
   const identity = await recordCachesOf(ctx).workers.get(hash, async () => {
@@ -65,7 +73,8 @@ export async function authenticateWorker(ctx: Pick<DomainContext, 'db' | 'record
       select: { id: true, endpointId: true, status: true, desiredStatus: true },
     });
     if (!w || !w.endpointId) return undefined;
-    const acceptsJobs = w.desiredStatus === 'RUNNING' && !['DRAINING', 'STOPPED', 'FAILED', 'UNHEALTHY'].includes(w.status);
+    const acceptsJobs =
+      w.desiredStatus === 'RUNNING' && !['DRAINING', 'STOPPED', 'FAILED', 'UNHEALTHY'].includes(w.status);
     return { workerId: w.id, endpointId: w.endpointId, acceptsJobs };
   });
   if (!identity) throw new DomainError('unauthenticated', 'invalid worker credential');

@@ -92,7 +92,11 @@ function compare(a: Candidate, b: Candidate, cpu: boolean): number {
   );
 }
 
-export function placeWorker(request: PlacementRequest, hosts: readonly PlacementHost[], workers: readonly PlacedWorker[]): Placement {
+export function placeWorker(
+  request: PlacementRequest,
+  hosts: readonly PlacementHost[],
+  workers: readonly PlacedWorker[],
+): Placement {
   const wantsGpu = request.gpuPools.length > 0;
   const count = Math.max(1, request.gpuCount);
   const avoid = new Set(request.avoidHostIds ?? []);
@@ -102,7 +106,9 @@ export function placeWorker(request: PlacementRequest, hosts: readonly Placement
   const countries = request.countries ?? [];
   const outsideCountries = ready.filter((h) => countries.length > 0 && !countries.includes(h.country ?? ''));
   const outsideVolume = ready.filter(
-    (h) => (request.onlyDataCenterIds !== undefined && !request.onlyDataCenterIds.includes(h.dataCenterId)) || (request.onlyHostIds !== undefined && !request.onlyHostIds.includes(h.id)),
+    (h) =>
+      (request.onlyDataCenterIds !== undefined && !request.onlyDataCenterIds.includes(h.dataCenterId)) ||
+      (request.onlyHostIds !== undefined && !request.onlyHostIds.includes(h.id)),
   );
   const excluded = new Set([...outsideCountries, ...outsideVolume].map((h) => h.id));
   const allowed = ready.filter((h) => !excluded.has(h.id));
@@ -152,7 +158,13 @@ export function placeWorker(request: PlacementRequest, hosts: readonly Placement
 
   if (candidates.length > 0) {
     const best = candidates.sort((a, b) => compare(a, b, !wantsGpu))[0]!;
-    return { ok: true, hostId: best.host.id, gpuUuids: best.gpus.map((g) => g.uuid), pool: best.pool, gpuName: best.gpus[0]?.name ?? null };
+    return {
+      ok: true,
+      hostId: best.host.id,
+      gpuUuids: best.gpus.map((g) => g.uuid),
+      pool: best.pool,
+      gpuName: best.gpus[0]?.name ?? null,
+    };
   }
 
   const want = wantsGpu
@@ -161,14 +173,16 @@ export function placeWorker(request: PlacementRequest, hosts: readonly Placement
       ? `room for a CPU worker of ${request.cpu.vcpus} vCPUs and ${request.cpu.memoryMb / 1024} GB`
       : 'room for a CPU worker';
   const facts: string[] = [`${ready.length} of ${hosts.length} host${hosts.length === 1 ? '' : 's'} READY`];
-  if (outsideCountries.length > 0) facts.push(`${outsideCountries.length} outside the locations ${countries.join(', ')}`);
+  if (outsideCountries.length > 0)
+    facts.push(`${outsideCountries.length} outside the locations ${countries.join(', ')}`);
   if (outsideVolume.length > 0) facts.push(`${outsideVolume.length} not where the network volume is`);
   if (allowed.length - usable.length > 0) facts.push(`${allowed.length - usable.length} avoided`);
   if (full.length > 0) facts.push(`${full.length} at maxWorkers`);
   if (noCpuRoom > 0) facts.push(`${noCpuRoom} without free vCPUs or memory for it`);
   if (wantsGpu) {
     facts.push(`${poolDevices} GPU${poolDevices === 1 ? '' : 's'} of those pools`);
-    if (noPassthrough > 0) facts.push(`${noPassthrough} host${noPassthrough === 1 ? '' : 's'} without GPU passthrough for containers`);
+    if (noPassthrough > 0)
+      facts.push(`${noPassthrough} host${noPassthrough === 1 ? '' : 's'} without GPU passthrough for containers`);
   }
   return { ok: false, reason: `no capacity: no READY host has ${want} (${facts.join(', ')})` };
 }

@@ -27,7 +27,9 @@ describe('authentication', () => {
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ apps: [] }));
         return;
       }
-      res.writeHead(401, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ title: 'Unauthorized', status: 401, detail: 'invalid API key' }));
+      res
+        .writeHead(401, { 'content-type': 'application/problem+json' })
+        .end(JSON.stringify({ title: 'Unauthorized', status: 401, detail: 'invalid API key' }));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -11,7 +11,9 @@ import { PrepareUploadSchema } from '../../domain/apps/index.ts';
 import { validate } from '../../domain/shared/index.ts';
 import { gantry, readArtifact, readManifest, tempDir } from './helpers.ts';
 
-const localPython = execFileSync('python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).trim();
+const localPython = execFileSync('python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], {
+  encoding: 'utf8',
+}).trim();
 
 describe('gantry build', () => {
   const root = tempDir();
@@ -33,13 +35,27 @@ describe('gantry build', () => {
     it('writes manifest.json, src/ and deps/ as docs/apps.md says', async () => {
       const r = await gantry(['build', '--json'], { cwd: dir, home });
       expect(r.code, r.stderr).toBe(0);
-      const result = JSON.parse(r.stdout) as { path: string; size: number; sha256: string; fingerprint: string; pythonVersion: string };
+      const result = JSON.parse(r.stdout) as {
+        path: string;
+        size: number;
+        sha256: string;
+        fingerprint: string;
+        pythonVersion: string;
+      };
       expect(result.path).toBe(path.join(dir, 'artifact.tar.gz'));
       expect(result.sha256).toMatch(/^[0-9a-f]{64}$/);
 
       const { entries } = await readArtifact(result.path, () => false);
       expect(entries).toContain('manifest.json');
-      for (const f of ['lb_worker.py', 'gpu_worker.py', 'cpu_worker.py', 'gantry.toml', 'requirements.txt', 'README.md']) expect(entries).toContain(`src/${f}`);
+      for (const f of [
+        'lb_worker.py',
+        'gpu_worker.py',
+        'cpu_worker.py',
+        'gantry.toml',
+        'requirements.txt',
+        'README.md',
+      ])
+        expect(entries).toContain(`src/${f}`);
       expect(entries).toContain('deps/gantry/__init__.py');
       expect(entries).toContain('deps/gantry/scan.py');
       expect(entries.some((e) => e.includes('__pycache__'))).toBe(false);
@@ -57,9 +73,15 @@ describe('gantry build', () => {
       const byName = Object.fromEntries(manifest.resources.map((r) => [r.name, r]));
       expect(Object.keys(byName).sort()).toEqual(['cpu-worker', 'gpu-worker', 'lb-worker']);
       expect(byName['lb-worker']).toMatchObject({ kind: 'lb', file: 'lb_worker.py', object: 'api' });
-      const routes = (byName['lb-worker']!.routes as Array<{ method: string; path: string }>).map((r) => `${r.method} ${r.path}`);
+      const routes = (byName['lb-worker']!.routes as Array<{ method: string; path: string }>).map(
+        (r) => `${r.method} ${r.path}`,
+      );
       expect(routes).toEqual(expect.arrayContaining(['POST /process', 'GET /health']));
-      expect(byName['gpu-worker']).toMatchObject({ kind: 'queue', function: 'generate', compute: { gpu: { pools: ['ADA_24'], count: 1 } } });
+      expect(byName['gpu-worker']).toMatchObject({
+        kind: 'queue',
+        function: 'generate',
+        compute: { gpu: { pools: ['ADA_24'], count: 1 } },
+      });
       expect(byName['cpu-worker']).toMatchObject({ kind: 'queue', function: 'add', compute: { cpu: 'cpu3c-2-4' } });
     });
 
@@ -88,19 +110,29 @@ describe('gantry build', () => {
     });
 
     it('changes the fingerprint when a source file changes', async () => {
-      const before = JSON.parse((await gantry(['build', '--json', '-o', path.join(root, 'fp1.tar.gz')], { cwd: dir, home })).stdout) as { fingerprint: string };
+      const before = JSON.parse(
+        (await gantry(['build', '--json', '-o', path.join(root, 'fp1.tar.gz')], { cwd: dir, home })).stdout,
+      ) as { fingerprint: string };
       writeFileSync(path.join(dir, 'extra.py'), 'X = 1\n');
-      const after = JSON.parse((await gantry(['build', '--json', '-o', path.join(root, 'fp2.tar.gz')], { cwd: dir, home })).stdout) as { fingerprint: string };
+      const after = JSON.parse(
+        (await gantry(['build', '--json', '-o', path.join(root, 'fp2.tar.gz')], { cwd: dir, home })).stdout,
+      ) as { fingerprint: string };
       expect(after.fingerprint).not.toBe(before.fingerprint);
     });
 
     it('takes --python-version, else gantry.toml python_version', async () => {
-      const flagged = await gantry(['build', '--python-version', '3.13', '-o', path.join(root, 'py313.tar.gz')], { cwd: dir, home });
+      const flagged = await gantry(['build', '--python-version', '3.13', '-o', path.join(root, 'py313.tar.gz')], {
+        cwd: dir,
+        home,
+      });
       expect(flagged.code, flagged.stderr).toBe(0);
       expect((await readManifest(path.join(root, 'py313.tar.gz'))).pythonVersion).toBe('3.13');
 
       const toml = readFileSync(path.join(dir, 'gantry.toml'), 'utf8');
-      writeFileSync(path.join(dir, 'gantry.toml'), toml.replace('# python_version = "3.11"', 'python_version = "3.12"'));
+      writeFileSync(
+        path.join(dir, 'gantry.toml'),
+        toml.replace('# python_version = "3.11"', 'python_version = "3.12"'),
+      );
       const configured = await gantry(['build', '-o', path.join(root, 'py312.tar.gz')], { cwd: dir, home });
       writeFileSync(path.join(dir, 'gantry.toml'), toml);
       expect(configured.code, configured.stderr).toBe(0);
@@ -110,7 +142,10 @@ describe('gantry build', () => {
 
   it('installs requirements.txt into deps/ (without the gantry-sdk line)', async () => {
     const dir = await project('with-six');
-    writeFileSync(path.join(dir, 'requirements.txt'), `${readFileSync(path.join(dir, 'requirements.txt'), 'utf8')}six==1.17.0\n`);
+    writeFileSync(
+      path.join(dir, 'requirements.txt'),
+      `${readFileSync(path.join(dir, 'requirements.txt'), 'utf8')}six==1.17.0\n`,
+    );
     const r = await gantry(['build'], { cwd: dir, home });
     expect(r.code, r.stderr).toBe(0);
     const { entries } = await readArtifact(path.join(dir, 'artifact.tar.gz'), () => false);
@@ -125,7 +160,10 @@ describe('gantry build', () => {
       dir = await project('with-dateutil');
       // python-dateutil needs six: what pip brings along, --no-deps leaves out and --exclude takes out.
       const worker = readFileSync(path.join(dir, 'cpu_worker.py'), 'utf8');
-      writeFileSync(path.join(dir, 'cpu_worker.py'), worker.replace('workers=(0, 3))', 'workers=(0, 3), dependencies=["python-dateutil==2.9.0.post0"])'));
+      writeFileSync(
+        path.join(dir, 'cpu_worker.py'),
+        worker.replace('workers=(0, 3))', 'workers=(0, 3), dependencies=["python-dateutil==2.9.0.post0"])'),
+      );
     });
 
     it('installs what the dependencies need', async () => {
@@ -155,7 +193,11 @@ describe('gantry build', () => {
     });
 
     it('over the size limit, names the largest packages and suggests --exclude', async () => {
-      const r = await gantry(['build', '-o', 'toobig.tar.gz'], { cwd: dir, home, env: { GANTRY_MAX_ARTIFACT_BYTES: '50000' } });
+      const r = await gantry(['build', '-o', 'toobig.tar.gz'], {
+        cwd: dir,
+        home,
+        env: { GANTRY_MAX_ARTIFACT_BYTES: '50000' },
+      });
       expect(r.code).toBe(1);
       const message = r.stderr.trim().split('\n').at(-1)!;
       expect(message).toMatch(/over the 50\.0 kB limit/);

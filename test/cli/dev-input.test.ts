@@ -12,7 +12,10 @@ describe('gantry dev: bad input', () => {
   const home = path.join(root, 'home');
   const project = path.join(root, 'proj');
   mkdirSync(project, { recursive: true });
-  writeFileSync(path.join(project, 'worker.py'), 'from gantry import endpoint\n\n@endpoint(name="adder", cpu="cpu3c-2-4")\ndef add(a: int, b: int) -> dict:\n    """Adds."""\n    return {"sum": a + b}\n');
+  writeFileSync(
+    path.join(project, 'worker.py'),
+    'from gantry import endpoint\n\n@endpoint(name="adder", cpu="cpu3c-2-4")\ndef add(a: int, b: int) -> dict:\n    """Adds."""\n    return {"sum": a + b}\n',
+  );
   // Nothing listens here: a run that got past its checks would fail on the platform instead.
   const env = { GANTRY_API_URL: 'http://127.0.0.1:9' };
 
@@ -30,7 +33,10 @@ describe('gantry dev: bad input', () => {
   it('names file:line of a broken file at start', async () => {
     const dir = path.join(root, 'broken');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, 'ok.py'), 'from gantry import endpoint\n\n@endpoint(name="ok")\ndef ok() -> dict:\n    return {}\n');
+    writeFileSync(
+      path.join(dir, 'ok.py'),
+      'from gantry import endpoint\n\n@endpoint(name="ok")\ndef ok() -> dict:\n    return {}\n',
+    );
     writeFileSync(path.join(dir, 'broken.py'), 'from gantry import endpoint\n\ndef oops(:\n    pass\n');
     const r = await gantry(['dev'], { cwd: dir, home, env: { ...env, SERVICE_API_KEY: 'gntr_test' } });
     expect(r.code).toBe(1);
@@ -38,7 +44,11 @@ describe('gantry dev: bad input', () => {
   });
 
   it('refuses a port that is not one (a usage error)', async () => {
-    const r = await gantry(['dev', '--port', 'http'], { cwd: project, home, env: { ...env, SERVICE_API_KEY: 'gntr_test' } });
+    const r = await gantry(['dev', '--port', 'http'], {
+      cwd: project,
+      home,
+      env: { ...env, SERVICE_API_KEY: 'gntr_test' },
+    });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/port/);
   });

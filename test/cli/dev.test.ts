@@ -128,16 +128,24 @@ async function startDev(cwd: string, args: string[] = [], env: Record<string, st
   };
 }
 
-function liveState(dir = project): { build: { id: string }; resources: Record<string, { endpointId: string; url: string; kind: string; configHash: string }>; source?: { version: number } } {
+function liveState(dir = project): {
+  build: { id: string };
+  resources: Record<string, { endpointId: string; url: string; kind: string; configHash: string }>;
+  source?: { version: number };
+} {
   return JSON.parse(readFileSync(path.join(dir, '.gantry', 'live.json'), 'utf8'));
 }
 
 /** The endpoints of an app's live environment, in the platform's database. */
 const liveEndpoints = (app: string) =>
-  p.ctx.db.endpoint.findMany({ where: { appEnvironment: { name: 'live', app: { name: app } }, deletingAt: null }, orderBy: { name: 'asc' } });
+  p.ctx.db.endpoint.findMany({
+    where: { appEnvironment: { name: 'live', app: { name: app } }, deletingAt: null },
+    orderBy: { name: 'asc' },
+  });
 
 /** A call through the local server that must answer 200 (the output of gantry dev explains a failure). */
-async function devCall(dev: Dev, method: string, route: string, body?: unknown): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON
+async function devCall(dev: Dev, method: string, route: string, body?: unknown): Promise<any> {
   const r = await call(dev.url, method, route, { body });
   expect(r.status, `${method} ${route}: ${JSON.stringify(r.body)}\n${dev.output()}`).toBe(200);
   return r.body;
@@ -173,7 +181,10 @@ describe('gantry dev on real live endpoints', () => {
 
     // The first call waits for the endpoint, then answers what the platform's /runsync answers;
     // two first calls at once share one provisioning.
-    const [job, twin] = await Promise.all([devCall(dev, 'POST', '/adder/runsync', { input: { a: 2, b: 3 } }), devCall(dev, 'POST', '/adder/runsync', { input: { a: 1, b: 1 } })]);
+    const [job, twin] = await Promise.all([
+      devCall(dev, 'POST', '/adder/runsync', { input: { a: 2, b: 3 } }),
+      devCall(dev, 'POST', '/adder/runsync', { input: { a: 1, b: 1 } }),
+    ]);
     expect(job).toMatchObject({ status: 'COMPLETED', output: { sum: 5, v: 1 } });
     expect(twin).toMatchObject({ status: 'COMPLETED', output: { sum: 2, v: 1 } });
     expect(dev.output().match(/creating the live endpoint live-adder/g)).toHaveLength(1);
@@ -231,13 +242,27 @@ describe('gantry dev on real live endpoints', () => {
       await until(`the new code of ${file}`, answersNew, 60_000, 20);
       return Math.round(performance.now() - started);
     };
-    const queueAnswers = (v: number) => async () => (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.v === v;
+    const queueAnswers = (v: number) => async () =>
+      (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.v === v;
     const from = dev.mark();
-    const queueMs = [await timeReload('cpu_worker.py', CPU_WORKER(20), queueAnswers(20)), await timeReload('cpu_worker.py', CPU_WORKER(2), queueAnswers(2))];
-    const lbMs = await timeReload('lb_worker.py', LB_WORKER(2), async () => (await call(dev.url, 'POST', '/api/process', { body: { text: 'a b' } })).body?.v === 2);
+    const queueMs = [
+      await timeReload('cpu_worker.py', CPU_WORKER(20), queueAnswers(20)),
+      await timeReload('cpu_worker.py', CPU_WORKER(2), queueAnswers(2)),
+    ];
+    const lbMs = await timeReload(
+      'lb_worker.py',
+      LB_WORKER(2),
+      async () => (await call(dev.url, 'POST', '/api/process', { body: { text: 'a b' } })).body?.v === 2,
+    );
     await dev.waitFor(/lb_worker\.py changed: source uploaded as version \d+/, from);
-    const uploads = dev.output().slice(from).match(/.*changed: source uploaded as version.*/g) ?? [];
-    console.log(`gantry dev: saving a file to the first call answering with the new code: queue ${queueMs.join(' ms, ')} ms; load-balanced ${lbMs} ms\n${uploads.join('\n')}`);
+    const uploads =
+      dev
+        .output()
+        .slice(from)
+        .match(/.*changed: source uploaded as version.*/g) ?? [];
+    console.log(
+      `gantry dev: saving a file to the first call answering with the new code: queue ${queueMs.join(' ms, ')} ms; load-balanced ${lbMs} ms\n${uploads.join('\n')}`,
+    );
 
     // The same endpoints and build: only the source went up.
     expect(liveState().build.id).toBe(buildBefore);
@@ -252,7 +277,12 @@ describe('gantry dev on real live endpoints', () => {
     expect((await devCall(dev, 'POST', '/adder/runsync', { input: { a: 1 } })).output.v).toBe(2);
 
     writeFileSync(path.join(project, 'cpu_worker.py'), CPU_WORKER(3));
-    await until('the fixed code', async () => (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.v === 3, 60_000, 50);
+    await until(
+      'the fixed code',
+      async () => (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.v === 3,
+      60_000,
+      50,
+    );
   }, 120_000);
 
   it('updates a live endpoint whose configuration changed, in place', async () => {
@@ -277,13 +307,21 @@ describe('gantry dev on real live endpoints', () => {
     const buildBefore = liveState().build.id;
     const from = dev.mark();
     writeFileSync(path.join(project, 'requirements.txt'), 'six==1.17.0\n');
-    const withSix = CPU_WORKER(3, '(0, 2)').replace('from gantry import endpoint', 'import six\nfrom gantry import endpoint').replace('"v": 3}', '"v": 3, "six": six.__version__}');
+    const withSix = CPU_WORKER(3, '(0, 2)')
+      .replace('from gantry import endpoint', 'import six\nfrom gantry import endpoint')
+      .replace('"v": 3}', '"v": 3, "six": six.__version__}');
     writeFileSync(path.join(project, 'cpu_worker.py'), withSix);
     await dev.waitFor(/dependencies changed: rebuilding and updating live-adder, live-api/, from, 60_000);
     await dev.waitFor(/Live endpoints ready: 0 created, 2 updated/, from, 600_000);
     expect(dev.output().slice(from)).toMatch(/Installed the dependencies/);
     expect(liveState().build.id).not.toBe(buildBefore);
-    await until('the code that imports six', async () => (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.six === '1.17.0', 300_000, 250);
+    await until(
+      'the code that imports six',
+      async () =>
+        (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.six === '1.17.0',
+      300_000,
+      250,
+    );
     expect(Object.fromEntries(Object.entries(liveState().resources).map(([n, r]) => [n, r.endpointId]))).toEqual(ids);
 
     // The dependency stays; the code goes back to not using it: a source upload, no build.
@@ -291,7 +329,13 @@ describe('gantry dev on real live endpoints', () => {
     const reverted = dev.mark();
     writeFileSync(path.join(project, 'cpu_worker.py'), CPU_WORKER(3, '(0, 2)'));
     await dev.waitFor(/cpu_worker\.py changed: source uploaded as version \d+/, reverted, 30_000);
-    await until('the code without six', async () => (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.six === undefined, 60_000, 50);
+    await until(
+      'the code without six',
+      async () =>
+        (await call(dev.url, 'POST', '/adder/runsync', { body: { input: { a: 1 } } })).body?.output?.six === undefined,
+      60_000,
+      50,
+    );
     expect(liveState().build.id).toBe(buildNow);
   }, 900_000);
 
@@ -313,7 +357,9 @@ describe('gantry dev on real live endpoints', () => {
     expect(await dev.stop()).toBe(0);
     writeFileSync(path.join(project, 'cpu_worker.py'), CPU_WORKER(4, '(0, 2)', 61));
     dev = await startDev(project, ['--port', String(await freePort())]);
-    expect(dev.output()).toMatch(/resource adder configuration changed since live-adder was made: it is updated on its next call/);
+    expect(dev.output()).toMatch(
+      /resource adder configuration changed since live-adder was made: it is updated on its next call/,
+    );
     expect((await devCall(dev, 'POST', '/adder/runsync', { input: { a: 1, b: 2 } })).output).toEqual({ sum: 3, v: 4 });
     expect(dev.output()).toMatch(/live-adder updated in/);
     const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: ids.adder! } });
@@ -345,12 +391,20 @@ describe('gantry dev --auto-provision', () => {
   beforeAll(() => {
     mkdirSync(many, { recursive: true });
     writeFileSync(path.join(many, 'gantry.toml'), '[project]\nname = "many"\npython_version = "3.11"\n');
-    const functions = names.map((n) => `@endpoint(name="w-${n}", cpu="cpu3c-2-4")\ndef ${n}(x: int = 0) -> dict:\n    """Worker ${n}."""\n    return {"${n}": x}\n`);
+    const functions = names.map(
+      (n) =>
+        `@endpoint(name="w-${n}", cpu="cpu3c-2-4")\ndef ${n}(x: int = 0) -> dict:\n    """Worker ${n}."""\n    return {"${n}": x}\n`,
+    );
     writeFileSync(path.join(many, 'workers.py'), `from gantry import endpoint\n\n\n${functions.join('\n\n')}`);
   });
 
   it('asks before creating more than 5 endpoints: without a terminal it refuses unless --yes', async () => {
-    const r = await gantry(['dev', '--auto-provision', '--port', String(await freePort())], { cwd: many, home, env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url }, timeoutMs: 60_000 });
+    const r = await gantry(['dev', '--auto-provision', '--port', String(await freePort())], {
+      cwd: many,
+      home,
+      env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url },
+      timeoutMs: 60_000,
+    });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/would create 6 live endpoints/);
     expect(r.stderr.trim().split('\n').at(-1)).toMatch(/^error: Create 6 live endpoints .*no terminal.*--yes/);
@@ -358,11 +412,22 @@ describe('gantry dev --auto-provision', () => {
   }, 120_000);
 
   it('with --yes, provisions all six at start, never more than 3 at once', async () => {
-    const dev = await startDev(many, ['--auto-provision', '--yes', '--no-reload', '--port', String(await freePort())], { GANTRY_DEV_TRACE: '1' });
+    const dev = await startDev(many, ['--auto-provision', '--yes', '--no-reload', '--port', String(await freePort())], {
+      GANTRY_DEV_TRACE: '1',
+    });
     await dev.waitFor(/Live endpoints ready: 6 created, 0 updated, 0 reused/, 0, 600_000);
     // [trace] provision-start|end NAME EPOCH_MS, one pair per PUT .../endpoints/NAME.
-    const events = [...dev.output().matchAll(/^\[trace\] provision-(start|end) (\S+) (\d+)$/gm)].map((m) => ({ kind: m[1]!, name: m[2]!, at: Number(m[3]) }));
-    expect(events.filter((e) => e.kind === 'start').map((e) => e.name).sort()).toEqual(names.map((n) => `w-${n}`).sort());
+    const events = [...dev.output().matchAll(/^\[trace\] provision-(start|end) (\S+) (\d+)$/gm)].map((m) => ({
+      kind: m[1]!,
+      name: m[2]!,
+      at: Number(m[3]),
+    }));
+    expect(
+      events
+        .filter((e) => e.kind === 'start')
+        .map((e) => e.name)
+        .sort(),
+    ).toEqual(names.map((n) => `w-${n}`).sort());
     let inside = 0;
     let most = 0;
     for (const e of events) {
@@ -376,7 +441,9 @@ describe('gantry dev --auto-provision', () => {
     expect(await dev.stop()).toBe(0);
 
     // Again: all six are in the cache and current, nothing to create, so nothing to confirm either.
-    const again = await startDev(many, ['--auto-provision', '--no-reload', '--port', String(await freePort())], { GANTRY_DEV_TRACE: '1' });
+    const again = await startDev(many, ['--auto-provision', '--no-reload', '--port', String(await freePort())], {
+      GANTRY_DEV_TRACE: '1',
+    });
     await again.waitFor(/All 6 live endpoints are up to date/, 0, 60_000);
     expect(again.output()).not.toMatch(/\[trace\] provision-start/);
     expect(await again.stop()).toBe(0);

@@ -29,7 +29,14 @@ export function tempDir(prefix = 'gantry-cli-'): string {
 /** The environment a CLI run sees: this one, less anything that would leak the machine's settings into it. */
 export function cliEnv(home: string, extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') };
-  for (const name of ['SERVICE_API_KEY', 'GANTRY_API_URL', 'GANTRY_PYTHON', 'GANTRY_MAX_ARTIFACT_BYTES', 'SOURCE_DATE_EPOCH']) delete env[name];
+  for (const name of [
+    'SERVICE_API_KEY',
+    'GANTRY_API_URL',
+    'GANTRY_PYTHON',
+    'GANTRY_MAX_ARTIFACT_BYTES',
+    'SOURCE_DATE_EPOCH',
+  ])
+    delete env[name];
   for (const [k, v] of Object.entries(extra)) {
     if (v === undefined) delete env[k];
     else env[k] = v;
@@ -37,7 +44,11 @@ export function cliEnv(home: string, extra: Record<string, string | undefined> =
   return env;
 }
 
-export function runCommand(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
+export function runCommand(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -54,13 +65,23 @@ export function runCommand(command: string, args: string[], options: { cwd: stri
 }
 
 /** `gantry ARGS` in cwd; `home` is where the config folder lives (default: a folder inside cwd's parent temp dir). */
-export function gantry(args: string[], options: { cwd: string; home: string; env?: Record<string, string | undefined>; timeoutMs?: number }): Promise<Run> {
+export function gantry(
+  args: string[],
+  options: { cwd: string; home: string; env?: Record<string, string | undefined>; timeoutMs?: number },
+): Promise<Run> {
   mkdirSync(options.home, { recursive: true });
-  return runCommand(process.execPath, [gantryBin, ...args], { cwd: options.cwd, env: cliEnv(options.home, options.env), timeoutMs: options.timeoutMs });
+  return runCommand(process.execPath, [gantryBin, ...args], {
+    cwd: options.cwd,
+    env: cliEnv(options.home, options.env),
+    timeoutMs: options.timeoutMs,
+  });
 }
 
 /** Paths and contents of the files in a tar.gz (contents for the paths `want` keeps). */
-export async function readArtifact(file: string, want: (p: string) => boolean = () => true): Promise<{ entries: string[]; files: Map<string, Buffer> }> {
+export async function readArtifact(
+  file: string,
+  want: (p: string) => boolean = () => true,
+): Promise<{ entries: string[]; files: Map<string, Buffer> }> {
   const entries: string[] = [];
   const files = new Map<string, Buffer>();
   const pending: Array<Promise<void>> = [];
@@ -86,9 +107,13 @@ export async function readArtifact(file: string, want: (p: string) => boolean = 
   return { entries, files };
 }
 
-export async function readManifest(file: string): Promise<Record<string, unknown> & { resources: Array<Record<string, unknown>> }> {
+export async function readManifest(
+  file: string,
+): Promise<Record<string, unknown> & { resources: Array<Record<string, unknown>> }> {
   const { files } = await readArtifact(file, (p) => p === 'manifest.json');
   const manifest = files.get('manifest.json');
   if (!manifest) throw new Error(`${file} has no manifest.json`);
-  return JSON.parse(manifest.toString('utf8')) as Record<string, unknown> & { resources: Array<Record<string, unknown>> };
+  return JSON.parse(manifest.toString('utf8')) as Record<string, unknown> & {
+    resources: Array<Record<string, unknown>>;
+  };
 }

@@ -8,7 +8,16 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { gantry, repoRoot, runCommand, cliEnv, tempDir } from './helpers.ts';
 
-const PROJECT_FILES = ['lb_worker.py', 'gpu_worker.py', 'cpu_worker.py', '.env.example', '.gantryignore', 'gantry.toml', 'requirements.txt', 'README.md'];
+const PROJECT_FILES = [
+  'lb_worker.py',
+  'gpu_worker.py',
+  'cpu_worker.py',
+  '.env.example',
+  '.gantryignore',
+  'gantry.toml',
+  'requirements.txt',
+  'README.md',
+];
 
 describe('gantry init', () => {
   const root = tempDir();
@@ -39,9 +48,15 @@ describe('gantry init', () => {
   it('makes a project the scanner reads without errors: three resources', async () => {
     const dir = path.join(root, 'scanned');
     expect((await gantry(['init', 'scanned'], { cwd: root, home })).code).toBe(0);
-    const scan = await runCommand('python3', [path.join(repoRoot, 'sdk', 'python', 'gantry', 'scan.py'), dir], { cwd: root, env: cliEnv(home) });
+    const scan = await runCommand('python3', [path.join(repoRoot, 'sdk', 'python', 'gantry', 'scan.py'), dir], {
+      cwd: root,
+      env: cliEnv(home),
+    });
     expect(scan.code).toBe(0);
-    const answer = JSON.parse(scan.stdout) as { resources: Array<{ name: string; kind: string; routes?: Array<{ method: string; path: string }> }>; errors: unknown[] };
+    const answer = JSON.parse(scan.stdout) as {
+      resources: Array<{ name: string; kind: string; routes?: Array<{ method: string; path: string }> }>;
+      errors: unknown[];
+    };
     expect(answer.errors).toEqual([]);
     expect(answer.resources.map((r) => [r.name, r.kind]).sort()).toEqual([
       ['cpu-worker', 'queue'],
@@ -49,7 +64,9 @@ describe('gantry init', () => {
       ['lb-worker', 'lb'],
     ]);
     const lb = answer.resources.find((r) => r.kind === 'lb')!;
-    expect(lb.routes!.map((r) => `${r.method} ${r.path}`)).toEqual(expect.arrayContaining(['POST /process', 'GET /health']));
+    expect(lb.routes!.map((r) => `${r.method} ${r.path}`)).toEqual(
+      expect.arrayContaining(['POST /process', 'GET /health']),
+    );
     expect(lb.routes!.length).toBeGreaterThanOrEqual(3);
   });
 
@@ -92,16 +109,18 @@ describe('command-line conventions', () => {
   it('--help on the program and on each command', async () => {
     const top = await gantry(['--help'], { cwd: root, home });
     expect(top.code).toBe(0);
-    for (const command of ['init', 'build', 'deploy', 'undeploy', 'env', 'app', 'login', 'logout']) expect(top.stdout).toContain(command);
+    for (const command of ['init', 'build', 'deploy', 'undeploy', 'env', 'app', 'login', 'logout'])
+      expect(top.stdout).toContain(command);
     const deploy = await gantry(['deploy', '--help'], { cwd: root, home });
     expect(deploy.code).toBe(0);
-    for (const flag of ['--env', '--app', '--no-deps', '--exclude', '--output', '--python-version', '--json']) expect(deploy.stdout).toContain(flag);
+    for (const flag of ['--env', '--app', '--no-deps', '--exclude', '--output', '--python-version', '--json'])
+      expect(deploy.stdout).toContain(flag);
     const envList = await gantry(['env', 'list', '--help'], { cwd: root, home });
     expect(envList.code).toBe(0);
     expect(envList.stdout).toContain('--app');
   });
 
-  it('usage errors exit 2 with commander\'s message', async () => {
+  it("usage errors exit 2 with commander's message", async () => {
     const unknown = await gantry(['build', '--frobnicate'], { cwd: root, home });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown option '--frobnicate'");

@@ -47,8 +47,12 @@ describe('the API through app.inject', () => {
   const keys: Partial<Record<'read' | 'write' | 'none' | 'revoked' | 'expired', string>> = {};
 
   beforeAll(async () => {
-    t = await startTestApp({ limits: { management: MANAGEMENT, jobs: JOBS, authFailuresPerMinute: AUTH_FAILURES_PER_MINUTE } });
-    accountId = (await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'inject' } })).id;
+    t = await startTestApp({
+      limits: { management: MANAGEMENT, jobs: JOBS, authFailuresPerMinute: AUTH_FAILURES_PER_MINUTE },
+    });
+    accountId = (
+      await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'inject' } })
+    ).id;
     keys.read = (await issueApiKey(t.ctx.db, accountId, 'read', ['READ'])).key;
     keys.write = (await issueApiKey(t.ctx.db, accountId, 'write', ['READ', 'WRITE'])).key;
     keys.none = (await issueApiKey(t.ctx.db, accountId, 'none', [])).key;
@@ -90,7 +94,9 @@ describe('the API through app.inject', () => {
     expect(graphiql.body).toContain('graphql/explorer/explorer.js');
     // The metrics name the route patterns.
     await t.call('GET', '/v2/serverless', { key: keys.read });
-    expect((await t.call('GET', '/metrics')).body).toMatch(/gantry_http_request_duration_seconds_bucket\{.*route="\/v2\/serverless".*\}/);
+    expect((await t.call('GET', '/metrics')).body).toMatch(
+      /gantry_http_request_duration_seconds_bucket\{.*route="\/v2\/serverless".*\}/,
+    );
   });
 
   it('answers 401 problem+json to every kind of bad key, before the body is read', async () => {
@@ -104,13 +110,22 @@ describe('the API through app.inject', () => {
     ];
     for (const [why, headers, detail] of cases) {
       // A body that is not even JSON: authentication answers first.
-      const r = await t.call('POST', '/v2/serverless', { headers, rawBody: '{"name": ', remoteAddress: freshAddress() });
+      const r = await t.call('POST', '/v2/serverless', {
+        headers,
+        rawBody: '{"name": ',
+        remoteAddress: freshAddress(),
+      });
       expectProblem(r, 401, detail);
       expect(r.headers.get('ratelimit'), why).toBeNull();
     }
     // HEAD routes Fastify adds for GET routes are in the same scope.
-    expect((await t.app.inject({ method: 'HEAD', url: '/v2/serverless', remoteAddress: freshAddress() })).statusCode).toBe(401);
-    expect((await t.app.inject({ method: 'HEAD', url: '/v2/serverless', headers: { authorization: `Bearer ${keys.read}` } })).statusCode).toBe(200);
+    expect(
+      (await t.app.inject({ method: 'HEAD', url: '/v2/serverless', remoteAddress: freshAddress() })).statusCode,
+    ).toBe(401);
+    expect(
+      (await t.app.inject({ method: 'HEAD', url: '/v2/serverless', headers: { authorization: `Bearer ${keys.read}` } }))
+        .statusCode,
+    ).toBe(200);
   });
 
   it('refuses in the order 401, 429, 403, 422, all but the last before the body is read', async () => {
@@ -118,7 +133,11 @@ describe('the API through app.inject', () => {
     const invalid = { body: { bogus: true } };
     expectProblem(await t.call('GET', '/v2/serverless', { key: keys.none }), 403, 'this key lacks the read scope');
     // A key without WRITE: 403 whatever the body.
-    expectProblem(await t.call('POST', '/v2/serverless', { key: keys.read, ...bad }), 403, 'this key lacks the write scope');
+    expectProblem(
+      await t.call('POST', '/v2/serverless', { key: keys.read, ...bad }),
+      403,
+      'this key lacks the write scope',
+    );
     expectProblem(await t.call('POST', '/v2/serverless', { key: keys.read, ...invalid }), 403);
     // With WRITE, the body decides: 400 unparsable, 422 invalid.
     expectProblem(await t.call('POST', '/v2/serverless', { key: keys.write, ...bad }), 400);
@@ -126,7 +145,9 @@ describe('the API through app.inject', () => {
     expectProblem(unprocessable, 422, 'Request validation failed.');
     expect(unprocessable.body.errors).toContain("$: additional properties 'bogus' not allowed");
     // An account over its quota: 429 before the scope and the body are looked at.
-    const blocked = await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'blocked', rateLimitPerMinute: 0 } });
+    const blocked = await t.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'blocked', rateLimitPerMinute: 0 },
+    });
     const blockedKey = (await issueApiKey(t.ctx.db, blocked.id, 'ro', ['READ'])).key;
     const limited = await t.call('POST', '/v2/serverless', { key: blockedKey, ...bad });
     expectProblem(limited, 429, 'rate limit exceeded for the minute window');
@@ -156,9 +177,20 @@ describe('the API through app.inject', () => {
     expect(gql.headers.get('ratelimit-policy')).toBe(policy);
     expect(fields(gql.headers.get('ratelimit')).hour!.r).toBe(remaining.at(-1)! - 1);
     // A 204 carries no body and no content type, and is counted like the rest.
-    const template = await t.ctx.db.template.create({ data: { id: newId(), accountId, name: 'to-delete', imageName: 'img:1' } });
-    const deleted = await t.app.inject({ method: 'DELETE', url: `/v2/templates/${template.id}`, headers: { authorization: `Bearer ${keys.write}` } });
-    expect([deleted.statusCode, deleted.body, deleted.headers['content-type'], deleted.headers['content-length']]).toEqual([204, '', undefined, undefined]);
+    const template = await t.ctx.db.template.create({
+      data: { id: newId(), accountId, name: 'to-delete', imageName: 'img:1' },
+    });
+    const deleted = await t.app.inject({
+      method: 'DELETE',
+      url: `/v2/templates/${template.id}`,
+      headers: { authorization: `Bearer ${keys.write}` },
+    });
+    expect([
+      deleted.statusCode,
+      deleted.body,
+      deleted.headers['content-type'],
+      deleted.headers['content-length'],
+    ]).toEqual([204, '', undefined, undefined]);
     expect(deleted.headers.ratelimit).toBeDefined();
   });
 
@@ -179,7 +211,14 @@ describe('the API through app.inject', () => {
     expect(nul.body.errors).toEqual(['$params.id: must not contain NUL characters']);
     expectProblem(await t.call('GET', '/v2/serverless/%E0%A4%A'), 400, 'the URL is not validly encoded');
     // The framework's own refusals are problems too.
-    expectProblem(await t.call('POST', '/v2/serverless', { key: keys.write, rawBody: '<x/>', headers: { 'content-type': 'application/xml' } }), 415);
+    expectProblem(
+      await t.call('POST', '/v2/serverless', {
+        key: keys.write,
+        rawBody: '<x/>',
+        headers: { 'content-type': 'application/xml' },
+      }),
+      415,
+    );
   });
 
   it('refuses JSON bodies no handler could store where routes take JSON; GraphQL in its own shape', async () => {
@@ -187,41 +226,87 @@ describe('the API through app.inject', () => {
     const nul = await t.call('POST', '/v2/templates', { key: keys.write, body: { name: 'a\u0000b', image: 'img:1' } });
     expectProblem(nul, 422);
     expect(nul.body.errors).toEqual(['$.name: must not contain NUL characters']);
-    expectProblem(await t.call('PATCH', '/v2/serverless/whatever', { key: keys.write, body: { env: { A: deep } } }), 422, 'Request validation failed.');
-    const endpoint = await t.ctx.db.endpoint.create({ data: { id: newId(), accountId, name: 'nul-input', image: 'img:1' } });
+    expectProblem(
+      await t.call('PATCH', '/v2/serverless/whatever', { key: keys.write, body: { env: { A: deep } } }),
+      422,
+      'Request validation failed.',
+    );
+    const endpoint = await t.ctx.db.endpoint.create({
+      data: { id: newId(), accountId, name: 'nul-input', image: 'img:1' },
+    });
     const runKey = (await issueApiKey(t.ctx.db, accountId, 'run-nul', ['RUN'])).key;
-    const run = await t.call('POST', `/v2/${endpoint.id}/run`, { key: runKey, body: { input: { prompt: 'a\u0000b' } } });
+    const run = await t.call('POST', `/v2/${endpoint.id}/run`, {
+      key: runKey,
+      body: { input: { prompt: 'a\u0000b' } },
+    });
     expectProblem(run, 422);
     expect(run.body.errors).toEqual(['$.input.prompt: must not contain NUL characters']);
-    const gql = await t.call('POST', '/graphql', { key: keys.read, body: { query: 'query Q($v: String) { myself { id } }', variables: { v: 'a\u0000b' } } });
+    const gql = await t.call('POST', '/graphql', {
+      key: keys.read,
+      body: { query: 'query Q($v: String) { myself { id } }', variables: { v: 'a\u0000b' } },
+    });
     expect(gql.status).toBe(400);
-    expect(gql.body.errors[0]).toMatchObject({ message: '$variables.v: must not contain NUL characters', extensions: { code: 'BAD_USER_INPUT' } });
+    expect(gql.body.errors[0]).toMatchObject({
+      message: '$variables.v: must not contain NUL characters',
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
   });
 
   it('describes exactly the management operations in the OpenAPI document, each with its scope', async () => {
     const doc = (await t.call('GET', '/v2/openapi.json')).body as {
       openapi: string;
-      paths: Record<string, Record<string, { operationId: string; security: unknown; 'x-required-scope': Scope | Scope[]; responses: Record<string, unknown> }>>;
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            operationId: string;
+            security: unknown;
+            'x-required-scope': Scope | Scope[];
+            responses: Record<string, unknown>;
+          }
+        >
+      >;
     };
     expect(doc.openapi).toBe('3.1.0');
-    const operations = Object.entries(doc.paths).flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ path, method, op })));
+    const operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([method, op]) => ({ path, method, op })),
+    );
     expect(operations.length).toBeGreaterThan(40);
     for (const { path, method, op } of operations) {
       const where = `${method.toUpperCase()} ${path}`;
       // Management paths begin with a fixed word; the job API and worker protocol begin with an endpoint id.
       expect(path, where).toMatch(/^\/v2\/[a-z-]+(\/|$)/);
       // One scope, or several of which any one will do (the public-model catalogue: READ or RUN).
-      for (const scope of [op['x-required-scope']].flat()) expect(['READ', 'WRITE', 'RUN', 'ADMIN'], where).toContain(scope);
+      for (const scope of [op['x-required-scope']].flat())
+        expect(['READ', 'WRITE', 'RUN', 'ADMIN'], where).toContain(scope);
       expect(op.security, where).toEqual([{ bearerAuth: [] }]);
       for (const code of ['401', '403', '429']) expect(op.responses[code], `${where} ${code}`).toBeDefined();
     }
     const ids = operations.map((o) => o.op.operationId);
     expect(new Set(ids).size).toBe(ids.length);
-    expect(ids).toEqual(expect.arrayContaining(['createEndpoint', 'streamWorkerLogs', 'createPod', 'listGpuTypes', 'createHost', 'putDataCenterSettings', 'createApiKey', 'listAccounts']));
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        'createEndpoint',
+        'streamWorkerLogs',
+        'createPod',
+        'listGpuTypes',
+        'createHost',
+        'putDataCenterSettings',
+        'createApiKey',
+        'listAccounts',
+      ]),
+    );
     const scopeOf = (id: string) => operations.find((o) => o.op.operationId === id)!.op['x-required-scope'];
-    expect([scopeOf('listEndpoints'), scopeOf('createEndpoint'), scopeOf('createHost')]).toEqual(['READ', 'WRITE', 'ADMIN']);
+    expect([scopeOf('listEndpoints'), scopeOf('createEndpoint'), scopeOf('createHost')]).toEqual([
+      'READ',
+      'WRITE',
+      'ADMIN',
+    ]);
     // Nothing of the other surfaces or the public routes.
-    expect(Object.keys(doc.paths).filter((p) => /endpointId|openapi|docs|graphql|healthz|metrics|\/lb\//.test(p))).toEqual([]);
+    expect(
+      Object.keys(doc.paths).filter((p) => /endpointId|openapi|docs|graphql|healthz|metrics|\/lb\//.test(p)),
+    ).toEqual([]);
   });
 
   it('refuses to start with a route in an authenticated scope that declares no scope', async () => {
@@ -232,17 +317,24 @@ describe('the API through app.inject', () => {
       scope.get('/declared', { config: { requiredScope: 'READ' } }, async () => ({}));
       scope.get('/forgotten', async () => ({}));
     });
-    await expect(bare.ready()).rejects.toThrow(/GET \/forgotten: a route of this scope must declare config.requiredScope/);
+    await expect(bare.ready()).rejects.toThrow(
+      /GET \/forgotten: a route of this scope must declare config.requiredScope/,
+    );
     await bare.close();
   });
 
   it('keeps the job API on its own key check and quota per account and endpoint, and the worker protocol on its own credential', async () => {
     const [a, b] = [newId(), newId()];
-    for (const [id, name] of [[a, 'jobs-a'], [b, 'jobs-b']]) await t.ctx.db.endpoint.create({ data: { id: id!, accountId, name: name!, image: 'img:1' } });
+    for (const [id, name] of [
+      [a, 'jobs-a'],
+      [b, 'jobs-b'],
+    ])
+      await t.ctx.db.endpoint.create({ data: { id: id!, accountId, name: name!, image: 'img:1' } });
     const jobsPolicy = `"minute";q=${JOBS.minute};w=60, "hour";q=${JOBS.hour};w=3600, "day";q=${JOBS.day};w=86400`;
     const runKey = (await issueApiKey(t.ctx.db, accountId, 'run', ['RUN'])).key;
     const answers = [];
-    for (let i = 0; i < JOBS.hour + 1; i++) answers.push(await t.call('GET', `/v2/${a}/status/nosuchjob${i}`, { key: runKey }));
+    for (let i = 0; i < JOBS.hour + 1; i++)
+      answers.push(await t.call('GET', `/v2/${a}/status/nosuchjob${i}`, { key: runKey }));
     expect(answers.map((r) => r.status)).toEqual([404, 404, 404, 429]);
     expect(answers[0]!.headers.get('ratelimit-policy')).toBe(jobsPolicy);
     expect(fields(answers[0]!.headers.get('ratelimit')).hour).toMatchObject({ r: JOBS.hour - 1 });
@@ -267,13 +359,28 @@ describe('the API through app.inject', () => {
     await awayFromMinuteEdge();
     const address = freshAddress();
     const bad = [];
-    for (let i = 0; i < AUTH_FAILURES_PER_MINUTE + 1; i++) bad.push((await t.call('GET', '/v2/serverless', { key: `gntr_wrong_${'k'.repeat(20)}${i}`, remoteAddress: address })).status);
+    for (let i = 0; i < AUTH_FAILURES_PER_MINUTE + 1; i++)
+      bad.push(
+        (await t.call('GET', '/v2/serverless', { key: `gntr_wrong_${'k'.repeat(20)}${i}`, remoteAddress: address }))
+          .status,
+      );
     expect(bad).toEqual([...Array<number>(AUTH_FAILURES_PER_MINUTE).fill(401), 429]);
     // A good key from that address is refused too, everywhere; other addresses are not.
     const refused = await t.call('GET', '/v2/serverless', { key: keys.read, remoteAddress: address });
     expectProblem(refused, 429, /too many failed authentications from this address/);
-    expect((await t.call('POST', `/v2/${newId()}/run`, { key: keys.read, body: { input: {} }, remoteAddress: address })).status).toBe(429);
-    expect((await t.call('POST', '/graphql', { key: keys.read, body: { query: '{ myself { id } }' }, remoteAddress: address })).status).toBe(429);
+    expect(
+      (await t.call('POST', `/v2/${newId()}/run`, { key: keys.read, body: { input: {} }, remoteAddress: address }))
+        .status,
+    ).toBe(429);
+    expect(
+      (
+        await t.call('POST', '/graphql', {
+          key: keys.read,
+          body: { query: '{ myself { id } }' },
+          remoteAddress: address,
+        })
+      ).status,
+    ).toBe(429);
     expect((await t.call('GET', '/v2/serverless', { key: keys.read, remoteAddress: freshAddress() })).status).toBe(200);
     // Public routes stay open to it.
     expect((await t.call('GET', '/healthz', { remoteAddress: address })).status).toBe(200);

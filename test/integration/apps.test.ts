@@ -28,7 +28,10 @@ afterAll(async () => {
 
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
-function manifest(resources: Array<Partial<Manifest['resources'][number]> & { name: string }>, fingerprint = 'a'.repeat(64)): Manifest {
+function manifest(
+  resources: Array<Partial<Manifest['resources'][number]> & { name: string }>,
+  fingerprint = 'a'.repeat(64),
+): Manifest {
   return {
     format: 1,
     pythonVersion: '3.11',
@@ -52,9 +55,16 @@ function manifest(resources: Array<Partial<Manifest['resources'][number]> & { na
 
 /** prepare -> PUT -> finalize; the build id. */
 async function upload(app: string, bytes: Buffer, m: Manifest): Promise<string> {
-  const prepared = await call(p.url, 'POST', `/v2/apps/${app}/builds`, { key, body: { sha256: sha256(bytes), size: bytes.length, manifest: m } });
+  const prepared = await call(p.url, 'POST', `/v2/apps/${app}/builds`, {
+    key,
+    body: { sha256: sha256(bytes), size: bytes.length, manifest: m },
+  });
   expect(prepared.status, JSON.stringify(prepared.body)).toBe(201);
-  const put = await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes });
+  const put = await fetch(prepared.body.upload.url, {
+    method: 'PUT',
+    headers: prepared.body.upload.headers,
+    body: bytes,
+  });
   expect(put.status).toBe(200);
   const fin = await call(p.url, 'POST', `/v2/apps/${app}/builds/${prepared.body.build.id}/finalize`, { key });
   expect(fin.status, JSON.stringify(fin.body)).toBe(200);
@@ -62,8 +72,12 @@ async function upload(app: string, bytes: Buffer, m: Manifest): Promise<string> 
   return prepared.body.build.id as string;
 }
 
-async function deploy(app: string, env: string, buildId: string): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON
-  const started = await call(p.url, 'POST', `/v2/apps/${app}/environments/${env}/deployments`, { key, body: { buildId } });
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON
+async function deploy(app: string, env: string, buildId: string): Promise<any> {
+  const started = await call(p.url, 'POST', `/v2/apps/${app}/environments/${env}/deployments`, {
+    key,
+    body: { buildId },
+  });
   expect(started.status, JSON.stringify(started.body)).toBe(202);
   expect(started.body.workflowId).toBe(`deploy:${app}:${env}:${buildId}`);
   return until(
@@ -81,13 +95,20 @@ describe('apps and environments', () => {
   it('creates an app with its environment, refuses duplicates and bad names, lists and deletes', async () => {
     const created = await call(p.url, 'POST', '/v2/apps', { key, body: { name: 'shop', environment: 'production' } });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ name: 'shop', environments: [{ name: 'production', currentBuildId: null, endpoints: [] }] });
+    expect(created.body).toMatchObject({
+      name: 'shop',
+      environments: [{ name: 'production', currentBuildId: null, endpoints: [] }],
+    });
     expect((await call(p.url, 'POST', '/v2/apps', { key, body: { name: 'shop' } })).status).toBe(409);
     const bad = await call(p.url, 'POST', '/v2/apps', { key, body: { name: 'Shop_1' } });
     expect(bad.status).toBe(422);
     expect(bad.headers.get('content-type')).toContain('application/problem+json');
-    expect((await call(p.url, 'POST', '/v2/apps/shop/environments', { key, body: { name: 'staging' } })).status).toBe(201);
-    expect((await call(p.url, 'POST', '/v2/apps/shop/environments', { key, body: { name: 'staging' } })).status).toBe(409);
+    expect((await call(p.url, 'POST', '/v2/apps/shop/environments', { key, body: { name: 'staging' } })).status).toBe(
+      201,
+    );
+    expect((await call(p.url, 'POST', '/v2/apps/shop/environments', { key, body: { name: 'staging' } })).status).toBe(
+      409,
+    );
     const envs = await call(p.url, 'GET', '/v2/apps/shop/environments', { key });
     expect(envs.body.environments.map((e: { name: string }) => e.name)).toEqual(['production', 'staging']);
     expect((await call(p.url, 'DELETE', '/v2/apps/shop/environments/staging', { key })).status).toBe(204);
@@ -97,34 +118,70 @@ describe('apps and environments', () => {
   });
 
   it('answers the same through GraphQL (the hosted deploy tool operation names)', async () => {
-    const gql = (query: string, variables: Record<string, unknown> = {}) => call(p.url, 'POST', `/graphql?api_key=${key}`, { body: { query, variables } });
-    const made = await gql('mutation($input: CreateFlashAppInput!) { createFlashApp(input: $input) { id name flashEnvironments { name } } }', { input: { name: 'gql-app', environmentName: 'dev' } });
+    const gql = (query: string, variables: Record<string, unknown> = {}) =>
+      call(p.url, 'POST', `/graphql?api_key=${key}`, { body: { query, variables } });
+    const made = await gql(
+      'mutation($input: CreateFlashAppInput!) { createFlashApp(input: $input) { id name flashEnvironments { name } } }',
+      { input: { name: 'gql-app', environmentName: 'dev' } },
+    );
     expect(made.body.errors).toBeUndefined();
     expect(made.body.data.createFlashApp).toMatchObject({ name: 'gql-app', flashEnvironments: [{ name: 'dev' }] });
     const appId = made.body.data.createFlashApp.id as string;
-    const env = await gql('mutation($input: CreateFlashEnvironmentInput!) { createFlashEnvironment(input: $input) { id name activeBuildId } }', { input: { flashAppId: appId, name: 'prod' } });
+    const env = await gql(
+      'mutation($input: CreateFlashEnvironmentInput!) { createFlashEnvironment(input: $input) { id name activeBuildId } }',
+      { input: { flashAppId: appId, name: 'prod' } },
+    );
     expect(env.body.data.createFlashEnvironment).toMatchObject({ name: 'prod', activeBuildId: null });
     const bytes = Buffer.from('graphql artifact');
-    const prepared = await gql('mutation($input: PrepareFlashArtifactUploadInput!) { prepareFlashArtifactUpload(input: $input) { buildId uploadUrl expiresAt } }', {
-      input: { flashAppId: appId, tarballSize: bytes.length, sha256: sha256(bytes), manifest: JSON.stringify(manifest([{ name: 'one' }])) },
-    });
+    const prepared = await gql(
+      'mutation($input: PrepareFlashArtifactUploadInput!) { prepareFlashArtifactUpload(input: $input) { buildId uploadUrl expiresAt } }',
+      {
+        input: {
+          flashAppId: appId,
+          tarballSize: bytes.length,
+          sha256: sha256(bytes),
+          manifest: JSON.stringify(manifest([{ name: 'one' }])),
+        },
+      },
+    );
     expect(prepared.body.errors).toBeUndefined();
     const { buildId, uploadUrl } = prepared.body.data.prepareFlashArtifactUpload;
     expect((await fetch(uploadUrl, { method: 'PUT', body: bytes })).status).toBe(200);
-    const fin = await gql('mutation($input: FinalizeFlashArtifactUploadInput!) { finalizeFlashArtifactUpload(input: $input) { id status } }', { input: { flashAppId: appId, buildId } });
+    const fin = await gql(
+      'mutation($input: FinalizeFlashArtifactUploadInput!) { finalizeFlashArtifactUpload(input: $input) { id status } }',
+      { input: { flashAppId: appId, buildId } },
+    );
     expect(fin.body.data.finalizeFlashArtifactUpload).toEqual({ id: buildId, status: 'READY' });
-    const dep = await gql('mutation($input: DeployBuildToEnvironmentInput!) { deployBuildToEnvironment(input: $input) { id name status } }', {
-      input: { flashEnvironmentId: env.body.data.createFlashEnvironment.id, flashBuildId: buildId },
+    const dep = await gql(
+      'mutation($input: DeployBuildToEnvironmentInput!) { deployBuildToEnvironment(input: $input) { id name status } }',
+      {
+        input: { flashEnvironmentId: env.body.data.createFlashEnvironment.id, flashBuildId: buildId },
+      },
+    );
+    expect(dep.body.data.deployBuildToEnvironment).toMatchObject({
+      name: `deploy:gql-app:prod:${buildId}`,
+      status: 'RUNNING',
     });
-    expect(dep.body.data.deployBuildToEnvironment).toMatchObject({ name: `deploy:gql-app:prod:${buildId}`, status: 'RUNNING' });
     await until('the GraphQL deployment to succeed', async () => {
-      const d = await gql('query($a: String!, $d: String!) { flashDeployment(flashAppId: $a, deploymentId: $d) { status error } }', { a: appId, d: dep.body.data.deployBuildToEnvironment.id });
+      const d = await gql(
+        'query($a: String!, $d: String!) { flashDeployment(flashAppId: $a, deploymentId: $d) { status error } }',
+        { a: appId, d: dep.body.data.deployBuildToEnvironment.id },
+      );
       return d.body.data.flashDeployment.status === 'SUCCEEDED' ? true : undefined;
     });
-    const listed = await gql('{ myself { flashApps { name flashEnvironments { name activeBuildId endpoints { name resource } } } } }');
-    expect(listed.body.data.myself.flashApps).toEqual(expect.arrayContaining([
-      expect.objectContaining({ name: 'gql-app', flashEnvironments: expect.arrayContaining([{ name: 'prod', activeBuildId: buildId, endpoints: [{ name: 'gql-app-prod-one', resource: 'one' }] }]) }),
-    ]));
+    const listed = await gql(
+      '{ myself { flashApps { name flashEnvironments { name activeBuildId endpoints { name resource } } } } }',
+    );
+    expect(listed.body.data.myself.flashApps).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          name: 'gql-app',
+          flashEnvironments: expect.arrayContaining([
+            { name: 'prod', activeBuildId: buildId, endpoints: [{ name: 'gql-app-prod-one', resource: 'one' }] },
+          ]),
+        }),
+      ]),
+    );
     const bad = await gql('mutation { createFlashApp(input: { name: "BAD NAME" }) { id } }');
     expect(bad.body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
   });
@@ -137,34 +194,51 @@ describe('artifact upload', () => {
 
   it('takes the bytes at the signed URL only, checks size and digest at finalize, and refuses tampering', async () => {
     const bytes = Buffer.from('x'.repeat(1000));
-    const prepared = await call(p.url, 'POST', '/v2/apps/uploads/builds', { key, body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) } });
+    const prepared = await call(p.url, 'POST', '/v2/apps/uploads/builds', {
+      key,
+      body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) },
+    });
     expect(prepared.status).toBe(201);
     const url = new URL(prepared.body.upload.url);
     // A changed signature, a changed expiry, no signature: 401, nothing stored.
-    for (const mutate of [(u: URL) => u.searchParams.set('sig', 'A'.repeat(43)), (u: URL) => u.searchParams.set('expires', String(Number(u.searchParams.get('expires')) + 60)), (u: URL) => u.searchParams.delete('sig')]) {
+    for (const mutate of [
+      (u: URL) => u.searchParams.set('sig', 'A'.repeat(43)),
+      (u: URL) => u.searchParams.set('expires', String(Number(u.searchParams.get('expires')) + 60)),
+      (u: URL) => u.searchParams.delete('sig'),
+    ]) {
       const forged = new URL(url);
       mutate(forged);
       expect((await fetch(forged, { method: 'PUT', body: bytes })).status).toBe(401);
     }
     // Another build's URL cannot write this one.
-    const other = await call(p.url, 'POST', '/v2/apps/uploads/builds', { key, body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) } });
+    const other = await call(p.url, 'POST', '/v2/apps/uploads/builds', {
+      key,
+      body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) },
+    });
     const swapped = new URL(prepared.body.upload.url);
     swapped.pathname = swapped.pathname.replace(prepared.body.build.id, other.body.build.id);
     expect((await fetch(swapped, { method: 'PUT', body: bytes })).status).toBe(401);
     // More bytes than declared: refused while streaming.
     expect((await fetch(url, { method: 'PUT', body: Buffer.concat([bytes, Buffer.from('more')]) })).status).toBe(422);
     // Finalize before a good upload: 422.
-    expect((await call(p.url, 'POST', `/v2/apps/uploads/builds/${prepared.body.build.id}/finalize`, { key })).status).toBe(422);
+    expect(
+      (await call(p.url, 'POST', `/v2/apps/uploads/builds/${prepared.body.build.id}/finalize`, { key })).status,
+    ).toBe(422);
     // Right size, wrong content: 422 at finalize, and the build stays unusable.
     expect((await fetch(url, { method: 'PUT', body: Buffer.from('y'.repeat(1000)) })).status).toBe(200);
     const wrong = await call(p.url, 'POST', `/v2/apps/uploads/builds/${prepared.body.build.id}/finalize`, { key });
     expect(wrong.status).toBe(422);
     expect(wrong.body.errors[0]).toMatch(/sha256/);
-    const notReady = await call(p.url, 'POST', '/v2/apps/uploads/environments/production/deployments', { key, body: { buildId: prepared.body.build.id } });
+    const notReady = await call(p.url, 'POST', '/v2/apps/uploads/environments/production/deployments', {
+      key,
+      body: { buildId: prepared.body.build.id },
+    });
     expect(notReady.status).toBe(422);
     // The right bytes: READY, and a second upload is refused.
     expect((await fetch(url, { method: 'PUT', body: bytes })).status).toBe(200);
-    expect((await call(p.url, 'POST', `/v2/apps/uploads/builds/${prepared.body.build.id}/finalize`, { key })).body.status).toBe('READY');
+    expect(
+      (await call(p.url, 'POST', `/v2/apps/uploads/builds/${prepared.body.build.id}/finalize`, { key })).body.status,
+    ).toBe('READY');
     expect((await fetch(url, { method: 'PUT', body: bytes })).status).toBe(409);
   });
 
@@ -172,7 +246,10 @@ describe('artifact upload', () => {
     const other = await startTestPlatform({ GANTRY_AUTH_FAILURES_PER_MINUTE: '5' });
     try {
       const statuses: number[] = [];
-      for (let i = 0; i < 7; i++) statuses.push((await fetch(`${other.url}/v2/artifacts/nobuild${i}?expires=4102444800&sig=${'A'.repeat(43)}`)).status);
+      for (let i = 0; i < 7; i++)
+        statuses.push(
+          (await fetch(`${other.url}/v2/artifacts/nobuild${i}?expires=4102444800&sig=${'A'.repeat(43)}`)).status,
+        );
       expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
       expect(statuses.slice(5)).toEqual([429, 429]);
     } finally {
@@ -181,17 +258,27 @@ describe('artifact upload', () => {
   });
 
   it('validates the manifest, naming the field', async () => {
-    const bad = manifest([{ name: 'a', compute: { gpu: { pools: ['NOT_A_POOL'], count: 1 } } }, { name: 'a' }, { name: 'b', env: { GANTRY_APP: 'x' } }]);
-    const r = await call(p.url, 'POST', '/v2/apps/uploads/builds', { key, body: { sha256: 'b'.repeat(64), size: 10, manifest: bad } });
+    const bad = manifest([
+      { name: 'a', compute: { gpu: { pools: ['NOT_A_POOL'], count: 1 } } },
+      { name: 'a' },
+      { name: 'b', env: { GANTRY_APP: 'x' } },
+    ]);
+    const r = await call(p.url, 'POST', '/v2/apps/uploads/builds', {
+      key,
+      body: { sha256: 'b'.repeat(64), size: 10, manifest: bad },
+    });
     expect(r.status).toBe(422);
     expect(r.body.errors.join('\n')).toMatch(/resources\[0\]\.compute\.gpu\.pools: unknown GPU pool 'NOT_A_POOL'/);
     expect(r.body.errors.join('\n')).toMatch(/resources\[1\]\.name: 'a' is declared twice/);
     expect(r.body.errors.join('\n')).toMatch(/resources\[2\]\.env\.GANTRY_APP/);
-    const tooBig = await call(p.url, 'POST', '/v2/apps/uploads/builds', { key, body: { sha256: 'b'.repeat(64), size: 1_500_000_001, manifest: manifest([{ name: 'a' }]) } });
+    const tooBig = await call(p.url, 'POST', '/v2/apps/uploads/builds', {
+      key,
+      body: { sha256: 'b'.repeat(64), size: 1_500_000_001, manifest: manifest([{ name: 'a' }]) },
+    });
     expect(tooBig.status).toBe(422);
   });
 
-  it('signs download URLs only for a build of the worker\'s own account', async () => {
+  it("signs download URLs only for a build of the worker's own account", async () => {
     const bytes = Buffer.from('download me');
     const buildId = await upload('uploads', bytes, manifest([{ name: 'a' }]));
     const accountId = (await p.ctx.db.app.findFirstOrThrow({ where: { name: 'uploads' } })).accountId;
@@ -211,7 +298,12 @@ describe('artifacts in an S3-compatible store', () => {
   it('uploads straight to the store by a presigned URL, checks the digest there, and serves workers from it', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'gantry-apps-s3-'));
     const gateway = await startVersityGw({ dir, accessKey: 'appsaccess', secretKey: 'appssecret0123456789' });
-    const admin = new S3Client({ endpoint: gateway.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'appsaccess', secretAccessKey: 'appssecret0123456789' } });
+    const admin = new S3Client({
+      endpoint: gateway.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'appsaccess', secretAccessKey: 'appssecret0123456789' },
+    });
     await admin.send(new CreateBucketCommand({ Bucket: 'artifacts' }));
     const s3 = await startTestPlatform({
       GANTRY_BLOB_STORE: 's3',
@@ -223,17 +315,38 @@ describe('artifacts in an S3-compatible store', () => {
     try {
       await call(s3.url, 'POST', '/v2/apps', { key: s3.adminKey, body: { name: 'on-s3', environment: 'production' } });
       const bytes = Buffer.from('an artifact kept in S3');
-      const prepared = await call(s3.url, 'POST', '/v2/apps/on-s3/builds', { key: s3.adminKey, body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) } });
+      const prepared = await call(s3.url, 'POST', '/v2/apps/on-s3/builds', {
+        key: s3.adminKey,
+        body: { sha256: sha256(bytes), size: bytes.length, manifest: manifest([{ name: 'a' }]) },
+      });
       expect(prepared.status).toBe(201);
       // The bytes go to the store, not through the API.
       expect(prepared.body.upload.url.startsWith(gateway.endpoint)).toBe(true);
-      expect((await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: Buffer.from('not the declared bytes!') })).status).toBe(200);
-      expect((await call(s3.url, 'POST', `/v2/apps/on-s3/builds/${prepared.body.build.id}/finalize`, { key: s3.adminKey })).status).toBe(422);
-      expect((await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes })).status).toBe(200);
-      const fin = await call(s3.url, 'POST', `/v2/apps/on-s3/builds/${prepared.body.build.id}/finalize`, { key: s3.adminKey });
+      expect(
+        (
+          await fetch(prepared.body.upload.url, {
+            method: 'PUT',
+            headers: prepared.body.upload.headers,
+            body: Buffer.from('not the declared bytes!'),
+          })
+        ).status,
+      ).toBe(200);
+      expect(
+        (await call(s3.url, 'POST', `/v2/apps/on-s3/builds/${prepared.body.build.id}/finalize`, { key: s3.adminKey }))
+          .status,
+      ).toBe(422);
+      expect(
+        (await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes }))
+          .status,
+      ).toBe(200);
+      const fin = await call(s3.url, 'POST', `/v2/apps/on-s3/builds/${prepared.body.build.id}/finalize`, {
+        key: s3.adminKey,
+      });
       expect(fin.body.status).toBe('READY');
       const stored = await admin.send(new ListObjectsV2Command({ Bucket: 'artifacts' }));
-      expect(stored.Contents?.map((o) => o.Key)).toEqual([expect.stringMatching(new RegExp(`^artifacts/.+/${prepared.body.build.id}\\.tar\\.gz$`))]);
+      expect(stored.Contents?.map((o) => o.Key)).toEqual([
+        expect.stringMatching(new RegExp(`^artifacts/.+/${prepared.body.build.id}\\.tar\\.gz$`)),
+      ]);
       const app = await s3.ctx.db.app.findFirstOrThrow({ where: { name: 'on-s3' } });
       const signed = await artifactDownloadUrl(s3.ctx, s3.url, app.accountId, prepared.body.build.id);
       const got = await fetch(signed!.url);
@@ -254,25 +367,57 @@ describe('deployments', () => {
   });
 
   it('creates one endpoint per resource with service discovery, releases a new artifact everywhere, and removes resources that left the code', async () => {
-    const lb = { name: 'api', kind: 'lb' as const, object: 'api', function: undefined, routes: [{ method: 'POST' as const, path: '/process', function: 'process' }, { method: 'GET' as const, path: '/health', function: 'health' }] };
-    const first = await upload('web', Buffer.from('build one'), manifest([{ name: 'gpu-worker', compute: { gpu: { pools: ['ADA_24'], count: 1 } } }, { name: 'cpu-worker' }, lb], '1'.repeat(64)));
+    const lb = {
+      name: 'api',
+      kind: 'lb' as const,
+      object: 'api',
+      function: undefined,
+      routes: [
+        { method: 'POST' as const, path: '/process', function: 'process' },
+        { method: 'GET' as const, path: '/health', function: 'health' },
+      ],
+    };
+    const first = await upload(
+      'web',
+      Buffer.from('build one'),
+      manifest(
+        [{ name: 'gpu-worker', compute: { gpu: { pools: ['ADA_24'], count: 1 } } }, { name: 'cpu-worker' }, lb],
+        '1'.repeat(64),
+      ),
+    );
     const d1 = await deploy('web', 'production', first);
     expect(d1.status, d1.error).toBe('SUCCEEDED');
     expect(d1.endpoints.map((e: { name: string }) => e.name)).toEqual(['web-api', 'web-cpu-worker', 'web-gpu-worker']);
     const byResource = Object.fromEntries(d1.endpoints.map((e: { resource: string }) => [e.resource, e]));
-    expect(byResource.api).toMatchObject({ kind: 'lb', type: 'LOAD_BALANCING', routes: [{ method: 'POST', path: '/process' }, { method: 'GET', path: '/health' }] });
+    expect(byResource.api).toMatchObject({
+      kind: 'lb',
+      type: 'LOAD_BALANCING',
+      routes: [
+        { method: 'POST', path: '/process' },
+        { method: 'GET', path: '/health' },
+      ],
+    });
     expect(byResource['cpu-worker'].url).toBe(`${p.url}/v2/${byResource['cpu-worker'].id}`);
 
-    const rows = await p.ctx.db.endpoint.findMany({ where: { appResource: { not: null }, name: { startsWith: 'web-' } } });
+    const rows = await p.ctx.db.endpoint.findMany({
+      where: { appResource: { not: null }, name: { startsWith: 'web-' } },
+    });
     for (const row of rows) {
       const env = row.env as Record<string, string>;
-      expect(env).toMatchObject({ GANTRY_APP: 'web', GANTRY_ENVIRONMENT: 'production', GANTRY_RESOURCE: row.appResource, GANTRY_BUILD_ID: first });
+      expect(env).toMatchObject({
+        GANTRY_APP: 'web',
+        GANTRY_ENVIRONMENT: 'production',
+        GANTRY_RESOURCE: row.appResource,
+        GANTRY_BUILD_ID: first,
+      });
       // Live reload is for provisioned endpoints only (docs/dev-loop.md).
       expect(env.GANTRY_LIVE_RELOAD).toBeUndefined();
       expect(env.GANTRY_SOURCE_VERSION).toBeUndefined();
       // Every endpoint finds every other.
       for (const e of d1.endpoints) expect(env[discoveryVariable(e.resource)]).toBe(e.url);
-      expect(JSON.parse(env.GANTRY_ENDPOINTS!)).toEqual(Object.fromEntries(d1.endpoints.map((e: { resource: string; url: string }) => [e.resource, e.url])));
+      expect(JSON.parse(env.GANTRY_ENDPOINTS!)).toEqual(
+        Object.fromEntries(d1.endpoints.map((e: { resource: string; url: string }) => [e.resource, e.url])),
+      );
       expect(row.image).toMatch(/^localhost\/gantry-runtime:py3\.11-[0-9a-f]{12}$/);
     }
     const gpu = rows.find((r) => r.appResource === 'gpu-worker')!;
@@ -281,7 +426,11 @@ describe('deployments', () => {
     expect(rows.find((r) => r.appResource === 'api')!.ports).toEqual(['8000/http']);
 
     // Same configuration, new code: a new release on every endpoint (deploy rule 4); a resource dropped.
-    const second = await upload('web', Buffer.from('build two'), manifest([{ name: 'gpu-worker', compute: { gpu: { pools: ['ADA_24'], count: 1 } } }, lb], '2'.repeat(64)));
+    const second = await upload(
+      'web',
+      Buffer.from('build two'),
+      manifest([{ name: 'gpu-worker', compute: { gpu: { pools: ['ADA_24'], count: 1 } } }, lb], '2'.repeat(64)),
+    );
     const d2 = await deploy('web', 'production', second);
     expect(d2.status, d2.error).toBe('SUCCEEDED');
     const after = await p.ctx.db.endpoint.findMany({ where: { id: { in: rows.map((r) => r.id) } } });
@@ -297,20 +446,32 @@ describe('deployments', () => {
     expect(cpu === undefined || cpu.deletingAt !== null).toBe(true);
     const app = await call(p.url, 'GET', '/v2/apps/web', { key });
     expect(app.body.environments[0]).toMatchObject({ name: 'production', currentBuildId: second });
-    expect(app.body.environments[0].endpoints.map((e: { resource: string }) => e.resource)).toEqual(['api', 'gpu-worker']);
+    expect(app.body.environments[0].endpoints.map((e: { resource: string }) => e.resource)).toEqual([
+      'api',
+      'gpu-worker',
+    ]);
   });
 
   it('names endpoints <app>-<env>-<resource> outside production, one deployment per environment at a time, and fails clearly on a name taken', async () => {
-    expect((await call(p.url, 'POST', '/v2/apps/web/environments', { key, body: { name: 'staging' } })).status).toBe(201);
+    expect((await call(p.url, 'POST', '/v2/apps/web/environments', { key, body: { name: 'staging' } })).status).toBe(
+      201,
+    );
     const build = await upload('web', Buffer.from('staging build'), manifest([{ name: 'worker' }], '3'.repeat(64)));
     const d = await deploy('web', 'staging', build);
     expect(d.status).toBe('SUCCEEDED');
     expect(d.endpoints.map((e: { name: string }) => e.name)).toEqual(['web-staging-worker']);
 
     // An endpoint of the account already has the name a resource would get.
-    const taken = await call(p.url, 'POST', '/v2/serverless', { key, body: { name: 'web-staging-clash', image: 'docker.io/library/busybox:1', workers: { min: 0, max: 1 } } });
+    const taken = await call(p.url, 'POST', '/v2/serverless', {
+      key,
+      body: { name: 'web-staging-clash', image: 'docker.io/library/busybox:1', workers: { min: 0, max: 1 } },
+    });
     expect(taken.status).toBe(201);
-    const clash = await upload('web', Buffer.from('clash'), manifest([{ name: 'worker' }, { name: 'clash' }], '4'.repeat(64)));
+    const clash = await upload(
+      'web',
+      Buffer.from('clash'),
+      manifest([{ name: 'worker' }, { name: 'clash' }], '4'.repeat(64)),
+    );
     const failed = await deploy('web', 'staging', clash);
     expect(failed.status).toBe('FAILED');
     expect(failed.error).toMatch(/web-staging-clash.*already exists/);

@@ -14,21 +14,27 @@ import { startTestApp, type TestApp } from '../support/app.ts';
  */
 
 type Doc = { paths: Record<string, Record<string, Operation>>; components?: { schemas?: Record<string, JsonSchema> } };
-type Operation = { operationId?: string; 'x-required-scope'?: Scope | Scope[]; requestBody?: { content?: Record<string, { schema?: JsonSchema }> } };
+type Operation = {
+  operationId?: string;
+  'x-required-scope'?: Scope | Scope[];
+  requestBody?: { content?: Record<string, { schema?: JsonSchema }> };
+};
 
 const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
 const ajv = addFormats.default(new Ajv({ strict: false, allErrors: false }));
 const ALL: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
 
 /** The scopes an operation takes (any one of them): declared in the document, else reads need READ and changes WRITE. */
-const neededScopes = (method: string, op: Operation): Scope[] => [op['x-required-scope'] ?? (method === 'get' ? 'READ' : 'WRITE')].flat();
+const neededScopes = (method: string, op: Operation): Scope[] =>
+  [op['x-required-scope'] ?? (method === 'get' ? 'READ' : 'WRITE')].flat();
 
 /** Inlines `#/components/schemas/...` references so the generator sees plain schemas. */
 function deref(schema: unknown, doc: Doc, depth = 0): unknown {
   if (Array.isArray(schema)) return schema.map((s) => deref(s, doc, depth));
   if (!schema || typeof schema !== 'object') return schema;
   const ref = (schema as { $ref?: string }).$ref;
-  if (ref?.startsWith('#/components/schemas/') && depth < 8) return deref(doc.components?.schemas?.[ref.slice('#/components/schemas/'.length)], doc, depth + 1);
+  if (ref?.startsWith('#/components/schemas/') && depth < 8)
+    return deref(doc.components?.schemas?.[ref.slice('#/components/schemas/'.length)], doc, depth + 1);
   return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, deref(v, doc, depth)]));
 }
 
@@ -48,24 +54,67 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     p = await startTestApp({ limits: { authFailuresPerMinute: 1_000_000 } });
     const db = p.ctx.db;
     const account = async (name: string) =>
-      db.account.create({ data: { id: newId(), email: `${name}-${newId()}@example.test`, name, rateLimitPerMinute: 100_000, rateLimitPerHour: 1_000_000, rateLimitPerDay: 10_000_000 } });
+      db.account.create({
+        data: {
+          id: newId(),
+          email: `${name}-${newId()}@example.test`,
+          name,
+          rateLimitPerMinute: 100_000,
+          rateLimitPerHour: 1_000_000,
+          rateLimitPerDay: 10_000_000,
+        },
+      });
     const a = await account('a');
     const b = await account('b');
     keys.a = (await issueApiKey(db, a.id, 'a-all', ['READ', 'WRITE', 'RUN'])).key;
     keys.none = (await issueApiKey(db, a.id, 'a-none', [])).key;
     // A key of account A with every scope but those an operation takes (and ADMIN, which holds them all).
     for (const scopes of [...ALL.map((s) => [s]), ['READ', 'RUN'] as Scope[]]) {
-      keys[`without-${scopes.join(',')}`] = (await issueApiKey(db, a.id, `a-no-${scopes.join('-')}`, ALL.filter((s) => !scopes.includes(s) && s !== 'ADMIN'))).key;
+      keys[`without-${scopes.join(',')}`] = (
+        await issueApiKey(
+          db,
+          a.id,
+          `a-no-${scopes.join('-')}`,
+          ALL.filter((s) => !scopes.includes(s) && s !== 'ADMIN'),
+        )
+      ).key;
     }
     keys.b = (await issueApiKey(db, b.id, 'b-all', ['READ', 'WRITE', 'RUN'])).key;
 
-    ownedIds.serverless = (await db.endpoint.create({ data: { id: newId(), accountId: a.id, name: 'a-endpoint', image: 'img:1', workersMax: 0 } })).id;
-    ownedIds.registries = (await db.registryCredential.create({ data: { id: newId(), accountId: a.id, name: 'a-reg', secret: Buffer.from([1]) } })).id;
-    ownedIds.templates = (await db.template.create({ data: { id: newId(), accountId: a.id, name: 'a-tpl', imageName: 'img:1' } })).id;
-    ownedIds['network-volumes'] = (await db.networkVolume.create({ data: { id: newId(), accountId: a.id, name: 'a-vol', size: 10, dataCenterId: 'dc-1' } })).id;
+    ownedIds.serverless = (
+      await db.endpoint.create({
+        data: { id: newId(), accountId: a.id, name: 'a-endpoint', image: 'img:1', workersMax: 0 },
+      })
+    ).id;
+    ownedIds.registries = (
+      await db.registryCredential.create({
+        data: { id: newId(), accountId: a.id, name: 'a-reg', secret: Buffer.from([1]) },
+      })
+    ).id;
+    ownedIds.templates = (
+      await db.template.create({ data: { id: newId(), accountId: a.id, name: 'a-tpl', imageName: 'img:1' } })
+    ).id;
+    ownedIds['network-volumes'] = (
+      await db.networkVolume.create({
+        data: { id: newId(), accountId: a.id, name: 'a-vol', size: 10, dataCenterId: 'dc-1' },
+      })
+    ).id;
     ownedIds.keys = (await issueApiKey(db, a.id, 'a-spare', ['READ'])).id;
-    ownedIds.pods = (await db.pod.create({ data: { id: newId(), accountId: a.id, name: 'a-pod', imageName: 'img:1', desiredStatus: 'EXITED' } })).id;
-    ownedIds.apps = (await db.app.create({ data: { id: newId(), accountId: a.id, name: 'a-app', environments: { create: { id: newId(), name: 'production' } } } })).id;
+    ownedIds.pods = (
+      await db.pod.create({
+        data: { id: newId(), accountId: a.id, name: 'a-pod', imageName: 'img:1', desiredStatus: 'EXITED' },
+      })
+    ).id;
+    ownedIds.apps = (
+      await db.app.create({
+        data: {
+          id: newId(),
+          accountId: a.id,
+          name: 'a-app',
+          environments: { create: { id: newId(), name: 'production' } },
+        },
+      })
+    ).id;
 
     const served = await p.call('GET', '/v2/openapi.json');
     expect(served.status).toBe(200);
@@ -124,7 +173,13 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     return last;
   }
 
-  async function expectProblem(method: string, path: string, status: number, opts: { key?: string; headers?: Record<string, string>; body?: unknown }, why: string): Promise<void> {
+  async function expectProblem(
+    method: string,
+    path: string,
+    status: number,
+    opts: { key?: string; headers?: Record<string, string>; body?: unknown },
+    why: string,
+  ): Promise<void> {
     const r = await p.call(method.toUpperCase(), path, opts);
     expect(r.status, `${method.toUpperCase()} ${path}: ${why} → ${JSON.stringify(r.body)}`).toBe(status);
     expect(r.headers.get('content-type'), `${method} ${path}: ${why}`).toMatch(/^application\/problem\+json/);
@@ -133,7 +188,17 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
 
   it('finds the serverless operations and more in the document', () => {
     const ids = operations().map((o) => o.op.operationId);
-    expect(ids).toEqual(expect.arrayContaining(['createEndpoint', 'listEndpoints', 'getEndpoint', 'updateEndpoint', 'deleteEndpoint', 'listEndpointWorkers', 'listEndpointReleases']));
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        'createEndpoint',
+        'listEndpoints',
+        'getEndpoint',
+        'updateEndpoint',
+        'deleteEndpoint',
+        'listEndpointWorkers',
+        'listEndpointReleases',
+      ]),
+    );
     for (const { path } of operations()) expect(path).toMatch(/^\/v2\/[a-z]/);
   });
 
@@ -142,8 +207,20 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
       const { url: u } = url(path);
       const b = body(op);
       await expectProblem(method, u, 401, { body: b }, 'no key');
-      await expectProblem(method, u, 401, { headers: { authorization: 'Bearer not a key!' }, body: b }, 'malformed key');
-      await expectProblem(method, u, 401, { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }, body: b }, 'wrong scheme');
+      await expectProblem(
+        method,
+        u,
+        401,
+        { headers: { authorization: 'Bearer not a key!' }, body: b },
+        'malformed key',
+      );
+      await expectProblem(
+        method,
+        u,
+        401,
+        { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }, body: b },
+        'wrong scheme',
+      );
       await expectProblem(method, u, 401, { key: 'short', body: b }, 'malformed key (too short)');
       await expectProblem(method, u, 401, { key: `gntr_${'x'.repeat(40)}`, body: b }, 'unknown key');
     }

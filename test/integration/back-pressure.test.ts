@@ -15,7 +15,10 @@ const HOLD_MS = 4_000;
 describe('back-pressure on the job API', () => {
   let p: TestPlatform;
   beforeAll(async () => {
-    p = await startTestPlatform({ GANTRY_JOB_WORKFLOW_BACKLOG: String(LIMIT), GANTRY_JOB_SIGNAL_DELAY_MS: String(HOLD_MS) });
+    p = await startTestPlatform({
+      GANTRY_JOB_WORKFLOW_BACKLOG: String(LIMIT),
+      GANTRY_JOB_SIGNAL_DELAY_MS: String(HOLD_MS),
+    });
   }, 120_000);
   afterAll(async () => {
     await p?.stop();
@@ -24,7 +27,8 @@ describe('back-pressure on the job API', () => {
   it('answers 429 with Retry-After past the backlog limit, loses nothing, and takes jobs again once caught up', async () => {
     const ep = await createQueueEndpoint(p);
     const answers = [];
-    for (let i = 0; i < LIMIT + 5; i++) answers.push(await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { i } } }));
+    for (let i = 0; i < LIMIT + 5; i++)
+      answers.push(await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { i } } }));
     expect(answers.slice(0, LIMIT).map((a) => a.status)).toEqual(Array(LIMIT).fill(200));
     for (const refused of answers.slice(LIMIT)) {
       expect(refused.status).toBe(429);
@@ -38,14 +42,23 @@ describe('back-pressure on the job API', () => {
     expect(sync.status).toBe(429);
     // Every acknowledged job is there, and only those.
     const stored = await p.ctx.db.job.findMany({ where: { endpointId: ep }, select: { id: true } });
-    expect(stored.map((j) => j.id).sort()).toEqual(answers.slice(0, LIMIT).map((a) => a.body.id as string).sort());
+    expect(stored.map((j) => j.id).sort()).toEqual(
+      answers
+        .slice(0, LIMIT)
+        .map((a) => a.body.id as string)
+        .sort(),
+    );
 
     // The held states are sent; the backlog drains and the next job is taken.
     await sleep(HOLD_MS);
-    const again = await eventually(async () => {
-      const r = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { again: true } } });
-      return r.status === 200 ? r : undefined;
-    }, 20_000, 'a submission accepted once the backlog drained');
+    const again = await eventually(
+      async () => {
+        const r = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { again: true } } });
+        return r.status === 200 ? r : undefined;
+      },
+      20_000,
+      'a submission accepted once the backlog drained',
+    );
     expect(again.body.status).toBe('IN_QUEUE');
     // The accepted jobs got their workflows.
     for (const a of answers.slice(0, 3)) await p.ctx.temporal.workflow.getHandle(`job:${a.body.id}`).describe();

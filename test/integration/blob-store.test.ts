@@ -77,8 +77,15 @@ const harnesses: Record<'directory' | 's3', () => Promise<Harness>> = {
   async s3() {
     const started = Date.now();
     gateway = await startVersityGw({ dir: path.join(root, 'versitygw'), accessKey: ACCESS_KEY, secretKey: SECRET_KEY });
-    console.error(`versitygw answered after ${Date.now() - started} ms (including the build, the first time on a machine)`);
-    const admin = new S3Client({ endpoint: gateway.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY } });
+    console.error(
+      `versitygw answered after ${Date.now() - started} ms (including the build, the first time on a machine)`,
+    );
+    const admin = new S3Client({
+      endpoint: gateway.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY },
+    });
     await admin.send(new CreateBucketCommand({ Bucket: BUCKET }));
     admin.destroy();
     // Built from the configuration, as the platform builds it.
@@ -109,7 +116,10 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
     const { store } = h;
     expect(store.kind).toBe(kind);
     const body = Buffer.from('hello, blob store');
-    expect(await store.put('builds/b1/artifact.tar', body, { contentType: 'application/x-tar' })).toEqual({ size: body.length, sha256: sha256(body) });
+    expect(await store.put('builds/b1/artifact.tar', body, { contentType: 'application/x-tar' })).toEqual({
+      size: body.length,
+      sha256: sha256(body),
+    });
     expect(await store.stat('builds/b1/artifact.tar')).toEqual({ size: body.length });
     expect(await store.sha256('builds/b1/artifact.tar')).toBe(sha256(body));
     const got = await store.get('builds/b1/artifact.tar');
@@ -157,7 +167,8 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
 
   it('deletes by prefix, as a string prefix, and says how many', async () => {
     const { store } = h;
-    for (const key of ['p/a/1', 'p/a/2', 'p/a/deep/3', 'p/ab/4', 'p/abc', 'p/b/5']) await store.put(key, Buffer.from(key));
+    for (const key of ['p/a/1', 'p/a/2', 'p/a/deep/3', 'p/ab/4', 'p/abc', 'p/b/5'])
+      await store.put(key, Buffer.from(key));
     expect(await store.deletePrefix('p/a/')).toBe(3);
     expect(await store.stat('p/a/1')).toBeNull();
     expect(await store.stat('p/a/deep/3')).toBeNull();
@@ -196,9 +207,25 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
   it('refuses keys that try to leave the store, and writes nothing for them', async () => {
     const { store } = h;
     // Where an escaped key would land: beside the store, or above it.
-    const around = (): string[][] => [root, ...(h.files ? [path.dirname(h.files)] : [])].map((d) => readdirSync(d).sort());
+    const around = (): string[][] =>
+      [root, ...(h.files ? [path.dirname(h.files)] : [])].map((d) => readdirSync(d).sort());
     const before = around();
-    const bad = ['../x', '/etc/passwd', 'a/../../b', '..', 'a/..', './a', 'a//b', 'a/./b', 'a\\b', 'a b', '', 'x'.repeat(513), 'a/', 'ü'];
+    const bad = [
+      '../x',
+      '/etc/passwd',
+      'a/../../b',
+      '..',
+      'a/..',
+      './a',
+      'a//b',
+      'a/./b',
+      'a\\b',
+      'a b',
+      '',
+      'x'.repeat(513),
+      'a/',
+      'ü',
+    ];
     for (const key of bad) {
       await expect(store.put(key, Buffer.from('nope')), key).rejects.toBeInstanceOf(DomainError);
       await expect(store.get(key), key).rejects.toBeInstanceOf(DomainError);
@@ -206,7 +233,8 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
       await expect(store.sha256(key), key).rejects.toBeInstanceOf(DomainError);
       await expect(store.delete(key), key).rejects.toBeInstanceOf(DomainError);
     }
-    for (const prefix of ['../', '/', '', 'a/../../', '../../etc']) await expect(store.deletePrefix(prefix), prefix).rejects.toBeInstanceOf(DomainError);
+    for (const prefix of ['../', '/', '', 'a/../../', '../../etc'])
+      await expect(store.deletePrefix(prefix), prefix).rejects.toBeInstanceOf(DomainError);
     expect(around()).toEqual(before);
     // A segment longer than a file name can be is refused, in both stores alike.
     await expect(store.put(`k/${'x'.repeat(201)}`, Buffer.from('x'))).rejects.toBeInstanceOf(DomainError);
@@ -222,7 +250,9 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
     const { store } = h;
     // Bodies over one S3 part, so the S3 store's puts are multipart uploads racing each other.
     const bodies = [1, 2, 3, 4].map((n) => Buffer.alloc(9 * 1024 * 1024 + n * 1000, n));
-    const results = await Promise.all(bodies.map((b) => store.put('race/one', Readable.from([b.subarray(0, 1_000_000), b.subarray(1_000_000)]))));
+    const results = await Promise.all(
+      bodies.map((b) => store.put('race/one', Readable.from([b.subarray(0, 1_000_000), b.subarray(1_000_000)]))),
+    );
     results.forEach((r, i) => expect(r).toEqual({ size: bodies[i]!.length, sha256: sha256(bodies[i]!) }));
     const got = await readAll((await store.get('race/one'))!.body);
     const winner = bodies.findIndex((b) => b.equals(got));
@@ -274,7 +304,10 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
   if (kind === 's3') {
     it('hands out a presigned PUT that plain fetch can use, for that key and type only', async () => {
       const { store } = h;
-      const presigned = await store.presignedPut!('uploads/ctx.tar.gz', { expiresInSec: 60, contentType: 'application/gzip' });
+      const presigned = await store.presignedPut!('uploads/ctx.tar.gz', {
+        expiresInSec: 60,
+        contentType: 'application/gzip',
+      });
       expect(presigned.headers).toEqual({ 'content-type': 'application/gzip' });
       const body = randomBytes(300_000);
       const res = await fetch(presigned.url, { method: 'PUT', headers: presigned.headers, body });
@@ -287,7 +320,9 @@ describe.each(['directory', 's3'] as const)('%s blob store', (kind) => {
       const other = new URL(presigned.url);
       other.pathname = other.pathname.replace('ctx.tar.gz', 'other.tar.gz');
       expect((await fetch(other, { method: 'PUT', headers: presigned.headers, body })).status).toBe(403);
-      expect((await fetch(presigned.url, { method: 'PUT', headers: { 'content-type': 'text/html' }, body })).status).toBe(403);
+      expect(
+        (await fetch(presigned.url, { method: 'PUT', headers: { 'content-type': 'text/html' }, body })).status,
+      ).toBe(403);
       expect(await store.stat('uploads/other.tar.gz')).toBeNull();
 
       const plain = await store.presignedPut!('uploads/plain', { expiresInSec: 60 });
@@ -317,18 +352,43 @@ describe('blob store configuration', () => {
       prefix: undefined,
     });
     expect(
-      loadConfig({ GANTRY_BLOB_STORE: 's3', GANTRY_S3_BUCKET: 'b', GANTRY_S3_REGION: 'eu-west-3', GANTRY_S3_FORCE_PATH_STYLE: 'false', GANTRY_S3_ENDPOINT: 'https://s3.example/', GANTRY_S3_PREFIX: '/team/gantry/' }).blobStore,
-    ).toMatchObject({ region: 'eu-west-3', forcePathStyle: false, endpoint: 'https://s3.example', prefix: 'team/gantry' });
+      loadConfig({
+        GANTRY_BLOB_STORE: 's3',
+        GANTRY_S3_BUCKET: 'b',
+        GANTRY_S3_REGION: 'eu-west-3',
+        GANTRY_S3_FORCE_PATH_STYLE: 'false',
+        GANTRY_S3_ENDPOINT: 'https://s3.example/',
+        GANTRY_S3_PREFIX: '/team/gantry/',
+      }).blobStore,
+    ).toMatchObject({
+      region: 'eu-west-3',
+      forcePathStyle: false,
+      endpoint: 'https://s3.example',
+      prefix: 'team/gantry',
+    });
   });
 
   it('reports an incomplete S3 setting with the other problems, each naming its variable', () => {
     let message = '';
     try {
-      loadConfig({ GANTRY_BLOB_STORE: 's3', GANTRY_S3_ACCESS_KEY_ID: 'only-the-id', GANTRY_S3_ENDPOINT: 'ftp://x', GANTRY_S3_PREFIX: '../up', PORT: '70000' });
+      loadConfig({
+        GANTRY_BLOB_STORE: 's3',
+        GANTRY_S3_ACCESS_KEY_ID: 'only-the-id',
+        GANTRY_S3_ENDPOINT: 'ftp://x',
+        GANTRY_S3_PREFIX: '../up',
+        PORT: '70000',
+      });
     } catch (err) {
       message = String(err);
     }
-    for (const name of ['GANTRY_S3_BUCKET', 'GANTRY_S3_SECRET_ACCESS_KEY', 'GANTRY_S3_ENDPOINT', 'GANTRY_S3_PREFIX', 'PORT']) expect(message).toContain(name);
+    for (const name of [
+      'GANTRY_S3_BUCKET',
+      'GANTRY_S3_SECRET_ACCESS_KEY',
+      'GANTRY_S3_ENDPOINT',
+      'GANTRY_S3_PREFIX',
+      'PORT',
+    ])
+      expect(message).toContain(name);
     expect(() => loadConfig({ GANTRY_BLOB_STORE: 'ftp' })).toThrow(/GANTRY_BLOB_STORE/);
     expect(() => loadConfig({ GANTRY_S3_FORCE_PATH_STYLE: 'maybe' })).toThrow(/GANTRY_S3_FORCE_PATH_STYLE/);
   });

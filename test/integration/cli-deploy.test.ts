@@ -41,14 +41,18 @@ interface DeployedEndpoint {
   routes: Array<{ method: string; path: string }>;
 }
 
-async function deployJson(args: string[] = [], cwd = project): Promise<{ deployment: { status: string; endpoints: DeployedEndpoint[] } }> {
+async function deployJson(
+  args: string[] = [],
+  cwd = project,
+): Promise<{ deployment: { status: string; endpoints: DeployedEndpoint[] } }> {
   const r = await cli(['deploy', '--json', ...args], cwd);
   expect(r.code, r.stderr).toBe(0);
   return JSON.parse(r.stdout);
 }
 
 /** Submits a job and waits for its end through the public job API. */
-async function runJob(url: string, input: unknown, timeoutMs = 240_000): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON
+async function runJob(url: string, input: unknown, timeoutMs = 240_000): Promise<any> {
   const submitted = await call(url, 'POST', '/run', { key: p.adminKey, body: { input } });
   expect(submitted.status, JSON.stringify(submitted.body)).toBe(200);
   return until(
@@ -63,7 +67,8 @@ async function runJob(url: string, input: unknown, timeoutMs = 240_000): Promise
 }
 
 /** A load-balanced route, retried while the first worker starts (the proxy answers 503 until one is ready). */
-async function lbCall(base: string, method: string, route: string, body?: unknown, timeoutMs = 240_000): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON
+async function lbCall(base: string, method: string, route: string, body?: unknown, timeoutMs = 240_000): Promise<any> {
   return until(
     `${method} ${route}`,
     async () => {
@@ -85,12 +90,20 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(out.deployment.status).toBe('SUCCEEDED');
     endpoints = Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e]));
     expect(Object.keys(endpoints).sort()).toEqual(['cpu-worker', 'gpu-worker', 'lb-worker']);
-    expect(endpoints['lb-worker']!.routes).toEqual(expect.arrayContaining([{ method: 'POST', path: '/process' }, { method: 'GET', path: '/health' }]));
+    expect(endpoints['lb-worker']!.routes).toEqual(
+      expect.arrayContaining([
+        { method: 'POST', path: '/process' },
+        { method: 'GET', path: '/health' },
+      ]),
+    );
 
     // The queue-based CPU function, through /run and /status, then /runsync once it is warm.
     const job = await runJob(endpoints['cpu-worker']!.url, { a: 2, b: 3 });
     expect(job, JSON.stringify(job)).toMatchObject({ status: 'COMPLETED', output: { sum: 5 } });
-    const sync = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 40, b: 2 } } });
+    const sync = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', {
+      key: p.adminKey,
+      body: { input: { a: 40, b: 2 } },
+    });
     expect(sync.body).toMatchObject({ status: 'COMPLETED', output: { sum: 42 } });
     // Bad input is the job's error, not a dead worker.
     const bad = await runJob(endpoints['cpu-worker']!.url, { a: 1 });
@@ -99,12 +112,18 @@ describe('gantry init, build and deploy on real workers', () => {
 
     // The load-balanced routes.
     const base = endpoints['lb-worker']!.url;
-    expect(await lbCall(base, 'POST', '/process', { text: 'one two three' })).toEqual({ text: 'one two three', words: 3 });
+    expect(await lbCall(base, 'POST', '/process', { text: 'one two three' })).toEqual({
+      text: 'one two three',
+      words: 3,
+    });
     expect(await lbCall(base, 'GET', '/health')).toEqual({ status: 'ok' });
     expect((await call(base, 'GET', '/health')).status).toBe(401);
 
     // The GPU function's endpoint exists and queues jobs (no GPU here to run them).
-    const gpu = await call(endpoints['gpu-worker']!.url, 'POST', '/run', { key: p.adminKey, body: { input: { prompt: 'a cat' } } });
+    const gpu = await call(endpoints['gpu-worker']!.url, 'POST', '/run', {
+      key: p.adminKey,
+      body: { input: { prompt: 'a cat' } },
+    });
     expect(gpu.body.status).toBe('IN_QUEUE');
     const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpoints['gpu-worker']!.id } });
     expect(row.gpuPools).toEqual(['ADA_24']);
@@ -113,9 +132,15 @@ describe('gantry init, build and deploy on real workers', () => {
 
   it('rolls a source change out with no failed call on the way', async () => {
     const cpuFile = path.join(project, 'cpu_worker.py');
-    writeFileSync(cpuFile, readFileSync(cpuFile, 'utf8').replace('return {"sum": a + b}', 'return {"sum": a + b, "version": 2}'));
+    writeFileSync(
+      cpuFile,
+      readFileSync(cpuFile, 'utf8').replace('return {"sum": a + b}', 'return {"sum": a + b, "version": 2}'),
+    );
     const lbFile = path.join(project, 'lb_worker.py');
-    writeFileSync(lbFile, readFileSync(lbFile, 'utf8').replace('return {"status": "ok"}', 'return {"status": "ok", "version": 2}'));
+    writeFileSync(
+      lbFile,
+      readFileSync(lbFile, 'utf8').replace('return {"status": "ok"}', 'return {"status": "ok", "version": 2}'),
+    );
 
     // Calls keep going while the release replaces the workers.
     let stop = false;
@@ -128,7 +153,8 @@ describe('gantry init, build and deploy on real workers', () => {
           call(endpoints['lb-worker']!.url, 'GET', '/health', { key: p.adminKey }),
         ]);
         calls++;
-        if (q.status !== 200 || q.body.status !== 'COMPLETED') failures.push(`queue: ${q.status} ${JSON.stringify(q.body)}`);
+        if (q.status !== 200 || q.body.status !== 'COMPLETED')
+          failures.push(`queue: ${q.status} ${JSON.stringify(q.body)}`);
         if (l.status !== 200) failures.push(`lb: ${l.status} ${JSON.stringify(l.body)}`);
       }
     })();
@@ -136,11 +162,20 @@ describe('gantry init, build and deploy on real workers', () => {
       const out = await deployJson();
       expect(out.deployment.status).toBe('SUCCEEDED');
       // The same endpoints (same URLs), new code.
-      expect(Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e.url]))).toEqual(Object.fromEntries(Object.values(endpoints).map((e) => [e.resource, e.url])));
-      await until('the new code to answer', async () => {
-        const r = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 1, b: 1 } } });
-        return r.body.output?.version === 2;
-      }, 120_000);
+      expect(Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e.url]))).toEqual(
+        Object.fromEntries(Object.values(endpoints).map((e) => [e.resource, e.url])),
+      );
+      await until(
+        'the new code to answer',
+        async () => {
+          const r = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', {
+            key: p.adminKey,
+            body: { input: { a: 1, b: 1 } },
+          });
+          return r.body.output?.version === 2;
+        },
+        120_000,
+      );
       expect(await lbCall(endpoints['lb-worker']!.url, 'GET', '/health')).toEqual({ status: 'ok', version: 2 });
     } finally {
       stop = true;
@@ -148,12 +183,16 @@ describe('gantry init, build and deploy on real workers', () => {
     }
     expect(calls).toBeGreaterThan(3);
     expect(failures).toEqual([]);
-    const releases = await p.ctx.db.release.findMany({ where: { endpointId: endpoints['cpu-worker']!.id }, orderBy: { version: 'asc' } });
+    const releases = await p.ctx.db.release.findMany({
+      where: { endpointId: endpoints['cpu-worker']!.id },
+      orderBy: { version: 'asc' },
+    });
     expect(releases.at(-1)).toMatchObject({ version: 2, status: 'COMPLETED' });
   }, 900_000);
 
   it('leaves the environment on its previous build when a release fails', async () => {
-    const before = (await call(p.url, 'GET', '/v2/apps/shop/environments/production', { key: p.adminKey })).body.currentBuildId;
+    const before = (await call(p.url, 'GET', '/v2/apps/shop/environments/production', { key: p.adminKey })).body
+      .currentBuildId;
     const cpuFile = path.join(project, 'cpu_worker.py');
     const good = readFileSync(cpuFile, 'utf8');
     writeFileSync(cpuFile, `${good}\nraise RuntimeError("broken at import")\n`);
@@ -162,12 +201,22 @@ describe('gantry init, build and deploy on real workers', () => {
     const failures: string[] = [];
     const loop = (async () => {
       while (!stop) {
-        const q = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 2, b: 2 } } });
+        const q = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', {
+          key: p.adminKey,
+          body: { input: { a: 2, b: 2 } },
+        });
         if (q.status !== 200 || q.body.status !== 'COMPLETED') failures.push(`${q.status} ${JSON.stringify(q.body)}`);
       }
     })();
     try {
-      await until('a worker of the good build', async () => (await p.ctx.db.worker.count({ where: { endpointId: endpoints['cpu-worker']!.id, status: { in: ['IDLE', 'RUNNING'] } } })) > 0, 120_000);
+      await until(
+        'a worker of the good build',
+        async () =>
+          (await p.ctx.db.worker.count({
+            where: { endpointId: endpoints['cpu-worker']!.id, status: { in: ['IDLE', 'RUNNING'] } },
+          })) > 0,
+        120_000,
+      );
       const r = await cli(['deploy', '--env', 'production']);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/cpu-worker/);
@@ -178,10 +227,18 @@ describe('gantry init, build and deploy on real workers', () => {
       writeFileSync(cpuFile, good);
     }
     expect(failures).toEqual([]);
-    expect((await call(p.url, 'GET', '/v2/apps/shop/environments/production', { key: p.adminKey })).body.currentBuildId).toBe(before);
-    const answer = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', { key: p.adminKey, body: { input: { a: 1, b: 1 } } });
+    expect(
+      (await call(p.url, 'GET', '/v2/apps/shop/environments/production', { key: p.adminKey })).body.currentBuildId,
+    ).toBe(before);
+    const answer = await call(endpoints['cpu-worker']!.url, 'POST', '/runsync', {
+      key: p.adminKey,
+      body: { input: { a: 1, b: 1 } },
+    });
     expect(answer.body).toMatchObject({ status: 'COMPLETED', output: { sum: 2, version: 2 } });
-    const releases = await p.ctx.db.release.findMany({ where: { endpointId: endpoints['cpu-worker']!.id }, orderBy: { version: 'asc' } });
+    const releases = await p.ctx.db.release.findMany({
+      where: { endpointId: endpoints['cpu-worker']!.id },
+      orderBy: { version: 'asc' },
+    });
     expect(releases.map((x) => x.status)).toContain('HALTED');
   }, 600_000);
 
@@ -195,9 +252,18 @@ describe('gantry init, build and deploy on real workers', () => {
     // Rule 1: an app that does not exist is made with the named environment.
     const other = await deployJson(['--app', 'shop-two', '--env', 'dev']);
     expect(other.deployment.status).toBe('SUCCEEDED');
-    expect(other.deployment.endpoints.map((e) => e.name).sort()).toEqual(['shop-two-dev-cpu-worker', 'shop-two-dev-gpu-worker', 'shop-two-dev-lb-worker']);
+    expect(other.deployment.endpoints.map((e) => e.name).sort()).toEqual([
+      'shop-two-dev-cpu-worker',
+      'shop-two-dev-gpu-worker',
+      'shop-two-dev-lb-worker',
+    ]);
     const apps = await call(p.url, 'GET', '/v2/apps', { key: p.adminKey });
-    expect(apps.body.apps.map((a: { name: string; environments: Array<{ name: string }> }) => [a.name, a.environments.map((e) => e.name)])).toEqual([
+    expect(
+      apps.body.apps.map((a: { name: string; environments: Array<{ name: string }> }) => [
+        a.name,
+        a.environments.map((e) => e.name),
+      ]),
+    ).toEqual([
       ['shop', ['production', 'staging']],
       ['shop-two', ['dev']],
     ]);
@@ -207,12 +273,16 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(JSON.stringify(JSON.parse(listed.stdout))).toMatch(/shop-cpu-worker/);
     const one = await cli(['undeploy', 'gpu-worker', '--env', 'production']);
     expect(one.code, one.stderr).toBe(0);
-    expect((await call(p.url, 'GET', `/v2/serverless/${endpoints['gpu-worker']!.id}`, { key: p.adminKey })).status).toBe(404);
+    expect(
+      (await call(p.url, 'GET', `/v2/serverless/${endpoints['gpu-worker']!.id}`, { key: p.adminKey })).status,
+    ).toBe(404);
     // --all without a terminal and without --yes refuses; with --yes it removes the rest.
     expect((await cli(['undeploy', '--all', '--env', 'production'])).code).toBe(1);
     const all = await cli(['undeploy', '--all', '--yes', '--env', 'production']);
     expect(all.code, all.stderr).toBe(0);
-    expect((await call(p.url, 'GET', `/v2/serverless/${endpoints['cpu-worker']!.id}`, { key: p.adminKey })).status).toBe(404);
+    expect(
+      (await call(p.url, 'GET', `/v2/serverless/${endpoints['cpu-worker']!.id}`, { key: p.adminKey })).status,
+    ).toBe(404);
   }, 600_000);
 
   it('deploys for another Python version (3.13)', async () => {

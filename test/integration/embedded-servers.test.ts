@@ -14,7 +14,10 @@ import { freePort } from '../support/ports.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/embedded-servers');
 const runScript = (script: string, ...args: string[]) =>
-  spawnSync(process.execPath, ['--import', 'tsx', path.join(FIXTURES, script), ...args], { encoding: 'utf8', timeout: 120_000 });
+  spawnSync(process.execPath, ['--import', 'tsx', path.join(FIXTURES, script), ...args], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
 
 it('embedded PostgreSQL: starts and stops, and the process exits 0', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-embedded-pg-'));
@@ -31,7 +34,9 @@ it('embedded PostgreSQL: starts and stops, and the process exits 0', async () =>
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(readFileSync(file, 'utf8').trim()).toMatch(/^[A-Za-z0-9_-]{32}$/);
     // No connection is trusted without a password.
-    const hba = readFileSync(path.join(dir, 'pg', 'pg_hba.conf'), 'utf8').split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+    const hba = readFileSync(path.join(dir, 'pg', 'pg_hba.conf'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() && !l.trim().startsWith('#'));
     expect(hba.length).toBeGreaterThan(0);
     for (const line of hba) expect(line).not.toMatch(/\btrust\b/);
   } finally {

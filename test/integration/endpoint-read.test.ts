@@ -19,7 +19,9 @@ describe('the endpoint read of GET /v2/serverless/{id}', () => {
   });
 
   it('answers what the Prisma row gives, column for column', async () => {
-    const accountId = (await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'reader' } })).id;
+    const accountId = (
+      await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'reader' } })
+    ).id;
     const { key } = await issueApiKey(t.ctx.db, accountId, 'read', ['READ']);
     const row = await t.ctx.db.endpoint.create({
       data: {
@@ -54,7 +56,9 @@ describe('the endpoint read of GET /v2/serverless/{id}', () => {
 
     // Refusals as before: another account's endpoint and one being deleted are 404; a key limited
     // to other endpoints is 403.
-    const other = (await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'other' } })).id;
+    const other = (
+      await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'other' } })
+    ).id;
     const { key: otherKey } = await issueApiKey(t.ctx.db, other, 'read', ['READ']);
     expect((await t.call('GET', `/v2/serverless/${row.id}`, { key: otherKey })).status).toBe(404);
     const { key: narrowKey } = await issueApiKey(t.ctx.db, accountId, 'narrow', ['READ'], undefined, [newId()]);

@@ -39,7 +39,10 @@ describe('stopping npm start', () => {
   });
 
   /** `npm start` (or the command it runs), detached: its own process group, as in a terminal. */
-  async function start(command: 'npm' | 'bootstrap', until = 'Gantry is up'): Promise<{ child: ChildProcess; output: () => string }> {
+  async function start(
+    command: 'npm' | 'bootstrap',
+    until = 'Gantry is up',
+  ): Promise<{ child: ChildProcess; output: () => string }> {
     const env: Record<string, string | undefined> = {
       ...process.env,
       NODE_ENV: undefined,
@@ -62,7 +65,10 @@ describe('stopping npm start', () => {
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
     const deadline = Date.now() + 150_000;
-    while (!out.includes(until) && !(until === 'postgres' && leftovers(dataDir).some((pid) => cmdlineOf(pid).includes(`${dataDir}/pg`)))) {
+    while (
+      !out.includes(until) &&
+      !(until === 'postgres' && leftovers(dataDir).some((pid) => cmdlineOf(pid).includes(`${dataDir}/pg`)))
+    ) {
       if (child.exitCode !== null) throw new Error(`start exited ${child.exitCode}:\n${out}`);
       if (Date.now() > deadline) throw new Error(`start did not come up:\n${out}`);
       await sleep(100);
@@ -71,16 +77,33 @@ describe('stopping npm start', () => {
   }
 
   /** Requests that are under way when the stop signal comes. */
-  async function inFlight(): Promise<{ runsync: Promise<{ status: number; body: any }>; slowCreate: { finish(): void; answer: Promise<{ status: number; body: string }> } }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- JSON answers
-    const endpoint = await call(base, 'POST', '/v2/serverless', { key: ADMIN_KEY, body: { name: `queue-${Date.now()}`, image: 'img:1' } });
+  async function inFlight(): Promise<{
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON answers
+    runsync: Promise<{ status: number; body: any }>;
+    slowCreate: { finish(): void; answer: Promise<{ status: number; body: string }> };
+  }> {
+    const endpoint = await call(base, 'POST', '/v2/serverless', {
+      key: ADMIN_KEY,
+      body: { name: `queue-${Date.now()}`, image: 'img:1' },
+    });
     expect(endpoint.status, JSON.stringify(endpoint.body)).toBe(201);
     // A synchronous job on a queue with no worker: it waits (up to 20 s) until it finishes or the
     // server closes, which answers the waits in flight at once, as they stand.
     let runsyncDone = false;
-    const runsync = call(base, 'POST', `/v2/${endpoint.body.id}/runsync?wait=20000`, { key: ADMIN_KEY, body: { input: { n: 1 } } }).finally(() => (runsyncDone = true));
+    const runsync = call(base, 'POST', `/v2/${endpoint.body.id}/runsync?wait=20000`, {
+      key: ADMIN_KEY,
+      body: { input: { n: 1 } },
+    }).finally(() => (runsyncDone = true));
     // A request whose body is still arriving: nothing can answer it before the rest comes.
     const body = JSON.stringify({ name: `slow-${Date.now()}`, image: 'img:1' });
-    const req = http.request(`${base}/v2/serverless`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    const req = http.request(`${base}/v2/serverless`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ADMIN_KEY}`,
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+      },
+    });
     const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
       req.on('response', (res) => {
         let text = '';
@@ -123,7 +146,7 @@ describe('stopping npm start', () => {
     expect(await noLeftovers(dataDir), output()).toEqual([]);
   }, 240_000);
 
-  it('Ctrl+C in a terminal (SIGINT to npm start\'s whole process group): the same graceful stop', async () => {
+  it("Ctrl+C in a terminal (SIGINT to npm start's whole process group): the same graceful stop", async () => {
     const { child, output } = await start('npm');
     const requests = await inFlight();
     const exit = exited(child);
@@ -171,7 +194,10 @@ describe('stopping npm start', () => {
   }, 240_000);
 });
 
-const exited = (c: ChildProcess): Promise<number | null> => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code))));
+const exited = (c: ChildProcess): Promise<number | null> =>
+  new Promise((r) =>
+    c.exitCode !== null || c.signalCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code)),
+  );
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   killQuietly(-pid, signal);

@@ -13,7 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLocal, launchChromium } from '../support/browser.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
-const ASSETS = ['react.production.min.js', 'react-dom.production.min.js', 'graphiql.min.js', 'graphiql.min.css', 'explorer.js'];
+const ASSETS = [
+  'react.production.min.js',
+  'react-dom.production.min.js',
+  'graphiql.min.js',
+  'graphiql.min.css',
+  'explorer.js',
+];
 
 describe('GraphQL explorer', () => {
   let p: TestPlatform;
@@ -35,7 +41,9 @@ describe('GraphQL explorer', () => {
   });
 
   /** A page whose requests may reach this machine only; what it tried elsewhere and what it complained about. */
-  async function openExplorer(address: string): Promise<{ context: BrowserContext; page: Page; offsite: string[]; problems: string[] }> {
+  async function openExplorer(
+    address: string,
+  ): Promise<{ context: BrowserContext; page: Page; offsite: string[]; problems: string[] }> {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const offsite: string[] = [];
     await context.route('**/*', (route) => {
@@ -82,7 +90,11 @@ describe('GraphQL explorer', () => {
   it('runs { myself { id } } with the key in the headers pane, loading nothing from elsewhere', async () => {
     const { context, page, offsite, problems } = await openExplorer(`${p.url}/graphql`);
     try {
-      await replaceText(page, '.graphiql-editor-tool .graphiql-editor:not(.hidden)', JSON.stringify({ Authorization: `Bearer ${p.adminKey}` }, null, 2));
+      await replaceText(
+        page,
+        '.graphiql-editor-tool .graphiql-editor:not(.hidden)',
+        JSON.stringify({ Authorization: `Bearer ${p.adminKey}` }, null, 2),
+      );
       await replaceText(page, '.graphiql-query-editor', '{ myself { id } }');
       await page.getByRole('button', { name: /Execute query/ }).click();
       const text = await waitForResult(page, '"myself"');
@@ -97,7 +109,9 @@ describe('GraphQL explorer', () => {
   });
 
   it('takes the key as ?api_key= on its address: schema loaded, query run, no errors', async () => {
-    const { context, page, offsite, problems } = await openExplorer(`${p.url}/graphql?api_key=${encodeURIComponent(p.adminKey)}`);
+    const { context, page, offsite, problems } = await openExplorer(
+      `${p.url}/graphql?api_key=${encodeURIComponent(p.adminKey)}`,
+    );
     try {
       await replaceText(page, '.graphiql-query-editor', '{ myself { id } }');
       await page.keyboard.press('Control+Enter');

@@ -10,7 +10,9 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
   let templateId: string;
   beforeAll(async () => {
     p = await startTestPlatform();
-    const t = await gql(`mutation { saveTemplate(input: {name: "tpl", imageName: "img:1", dockerArgs: "serve", containerDiskInGb: 7, ports: "8000/http", env: [{key: "A", value: "1"}]}) { id name env { key value } } }`);
+    const t = await gql(
+      `mutation { saveTemplate(input: {name: "tpl", imageName: "img:1", dockerArgs: "serve", containerDiskInGb: 7, ports: "8000/http", env: [{key: "A", value: "1"}]}) { id name env { key value } } }`,
+    );
     expect(t.errors).toBeUndefined();
     templateId = t.data.saveTemplate.id;
   });
@@ -18,34 +20,69 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     await p?.stop();
   });
 
-  async function gql(query: string, variables?: Record<string, unknown>, key: string | null = p.adminKey): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any -- GraphQL answers are arbitrary JSON
+  async function gql(
+    query: string,
+    variables?: Record<string, unknown>,
+    key: string | null = p.adminKey,
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are arbitrary JSON
+  ): Promise<any> {
     const qs = key === null ? '' : `?api_key=${encodeURIComponent(key)}`;
     const r = await call(p.url, 'POST', `/graphql${qs}`, { body: { query, variables } });
     return { status: r.status, ...r.body };
   }
 
   it('answers myself with id, email, endpoints and no discount', async () => {
-    const r = await gql('{ myself { id email endpoints { id } serverlessDiscount { discountFactor type expirationDate } } }');
+    const r = await gql(
+      '{ myself { id email endpoints { id } serverlessDiscount { discountFactor type expirationDate } } }',
+    );
     expect(r.status).toBe(200);
     expect(r.data.myself).toMatchObject({ email: 'admin@gantry.local', endpoints: [], serverlessDiscount: null });
     expect(r.data.myself.id).toMatch(/^[a-z0-9]{14}$/);
   });
 
   it('creates with saveEndpoint, modifies with id, and REST reads what GraphQL wrote (and the reverse)', async () => {
-    const fields = 'id name gpuIds idleTimeout locations networkVolumeId flashBootType scalerType scalerValue templateId workersMax workersMin type pods { desiredStatus }';
+    const fields =
+      'id name gpuIds idleTimeout locations networkVolumeId flashBootType scalerType scalerValue templateId workersMax workersMin type pods { desiredStatus }';
     const created = await gql(
       `mutation { saveEndpoint(input: {name: "gq", templateId: "${templateId}", gpuIds: "AMPERE_24,ADA_24", type: "QB", idleTimeout: 9, locations: "US,CZ", flashBootType: FLASHBOOT, scalerType: "REQUEST_COUNT", scalerValue: 3, workersMin: 0, workersMax: 4}) { ${fields} } }`,
     );
     expect(created.errors).toBeUndefined();
     const ep = created.data.saveEndpoint;
-    expect(ep).toMatchObject({ name: 'gq', gpuIds: 'AMPERE_24,ADA_24', idleTimeout: 9, locations: 'US,CZ', flashBootType: 'FLASHBOOT', scalerType: 'REQUEST_COUNT', scalerValue: 3, templateId, workersMin: 0, workersMax: 4, type: 'QB', networkVolumeId: null, pods: [] });
+    expect(ep).toMatchObject({
+      name: 'gq',
+      gpuIds: 'AMPERE_24,ADA_24',
+      idleTimeout: 9,
+      locations: 'US,CZ',
+      flashBootType: 'FLASHBOOT',
+      scalerType: 'REQUEST_COUNT',
+      scalerValue: 3,
+      templateId,
+      workersMin: 0,
+      workersMax: 4,
+      type: 'QB',
+      networkVolumeId: null,
+      pods: [],
+    });
 
     const rest = await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey });
     expect(rest.status).toBe(200);
-    expect(rest.body).toMatchObject({ name: 'gq', image: 'img:1', args: 'serve', disk: 7, ports: ['8000/http'], env: { A: '1' }, gpu: { pools: ['AMPERE_24', 'ADA_24'], count: 1 }, workers: { min: 0, max: 4 }, scaling: { type: 'REQUEST_COUNT', value: 3, idleTimeout: 9 }, flashboot: 'FLASHBOOT' });
+    expect(rest.body).toMatchObject({
+      name: 'gq',
+      image: 'img:1',
+      args: 'serve',
+      disk: 7,
+      ports: ['8000/http'],
+      env: { A: '1' },
+      gpu: { pools: ['AMPERE_24', 'ADA_24'], count: 1 },
+      workers: { min: 0, max: 4 },
+      scaling: { type: 'REQUEST_COUNT', value: 3, idleTimeout: 9 },
+      flashboot: 'FLASHBOOT',
+    });
 
     // Modify through GraphQL: the running workflow gets the new scaling.
-    const modified = await gql(`mutation { saveEndpoint(input: {id: "${ep.id}", name: "gq", templateId: "${templateId}", gpuIds: "AMPERE_24,ADA_24", workersMax: 6, scalerValue: 5}) { workersMax scalerValue workersMin } }`);
+    const modified = await gql(
+      `mutation { saveEndpoint(input: {id: "${ep.id}", name: "gq", templateId: "${templateId}", gpuIds: "AMPERE_24,ADA_24", workersMax: 6, scalerValue: 5}) { workersMax scalerValue workersMin } }`,
+    );
     expect(modified.errors).toBeUndefined();
     expect(modified.data.saveEndpoint).toEqual({ workersMax: 6, scalerValue: 5, workersMin: 0 });
     // The workflow reads its row after the signal the answer waited for.
@@ -58,19 +95,26 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     expect(spec).toMatchObject({ workersMax: 6, scalerValue: 5 });
 
     // REST writes, GraphQL reads.
-    const patched = await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, body: { workers: { min: 0, max: 2 }, name: 'gq2' } });
+    const patched = await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, {
+      key: p.adminKey,
+      body: { workers: { min: 0, max: 2 }, name: 'gq2' },
+    });
     expect(patched.status).toBe(200);
     const seen = await gql(`{ myself { endpoints { id name workersMax } } }`);
     expect(seen.data.myself.endpoints).toContainEqual({ id: ep.id, name: 'gq2', workersMax: 2 });
   });
 
   it('refuses deleteEndpoint until workersMin and workersMax are both 0, then answers null', async () => {
-    const c = await gql(`mutation { saveEndpoint(input: {name: "del", templateId: "${templateId}", gpuIds: "AMPERE_16", workersMin: 0, workersMax: 1}) { id } }`);
+    const c = await gql(
+      `mutation { saveEndpoint(input: {name: "del", templateId: "${templateId}", gpuIds: "AMPERE_16", workersMin: 0, workersMax: 1}) { id } }`,
+    );
     const id = c.data.saveEndpoint.id;
     const refused = await gql(`mutation { deleteEndpoint(id: "${id}") }`);
     expect(refused.errors[0].extensions.code).toBe('BAD_REQUEST');
     expect(refused.errors[0].message).toMatch(/workersMax 1/);
-    await gql(`mutation { saveEndpoint(input: {id: "${id}", name: "del", templateId: "${templateId}", gpuIds: "AMPERE_16", workersMax: 0}) { id } }`);
+    await gql(
+      `mutation { saveEndpoint(input: {id: "${id}", name: "del", templateId: "${templateId}", gpuIds: "AMPERE_16", workersMax: 0}) { id } }`,
+    );
     const deleted = await gql(`mutation { deleteEndpoint(id: "${id}") }`);
     expect(deleted.errors).toBeUndefined();
     expect(deleted.data).toEqual({ deleteEndpoint: null });
@@ -85,11 +129,23 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     expect(bad.errors[0].extensions.code).toBe('UNAUTHENTICATED');
 
     // The bearer header works too, for tools.
-    const viaHeader = await call(p.url, 'POST', '/graphql', { key: p.adminKey, body: { query: '{ myself { email } }' } });
+    const viaHeader = await call(p.url, 'POST', '/graphql', {
+      key: p.adminKey,
+      body: { query: '{ myself { email } }' },
+    });
     expect(viaHeader.body.data.myself.email).toBe('admin@gantry.local');
 
-    const readOnly = await issueApiKey(p.ctx.db, (await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } })).id, 'ro', ['READ']);
-    const forbidden = await gql(`mutation { saveEndpoint(input: {name: "x", templateId: "${templateId}", gpuIds: "AMPERE_16"}) { id } }`, undefined, readOnly.key);
+    const readOnly = await issueApiKey(
+      p.ctx.db,
+      (await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } })).id,
+      'ro',
+      ['READ'],
+    );
+    const forbidden = await gql(
+      `mutation { saveEndpoint(input: {name: "x", templateId: "${templateId}", gpuIds: "AMPERE_16"}) { id } }`,
+      undefined,
+      readOnly.key,
+    );
     expect(forbidden.errors[0].extensions.code).toBe('FORBIDDEN');
 
     const other = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'o' } });
@@ -99,18 +155,48 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     const notFound = await gql(`mutation { deleteEndpoint(id: "${someId}") }`, undefined, otherKey.key);
     expect(notFound.errors[0].extensions.code).toBe('NOT_FOUND');
 
-    const invalid = await gql(`mutation { saveEndpoint(input: {name: "v", templateId: "${templateId}", gpuIds: "AMPERE_16", workersMin: -1, locations: "MARS"}) { id } }`);
+    const invalid = await gql(
+      `mutation { saveEndpoint(input: {name: "v", templateId: "${templateId}", gpuIds: "AMPERE_16", workersMin: -1, locations: "MARS"}) { id } }`,
+    );
     expect(invalid.errors[0].extensions.code).toBe('BAD_USER_INPUT');
     expect(invalid.errors[0].extensions.errors.join(' ')).toMatch(/workersMin|locations/);
   });
 
   it('lists gpuTypes from the registered hosts', async () => {
     await p.ctx.db.host.create({
-      data: { id: newId(), name: `h-${newId()}`, address: '127.0.0.1', user: 'root', dataCenterId: 'US-TX-1', status: 'READY', gpuPassthrough: true, gpuMethod: 'cdi', cpuCount: 32, memoryMb: 256000, gpus: [{ uuid: 'GPU-1', name: 'NVIDIA H100 80GB HBM3', memoryMb: 81559, driverVersion: '550.54.15', pool: 'ADA_80_PRO' }] },
+      data: {
+        id: newId(),
+        name: `h-${newId()}`,
+        address: '127.0.0.1',
+        user: 'root',
+        dataCenterId: 'US-TX-1',
+        status: 'READY',
+        gpuPassthrough: true,
+        gpuMethod: 'cdi',
+        cpuCount: 32,
+        memoryMb: 256000,
+        gpus: [
+          {
+            uuid: 'GPU-1',
+            name: 'NVIDIA H100 80GB HBM3',
+            memoryMb: 81559,
+            driverVersion: '550.54.15',
+            pool: 'ADA_80_PRO',
+          },
+        ],
+      },
     });
     const r = await gql('{ gpuTypes { id displayName memoryInGb pool totalCount availableCount } }');
     expect(r.errors).toBeUndefined();
-    expect(r.data.gpuTypes).toContainEqual(expect.objectContaining({ id: 'NVIDIA H100 80GB HBM3', memoryInGb: 80, pool: 'ADA_80_PRO', totalCount: 1, availableCount: 1 }));
+    expect(r.data.gpuTypes).toContainEqual(
+      expect.objectContaining({
+        id: 'NVIDIA H100 80GB HBM3',
+        memoryInGb: 80,
+        pool: 'ADA_80_PRO',
+        totalCount: 1,
+        availableCount: 1,
+      }),
+    );
   });
 
   it('bounds queries: too deep, too costly or too many aliases is refused before any work', async () => {
@@ -128,26 +214,39 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
   });
 
   it('saves, updates and deletes registry auth and templates, never returning secrets', async () => {
-    const saved = await gql('mutation { saveRegistryAuth(input: {name: "ghcr", username: "bot", password: "s3cret-pw"}) { id name } }');
+    const saved = await gql(
+      'mutation { saveRegistryAuth(input: {name: "ghcr", username: "bot", password: "s3cret-pw"}) { id name } }',
+    );
     expect(saved.errors).toBeUndefined();
     const reg = saved.data.saveRegistryAuth;
     expect(reg.name).toBe('ghcr');
-    const updated = await gql(`mutation { updateRegistryAuth(input: {id: "${reg.id}", username: "bot2", password: "n3w-pw"}) { id name } }`);
+    const updated = await gql(
+      `mutation { updateRegistryAuth(input: {id: "${reg.id}", username: "bot2", password: "n3w-pw"}) { id name } }`,
+    );
     expect(updated.data.updateRegistryAuth).toEqual(reg);
     // The new login is what the image pull gets; no read shows it.
     const { openRegistryCredential } = await import('../../domain/registries/index.ts');
     const account = await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } });
-    expect(await openRegistryCredential(p.ctx, account.id, reg.id)).toEqual({ username: 'bot2', password: 'n3w-pw', registry: 'docker.io' });
+    expect(await openRegistryCredential(p.ctx, account.id, reg.id)).toEqual({
+      username: 'bot2',
+      password: 'n3w-pw',
+      registry: 'docker.io',
+    });
     const listed = await gql('{ myself { containerRegistryCreds { id name } } }');
     expect(JSON.stringify(listed)).not.toMatch(/n3w-pw|bot2/);
     expect(listed.data.myself.containerRegistryCreds).toContainEqual(reg);
     const dup = await gql('mutation { saveRegistryAuth(input: {name: "ghcr", username: "x", password: "y"}) { id } }');
     expect(dup.errors[0].extensions.code).toBe('CONFLICT');
-    expect((await gql(`mutation { deleteRegistryAuth(registryAuthId: "${reg.id}") }`)).data).toEqual({ deleteRegistryAuth: null });
-    expect((await gql(`mutation { deleteRegistryAuth(registryAuthId: "${reg.id}") }`)).errors[0].extensions.code).toBe('NOT_FOUND');
+    expect((await gql(`mutation { deleteRegistryAuth(registryAuthId: "${reg.id}") }`)).data).toEqual({
+      deleteRegistryAuth: null,
+    });
+    expect((await gql(`mutation { deleteRegistryAuth(registryAuthId: "${reg.id}") }`)).errors[0].extensions.code).toBe(
+      'NOT_FOUND',
+    );
 
     await gql('mutation { saveTemplate(input: {name: "gone", imageName: "img:2"}) { id } }');
-    const names = async (): Promise<string[]> => (await gql('{ myself { podTemplates { name } } }')).data.myself.podTemplates.map((t: { name: string }) => t.name);
+    const names = async (): Promise<string[]> =>
+      (await gql('{ myself { podTemplates { name } } }')).data.myself.podTemplates.map((t: { name: string }) => t.name);
     expect(await names()).toContain('gone');
     expect((await gql('mutation { deleteTemplate(templateName: "gone") }')).data).toEqual({ deleteTemplate: null });
     expect(await names()).not.toContain('gone');
@@ -155,7 +254,9 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
 
   it('answers introspection and serves an explorer page', async () => {
     const r = await gql('{ __type(name: "Endpoint") { fields { name } } }');
-    expect(r.data.__type.fields.map((f: { name: string }) => f.name)).toEqual(expect.arrayContaining(['gpuIds', 'workersMin', 'pods', 'flashBootType']));
+    expect(r.data.__type.fields.map((f: { name: string }) => f.name)).toEqual(
+      expect.arrayContaining(['gpuIds', 'workersMin', 'pods', 'flashBootType']),
+    );
     const page = await fetch(`${p.url}/graphql`, { headers: { accept: 'text/html' } });
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/<html/i);

@@ -32,7 +32,15 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const body = () => ({ name: `h-${newId()}`, address: host.host, port: host.port, user: host.user, privateKey: host.privateKey, dataCenterId: 'dc-test', labels: { rack: 'r1' } });
+const body = () => ({
+  name: `h-${newId()}`,
+  address: host.host,
+  port: host.port,
+  user: host.user,
+  privateKey: host.privateKey,
+  dataCenterId: 'dc-test',
+  labels: { rack: 'r1' },
+});
 
 async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -102,19 +110,30 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
     const denied = await call(p.url, 'POST', '/v2/hosts', { key: writer.key, body: body() });
     expect(denied.status).toBe(403);
     expect(denied.body.title).toBe('Forbidden');
-    const other = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'tenant' } });
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'tenant' },
+    });
     const tenantAdmin = await issueApiKey(p.ctx.db, other.id, 'tenant admin scope', ['ADMIN']);
     expect((await call(p.url, 'GET', '/v2/hosts', { key: tenantAdmin.key })).status).toBe(403);
   });
 
   it('refuses bad bodies with 422 and stores nothing', async () => {
-    const badKey = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { ...body(), privateKey: 'not a key' } });
+    const badKey = await call(p.url, 'POST', '/v2/hosts', {
+      key: p.adminKey,
+      body: { ...body(), privateKey: 'not a key' },
+    });
     expect(badKey.status).toBe(422);
     expect(badKey.body.errors[0]).toMatch(/^\$\.privateKey: not a private key/);
-    const agent = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { ...body(), privateKey: undefined, useAgent: true } });
+    const agent = await call(p.url, 'POST', '/v2/hosts', {
+      key: p.adminKey,
+      body: { ...body(), privateKey: undefined, useAgent: true },
+    });
     expect(agent.status).toBe(422);
     expect(agent.body.errors).toEqual(['$.useAgent: SSH agent authentication is not available; give privateKey']);
-    const publicKey = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { ...body(), privateKey: host.publicKey } });
+    const publicKey = await call(p.url, 'POST', '/v2/hosts', {
+      key: p.adminKey,
+      body: { ...body(), privateKey: host.publicKey },
+    });
     expect(publicKey.status).toBe(422);
     const unknown = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { ...body(), colour: 'red' } });
     expect(unknown.status).toBe(422);
@@ -135,7 +154,10 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
 
   it('refuses a host whose key differs from the pinned one until the operator accepts the new key', async () => {
     const wrong = `SHA256:${createHash('sha256').update('some other host').digest('base64').replace(/=+$/, '')}`;
-    const created = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { ...body(), hostKeySha256: wrong } });
+    const created = await call(p.url, 'POST', '/v2/hosts', {
+      key: p.adminKey,
+      body: { ...body(), hostKeySha256: wrong },
+    });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ status: 'HOST_KEY_MISMATCH', hostKeySha256: wrong });
     expect(created.body.statusReason).toContain(`pinned ${wrong}, the host now presents ${host.hostKeySha256}`);
@@ -143,7 +165,10 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
     // A plain probe does not trust it again.
     const still = await call(p.url, 'POST', `/v2/hosts/${created.body.id}/probe`, { key: p.adminKey, body: {} });
     expect(still.body.status).toBe('HOST_KEY_MISMATCH');
-    const accepted = await call(p.url, 'POST', `/v2/hosts/${created.body.id}/probe`, { key: p.adminKey, body: { acceptHostKey: host.hostKeySha256 } });
+    const accepted = await call(p.url, 'POST', `/v2/hosts/${created.body.id}/probe`, {
+      key: p.adminKey,
+      body: { acceptHostKey: host.hostKeySha256 },
+    });
     expect(accepted.status).toBe(200);
     expect(accepted.body).toMatchObject({ status: 'READY', hostKeySha256: host.hostKeySha256, statusReason: null });
   });
@@ -171,15 +196,35 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
       const row = await p.ctx.db.host.findUnique({ where: { name: 'from-file' } });
       return row?.status === 'READY' ? row : undefined;
     });
-    expect(h).toMatchObject({ source: 'file', dataCenterId: 'dc-file', maxWorkers: 3, labels: { zone: 'a' }, hostKeySha256: host.hostKeySha256 });
+    expect(h).toMatchObject({
+      source: 'file',
+      dataCenterId: 'dc-file',
+      maxWorkers: 3,
+      labels: { zone: 'a' },
+      hostKeySha256: host.hostKeySha256,
+    });
 
     const json = path.join(dir, 'hosts.json');
-    writeFileSync(json, JSON.stringify([{ name: 'from-file', address: host.host, port: host.port, privateKey: host.privateKey, dataCenterId: 'dc-moved' }]));
+    writeFileSync(
+      json,
+      JSON.stringify([
+        {
+          name: 'from-file',
+          address: host.host,
+          port: host.port,
+          privateKey: host.privateKey,
+          dataCenterId: 'dc-moved',
+        },
+      ]),
+    );
     await applyHostConfig(p.ctx, { hostsFile: json });
     const moved = await p.ctx.db.host.findUniqueOrThrow({ where: { name: 'from-file' } });
     expect(moved).toMatchObject({ id: h.id, dataCenterId: 'dc-moved', maxWorkers: null });
 
-    writeFileSync(json, JSON.stringify([{ name: 'x', address: 'a', dataCenterId: 'd', privateKey: 'nope' }, { nme: 'typo' }]));
+    writeFileSync(
+      json,
+      JSON.stringify([{ name: 'x', address: 'a', dataCenterId: 'd', privateKey: 'nope' }, { nme: 'typo' }]),
+    );
     expect(() => readHostsFile(json)).toThrow(/hosts\.json: .*\$\[1\]: additional properties 'nme' not allowed/);
     writeFileSync(json, JSON.stringify([{ name: 'x', address: 'a', dataCenterId: 'd', privateKey: 'nope' }]));
     expect(() => readHostsFile(json)).toThrow(/\$\[0\]\.privateKey: not a private key/);
@@ -188,12 +233,34 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
     const withDcs = path.join(dir, 'hosts-dcs.yaml');
     writeFileSync(
       withDcs,
-      ['dataCenters:', '  - id: dc-moved', '    country: no', '    networkVolumePath: /srv/gantry-volumes/', 'hosts:', '  - name: from-file', `    address: ${host.host}`, `    port: ${host.port}`, '    privateKeyFile: id_test', '    dataCenterId: dc-moved', ''].join('\n'),
+      [
+        'dataCenters:',
+        '  - id: dc-moved',
+        '    country: no',
+        '    networkVolumePath: /srv/gantry-volumes/',
+        'hosts:',
+        '  - name: from-file',
+        `    address: ${host.host}`,
+        `    port: ${host.port}`,
+        '    privateKeyFile: id_test',
+        '    dataCenterId: dc-moved',
+        '',
+      ].join('\n'),
     );
     await applyHostConfig(p.ctx, { hostsFile: withDcs });
-    expect(await p.ctx.db.dataCenter.findUniqueOrThrow({ where: { id: 'dc-moved' } })).toMatchObject({ country: 'NO', networkVolumePath: '/srv/gantry-volumes', source: 'file' });
+    expect(await p.ctx.db.dataCenter.findUniqueOrThrow({ where: { id: 'dc-moved' } })).toMatchObject({
+      country: 'NO',
+      networkVolumePath: '/srv/gantry-volumes',
+      source: 'file',
+    });
     const dcView = await call(p.url, 'GET', '/v2/datacenters/dc-moved', { key: p.adminKey });
-    expect(dcView.body).toMatchObject({ id: 'dc-moved', country: 'NO', networkVolumes: 'shared-path', hosts: 1, source: 'file' });
+    expect(dcView.body).toMatchObject({
+      id: 'dc-moved',
+      country: 'NO',
+      networkVolumes: 'shared-path',
+      hosts: 1,
+      source: 'file',
+    });
     writeFileSync(withDcs, 'dataCenters:\n  - id: dc-moved\n    networkVolumePath: relative/dir\n');
     expect(() => readHostsFile(withDcs)).toThrow(/hosts-dcs\.yaml: .*\$\.dataCenters\[0\]\.networkVolumePath/);
     writeFileSync(withDcs, 'dataCenters:\n  - id: a\n  - id: a\n');
@@ -203,7 +270,11 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
   it('registers this machine as the host "local" only when GANTRY_LOCAL_HOST=1', async () => {
     const keyFile = path.join(dir, 'id_local');
     writeFileSync(keyFile, host.privateKey, { mode: 0o600 });
-    const env = { GANTRY_LOCAL_HOST_KEY: keyFile, GANTRY_LOCAL_HOST_PORT: String(host.port), GANTRY_LOCAL_HOST_USER: 'root' };
+    const env = {
+      GANTRY_LOCAL_HOST_KEY: keyFile,
+      GANTRY_LOCAL_HOST_PORT: String(host.port),
+      GANTRY_LOCAL_HOST_USER: 'root',
+    };
     await applyHostConfig(p.ctx, { localHost: loadConfig(env).localHost });
     expect(await p.ctx.db.host.findUnique({ where: { name: 'local' } })).toBeNull();
     await applyHostConfig(p.ctx, { localHost: loadConfig({ ...env, GANTRY_LOCAL_HOST: '1' }).localHost });
@@ -211,7 +282,13 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
       const row = await p.ctx.db.host.findUnique({ where: { name: 'local' } });
       return row?.status === 'READY' ? row : undefined;
     });
-    expect(local).toMatchObject({ address: '127.0.0.1', port: host.port, user: 'root', source: 'local', dataCenterId: 'local' });
+    expect(local).toMatchObject({
+      address: '127.0.0.1',
+      port: host.port,
+      user: 'root',
+      source: 'local',
+      dataCenterId: 'local',
+    });
     expect(() => readHostsFile(path.join(dir, 'missing.yaml'))).toThrow(/missing\.yaml/);
   });
 

@@ -28,7 +28,9 @@ beforeAll(async () => {
   accountId = `acct${randomString(10)}`;
   endpointId = `ep${randomString(12)}`;
   await db.account.create({ data: { id: accountId, email: `${accountId}@example.test`, name: 'commits' } });
-  await db.endpoint.create({ data: { id: endpointId, accountId, name: 'commits', image: 'i', gpuPools: ['AMPERE_24'] } });
+  await db.endpoint.create({
+    data: { id: endpointId, accountId, name: 'commits', image: 'i', gpuPools: ['AMPERE_24'] },
+  });
   await db.worker.create({ data: { id: workerId, endpointId, status: 'IDLE' } });
   // The test server runs with synchronous_commit off; this session asks for durable commits, as a production server gives.
   client = new pg.Client({ ...pgConfig(url), options: '-c TimeZone=UTC -c synchronous_commit=on' });
@@ -72,7 +74,9 @@ describe('job queue commits', () => {
     const sync = job(true);
     expect(await commitSetting(() => store.insert(sync, 1000))).toBe('off');
     // The local setting ends with its transaction: the session is durable again.
-    expect((await client.query<{ s: string }>(`SELECT current_setting('synchronous_commit') AS s`)).rows[0]!.s).toBe('on');
+    expect((await client.query<{ s: string }>(`SELECT current_setting('synchronous_commit') AS s`)).rows[0]!.s).toBe(
+      'on',
+    );
 
     let taken: string[] = [];
     expect(
@@ -82,7 +86,11 @@ describe('job queue commits', () => {
     ).toBe('off');
     expect(taken.sort()).toEqual([queued.id, sync.id].sort());
     expect(await commitSetting(() => store.untake([sync.id], workerId))).toBe('off');
-    expect(await commitSetting(() => store.finish(queued.id, workerId, { status: 'COMPLETED', outputJson: '1', error: null }))).toBe('on');
+    expect(
+      await commitSetting(() =>
+        store.finish(queued.id, workerId, { status: 'COMPLETED', outputJson: '1', error: null }),
+      ),
+    ).toBe('on');
     expect((await db.job.findUniqueOrThrow({ where: { id: queued.id } })).status).toBe('COMPLETED');
     expect((await db.job.findUniqueOrThrow({ where: { id: sync.id } })).status).toBe('IN_QUEUE');
     // The barrier before a relaxed write is acknowledged: a transaction of its own that commits durably.
@@ -91,7 +99,11 @@ describe('job queue commits', () => {
 
   it('prepares its statements once per connection: the same insert, take and finish again use them', async () => {
     const prepared = async (): Promise<Array<{ name: string; calls: string }>> =>
-      (await client.query<{ name: string; calls: string }>(`SELECT name, generic_plans + custom_plans AS calls FROM pg_prepared_statements WHERE name LIKE 'gantry-sql-%' ORDER BY name`)).rows;
+      (
+        await client.query<{ name: string; calls: string }>(
+          `SELECT name, generic_plans + custom_plans AS calls FROM pg_prepared_statements WHERE name LIKE 'gantry-sql-%' ORDER BY name`,
+        )
+      ).rows;
     const cycle = async (): Promise<void> => {
       const queued = job(false);
       await store.insert(queued, 1000);

@@ -26,7 +26,9 @@ async function terminateSessions(): Promise<number> {
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   try {
-    const { rows } = await admin.query<{ n: string }>('SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()');
+    const { rows } = await admin.query<{ n: string }>(
+      'SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
     return Number(rows[0]?.n ?? 0);
   } finally {
     await admin.end();

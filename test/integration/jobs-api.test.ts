@@ -27,10 +27,14 @@ afterAll(async () => {
   await p?.stop();
 });
 
-const run = (body: unknown, endpointId = ep, key = p.adminKey) => call(p.url, 'POST', `/v2/${endpointId}/run`, { key, body });
-const status = (id: string, endpointId = ep) => call(p.url, 'GET', `/v2/${endpointId}/status/${id}`, { key: p.adminKey });
-const take = (worker = w, endpointId = ep) => workerCall(p.url, 'GET', `/v2/${endpointId}/job-take/${worker.id}?gpu=X&job_in_progress=0`, worker.key);
-const done = (jobId: string, body: unknown, worker = w) => workerCall(p.url, 'POST', `/v2/${ep}/job-done/${worker.id}/${jobId}?gpu=X&isStream=false`, worker.key, body);
+const run = (body: unknown, endpointId = ep, key = p.adminKey) =>
+  call(p.url, 'POST', `/v2/${endpointId}/run`, { key, body });
+const status = (id: string, endpointId = ep) =>
+  call(p.url, 'GET', `/v2/${endpointId}/status/${id}`, { key: p.adminKey });
+const take = (worker = w, endpointId = ep) =>
+  workerCall(p.url, 'GET', `/v2/${endpointId}/job-take/${worker.id}?gpu=X&job_in_progress=0`, worker.key);
+const done = (jobId: string, body: unknown, worker = w) =>
+  workerCall(p.url, 'POST', `/v2/${ep}/job-done/${worker.id}/${jobId}?gpu=X&isStream=false`, worker.key, body);
 
 /** Takes until the job `id` comes up (other tests' leftovers are finished on the way). */
 async function takeJob(id: string, worker = w): Promise<{ id: string; input: unknown }> {
@@ -72,7 +76,11 @@ describe('POST /run and GET /status', () => {
 
     // The job's workflow, readable by id, learned of the completion and finished.
     const handle = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
-    await eventually(async () => (await handle.describe()).status.name === 'COMPLETED', 20_000, 'job workflow completed');
+    await eventually(
+      async () => (await handle.describe()).status.name === 'COMPLETED',
+      20_000,
+      'job workflow completed',
+    );
     expect((await handle.describe()).type).toBe('jobWorkflow');
   });
 
@@ -116,7 +124,12 @@ describe('POST /runsync', () => {
     try {
       const r = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { q: 'sync' } } });
       expect(r.status).toBe(200);
-      expect(r.body).toMatchObject({ id: expect.stringMatching(/^sync-/), status: 'COMPLETED', output: { echo: { q: 'sync' } }, workerId: worker.id });
+      expect(r.body).toMatchObject({
+        id: expect.stringMatching(/^sync-/),
+        status: 'COMPLETED',
+        output: { echo: { q: 'sync' } },
+        workerId: worker.id,
+      });
       expect(r.body.delayTime).toEqual(expect.any(Number));
       expect(r.body.executionTime).toEqual(expect.any(Number));
       expect((await status(r.body.id)).body.status).toBe('COMPLETED');
@@ -134,7 +147,10 @@ describe('POST /runsync', () => {
   it('answers {id, status} when the wait runs out, and the client then polls', async () => {
     const ep2 = await createQueueEndpoint(p);
     const started = Date.now();
-    const r = await call(p.url, 'POST', `/v2/${ep2}/runsync?wait=1000`, { key: p.adminKey, body: { input: { slow: true } } });
+    const r = await call(p.url, 'POST', `/v2/${ep2}/runsync?wait=1000`, {
+      key: p.adminKey,
+      body: { input: { slow: true } },
+    });
     const waited = Date.now() - started;
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ id: expect.stringMatching(/^sync-/), status: 'IN_QUEUE' });
@@ -144,7 +160,9 @@ describe('POST /runsync', () => {
     const w2 = await createWorker(p, ep2);
     const t = await take(w2, ep2);
     expect(t.body.id).toBe(r.body.id);
-    await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${r.body.id}?isStream=false`, w2.key, { output: 'late' });
+    await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${r.body.id}?isStream=false`, w2.key, {
+      output: 'late',
+    });
     expect((await status(r.body.id, ep2)).body).toMatchObject({ status: 'COMPLETED', output: 'late' });
   });
 
@@ -187,11 +205,17 @@ describe('request rules', () => {
     expect(noBody.status).toBe(400);
     const malformed = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, rawBody: '{"input": ' });
     expect(malformed.status).toBe(400);
-    expect(await p.ctx.db.job.count({ where: { endpointId: ep, input: { equals: { prompt: 'no wrapper' } } } })).toBe(0);
+    expect(await p.ctx.db.job.count({ where: { endpointId: ep, input: { equals: { prompt: 'no wrapper' } } } })).toBe(
+      0,
+    );
   });
 
   it('validates the policy and the webhook (422 with each failure)', async () => {
-    const bad = await run({ input: {}, policy: { executionTimeout: 1000, ttl: 5000, lowPriority: 'yes', priority: 1 }, webhook: 'ftp://example.test/x' });
+    const bad = await run({
+      input: {},
+      policy: { executionTimeout: 1000, ttl: 5000, lowPriority: 'yes', priority: 1 },
+      webhook: 'ftp://example.test/x',
+    });
     expect(bad.status).toBe(422);
     expect(bad.body.errors).toEqual(
       expect.arrayContaining([
@@ -209,7 +233,8 @@ describe('request rules', () => {
   it('applies the defaults: execution timeout from the endpoint, ttl one day', async () => {
     const ep2 = await createQueueEndpoint(p, undefined, { timeout: 123_000 });
     const a = (await run({ input: {} }, ep2)).body.id as string;
-    const b = (await run({ input: {}, policy: { executionTimeout: 7_000, ttl: 20_000, lowPriority: true } }, ep2)).body.id as string;
+    const b = (await run({ input: {}, policy: { executionTimeout: 7_000, ttl: 20_000, lowPriority: true } }, ep2)).body
+      .id as string;
     const rowA = await p.ctx.db.job.findUniqueOrThrow({ where: { id: a } });
     const rowB = await p.ctx.db.job.findUniqueOrThrow({ where: { id: b } });
     expect(rowA).toMatchObject({ executionTimeoutMs: 123_000, ttlMs: 86_400_000, lowPriority: false, sync: false });
@@ -244,7 +269,9 @@ describe('request rules', () => {
     const elsewhere = await issueApiKey(p.ctx.db, account, 'scoped', ['RUN'], undefined, ['someotherendpoint']);
     expect((await run({ input: {} }, ep, elsewhere.key)).status).toBe(403);
 
-    const other = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'other' } });
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'other' },
+    });
     const otherKey = await issueApiKey(p.ctx.db, other.id, 'other', ['RUN']);
     expect((await run({ input: {} }, ep, otherKey.key)).status).toBe(404);
     expect((await call(p.url, 'GET', `/v2/${ep}/health`, { key: otherKey.key })).status).toBe(404);
@@ -269,10 +296,17 @@ describe('cancel, retry, purge, health', () => {
     expect((await status(id, ep2)).body).toEqual({ id, status: 'CANCELLED' });
     expect((await take(w2, ep2)).status).toBe(204);
     // Cancelling again reports the state; a finished job stays finished.
-    expect((await call(p.url, 'POST', `/v2/${ep2}/cancel/${id}`, { key: p.adminKey })).body).toEqual({ id, status: 'CANCELLED' });
+    expect((await call(p.url, 'POST', `/v2/${ep2}/cancel/${id}`, { key: p.adminKey })).body).toEqual({
+      id,
+      status: 'CANCELLED',
+    });
     expect((await call(p.url, 'POST', `/v2/${ep2}/cancel/nope`, { key: p.adminKey })).status).toBe(404);
     const wf = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
-    await eventually(async () => (await wf.describe()).status.name === 'COMPLETED', 20_000, 'cancelled job workflow completed');
+    await eventually(
+      async () => (await wf.describe()).status.name === 'COMPLETED',
+      20_000,
+      'cancelled job workflow completed',
+    );
   });
 
   it('retries a FAILED job under the same id, and only FAILED or TIMED_OUT ones', async () => {
@@ -288,7 +322,9 @@ describe('cancel, retry, purge, health', () => {
     expect((await status(id, ep2)).body).toMatchObject({ id, status: 'IN_QUEUE', retries: 1 });
     const again = await take(w2, ep2);
     expect(again.body).toEqual({ id, input: { try: 1 } });
-    await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${id}?isStream=false`, w2.key, { output: 'second time lucky' });
+    await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${id}?isStream=false`, w2.key, {
+      output: 'second time lucky',
+    });
     expect((await status(id, ep2)).body).toMatchObject({ status: 'COMPLETED', output: 'second time lucky' });
 
     const refused = await call(p.url, 'POST', `/v2/${ep2}/retry/${id}`, { key: p.adminKey });
@@ -298,7 +334,13 @@ describe('cancel, retry, purge, health', () => {
     expect(health.body.jobs).toMatchObject({ completed: 1, retried: 1 });
     // The workflow of the retried job ends with the second completion.
     const wf = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
-    await eventually(async () => (await wf.describe()).status.name === 'COMPLETED' && (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).status === 'COMPLETED', 20_000, 'retried workflow done');
+    await eventually(
+      async () =>
+        (await wf.describe()).status.name === 'COMPLETED' &&
+        (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).status === 'COMPLETED',
+      20_000,
+      'retried workflow done',
+    );
   });
 
   it('purges queued jobs but not running ones, and counts everything in /health', async () => {
@@ -322,7 +364,9 @@ describe('cancel, retry, purge, health', () => {
     const purged = await call(p.url, 'POST', `/v2/${ep2}/purge-queue`, { key: p.adminKey });
     expect(purged.body).toEqual({ removed: 5, status: 'completed' });
     expect((await take(idle, ep2)).status).toBe(204);
-    await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${first}?isStream=false`, w2.key, { output: 'kept running' });
+    await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${first}?isStream=false`, w2.key, {
+      output: 'kept running',
+    });
     const after = await call(p.url, 'GET', `/v2/${ep2}/health`, { key: p.adminKey });
     expect(after.body.jobs).toEqual({ completed: 1, failed: 0, inProgress: 0, inQueue: 0, retried: 0 });
   });
@@ -337,7 +381,9 @@ describe('cancel, retry, purge, health', () => {
     for (let i = 0; i < 3; i++) {
       const t = await take(w2, ep2);
       order.push(t.body.id);
-      await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${t.body.id}?isStream=false`, w2.key, { output: i });
+      await workerCall(p.url, 'POST', `/v2/${ep2}/job-done/${w2.id}/${t.body.id}?isStream=false`, w2.key, {
+        output: i,
+      });
     }
     expect(order).toEqual([a, b, low]);
   });
@@ -361,7 +407,10 @@ describe('empty JSON bodies', () => {
    * application/json` and no body at all (Content-Length 0), straight over node:http.
    */
   const emptyJsonPost = (route: string) =>
-    rawRequest(p.url + route, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json', 'content-length': '0' } });
+    rawRequest(p.url + route, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json', 'content-length': '0' },
+    });
 
   it('mean no body: cancel stops a queued job, purge-queue empties the queue, the other POST calls answer as without a body', async () => {
     const ep2 = await createQueueEndpoint(p);
@@ -396,13 +445,25 @@ describe('empty JSON bodies', () => {
     }
     const id = (await run({ input: {} })).body.id as string;
     for (const body of ['{"oops', ' ', 'null x']) {
-      const r = await rawRequest(`${p.url}/v2/${ep}/cancel/${id}`, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' }, body });
+      const r = await rawRequest(`${p.url}/v2/${ep}/cancel/${id}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' },
+        body,
+      });
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
-      expect(r.json()).toMatchObject({ title: 'Bad Request', status: 400, detail: expect.stringMatching(/not valid JSON/) });
+      expect(r.json()).toMatchObject({
+        title: 'Bad Request',
+        status: 400,
+        detail: expect.stringMatching(/not valid JSON/),
+      });
     }
     // Prototype poisoning is refused as Fastify refuses it everywhere else.
-    const poisoned = await rawRequest(`${p.url}/v2/${ep}/run`, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' }, body: '{"input": {}, "__proto__": {"x": 1}}' });
+    const poisoned = await rawRequest(`${p.url}/v2/${ep}/run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' },
+      body: '{"input": {}, "__proto__": {"x": 1}}',
+    });
     expect(poisoned.status).toBe(400);
     expect((await status(id)).body).toEqual({ id, status: 'IN_QUEUE' });
     await call(p.url, 'POST', `/v2/${ep}/cancel/${id}`, { key: p.adminKey });

@@ -8,7 +8,16 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { COMPAT_WORKER_DIR, createQueueEndpoint, createWorker, eventually, workerEnv, wrapWorker, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
+import {
+  COMPAT_WORKER_DIR,
+  createQueueEndpoint,
+  createWorker,
+  eventually,
+  workerEnv,
+  wrapWorker,
+  type TestWorker,
+  type WorkerProcess,
+} from './jobs-helpers.ts';
 import { jobWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = 'localhost/gantry-test-compat-worker:1';
@@ -21,12 +30,30 @@ const containers: string[] = [];
 const running: WorkerProcess[] = [];
 
 /** Runs the worker image attached (its stdout is the worker's JSON log), as the platform would. */
-function runContainer(endpointId: string, worker: TestWorker, extra: Record<string, string> = {}): { name: string; proc: WorkerProcess } {
+function runContainer(
+  endpointId: string,
+  worker: TestWorker,
+  extra: Record<string, string> = {},
+): { name: string; proc: WorkerProcess } {
   const name = `gantry-compat-${randomBytes(4).toString('hex')}`;
   containers.push(name);
   // As the platform runs workers: on the bridge network, reaching the worker-facing listener.
-  const env = workerEnv(p.ctx.workerUrl ?? p.url, endpointId, worker, { RUNPOD_PING_INTERVAL: String(PING_MS), ...extra });
-  const args = ['run', '--rm', '--name', name, '--label', LABEL, '--network', 'bridge', ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]), IMAGE];
+  const env = workerEnv(p.ctx.workerUrl ?? p.url, endpointId, worker, {
+    RUNPOD_PING_INTERVAL: String(PING_MS),
+    ...extra,
+  });
+  const args = [
+    'run',
+    '--rm',
+    '--name',
+    name,
+    '--label',
+    LABEL,
+    '--network',
+    'bridge',
+    ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
+    IMAGE,
+  ];
   const proc = wrapWorker(spawn('podman', args, { stdio: ['ignore', 'pipe', 'inherit'] }));
   running.push(proc);
   return { name, proc };
@@ -41,7 +68,8 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-  if (containers.length) spawnSync('podman', ['rm', '--force', '--time', '0', '--ignore', ...containers], { stdio: 'ignore' });
+  if (containers.length)
+    spawnSync('podman', ['rm', '--force', '--time', '0', '--ignore', ...containers], { stdio: 'ignore' });
   for (const r of running) await r.kill();
   await p?.stop();
 }, 120_000);
@@ -52,26 +80,48 @@ describe('the compat worker in a Podman container', () => {
     const { proc } = runContainer(ep, w, { WORKER_CONCURRENCY: '2' });
     await proc.waitFor((e) => e.event === 'worker-up', 60_000);
 
-    const sync = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { op: 'echo', from: 'container' } } });
-    expect(sync.body).toMatchObject({ id: expect.stringMatching(/^sync-/), status: 'COMPLETED', output: { op: 'echo', from: 'container' }, workerId: w.id });
+    const sync = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+      key: p.adminKey,
+      body: { input: { op: 'echo', from: 'container' } },
+    });
+    expect(sync.body).toMatchObject({
+      id: expect.stringMatching(/^sync-/),
+      status: 'COMPLETED',
+      output: { op: 'echo', from: 'container' },
+      workerId: w.id,
+    });
 
     const runs = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { op: 'sleep', ms: 300, i } } }).then((r) => r.body.id as string)),
+      Array.from({ length: 6 }, (_, i) =>
+        call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { op: 'sleep', ms: 300, i } } }).then(
+          (r) => r.body.id as string,
+        ),
+      ),
     );
     await eventually(
       async () => {
-        const states = await Promise.all(runs.map((id) => call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey })));
+        const states = await Promise.all(
+          runs.map((id) => call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey })),
+        );
         return states.every((s) => s.body.status === 'COMPLETED' && s.body.output?.slept === 300);
       },
       30_000,
       'six jobs done in the container',
     );
 
-    const failed = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { op: 'fail', message: 'from a container' } } });
+    const failed = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+      key: p.adminKey,
+      body: { input: { op: 'fail', message: 'from a container' } },
+    });
     expect(failed.body.status).toBe('FAILED');
     expect(JSON.parse(failed.body.error)).toMatchObject({ error_message: 'from a container', hostname: w.id });
 
-    const streamed = (await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { op: 'stream', chunks: [1, 2, 3], ms: 50 } } })).body.id as string;
+    const streamed = (
+      await call(p.url, 'POST', `/v2/${ep}/run`, {
+        key: p.adminKey,
+        body: { input: { op: 'stream', chunks: [1, 2, 3], ms: 50 } },
+      })
+    ).body.id as string;
     const chunks: unknown[] = [];
     for (;;) {
       const s = await call(p.url, 'GET', `/v2/${ep}/stream/${streamed}`, { key: p.adminKey });
@@ -80,7 +130,9 @@ describe('the compat worker in a Podman container', () => {
     }
     expect(chunks).toEqual([1, 2, 3]);
     // The worker pinged from inside the container.
-    expect((await p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } })).lastPingAt?.getTime()).toBeGreaterThan(Date.now() - 10_000);
+    expect((await p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } })).lastPingAt?.getTime()).toBeGreaterThan(
+      Date.now() - 10_000,
+    );
   }, 180_000);
 
   it('a container killed mid-job: its job goes back to the queue and another container finishes it', async () => {
@@ -90,16 +142,29 @@ describe('the compat worker in a Podman container', () => {
     // Only the first container runs until it has the job.
     const first = runContainer(ep, w1);
     await first.proc.waitFor((e) => e.event === 'worker-up', 60_000);
-    const id = (await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { op: 'sleep', ms: 2_000, tag: 'killed' } } })).body.id as string;
+    const id = (
+      await call(p.url, 'POST', `/v2/${ep}/run`, {
+        key: p.adminKey,
+        body: { input: { op: 'sleep', ms: 2_000, tag: 'killed' } },
+      })
+    ).body.id as string;
     await first.proc.waitFor((e) => e.event === 'job-start' && e.job === id, 30_000);
     spawnSync('podman', ['kill', first.name], { stdio: 'ignore' });
     await first.proc.exited;
 
     const second = runContainer(ep, w2);
-    await eventually(async () => (await call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey })).body.status === 'COMPLETED', 60_000, 'job finished by the second container');
+    await eventually(
+      async () => (await call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey })).body.status === 'COMPLETED',
+      60_000,
+      'job finished by the second container',
+    );
     const s = await call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey });
     expect(s.body).toMatchObject({ status: 'COMPLETED', workerId: w2.id, retries: 1, output: { slept: 2000 } });
     expect(second.proc.events.some((e) => e.event === 'job-done' && e.job === id)).toBe(true);
-    await eventually(async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 30_000, 'workflow done');
+    await eventually(
+      async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED',
+      30_000,
+      'workflow done',
+    );
   }, 180_000);
 });

@@ -8,9 +8,18 @@ import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { randomString } from '../../domain/shared/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 
-export const COMPAT_WORKER_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'compat-worker');
+export const COMPAT_WORKER_DIR = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'fixtures',
+  'compat-worker',
+);
 
-export async function createQueueEndpoint(p: TestPlatform, name = `jobs-${randomString(6)}`, extra: Record<string, unknown> = {}): Promise<string> {
+export async function createQueueEndpoint(
+  p: TestPlatform,
+  name = `jobs-${randomString(6)}`,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
   const r = await call(p.url, 'POST', '/v2/serverless', {
     key: p.adminKey,
     body: { name, image: 'localhost/none:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 0 }, ...extra },
@@ -25,7 +34,11 @@ export interface TestWorker {
 }
 
 /** A Worker row as the orchestration creates it (IDLE), with its credential. */
-export async function createWorker(p: TestPlatform, endpointId: string, id = `wk${randomString(10)}`): Promise<TestWorker> {
+export async function createWorker(
+  p: TestPlatform,
+  endpointId: string,
+  id = `wk${randomString(10)}`,
+): Promise<TestWorker> {
   await p.ctx.db.worker.create({ data: { id, endpointId, status: 'IDLE' } });
   const key = await registerWorkerCredential(p.ctx.db, { workerId: id, endpointId });
   return { id, key };
@@ -39,7 +52,8 @@ export async function workerCall(
   key: string,
   body?: unknown,
   contentType = 'application/x-www-form-urlencoded',
-): Promise<{ status: number; body: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON
+): Promise<{ status: number; body: any }> {
   const res = await fetch(base + route, {
     method,
     headers: { authorization: key, ...(body !== undefined ? { 'content-type': contentType } : {}) },
@@ -56,7 +70,12 @@ export async function workerCall(
 }
 
 /** The environment the platform gives a worker container (compat.md), pointing at `base`. */
-export function workerEnv(base: string, endpointId: string, worker: TestWorker, extra: Record<string, string> = {}): Record<string, string> {
+export function workerEnv(
+  base: string,
+  endpointId: string,
+  worker: TestWorker,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   const v2 = `${base}/v2/${endpointId}`;
   return {
     RUNPOD_WEBHOOK_GET_JOB: `${v2}/job-take/$ID?gpu=NVIDIA+TEST`,
@@ -84,7 +103,10 @@ export interface WorkerProcess {
 
 /** Runs the compat worker as a plain process on this machine. */
 export function startCompatWorker(env: Record<string, string>): WorkerProcess {
-  const child = spawn(process.execPath, [path.join(COMPAT_WORKER_DIR, 'index.js')], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path.join(COMPAT_WORKER_DIR, 'index.js')], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return wrapWorker(child);
 }
 
@@ -114,7 +136,8 @@ export function wrapWorker(child: ChildProcess): WorkerProcess {
       for (;;) {
         const found = events.find(pred);
         if (found) return found;
-        if (Date.now() > deadline) throw new Error(`worker event not seen in ${timeoutMs} ms; saw ${JSON.stringify(events.slice(-10))}`);
+        if (Date.now() > deadline)
+          throw new Error(`worker event not seen in ${timeoutMs} ms; saw ${JSON.stringify(events.slice(-10))}`);
         await sleep(20);
       }
     },
@@ -126,7 +149,11 @@ export function wrapWorker(child: ChildProcess): WorkerProcess {
 }
 
 /** Polls `fn` until it returns a truthy value. */
-export async function eventually<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -137,7 +164,10 @@ export async function eventually<T>(fn: () => Promise<T | undefined | null | fal
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`${what} not reached in ${timeoutMs} ms (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${what} not reached in ${timeoutMs} ms (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`,
+      );
     await sleep(50);
   }
 }

@@ -8,7 +8,14 @@ import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jobState, jobWorkflowId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, eventually, startCompatWorker, workerCall, workerEnv } from './jobs-helpers.ts';
+import {
+  createQueueEndpoint,
+  createWorker,
+  eventually,
+  startCompatWorker,
+  workerCall,
+  workerEnv,
+} from './jobs-helpers.ts';
 
 let p: TestPlatform;
 const PING_MS = 400;
@@ -33,10 +40,17 @@ const run = (ep: string, input: unknown, extra: Record<string, unknown> = {}) =>
   });
 const status = (ep: string, id: string) => call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey });
 const workflowDone = (id: string) =>
-  eventually(async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 30_000, `workflow job:${id} completed`);
+  eventually(
+    async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED',
+    30_000,
+    `workflow job:${id} completed`,
+  );
 
 /** A webhook receiver that answers `codes` in turn (then 200) and records what it got. */
-async function webhookReceiver(codes: number[] = []): Promise<{ url: string; hits: Array<{ at: number; body: any }>; server: Server }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- webhook bodies are arbitrary JSON
+async function webhookReceiver(
+  codes: number[] = [],
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- webhook bodies are arbitrary JSON
+): Promise<{ url: string; hits: Array<{ at: number; body: any }>; server: Server }> {
   const hits: Array<{ at: number; body: unknown }> = [];
   const server = createServer((req, res) => {
     let body = '';
@@ -71,7 +85,10 @@ describe('execution timeout', () => {
       // The stopped job posted no result.
       expect(proc.events.some((e) => e.event === 'job-done' && e.job === id)).toBe(false);
       // A timed-out job can be retried.
-      expect((await call(p.url, 'POST', `/v2/${ep}/retry/${id}`, { key: p.adminKey })).body).toEqual({ id, status: 'IN_QUEUE' });
+      expect((await call(p.url, 'POST', `/v2/${ep}/retry/${id}`, { key: p.adminKey })).body).toEqual({
+        id,
+        status: 'IN_QUEUE',
+      });
       await call(p.url, 'POST', `/v2/${ep}/cancel/${id}`, { key: p.adminKey });
     } finally {
       await proc.kill();
@@ -85,7 +102,9 @@ describe('worker loss', () => {
     const ep = await createQueueEndpoint(p);
     const w1 = await createWorker(p, ep);
     const w2 = await createWorker(p, ep);
-    const doomed = startCompatWorker(workerEnv(p.url, ep, w1, { RUNPOD_PING_INTERVAL: String(PING_MS), WORKER_CRASH: '1' }));
+    const doomed = startCompatWorker(
+      workerEnv(p.url, ep, w1, { RUNPOD_PING_INTERVAL: String(PING_MS), WORKER_CRASH: '1' }),
+    );
     const id = await run(ep, { op: 'crash-if-told', n: 7 });
     await doomed.waitFor((e) => e.event === 'crash' && e.job === id);
     await doomed.exited;
@@ -94,12 +113,24 @@ describe('worker loss', () => {
     await eventually(async () => (await status(ep, id)).body.status === 'IN_QUEUE', 20_000, 'job requeued');
     expect(Date.now() - lostAt).toBeLessThan(15_000);
     expect((await status(ep, id)).body).toMatchObject({ status: 'IN_QUEUE', retries: 1 });
-    expect((await call(p.url, 'GET', `/v2/${ep}/health`, { key: p.adminKey })).body.jobs).toMatchObject({ inQueue: 1, retried: 1 });
+    expect((await call(p.url, 'GET', `/v2/${ep}/health`, { key: p.adminKey })).body.jobs).toMatchObject({
+      inQueue: 1,
+      retried: 1,
+    });
 
     const rescuer = startCompatWorker(workerEnv(p.url, ep, w2, { RUNPOD_PING_INTERVAL: String(PING_MS) }));
     try {
-      await eventually(async () => (await status(ep, id)).body.status === 'COMPLETED', 20_000, 'job finished by the second worker');
-      expect((await status(ep, id)).body).toMatchObject({ status: 'COMPLETED', output: { op: 'crash-if-told', n: 7 }, workerId: w2.id, retries: 1 });
+      await eventually(
+        async () => (await status(ep, id)).body.status === 'COMPLETED',
+        20_000,
+        'job finished by the second worker',
+      );
+      expect((await status(ep, id)).body).toMatchObject({
+        status: 'COMPLETED',
+        output: { op: 'crash-if-told', n: 7 },
+        workerId: w2.id,
+        retries: 1,
+      });
       await workflowDone(id);
     } finally {
       await rescuer.kill();
@@ -124,9 +155,17 @@ describe('worker loss', () => {
       const proc = startCompatWorker(workerEnv(p.url, ep, w, { RUNPOD_PING_INTERVAL: String(PING_MS) }));
       await proc.waitFor((e) => e.event === 'crash' && e.job === id);
       await proc.exited;
-      await eventually(async () => ['IN_QUEUE', 'FAILED'].includes((await status(ep, id)).body.status), 20_000, `loss ${i + 1} noticed`);
+      await eventually(
+        async () => ['IN_QUEUE', 'FAILED'].includes((await status(ep, id)).body.status),
+        20_000,
+        `loss ${i + 1} noticed`,
+      );
     }
-    expect((await status(ep, id)).body).toMatchObject({ status: 'FAILED', error: 'worker lost while running the job (3 times)', retries: 3 });
+    expect((await status(ep, id)).body).toMatchObject({
+      status: 'FAILED',
+      error: 'worker lost while running the job (3 times)',
+      retries: 3,
+    });
     await workflowDone(id);
   }, 90_000);
 });
@@ -141,7 +180,11 @@ describe('TTL', () => {
     const w2 = await createWorker(p, ep2);
     const proc = startCompatWorker(workerEnv(p.url, ep2, w2, { RUNPOD_PING_INTERVAL: String(PING_MS) }));
     try {
-      const running = await run(ep2, { op: 'sleep', ms: 30_000 }, { policy: { ttl: 10_000, executionTimeout: 60_000 } });
+      const running = await run(
+        ep2,
+        { op: 'sleep', ms: 30_000 },
+        { policy: { ttl: 10_000, executionTimeout: 60_000 } },
+      );
       await proc.waitFor((e) => e.event === 'job-start' && e.job === running);
       expect((await status(ep, queued)).body.status).toBe('IN_QUEUE');
       await eventually(async () => (await status(ep, queued)).status === 404, 25_000, 'queued job gone at its TTL');
@@ -177,7 +220,10 @@ describe('cancel of a running job', () => {
       expect((await status(ep, id)).body.status).toBe('CANCELLED');
       expect(proc.events.some((e) => e.event === 'job-done' && e.job === id)).toBe(false);
       // The worker is free again.
-      const next = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { op: 'echo', after: 'cancel' } } });
+      const next = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+        key: p.adminKey,
+        body: { input: { op: 'echo', after: 'cancel' } },
+      });
       expect(next.body).toMatchObject({ status: 'COMPLETED', output: { after: 'cancel' } });
     } finally {
       await proc.kill();
@@ -193,13 +239,22 @@ describe('webhooks', () => {
     const ok = await webhookReceiver();
     const flaky = await webhookReceiver([500, 503]);
     const down = await webhookReceiver([500, 500, 500, 500]);
-    const proc = startCompatWorker(workerEnv(p.url, ep, w, { RUNPOD_PING_INTERVAL: String(PING_MS), WORKER_CONCURRENCY: '3' }));
+    const proc = startCompatWorker(
+      workerEnv(p.url, ep, w, { RUNPOD_PING_INTERVAL: String(PING_MS), WORKER_CONCURRENCY: '3' }),
+    );
     try {
       const a = await run(ep, { op: 'echo', hook: 'ok' }, { webhook: ok.url });
       const b = await run(ep, { op: 'echo', hook: 'flaky' }, { webhook: flaky.url });
       const c = await run(ep, { op: 'fail', message: 'broken' }, { webhook: down.url });
       await eventually(async () => ok.hits.length === 1, 20_000, 'webhook delivered');
-      expect(ok.hits[0]?.body).toEqual({ id: a, status: 'COMPLETED', output: { op: 'echo', hook: 'ok' }, workerId: w.id, delayTime: expect.any(Number), executionTime: expect.any(Number) });
+      expect(ok.hits[0]?.body).toEqual({
+        id: a,
+        status: 'COMPLETED',
+        output: { op: 'echo', hook: 'ok' },
+        workerId: w.id,
+        delayTime: expect.any(Number),
+        executionTime: expect.any(Number),
+      });
 
       await eventually(async () => flaky.hits.length === 3 && down.hits.length === 3, 40_000, 'three attempts each');
       const gaps = (hits: Array<{ at: number }>) => hits.slice(1).map((h, i) => h.at - (hits[i] as { at: number }).at);

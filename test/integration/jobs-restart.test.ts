@@ -34,7 +34,10 @@ const workers: WorkerProcess[] = [];
 
 /** `npm start`'s own entry point as a child process (so that it can really be killed). */
 async function startGantry(env: Record<string, string>): Promise<GantryProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
@@ -89,13 +92,29 @@ async function setup(databaseUrl: string): Promise<Setup> {
   };
   const db = createDb(databaseUrl);
   const connection = await Connection.connect({ address: inject('temporalAddress') });
-  return { env, url: `http://127.0.0.1:${port}`, port, db, temporal: new Client({ connection }), connection, adminKey, endpointId: '', worker: { id: '', key: '' }, dataDir };
+  return {
+    env,
+    url: `http://127.0.0.1:${port}`,
+    port,
+    db,
+    temporal: new Client({ connection }),
+    connection,
+    adminKey,
+    endpointId: '',
+    worker: { id: '', key: '' },
+    dataDir,
+  };
 }
 
 async function createEndpointAndWorker(s: Setup): Promise<void> {
   const r = await call(s.url, 'POST', '/v2/serverless', {
     key: s.adminKey,
-    body: { name: `restart-${randomString(5)}`, image: 'localhost/none:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 0 } },
+    body: {
+      name: `restart-${randomString(5)}`,
+      image: 'localhost/none:1',
+      gpu: { pools: ['AMPERE_24'] },
+      workers: { min: 0, max: 0 },
+    },
   });
   expect(r.status).toBe(201);
   s.endpointId = r.body.id;
@@ -111,7 +130,9 @@ const submit = (s: Setup, input: unknown, extra: Record<string, unknown> = {}) =
   });
 
 const compat = (s: Setup, extra: Record<string, string> = {}): WorkerProcess => {
-  const w = startCompatWorker(workerEnv(s.url, s.endpointId, s.worker, { RUNPOD_PING_INTERVAL: String(PING_MS), ...extra }));
+  const w = startCompatWorker(
+    workerEnv(s.url, s.endpointId, s.worker, { RUNPOD_PING_INTERVAL: String(PING_MS), ...extra }),
+  );
   workers.push(w);
   return w;
 };
@@ -139,7 +160,11 @@ async function expectSettled(s: Setup, ids: string[], status: string, starts: Wo
     expect(row.seq, row.id).toBe(2 + 2 * row.retries);
   }
   for (const id of ids) {
-    await eventually(async () => (await s.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 60_000, `workflow job:${id} done`);
+    await eventually(
+      async () => (await s.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED',
+      60_000,
+      `workflow job:${id} done`,
+    );
   }
 }
 
@@ -158,12 +183,19 @@ async function withoutWorkflow(s: Setup, ids: string[]): Promise<string[]> {
 }
 
 /** Waits, at most `timeoutMs`, until every job of `ids` has its workflow; `since` names the moment counted from. */
-async function expectEveryWorkflow(s: Setup, ids: string[], timeoutMs: number, since: { at: number; what: string }): Promise<void> {
+async function expectEveryWorkflow(
+  s: Setup,
+  ids: string[],
+  timeoutMs: number,
+  since: { at: number; what: string },
+): Promise<void> {
   await eventually(
     async () => {
       const missing = await withoutWorkflow(s, ids);
       if (missing.length === 0) return true;
-      throw new Error(`${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - since.at} ms after ${since.what}`);
+      throw new Error(
+        `${missing.length} of ${ids.length} jobs have no workflow ${Date.now() - since.at} ms after ${since.what}`,
+      );
     },
     timeoutMs,
     'every acknowledged job has its workflow',
@@ -182,7 +214,10 @@ describe('restarts mid-job (shared database and Temporal)', () => {
 
   beforeAll(async () => {
     s = await setup(await freshDatabase());
-    [api, temporalWorker] = await Promise.all([startGantry({ ...s.env, GANTRY_ROLE: 'api' }), startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) })]);
+    [api, temporalWorker] = await Promise.all([
+      startGantry({ ...s.env, GANTRY_ROLE: 'api' }),
+      startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) }),
+    ]);
     await createEndpointAndWorker(s);
   }, 180_000);
   afterAll(async () => {
@@ -195,9 +230,16 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     const w = compat(s, { WORKER_CONCURRENCY: '4' });
     const ids: string[] = [];
     for (let i = 0; i < 12; i++) ids.push(await submit(s, { op: 'sleep', ms: 1500, i }));
-    await eventually(async () => (await s.db.job.count({ where: { id: { in: ids }, status: 'IN_PROGRESS' } })) >= 4, 20_000, 'jobs running');
+    await eventually(
+      async () => (await s.db.job.count({ where: { id: { in: ids }, status: 'IN_PROGRESS' } })) >= 4,
+      20_000,
+      'jobs running',
+    );
     // A runsync in flight when the API dies gets no answer; its job still runs to the end.
-    const sync = call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, { key: s.adminKey, body: { input: { op: 'sleep', ms: 500, sync: true } } }).catch((err: unknown) => err);
+    const sync = call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, {
+      key: s.adminKey,
+      body: { input: { op: 'sleep', ms: 500, sync: true } },
+    }).catch((err: unknown) => err);
     await sleep(200);
     await kill9(api);
     expect(await sync).toBeInstanceOf(Error);
@@ -205,7 +247,8 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
     const syncRow = await s.db.job.findFirstOrThrow({ where: { endpointId: s.endpointId, sync: true } });
     await expectSettled(s, [...ids, syncRow.id], 'COMPLETED', [w]);
-    for (const row of await s.db.job.findMany({ where: { id: { in: ids } } })) expect(row.output).toMatchObject({ slept: 1500 });
+    for (const row of await s.db.job.findMany({ where: { id: { in: ids } } }))
+      expect(row.output).toMatchObject({ slept: 1500 });
     await w.kill();
   }, 120_000);
 
@@ -229,7 +272,11 @@ describe('restarts mid-job (shared database and Temporal)', () => {
       // The job path needs no Temporal worker: these complete while it is down.
       const quick: string[] = [];
       for (let i = 0; i < 5; i++) quick.push(await submit(s, { op: 'echo', i }, { webhook: hookUrl }));
-      await eventually(async () => (await s.db.job.count({ where: { id: { in: quick }, status: 'COMPLETED' } })) === 5, 20_000, 'jobs done without a Temporal worker');
+      await eventually(
+        async () => (await s.db.job.count({ where: { id: { in: quick }, status: 'COMPLETED' } })) === 5,
+        20_000,
+        'jobs done without a Temporal worker',
+      );
       expect(hits).toHaveLength(0);
       await sleep(5_500); // the stuck job's execution timeout passes while no worker runs workflows
       expect((await s.db.job.findUniqueOrThrow({ where: { id: stuck } })).status).toBe('IN_PROGRESS');
@@ -266,7 +313,9 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     // the kill lands between each acknowledgement and its start.
     await kill9(api);
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api', GANTRY_JOB_SIGNAL_DELAY_MS: '600000' });
-    const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed' })));
+    const ids = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed' })),
+    );
     await kill9(api);
     // Nothing started them: no worker took them and the signals never left the killed process.
     expect(await withoutWorkflow(s, ids)).toHaveLength(ids.length);
@@ -293,7 +342,9 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     await kill9(api);
     api = await startGantry({ ...s.env, GANTRY_ROLE: 'api', GANTRY_JOB_SIGNAL_DELAY_MS: '600000' });
     await sleep(3_000);
-    const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed-survivor' })));
+    const ids = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => submit(s, { op: 'echo', i, tag: 'acked-then-killed-survivor' })),
+    );
     await kill9(api);
     expect(await withoutWorkflow(s, ids)).toHaveLength(ids.length);
     // Grace (2 s) plus one sweep period (5 s), with room for a loaded machine; a sweep every minute fails this.
@@ -334,18 +385,26 @@ describe('PostgreSQL restarted mid-job', () => {
     const w = compat(s, { WORKER_CONCURRENCY: '3' });
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) ids.push(await submit(s, { op: 'sleep', ms: 2_500, i }));
-    await eventually(async () => (await s.db.job.count({ where: { id: { in: ids }, status: 'IN_PROGRESS' } })) >= 3, 20_000, 'jobs running');
+    await eventually(
+      async () => (await s.db.job.count({ where: { id: { in: ids }, status: 'IN_PROGRESS' } })) >= 3,
+      20_000,
+      'jobs running',
+    );
     // A fast shutdown (what a restart does), then the same server on the same data.
     const postmaster = Number(readFileSync(path.join(pgDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0]);
     process.kill(postmaster, 'SIGINT');
-    await eventually(async () => {
-      try {
-        process.kill(postmaster, 0);
-        return false;
-      } catch {
-        return true;
-      }
-    }, 30_000, 'PostgreSQL stopped');
+    await eventually(
+      async () => {
+        try {
+          process.kill(postmaster, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      30_000,
+      'PostgreSQL stopped',
+    );
     await sleep(500);
     pg = await startPostgresServer(pgDir, pgPort);
     await expectSettled(s, ids, 'COMPLETED', [w]).catch((err: Error) => {
@@ -356,7 +415,10 @@ describe('PostgreSQL restarted mid-job', () => {
     });
     // The LISTEN session is back: a long-poll is woken by the next commit.
     const t0 = Date.now();
-    const r = await call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, { key: s.adminKey, body: { input: { op: 'echo', after: 'restart' } } });
+    const r = await call(s.url, 'POST', `/v2/${s.endpointId}/runsync`, {
+      key: s.adminKey,
+      body: { input: { op: 'echo', after: 'restart' } },
+    });
     expect(r.body).toMatchObject({ status: 'COMPLETED', output: { after: 'restart' } });
     expect(Date.now() - t0).toBeLessThan(4_000);
     await w.kill();

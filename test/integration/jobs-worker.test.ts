@@ -6,7 +6,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, eventually, startCompatWorker, workerCall, workerEnv, type TestWorker } from './jobs-helpers.ts';
+import {
+  createQueueEndpoint,
+  createWorker,
+  eventually,
+  startCompatWorker,
+  workerCall,
+  workerEnv,
+  type TestWorker,
+} from './jobs-helpers.ts';
 
 let p: TestPlatform;
 
@@ -20,8 +28,10 @@ afterAll(async () => {
 
 const run = (ep: string, input: unknown, extra: Record<string, unknown> = {}) =>
   call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input, ...extra } }).then((r) => r.body.id as string);
-const status = (ep: string, id: string) => call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey }).then((r) => r.body);
-const take = (ep: string, w: TestWorker, extra = '') => workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X&job_in_progress=0${extra}`, w.key);
+const status = (ep: string, id: string) =>
+  call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey }).then((r) => r.body);
+const take = (ep: string, w: TestWorker, extra = '') =>
+  workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X&job_in_progress=0${extra}`, w.key);
 const done = (ep: string, w: TestWorker, id: string, body: unknown, contentType?: string) =>
   workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${id}?gpu=X&isStream=false`, w.key, body, contentType);
 
@@ -38,7 +48,9 @@ describe('worker credentials', () => {
     expect(t.body).toEqual({ id, input: { a: 1 } });
 
     expect((await workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, '')).status).toBe(401);
-    expect((await workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, 'gntr_wk_not_a_real_key')).status).toBe(401);
+    expect((await workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, 'gntr_wk_not_a_real_key')).status).toBe(
+      401,
+    );
     // A client API key is not a worker credential.
     expect((await workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, p.adminKey)).status).toBe(401);
     expect((await workerCall(p.url, 'GET', `/v2/${ep}/job-take/${other.id}?gpu=X`, w.key)).status).toBe(403);
@@ -52,7 +64,9 @@ describe('worker credentials', () => {
     const row = await p.ctx.db.worker.findUniqueOrThrow({ where: { id: other.id } });
     expect(row.credentialHash).toMatch(/^[0-9a-f]{64}$/);
     expect(row.credentialHash).not.toContain(fresh);
-    await expect(registerWorkerCredential(p.ctx.db, { workerId: other.id, endpointId: ep2 })).rejects.toThrow(/another endpoint/);
+    await expect(registerWorkerCredential(p.ctx.db, { workerId: other.id, endpointId: ep2 })).rejects.toThrow(
+      /another endpoint/,
+    );
     await done(ep, w, id, { output: 1 });
   });
 });
@@ -83,9 +97,17 @@ describe('job-take', () => {
     const ep = await createQueueEndpoint(p);
     const w = await createWorker(p, ep);
     // A second API process on the same database and Temporal.
-    const second = await startTestPlatform({ DATABASE_URL: p.databaseUrl, GANTRY_TASK_QUEUE: p.taskQueue, GANTRY_ADMIN_API_KEY: p.adminKey, GANTRY_ROLE: 'api' });
+    const second = await startTestPlatform({
+      DATABASE_URL: p.databaseUrl,
+      GANTRY_TASK_QUEUE: p.taskQueue,
+      GANTRY_ADMIN_API_KEY: p.adminKey,
+      GANTRY_ROLE: 'api',
+    });
     try {
-      const waiting = workerCall(second.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, w.key).then((r) => ({ ...r, at: Date.now() }));
+      const waiting = workerCall(second.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, w.key).then((r) => ({
+        ...r,
+        at: Date.now(),
+      }));
       await new Promise((r) => setTimeout(r, 300));
       const submittedAt = Date.now();
       const id = await run(ep, { across: true });
@@ -95,7 +117,9 @@ describe('job-take', () => {
       // The result posted to the second process reaches a runsync waiting on the first.
       const sync = call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { s: 1 } } });
       const t2 = await workerCall(second.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X`, w.key);
-      await workerCall(second.url, 'POST', `/v2/${ep}/job-done/${w.id}/${t2.body.id}?isStream=false`, w.key, { output: 'from the other process' });
+      await workerCall(second.url, 'POST', `/v2/${ep}/job-done/${w.id}/${t2.body.id}?isStream=false`, w.key, {
+        output: 'from the other process',
+      });
       expect((await sync).body).toMatchObject({ status: 'COMPLETED', output: 'from the other process' });
       await done(ep, w, id, { output: 1 });
     } finally {
@@ -108,7 +132,12 @@ describe('job-take', () => {
     const w = await createWorker(p, ep);
     const ids = [];
     for (let i = 0; i < 5; i++) ids.push(await run(ep, { i }));
-    const batch = await workerCall(p.url, 'GET', `/v2/${ep}/job-take-batch/${w.id}?gpu=X&job_in_progress=0&batch_size=3`, w.key);
+    const batch = await workerCall(
+      p.url,
+      'GET',
+      `/v2/${ep}/job-take-batch/${w.id}?gpu=X&job_in_progress=0&batch_size=3`,
+      w.key,
+    );
     expect(batch.status).toBe(200);
     expect(batch.body.map((j: { id: string }) => j.id)).toEqual(ids.slice(0, 3));
     expect(batch.body[0]).toEqual({ id: ids[0], input: { i: 0 } });
@@ -164,16 +193,40 @@ describe('job-done', () => {
     const ep = await createQueueEndpoint(p);
     const w = await createWorker(p, ep);
     const cases: Array<{ body: unknown; contentType: string; expect: Record<string, unknown> }> = [
-      { body: { output: { text: 'hi' } }, contentType: 'application/x-www-form-urlencoded', expect: { status: 'COMPLETED', output: { text: 'hi' } } },
-      { body: { output: [1, 2, 3] }, contentType: 'application/json', expect: { status: 'COMPLETED', output: [1, 2, 3] } },
-      { body: { output: 'plain' }, contentType: 'text/plain', expect: { status: 'COMPLETED', output: 'plain' } },
-      { body: { output: { partial: true }, error: 'half done' }, contentType: 'application/x-www-form-urlencoded', expect: { status: 'FAILED', error: 'half done', output: { partial: true } } },
       {
-        body: { error: JSON.stringify({ error_type: 'ValueError', error_message: 'bad input', error_traceback: 'tb', hostname: 'h', worker_id: 'w' }) },
+        body: { output: { text: 'hi' } },
+        contentType: 'application/x-www-form-urlencoded',
+        expect: { status: 'COMPLETED', output: { text: 'hi' } },
+      },
+      {
+        body: { output: [1, 2, 3] },
+        contentType: 'application/json',
+        expect: { status: 'COMPLETED', output: [1, 2, 3] },
+      },
+      { body: { output: 'plain' }, contentType: 'text/plain', expect: { status: 'COMPLETED', output: 'plain' } },
+      {
+        body: { output: { partial: true }, error: 'half done' },
+        contentType: 'application/x-www-form-urlencoded',
+        expect: { status: 'FAILED', error: 'half done', output: { partial: true } },
+      },
+      {
+        body: {
+          error: JSON.stringify({
+            error_type: 'ValueError',
+            error_message: 'bad input',
+            error_traceback: 'tb',
+            hostname: 'h',
+            worker_id: 'w',
+          }),
+        },
         contentType: 'application/x-www-form-urlencoded',
         expect: { status: 'FAILED', error: expect.stringContaining('"error_type":"ValueError"') },
       },
-      { body: { error: { error_message: 'an object' } }, contentType: 'application/json', expect: { status: 'FAILED', error: '{"error_message":"an object"}' } },
+      {
+        body: { error: { error_message: 'an object' } },
+        contentType: 'application/json',
+        expect: { status: 'FAILED', error: '{"error_message":"an object"}' },
+      },
     ];
     for (const c of cases) {
       const id = await run(ep, {});
@@ -224,10 +277,14 @@ describe('job-stream and /stream', () => {
     const id = await run(ep, { stream: true });
     await take(ep, w);
     const streamUrl = (n: number) => `/v2/${ep}/job-stream/${w.id}/${id}?gpu=X&isStream=true&n=${n}`;
-    for (const [i, chunk] of ['Hel', 'lo', ', wor'].entries()) expect((await workerCall(p.url, 'POST', streamUrl(i), w.key, { output: chunk })).status).toBe(200);
+    for (const [i, chunk] of ['Hel', 'lo', ', wor'].entries())
+      expect((await workerCall(p.url, 'POST', streamUrl(i), w.key, { output: chunk })).status).toBe(200);
 
     const first = await call(p.url, 'GET', `/v2/${ep}/stream/${id}`, { key: p.adminKey });
-    expect(first.body).toEqual({ status: 'IN_PROGRESS', stream: [{ output: 'Hel' }, { output: 'lo' }, { output: ', wor' }] });
+    expect(first.body).toEqual({
+      status: 'IN_PROGRESS',
+      stream: [{ output: 'Hel' }, { output: 'lo' }, { output: ', wor' }],
+    });
 
     // A caller waiting for more is answered when the next chunk arrives.
     const waiting = call(p.url, 'GET', `/v2/${ep}/stream/${id}`, { key: p.adminKey });
@@ -235,7 +292,9 @@ describe('job-stream and /stream', () => {
     await workerCall(p.url, 'POST', streamUrl(3), w.key, { output: 'ld' });
     expect((await waiting).body).toEqual({ status: 'IN_PROGRESS', stream: [{ output: 'ld' }] });
 
-    await workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${id}?gpu=X&isStream=true`, w.key, { output: ['Hel', 'lo', ', wor', 'ld'] });
+    await workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${id}?gpu=X&isStream=true`, w.key, {
+      output: ['Hel', 'lo', ', wor', 'ld'],
+    });
     const last = await call(p.url, 'GET', `/v2/${ep}/stream/${id}`, { key: p.adminKey });
     expect(last.body).toEqual({ status: 'COMPLETED', stream: [] });
     expect((await status(ep, id)).output).toEqual(['Hel', 'lo', ', wor', 'ld']);
@@ -253,14 +312,23 @@ describe('job-stop and ping', () => {
     const stopping = workerCall(p.url, 'GET', `/v2/${ep}/job-stop/${w.id}?gpu=X`, w.key);
     await new Promise((r) => setTimeout(r, 200));
     const t0 = Date.now();
-    expect((await call(p.url, 'POST', `/v2/${ep}/cancel/${id}`, { key: p.adminKey })).body).toEqual({ id, status: 'CANCELLED' });
+    expect((await call(p.url, 'POST', `/v2/${ep}/cancel/${id}`, { key: p.adminKey })).body).toEqual({
+      id,
+      status: 'CANCELLED',
+    });
     const stop = await stopping;
     expect(Date.now() - t0).toBeLessThan(1_000);
     expect(stop).toEqual({ status: 200, body: { jobsToStop: [id] } });
     expect((await workerCall(p.url, 'GET', `/v2/${ep}/job-stop/${w.id}?gpu=X`, w.key)).status).toBe(204);
     // A stopped job posts no result; a late one changes nothing.
     expect((await done(ep, w, id, { output: 'too late' })).status).toBe(200);
-    expect(await status(ep, id)).toEqual({ id, status: 'CANCELLED', workerId: w.id, delayTime: expect.any(Number), executionTime: expect.any(Number) });
+    expect(await status(ep, id)).toEqual({
+      id,
+      status: 'CANCELLED',
+      workerId: w.id,
+      delayTime: expect.any(Number),
+      executionTime: expect.any(Number),
+    });
   });
 
   it('records pings, the jobs they list, and a failed self-check', async () => {
@@ -268,13 +336,25 @@ describe('job-stop and ping', () => {
     const w = await createWorker(p, ep);
     const id = await run(ep, {});
     await take(ep, w);
-    const r = await workerCall(p.url, 'GET', `/v2/${ep}/ping/${w.id}?job_id=${id},someone-elses&runpod_version=1.7.0&retry_ping=0`, w.key);
+    const r = await workerCall(
+      p.url,
+      'GET',
+      `/v2/${ep}/ping/${w.id}?job_id=${id},someone-elses&runpod_version=1.7.0&retry_ping=0`,
+      w.key,
+    );
     expect(r.status).toBe(200);
     const job = await p.ctx.db.job.findUniqueOrThrow({ where: { id } });
     expect(job.lastSeenAt?.getTime()).toBeGreaterThan(Date.now() - 5_000);
-    expect((await p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } })).lastPingAt?.getTime()).toBeGreaterThan(Date.now() - 5_000);
+    expect((await p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } })).lastPingAt?.getTime()).toBeGreaterThan(
+      Date.now() - 5_000,
+    );
 
-    const sick = await workerCall(p.url, 'GET', `/v2/${ep}/ping/${w.id}?job_id=&status=unhealthy&check=cuda&reason=no+device`, w.key);
+    const sick = await workerCall(
+      p.url,
+      'GET',
+      `/v2/${ep}/ping/${w.id}?job_id=&status=unhealthy&check=cuda&reason=no+device`,
+      w.key,
+    );
     expect(sick.status).toBe(200);
     const row = await p.ctx.db.worker.findUniqueOrThrow({ where: { id: w.id } });
     expect(row).toMatchObject({ status: 'UNHEALTHY', statusReason: 'self-check failed (cuda): no device' });
@@ -292,12 +372,22 @@ describe('the compat worker (compat.md only) as a process', () => {
     const proc = startCompatWorker(workerEnv(p.url, ep, w, { WORKER_CONCURRENCY: '2', RUNPOD_PING_INTERVAL: '500' }));
     try {
       await proc.waitFor((e) => e.event === 'worker-up');
-      const sync = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { op: 'echo', text: 'hello' } } });
+      const sync = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+        key: p.adminKey,
+        body: { input: { op: 'echo', text: 'hello' } },
+      });
       expect(sync.body).toMatchObject({ status: 'COMPLETED', output: { op: 'echo', text: 'hello' }, workerId: w.id });
 
-      const failed = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { op: 'fail', message: 'nope' } } });
+      const failed = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+        key: p.adminKey,
+        body: { input: { op: 'fail', message: 'nope' } },
+      });
       expect(failed.body.status).toBe('FAILED');
-      expect(JSON.parse(failed.body.error)).toMatchObject({ error_type: 'ValueError', error_message: 'nope', worker_id: w.id });
+      expect(JSON.parse(failed.body.error)).toMatchObject({
+        error_type: 'ValueError',
+        error_message: 'nope',
+        worker_id: w.id,
+      });
 
       const slow = await run(ep, { op: 'progress', ms: 1500 });
       await eventually(async () => (await status(ep, slow)).output?.progress === 'half', 10_000, 'progress visible');
@@ -315,8 +405,16 @@ describe('the compat worker (compat.md only) as a process', () => {
       // Two slots: two sleeping jobs run at once on the one worker.
       const a = await run(ep, { op: 'sleep', ms: 1200 });
       const b = await run(ep, { op: 'sleep', ms: 1200 });
-      await eventually(async () => (await status(ep, a)).status === 'IN_PROGRESS' && (await status(ep, b)).status === 'IN_PROGRESS', 5_000, 'both running');
-      await eventually(async () => (await status(ep, a)).status === 'COMPLETED' && (await status(ep, b)).status === 'COMPLETED', 10_000, 'both done');
+      await eventually(
+        async () => (await status(ep, a)).status === 'IN_PROGRESS' && (await status(ep, b)).status === 'IN_PROGRESS',
+        5_000,
+        'both running',
+      );
+      await eventually(
+        async () => (await status(ep, a)).status === 'COMPLETED' && (await status(ep, b)).status === 'COMPLETED',
+        10_000,
+        'both done',
+      );
     } finally {
       await proc.kill();
     }

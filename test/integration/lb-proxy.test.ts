@@ -14,7 +14,15 @@ import { lbEndpointLoad, lbWorkerInFlight } from '../../domain/load-balancing/in
 import { REVOCATION_BOUND_MS } from '../../domain/shared/index.ts';
 import { endpointWorkflowId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createLbEndpoint, createLoopbackHost, rawRequest, registerWorker, startLbWorker, until, type LbWorkerProcess } from './lb-support.ts';
+import {
+  createLbEndpoint,
+  createLoopbackHost,
+  rawRequest,
+  registerWorker,
+  startLbWorker,
+  until,
+  type LbWorkerProcess,
+} from './lb-support.ts';
 
 const DOMAIN = 'lb.gantry.test';
 process.env.GANTRY_LB_DOMAIN = DOMAIN;
@@ -54,9 +62,14 @@ async function endpointWithWorkers(name: string, names: string[], extra: Record<
   return { endpointId, base: `${p.url}/lb/${endpointId}`, procs, ids };
 }
 
-const stats = async (w: LbWorkerProcess): Promise<{ served: number; inFlight: number; maxInFlight: number }> => (await fetch(`http://127.0.0.1:${w.port}/stats`)).json() as never;
+const stats = async (w: LbWorkerProcess): Promise<{ served: number; inFlight: number; maxInFlight: number }> =>
+  (await fetch(`http://127.0.0.1:${w.port}/stats`)).json() as never;
 
-function expectProblem(r: { status: number; headers: Headers | http.IncomingHttpHeaders; body?: unknown }, status: number, detail: RegExp): void {
+function expectProblem(
+  r: { status: number; headers: Headers | http.IncomingHttpHeaders; body?: unknown },
+  status: number,
+  detail: RegExp,
+): void {
   const type = r.headers instanceof Headers ? r.headers.get('content-type') : r.headers['content-type'];
   expect(type).toMatch(/^application\/problem\+json/);
   expect(r.body).toMatchObject({ status, title: expect.any(String), detail: expect.stringMatching(detail) });
@@ -68,7 +81,11 @@ describe('HTTP through the proxy', () => {
     const view = await call(p.url, 'GET', `/v2/serverless/${endpointId}`, { key: p.adminKey });
     expect(view.body.requestUrls).toEqual({ base: `https://${endpointId}.${DOMAIN}` });
 
-    const processed = await call(base, 'POST', '/process', { key: p.adminKey, body: { prompt: 'a cat', steps: [1, 2, 3] }, headers: { 'x-client': 'yes' } });
+    const processed = await call(base, 'POST', '/process', {
+      key: p.adminKey,
+      body: { prompt: 'a cat', steps: [1, 2, 3] },
+      headers: { 'x-client': 'yes' },
+    });
     expect(processed.status).toBe(200);
     expect(processed.body).toMatchObject({ worker: 'w-routes', output: { prompt: 'a cat', steps: [1, 2, 3] } });
     const seen = processed.body.headers;
@@ -86,11 +103,18 @@ describe('HTTP through the proxy', () => {
     expect(echoed.body).toMatchObject({ method: 'GET', url: '/a/b%20c/?x=1&x=2&y=%2F+z' });
     const root = await call(p.url, 'GET', `/lb/${endpointId}`, { key: p.adminKey });
     expect(root.body).toMatchObject({ url: '/' });
-    const put = await call(base, 'PUT', '/things/7', { key: p.adminKey, rawBody: 'plain text body', headers: { 'content-type': 'text/plain' } });
+    const put = await call(base, 'PUT', '/things/7', {
+      key: p.adminKey,
+      rawBody: 'plain text body',
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(put.body).toMatchObject({ method: 'PUT', url: '/things/7', bodyBytes: 15 });
 
     // A redirect to a worker path stays under the endpoint's prefix.
-    const redirect = await fetch(`${base}/redirect`, { headers: { authorization: `Bearer ${p.adminKey}` }, redirect: 'manual' });
+    const redirect = await fetch(`${base}/redirect`, {
+      headers: { authorization: `Bearer ${p.adminKey}` },
+      redirect: 'manual',
+    });
     expect(redirect.status).toBe(302);
     expect(redirect.headers.get('location')).toBe(`/lb/${endpointId}/health`);
   });
@@ -101,16 +125,31 @@ describe('HTTP through the proxy', () => {
     const before = (await stats(w!)).served;
 
     expectProblem(await call(base, 'POST', '/process', { body: { a: 1 } }), 401, /missing bearer token/);
-    expectProblem(await call(base, 'POST', '/process', { key: 'gntr_not_a_real_key_at_all', body: { a: 1 } }), 401, /invalid bearer token/);
+    expectProblem(
+      await call(base, 'POST', '/process', { key: 'gntr_not_a_real_key_at_all', body: { a: 1 } }),
+      401,
+      /invalid bearer token/,
+    );
     const readOnly = await issueApiKey(p.ctx.db, adminAccountId, 'read only', ['READ']);
     expectProblem(await call(base, 'GET', '/health', { key: readOnly.key }), 403, /run scope/);
-    const elsewhere = await issueApiKey(p.ctx.db, adminAccountId, 'other endpoint', ['RUN'], undefined, ['someotherendpoint']);
+    const elsewhere = await issueApiKey(p.ctx.db, adminAccountId, 'other endpoint', ['RUN'], undefined, [
+      'someotherendpoint',
+    ]);
     expectProblem(await call(base, 'GET', '/health', { key: elsewhere.key }), 403, /does not reach that endpoint/);
-    const other = await p.ctx.db.account.create({ data: { id: newId(), email: `other-${newId()}@test`, name: 'other' } });
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `other-${newId()}@test`, name: 'other' },
+    });
     const otherKey = await issueApiKey(p.ctx.db, other.id, 'other account', ['RUN']);
     expectProblem(await call(base, 'GET', '/health', { key: otherKey.key }), 404, /endpoint not found/);
-    expectProblem(await call(p.url, 'GET', '/lb/nosuchendpoint1/health', { key: p.adminKey }), 404, /endpoint not found/);
-    const queue = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'a-queue', image: 'img:1', gpu: { pools: ['AMPERE_24'] } } });
+    expectProblem(
+      await call(p.url, 'GET', '/lb/nosuchendpoint1/health', { key: p.adminKey }),
+      404,
+      /endpoint not found/,
+    );
+    const queue = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'a-queue', image: 'img:1', gpu: { pools: ['AMPERE_24'] } },
+    });
     expectProblem(await call(p.url, 'GET', `/lb/${queue.body.id}/health`, { key: p.adminKey }), 400, /queue-based/);
     expect((await stats(w!)).served).toBe(before + 1); // only the /stats call itself
 
@@ -146,7 +185,10 @@ describe('HTTP through the proxy', () => {
     const w = procs[0]!;
     // An API process of its own, whose log lines are kept: a hang-up is the client's choice, no fault.
     const lines: Array<{ level: number; msg: string }> = [];
-    const app = buildApp(p.ctx, { logLevel: 'info', logStream: { write: (line) => lines.push(JSON.parse(line) as { level: number; msg: string }) } });
+    const app = buildApp(p.ctx, {
+      logLevel: 'info',
+      logStream: { write: (line) => lines.push(JSON.parse(line) as { level: number; msg: string }) },
+    });
     await app.listen({ host: '127.0.0.1', port: 0 });
     try {
       const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/lb/${endpointId}`;
@@ -167,7 +209,9 @@ describe('HTTP through the proxy', () => {
 
   it('streams response and request bodies through without buffering them', async () => {
     const { endpointId, base } = await endpointWithWorkers('streams', ['w-stream']);
-    const res = await fetch(`${base}/stream?chunks=3&gapMs=500`, { headers: { authorization: `Bearer ${p.adminKey}` } });
+    const res = await fetch(`${base}/stream?chunks=3&gapMs=500`, {
+      headers: { authorization: `Bearer ${p.adminKey}` },
+    });
     const arrivals: number[] = [];
     let text = '';
     for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
@@ -182,7 +226,14 @@ describe('HTTP through the proxy', () => {
     // direction waits for the whole body.
     const u = new URL(`${p.url}/lb/${endpointId}/duplex`);
     const echoed = await new Promise<string>((resolve, reject) => {
-      const req = http.request(u, { method: 'POST', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' } });
+      const req = http.request(u, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${p.adminKey}`,
+          'content-type': 'application/octet-stream',
+          'transfer-encoding': 'chunked',
+        },
+      });
       req.on('error', reject);
       req.on('response', (response) => {
         let got = '';
@@ -203,7 +254,11 @@ describe('HTTP through the proxy', () => {
 
     // A body larger than the API's own body limit streams through.
     const big = Buffer.alloc(24 * 1024 * 1024, 7);
-    const upload = await call(base, 'POST', '/upload', { key: p.adminKey, rawBody: big as never, headers: { 'content-type': 'application/octet-stream' } });
+    const upload = await call(base, 'POST', '/upload', {
+      key: p.adminKey,
+      rawBody: big as never,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     expect(upload.body).toMatchObject({ method: 'POST', bodyBytes: big.length });
   });
 });
@@ -212,7 +267,9 @@ describe('WebSocket through the proxy', () => {
   it('echoes messages, forwards the handshake without the key, and counts the open connection as in flight', async () => {
     const { endpointId, ids } = await endpointWithWorkers('sockets', ['w-ws']);
     const url = `${p.url.replace('http', 'ws')}/lb/${endpointId}/ws?room=7`;
-    const ws = new WebSocket(url, 'chat.v1', { headers: { authorization: `Bearer ${p.adminKey}`, 'x-client': 'ws-test' } });
+    const ws = new WebSocket(url, 'chat.v1', {
+      headers: { authorization: `Bearer ${p.adminKey}`, 'x-client': 'ws-test' },
+    });
     const messages: Array<{ data: Buffer; binary: boolean }> = [];
     ws.on('message', (data: Buffer, binary) => messages.push({ data, binary }));
     await new Promise((resolve, reject) => {
@@ -234,9 +291,15 @@ describe('WebSocket through the proxy', () => {
     expect(messages[2]!.binary).toBe(true);
     expect([...messages[2]!.data]).toEqual([1, 2, 3, 255]);
 
-    await until('the open socket counted in PostgreSQL', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).workers[ids[0]!]?.inFlight === 1);
+    await until(
+      'the open socket counted in PostgreSQL',
+      async () => (await lbEndpointLoad(p.ctx.db, endpointId)).workers[ids[0]!]?.inFlight === 1,
+    );
     ws.close();
-    await until('the closed socket no longer counted', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 0);
+    await until(
+      'the closed socket no longer counted',
+      async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 0,
+    );
 
     // Without a key the handshake is refused with the platform's 401.
     const refused = await new Promise<number>((resolve, reject) => {
@@ -254,7 +317,11 @@ describe('routing by host name', () => {
     const { endpointId } = await endpointWithWorkers('by-host', ['w-host']);
     const auth = { authorization: `Bearer ${p.adminKey}` };
     const host = `${endpointId}.${DOMAIN}`;
-    const processed = await rawRequest(`${p.url}/process`, { method: 'POST', headers: { ...auth, host, 'content-type': 'application/json' }, body: '{"n":1}' });
+    const processed = await rawRequest(`${p.url}/process`, {
+      method: 'POST',
+      headers: { ...auth, host, 'content-type': 'application/json' },
+      body: '{"n":1}',
+    });
     expect(processed.status).toBe(200);
     expect(processed.json()).toMatchObject({ worker: 'w-host', output: { n: 1 } });
     expect(processed.json().headers.authorization).toBeUndefined();
@@ -267,7 +334,9 @@ describe('routing by host name', () => {
       expect(r.json(), path).toMatchObject({ worker: 'w-host' });
     }
     // Host names are case-insensitive and may carry a port.
-    const upper = await rawRequest(`${p.url}/health`, { headers: { ...auth, host: `${endpointId.toUpperCase()}.LB.Gantry.Test:443` } });
+    const upper = await rawRequest(`${p.url}/health`, {
+      headers: { ...auth, host: `${endpointId.toUpperCase()}.LB.Gantry.Test:443` },
+    });
     expect(upper.json()).toMatchObject({ status: 'ok', worker: 'w-host' });
 
     const noKey = await rawRequest(`${p.url}/health`, { headers: { host } });
@@ -322,14 +391,22 @@ describe('choosing workers', () => {
     const busyId = Object.entries(load.workers).find(([, w]) => w.inFlight === 1)![0];
     // While one worker holds a request, every short request goes to the other one (not round-robin).
     const shortOnes: string[] = [];
-    for (let i = 0; i < 6; i++) shortOnes.push(((await (await fetch(`${base}/health`, { headers: auth })).json()) as { worker: string }).worker);
+    for (let i = 0; i < 6; i++)
+      shortOnes.push(((await (await fetch(`${base}/health`, { headers: auth })).json()) as { worker: string }).worker);
     const otherName = procs.map((w) => w.name).find((n) => names.get(n) !== busyId)!;
     expect(shortOnes).toEqual(Array(6).fill(otherName));
     expect(names.get((await long).worker)).toBe(busyId);
 
     // Concurrent requests spread evenly.
-    const burst = await Promise.all(Array.from({ length: 8 }, () => fetch(`${base}/slow?ms=600`, { headers: auth }).then((r) => r.json() as Promise<{ worker: string }>)));
-    const counts = burst.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.worker]: (acc[r.worker] ?? 0) + 1 }), {});
+    const burst = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        fetch(`${base}/slow?ms=600`, { headers: auth }).then((r) => r.json() as Promise<{ worker: string }>),
+      ),
+    );
+    const counts = burst.reduce<Record<string, number>>(
+      (acc, r) => ({ ...acc, [r.worker]: (acc[r.worker] ?? 0) + 1 }),
+      {},
+    );
     expect(counts).toEqual({ 'w-a': 4, 'w-b': 4 });
     await until('all counts back to zero', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 0);
     const after = await lbEndpointLoad(p.ctx.db, endpointId);
@@ -344,7 +421,10 @@ describe('choosing workers', () => {
       const secondUrl = `http://127.0.0.1:${(second.server.address() as AddressInfo).port}`;
       const auth = { authorization: `Bearer ${p.adminKey}` };
       const one = fetch(`${p.url}/lb/${endpointId}/slow?ms=3000`, { headers: auth });
-      await until('the first process published its request', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 1);
+      await until(
+        'the first process published its request',
+        async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 1,
+      );
       const two = fetch(`${secondUrl}/lb/${endpointId}/slow?ms=3000`, { headers: auth });
       const load = await until('both processes published', async () => {
         const l = await lbEndpointLoad(p.ctx.db, endpointId);
@@ -354,7 +434,9 @@ describe('choosing workers', () => {
       expect(Object.keys(load.workers).sort()).toEqual([...ids].sort());
       expect(Object.values(load.workers).map((w) => w.inFlight)).toEqual([1, 1]);
       expect(Object.values(load.workers).map((w) => w.routedBy)).toEqual([2, 2]);
-      const answers = await Promise.all([one, two].map(async (r) => ((await (await r).json()) as { worker: string }).worker));
+      const answers = await Promise.all(
+        [one, two].map(async (r) => ((await (await r).json()) as { worker: string }).worker),
+      );
       expect(answers.sort()).toEqual(procs.map((w) => w.name).sort());
     } finally {
       await second.close();
@@ -382,7 +464,9 @@ describe('waiting for a worker', () => {
 
     const signals = async (): Promise<number> => {
       const history = await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).fetchHistory();
-      return (history.events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'queueNonEmpty').length;
+      return (history.events ?? []).filter(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'queueNonEmpty',
+      ).length;
     };
     await until('the autoscaler woken', async () => (await signals()) >= 1);
 
@@ -394,7 +478,8 @@ describe('waiting for a worker', () => {
 
     await p.ctx.db.worker.update({ where: { id: workerId }, data: { status: 'IDLE', readyAt: new Date() } });
     const answers = await Promise.all(pending);
-    for (const [i, r] of answers.entries()) expect(r).toMatchObject({ status: 200, body: { worker: 'w-cold', output: { i } } });
+    for (const [i, r] of answers.entries())
+      expect(r).toMatchObject({ status: 200, body: { worker: 'w-cold', output: { i } } });
     expect(await signals()).toBe(1);
     await until('no request waits any more', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).waiting === 0);
   });
@@ -419,12 +504,17 @@ describe('worker health', () => {
     const { base, procs } = await endpointWithWorkers('health', ['w-sick', 'w-well']);
     const [sick] = procs;
     const auth = { authorization: `Bearer ${p.adminKey}` };
-    const who = async (): Promise<string> => ((await (await fetch(`${base}/slow?ms=1`, { headers: auth })).json()) as { worker: string }).worker;
+    const who = async (): Promise<string> =>
+      ((await (await fetch(`${base}/slow?ms=1`, { headers: auth })).json()) as { worker: string }).worker;
     const first = new Set([await who(), await who()]);
     expect(first).toEqual(new Set(['w-sick', 'w-well']));
     await call(`http://127.0.0.1:${sick!.port}`, 'POST', '/control/ping', { body: { status: 503 } });
     // Equal workers alternate: two answers in a row from the healthy one mean the sick one is out.
-    await until('the sick worker out of rotation', async () => (await who()) === 'w-well' && (await who()) === 'w-well', 10_000);
+    await until(
+      'the sick worker out of rotation',
+      async () => (await who()) === 'w-well' && (await who()) === 'w-well',
+      10_000,
+    );
     const during = [];
     for (let i = 0; i < 8; i++) during.push(await who());
     expect(during).toEqual(Array(8).fill('w-well'));
@@ -437,14 +527,25 @@ describe('worker health', () => {
     const { endpointId, base, procs } = await endpointWithWorkers('dying', ['w-dies', 'w-lives']);
     const auth = { authorization: `Bearer ${p.adminKey}` };
     await procs[0]!.stop('SIGKILL');
-    const answers = await Promise.all(Array.from({ length: 6 }, () => fetch(`${base}/health`, { headers: auth }).then(async (r) => ({ status: r.status, body: (await r.json()) as { worker: string } }))));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        fetch(`${base}/health`, { headers: auth }).then(async (r) => ({
+          status: r.status,
+          body: (await r.json()) as { worker: string },
+        })),
+      ),
+    );
     for (const a of answers) expect(a).toMatchObject({ status: 200, body: { worker: 'w-lives' } });
 
     // A worker row whose process is gone, alone: requests with a body are not replayed.
     const lonely = await createLbEndpoint(p, 'gone');
     const deadPort = procs[0]!.port;
     await registerWorker(p.ctx.db, { endpointId: lonely, hostId, port: deadPort });
-    expectProblem(await call(p.url, 'POST', `/lb/${lonely}/process`, { key: p.adminKey, body: { a: 1 } }), 502, /could not be reached \(ECONNREFUSED\)/);
+    expectProblem(
+      await call(p.url, 'POST', `/lb/${lonely}/process`, { key: p.adminKey, body: { a: 1 } }),
+      502,
+      /could not be reached \(ECONNREFUSED\)/,
+    );
     await until('no request left in flight', async () => (await lbEndpointLoad(p.ctx.db, endpointId)).inFlight === 0);
   });
 });
@@ -463,7 +564,11 @@ describe('rolling release', () => {
       while (Date.now() < stopAt) {
         const i = seq++;
         try {
-          const r = await fetch(`${base}/process`, { method: 'POST', headers: auth, body: JSON.stringify({ i, sleepMs: 40 }) });
+          const r = await fetch(`${base}/process`, {
+            method: 'POST',
+            headers: auth,
+            body: JSON.stringify({ i, sleepMs: 40 }),
+          });
           const body = (await r.json()) as { worker?: string };
           results.push({ status: r.status, worker: body.worker, at: Date.now() });
         } catch (err) {
@@ -481,7 +586,11 @@ describe('rolling release', () => {
     await p.ctx.db.worker.update({ where: { id: oldId }, data: { status: 'DRAINING' } });
     // Right after the status change the old worker still has routes or requests: a drain waits.
     expect(await lbWorkerInFlight(p.ctx.db, oldId)).toBeGreaterThan(0);
-    await until('the old worker free of routes and requests', async () => (await lbWorkerInFlight(p.ctx.db, oldId)) === 0, 10_000);
+    await until(
+      'the old worker free of routes and requests',
+      async () => (await lbWorkerInFlight(p.ctx.db, oldId)) === 0,
+      10_000,
+    );
     const drainedAt = Date.now();
     expect(await oldProc!.stop('SIGTERM')).toBe(0);
     await p.ctx.db.worker.update({ where: { id: oldId }, data: { status: 'STOPPED', stoppedAt: new Date() } });

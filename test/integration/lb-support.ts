@@ -42,7 +42,12 @@ export interface LbWorkerProcess {
   stop: (signal?: NodeJS.Signals) => Promise<number | null>;
 }
 
-export async function until<T>(what: string, fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 20_000, everyMs = 50): Promise<T> {
+export async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 20_000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -89,14 +94,29 @@ export async function startLbWorker(name: string, env: Record<string, string> = 
 /** A Host row for workers started by the test itself: DISABLED, so that placement never uses it. */
 export async function createLoopbackHost(db: Db): Promise<string> {
   const id = newId();
-  await db.host.create({ data: { id, name: `lb-test-${id}`, address: '127.0.0.1', user: 'test', dataCenterId: 'dc-test', status: 'DISABLED' } });
+  await db.host.create({
+    data: {
+      id,
+      name: `lb-test-${id}`,
+      address: '127.0.0.1',
+      user: 'test',
+      dataCenterId: 'dc-test',
+      status: 'DISABLED',
+    },
+  });
   return id;
 }
 
 /** Registers a running worker process as a Worker row of the endpoint, the way the orchestration leaves a ready one. */
 export async function registerWorker(
   db: Db,
-  w: { endpointId: string; hostId: string; port: number; status?: 'IDLE' | 'INITIALIZING' | 'RUNNING'; releaseVersion?: number },
+  w: {
+    endpointId: string;
+    hostId: string;
+    port: number;
+    status?: 'IDLE' | 'INITIALIZING' | 'RUNNING';
+    releaseVersion?: number;
+  },
 ): Promise<string> {
   const id = newId();
   const status = w.status ?? 'IDLE';
@@ -115,10 +135,21 @@ export async function registerWorker(
   return id;
 }
 
-export async function createLbEndpoint(p: TestPlatform, name: string, extra: Record<string, unknown> = {}): Promise<string> {
+export async function createLbEndpoint(
+  p: TestPlatform,
+  name: string,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
   const r = await call(p.url, 'POST', '/v2/serverless', {
     key: p.adminKey,
-    body: { name, type: 'LOAD_BALANCING', image: 'localhost/lb-test:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 3 }, ...extra },
+    body: {
+      name,
+      type: 'LOAD_BALANCING',
+      image: 'localhost/lb-test:1',
+      gpu: { pools: ['AMPERE_24'] },
+      workers: { min: 0, max: 3 },
+      ...extra,
+    },
   });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   return r.body.id as string;

@@ -34,7 +34,9 @@ function manifest(names: Array<{ name: string; kind?: 'queue' | 'lb' }>): Manife
       name,
       kind,
       file: 'worker.py',
-      ...(kind === 'lb' ? { object: 'api', routes: [{ method: 'GET', path: '/version', function: 'version' }] } : { function: 'handler', params: [] }),
+      ...(kind === 'lb'
+        ? { object: 'api', routes: [{ method: 'GET', path: '/version', function: 'version' }] }
+        : { function: 'handler', params: [] }),
       compute: { cpu: 'cpu3c-2-4' },
       workers: { min: 0, max: 1 },
       idleTimeout: 5,
@@ -47,34 +49,64 @@ function manifest(names: Array<{ name: string; kind?: 'queue' | 'lb' }>): Manife
 }
 
 async function upload(app: string, bytes: Buffer, m: Manifest): Promise<string> {
-  const prepared = await call(p.url, 'POST', `/v2/apps/${app}/builds`, { key, body: { sha256: sha256(bytes), size: bytes.length, manifest: m } });
+  const prepared = await call(p.url, 'POST', `/v2/apps/${app}/builds`, {
+    key,
+    body: { sha256: sha256(bytes), size: bytes.length, manifest: m },
+  });
   expect(prepared.status, JSON.stringify(prepared.body)).toBe(201);
-  expect((await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes })).status).toBe(200);
-  expect((await call(p.url, 'POST', `/v2/apps/${app}/builds/${prepared.body.build.id}/finalize`, { key })).status).toBe(200);
+  expect(
+    (await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes }))
+      .status,
+  ).toBe(200);
+  expect((await call(p.url, 'POST', `/v2/apps/${app}/builds/${prepared.body.build.id}/finalize`, { key })).status).toBe(
+    200,
+  );
   return prepared.body.build.id as string;
 }
 
 /** PUT .../source with raw bytes. */
-async function putSource(bytes: Buffer | ReadableStream, opts: { key?: string; path?: string; headers?: Record<string, string> } = {}) {
+async function putSource(
+  bytes: Buffer | ReadableStream,
+  opts: { key?: string; path?: string; headers?: Record<string, string> } = {},
+) {
   const headers: Record<string, string> = { 'content-type': 'application/gzip', ...opts.headers };
   if (opts.key !== '') headers.authorization = `Bearer ${opts.key ?? key}`;
-  const res = await fetch(`${p.url}${opts.path ?? base}/source`, { method: 'PUT', headers, body: bytes, duplex: 'half' } as RequestInit);
+  const res = await fetch(`${p.url}${opts.path ?? base}/source`, {
+    method: 'PUT',
+    headers,
+    body: bytes,
+    duplex: 'half',
+  } as RequestInit);
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
-const provision = (resource: string, body: unknown = { buildId }, k = key) => call(p.url, 'PUT', `${base}/endpoints/${resource}`, { key: k, body });
-const envOf = async (endpointId: string) => (await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpointId } })).env as Record<string, string>;
+const provision = (resource: string, body: unknown = { buildId }, k = key) =>
+  call(p.url, 'PUT', `${base}/endpoints/${resource}`, { key: k, body });
+const envOf = async (endpointId: string) =>
+  (await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpointId } })).env as Record<string, string>;
 
 beforeAll(async () => {
   p = await startTestPlatform();
   key = p.adminKey;
   const admin = await p.ctx.db.account.findFirstOrThrow({ where: { isAdmin: true } });
   readKey = (await issueApiKey(p.ctx.db, admin.id, 'reader', ['READ'])).key;
-  const other = await call(p.url, 'POST', '/v2/accounts', { key, body: { email: 'other@example.test', name: 'Other' } });
-  otherKey = (await call(p.url, 'POST', '/v2/keys', { key, body: { name: 'other', scopes: ['READ', 'WRITE'], accountId: other.body.id } })).body.key;
+  const other = await call(p.url, 'POST', '/v2/accounts', {
+    key,
+    body: { email: 'other@example.test', name: 'Other' },
+  });
+  otherKey = (
+    await call(p.url, 'POST', '/v2/keys', {
+      key,
+      body: { name: 'other', scopes: ['READ', 'WRITE'], accountId: other.body.id },
+    })
+  ).body.key;
   expect((await call(p.url, 'POST', '/v2/apps', { key, body: { name: 'dev', environment: 'live' } })).status).toBe(201);
-  buildId = await upload('dev', Buffer.from('live build'), manifest([{ name: 'worker' }, { name: 'api', kind: 'lb' }, { name: 'third' }, { name: 'fourth' }]));
+  buildId = await upload(
+    'dev',
+    Buffer.from('live build'),
+    manifest([{ name: 'worker' }, { name: 'api', kind: 'lb' }, { name: 'third' }, { name: 'fourth' }]),
+  );
 }, 180_000);
 
 afterAll(async () => {
@@ -85,12 +117,30 @@ describe('provisionResource', () => {
   it('creates (201) then updates (200) one resource as live-<resource>, with live reload on, and leaves the others alone', async () => {
     const first = await provision('worker');
     expect(first.status, JSON.stringify(first.body)).toBe(201);
-    expect(first.body).toMatchObject({ resource: 'worker', name: 'live-worker', kind: 'queue', type: 'QUEUE_BASED', url: `${p.url}/v2/${first.body.id}`, routes: [] });
+    expect(first.body).toMatchObject({
+      resource: 'worker',
+      name: 'live-worker',
+      kind: 'queue',
+      type: 'QUEUE_BASED',
+      url: `${p.url}/v2/${first.body.id}`,
+      routes: [],
+    });
     const env = await envOf(first.body.id);
-    expect(env).toMatchObject({ GANTRY_LIVE_RELOAD: '1', GANTRY_SOURCE_VERSION: '0', GANTRY_APP: 'dev', GANTRY_ENVIRONMENT: 'live', GANTRY_RESOURCE: 'worker', GANTRY_BUILD_ID: buildId, FROM_MANIFEST: 'yes' });
+    expect(env).toMatchObject({
+      GANTRY_LIVE_RELOAD: '1',
+      GANTRY_SOURCE_VERSION: '0',
+      GANTRY_APP: 'dev',
+      GANTRY_ENVIRONMENT: 'live',
+      GANTRY_RESOURCE: 'worker',
+      GANTRY_BUILD_ID: buildId,
+      FROM_MANIFEST: 'yes',
+    });
     // Discovery: what the environment has after the call (only this one so far).
     expect(JSON.parse(env.GANTRY_ENDPOINTS!)).toEqual({ worker: first.body.url });
-    expect((await call(p.url, 'GET', `${base}`, { key })).body).toMatchObject({ currentBuildId: buildId, endpoints: [{ resource: 'worker', id: first.body.id }] });
+    expect((await call(p.url, 'GET', `${base}`, { key })).body).toMatchObject({
+      currentBuildId: buildId,
+      endpoints: [{ resource: 'worker', id: first.body.id }],
+    });
 
     const again = await provision('worker');
     expect(again.status).toBe(200);
@@ -99,7 +149,7 @@ describe('provisionResource', () => {
     expect((await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: first.body.id } })).currentReleaseVersion).toBe(1);
   });
 
-  it('answers 404 for a resource the build does not have, 422 for a build that is not the app\'s, and refuses READ keys', async () => {
+  it("answers 404 for a resource the build does not have, 422 for a build that is not the app's, and refuses READ keys", async () => {
     const missing = await provision('nope');
     expect(missing.status).toBe(404);
     expect(missing.body.detail).toMatch(/no resource 'nope'.*worker, api, third, fourth/);
@@ -117,8 +167,14 @@ describe('provisionResource', () => {
       [201, 'live-third'],
       [201, 'live-fourth'],
     ]);
-    expect(results[0]!.body).toMatchObject({ kind: 'lb', type: 'LOAD_BALANCING', routes: [{ method: 'GET', path: '/version' }] });
-    const worker = (await call(p.url, 'GET', base, { key })).body.endpoints.find((e: { resource: string }) => e.resource === 'worker');
+    expect(results[0]!.body).toMatchObject({
+      kind: 'lb',
+      type: 'LOAD_BALANCING',
+      routes: [{ method: 'GET', path: '/version' }],
+    });
+    const worker = (await call(p.url, 'GET', base, { key })).body.endpoints.find(
+      (e: { resource: string }) => e.resource === 'worker',
+    );
     for (const r of results) {
       const env = await envOf(r.body.id);
       // Each lists what existed when it was made (worker) and itself.
@@ -147,7 +203,11 @@ describe('source uploads', () => {
       versions[a.body.version] = bodies[i]!;
     });
     const env = await p.ctx.db.appEnvironment.findFirstOrThrow({ where: { name: 'live', app: { name: 'dev' } } });
-    expect(env).toMatchObject({ sourceVersion: 3, sourceSha256: sha256(versions[3]!), sourceBlobKey: `sources/${env.id}/3.tar.gz` });
+    expect(env).toMatchObject({
+      sourceVersion: 3,
+      sourceSha256: sha256(versions[3]!),
+      sourceBlobKey: `sources/${env.id}/3.tar.gz`,
+    });
     // Only the newest version is kept.
     expect(await p.ctx.blobs.stat(`sources/${env.id}/3.tar.gz`)).not.toBeNull();
     for (const v of [1, 2]) expect(await p.ctx.blobs.stat(`sources/${env.id}/${v}.tar.gz`)).toBeNull();
@@ -163,11 +223,22 @@ describe('source uploads', () => {
   it('refuses more than 50 MB: 413 when the length says so, 422 when the stream turns out longer', async () => {
     // A declared length past the limit: refused before any byte is read (fetch sets Content-Length itself, so node:http).
     const declared = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest(`${p.url}${base}/source`, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/gzip', 'content-length': String(MAX_SOURCE_BYTES + 1) } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-        req.destroy();
-      });
+      const req = httpRequest(
+        `${p.url}${base}/source`,
+        {
+          method: 'PUT',
+          headers: {
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/gzip',
+            'content-length': String(MAX_SOURCE_BYTES + 1),
+          },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+          req.destroy();
+        },
+      );
       req.on('error', reject);
       req.write(Buffer.alloc(1024));
     });
@@ -176,17 +247,23 @@ describe('source uploads', () => {
     chunk[0] = 0x1f;
     chunk[1] = 0x8b;
     let sent = 0;
-    const stream = Readable.toWeb(Readable.from((function* () {
-      while (sent <= MAX_SOURCE_BYTES) {
-        sent += chunk.length;
-        yield chunk;
-      }
-    })())) as ReadableStream;
+    const stream = Readable.toWeb(
+      Readable.from(
+        (function* () {
+          while (sent <= MAX_SOURCE_BYTES) {
+            sent += chunk.length;
+            yield chunk;
+          }
+        })(),
+      ),
+    ) as ReadableStream;
     const streamed = await putSource(stream).catch((err: unknown) => ({ status: 0, body: String(err) }));
     expect(streamed.status, JSON.stringify(streamed.body)).toBe(422);
     expect(JSON.stringify(streamed.body)).toMatch(/larger than 52428800 bytes/);
     // Nothing was numbered.
-    expect((await p.ctx.db.appEnvironment.findFirstOrThrow({ where: { name: 'live', app: { name: 'dev' } } })).sourceVersion).toBe(3);
+    expect(
+      (await p.ctx.db.appEnvironment.findFirstOrThrow({ where: { name: 'live', app: { name: 'dev' } } })).sourceVersion,
+    ).toBe(3);
   });
 
   it('refuses bodies that are no gzip, and callers without the right key', async () => {
@@ -198,7 +275,10 @@ describe('source uploads', () => {
     expect((await putSource(bytes, { key: otherKey })).status).toBe(404);
     expect((await putSource(bytes, { path: '/v2/apps/dev/environments/nope' })).status).toBe(404);
     // Any content type is taken as bytes.
-    expect((await putSource(gzipSync(Buffer.from('octets')), { headers: { 'content-type': 'application/octet-stream' } })).body.version).toBe(4);
+    expect(
+      (await putSource(gzipSync(Buffer.from('octets')), { headers: { 'content-type': 'application/octet-stream' } }))
+        .body.version,
+    ).toBe(4);
     versions[4] = gzipSync(Buffer.from('octets'));
   });
 });
@@ -208,13 +288,17 @@ describe('the worker source poll and the signed download', () => {
   let worker: { id: string; key: string };
 
   beforeAll(async () => {
-    endpointId = (await call(p.url, 'GET', base, { key })).body.endpoints.find((e: { resource: string }) => e.resource === 'worker').id;
+    endpointId = (await call(p.url, 'GET', base, { key })).body.endpoints.find(
+      (e: { resource: string }) => e.resource === 'worker',
+    ).id;
     const id = newId();
     worker = { id, key: await registerWorkerCredential(p.ctx.db, { workerId: id, endpointId }) };
   });
 
   const poll = (after: string, opts: { endpoint?: string; workerId?: string; credential?: string } = {}) =>
-    call(p.url, 'GET', `/v2/${opts.endpoint ?? endpointId}/source/${opts.workerId ?? worker.id}?after=${after}`, { headers: opts.credential === '' ? {} : { authorization: opts.credential ?? worker.key } });
+    call(p.url, 'GET', `/v2/${opts.endpoint ?? endpointId}/source/${opts.workerId ?? worker.id}?after=${after}`, {
+      headers: opts.credential === '' ? {} : { authorization: opts.credential ?? worker.key },
+    });
 
   it('answers the newest version above `after`, then 204', async () => {
     const newest = await poll('0');
@@ -237,7 +321,10 @@ describe('the worker source poll and the signed download', () => {
     expect((await poll('0', { credential: 'gntr_wk_not-a-real-one' })).status).toBe(401);
     expect((await poll('x', { credential: 'gntr_wk_not-a-real-one' })).status).toBe(401); // the credential before anything else
     // A worker of another endpoint: not on this endpoint's path; on its own path, its own environment's sources (none).
-    const plain = await call(p.url, 'POST', '/v2/serverless', { key, body: { name: 'not-an-app', image: 'docker.io/library/busybox:1', workers: { min: 0, max: 1 } } });
+    const plain = await call(p.url, 'POST', '/v2/serverless', {
+      key,
+      body: { name: 'not-an-app', image: 'docker.io/library/busybox:1', workers: { min: 0, max: 1 } },
+    });
     const otherId = newId();
     const otherKey = await registerWorkerCredential(p.ctx.db, { workerId: otherId, endpointId: plain.body.id });
     expect((await poll('0', { workerId: otherId, credential: otherKey })).status).toBe(403);

@@ -42,8 +42,19 @@ function sources(version: number, broken = false): Record<string, string> {
   };
 }
 
-function resource(r: Partial<Manifest['resources'][number]> & { name: string; kind: 'queue' | 'lb'; file: string }): Manifest['resources'][number] {
-  return { compute: { cpu: 'cpu3c-2-4' }, workers: { min: 1, max: 1 }, idleTimeout: 60, scaler: { type: 'QUEUE_DELAY', value: 4 }, timeout: 60, env: {}, dependencies: [], ...r };
+function resource(
+  r: Partial<Manifest['resources'][number]> & { name: string; kind: 'queue' | 'lb'; file: string },
+): Manifest['resources'][number] {
+  return {
+    compute: { cpu: 'cpu3c-2-4' },
+    workers: { min: 1, max: 1 },
+    idleTimeout: 60,
+    scaler: { type: 'QUEUE_DELAY', value: 4 },
+    timeout: 60,
+    env: {},
+    dependencies: [],
+    ...r,
+  };
 }
 
 /** A gzip tar of `dir`'s entries `names`, as bytes. */
@@ -68,8 +79,21 @@ async function artifact(): Promise<{ bytes: Buffer; manifest: Manifest }> {
     pythonVersion: '3.11',
     fingerprint: sha256(Buffer.from(JSON.stringify(sources(1)))),
     resources: [
-      resource({ name: 'echo', kind: 'queue', file: 'worker.py', function: 'echo', params: [{ name: 'text', annotation: 'str', required: true }] }),
-      resource({ name: 'api', kind: 'lb', file: 'lb.py', object: 'api', routes: [{ method: 'GET', path: '/version', function: 'version' }], scaler: { type: 'REQUEST_COUNT', value: 4 } }),
+      resource({
+        name: 'echo',
+        kind: 'queue',
+        file: 'worker.py',
+        function: 'echo',
+        params: [{ name: 'text', annotation: 'str', required: true }],
+      }),
+      resource({
+        name: 'api',
+        kind: 'lb',
+        file: 'lb.py',
+        object: 'api',
+        routes: [{ method: 'GET', path: '/version', function: 'version' }],
+        scaler: { type: 'REQUEST_COUNT', value: 4 },
+      }),
     ],
     excluded: [],
     createdAt: new Date().toISOString(),
@@ -82,7 +106,11 @@ async function uploadSource(version: number, broken = false): Promise<{ version:
   const dir = path.join(root, `source-${version}${broken ? '-broken' : ''}`);
   writeFiles(dir, sources(version, broken));
   const body = await tarGz(dir, Object.keys(sources(version)));
-  const res = await fetch(`${p.url}/v2/apps/live-app/environments/live/source`, { method: 'PUT', headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/gzip' }, body });
+  const res = await fetch(`${p.url}/v2/apps/live-app/environments/live/source`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/gzip' },
+    body,
+  });
   const answer = (await res.json()) as { version: number; sha256: string };
   expect(res.status, JSON.stringify(answer)).toBe(200);
   expect(answer.sha256).toBe(sha256(body));
@@ -103,29 +131,56 @@ describe('live endpoints reload new sources without a restart', () => {
   };
 
   /** Calls both endpoints until each answers `version`; the seconds each took from `since`. */
-  async function timeToVersion(version: number, since: number, timeoutMs = 30_000): Promise<{ queue: number; lb: number }> {
+  async function timeToVersion(
+    version: number,
+    since: number,
+    timeoutMs = 30_000,
+  ): Promise<{ queue: number; lb: number }> {
     const took: { queue?: number; lb?: number } = {};
     const deadline = Date.now() + timeoutMs;
     while ((took.queue === undefined || took.lb === undefined) && Date.now() < deadline) {
-      const [q, l] = await Promise.all([took.queue === undefined ? queueVersion() : version, took.lb === undefined ? lbVersion() : version]);
+      const [q, l] = await Promise.all([
+        took.queue === undefined ? queueVersion() : version,
+        took.lb === undefined ? lbVersion() : version,
+      ]);
       const now = performance.now();
       if (q === version && took.queue === undefined) took.queue = (now - since) / 1000;
       if (l === version && took.lb === undefined) took.lb = (now - since) / 1000;
       await new Promise((r) => setTimeout(r, 50));
     }
-    if (took.queue === undefined || took.lb === undefined) throw new Error(`version ${version} not answered within ${timeoutMs} ms: ${JSON.stringify(took)}`);
+    if (took.queue === undefined || took.lb === undefined)
+      throw new Error(`version ${version} not answered within ${timeoutMs} ms: ${JSON.stringify(took)}`);
     return { queue: took.queue, lb: took.lb };
   }
 
-  it('provisions a queue and a load-balanced resource in live, and both answer the build\'s code', async () => {
-    expect((await call(p.url, 'POST', '/v2/apps', { key: p.adminKey, body: { name: 'live-app', environment: 'live' } })).status).toBe(201);
+  it("provisions a queue and a load-balanced resource in live, and both answer the build's code", async () => {
+    expect(
+      (await call(p.url, 'POST', '/v2/apps', { key: p.adminKey, body: { name: 'live-app', environment: 'live' } }))
+        .status,
+    ).toBe(201);
     const { bytes, manifest } = await artifact();
-    const prepared = await call(p.url, 'POST', '/v2/apps/live-app/builds', { key: p.adminKey, body: { sha256: sha256(bytes), size: bytes.length, manifest } });
+    const prepared = await call(p.url, 'POST', '/v2/apps/live-app/builds', {
+      key: p.adminKey,
+      body: { sha256: sha256(bytes), size: bytes.length, manifest },
+    });
     expect(prepared.status, JSON.stringify(prepared.body)).toBe(201);
-    expect((await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes })).status).toBe(200);
-    expect((await call(p.url, 'POST', `/v2/apps/live-app/builds/${prepared.body.build.id}/finalize`, { key: p.adminKey })).status).toBe(200);
+    expect(
+      (await fetch(prepared.body.upload.url, { method: 'PUT', headers: prepared.body.upload.headers, body: bytes }))
+        .status,
+    ).toBe(200);
+    expect(
+      (await call(p.url, 'POST', `/v2/apps/live-app/builds/${prepared.body.build.id}/finalize`, { key: p.adminKey }))
+        .status,
+    ).toBe(200);
 
-    const [queue, lb] = await Promise.all(['echo', 'api'].map((r) => call(p.url, 'PUT', `/v2/apps/live-app/environments/live/endpoints/${r}`, { key: p.adminKey, body: { buildId: prepared.body.build.id } })));
+    const [queue, lb] = await Promise.all(
+      ['echo', 'api'].map((r) =>
+        call(p.url, 'PUT', `/v2/apps/live-app/environments/live/endpoints/${r}`, {
+          key: p.adminKey,
+          body: { buildId: prepared.body.build.id },
+        }),
+      ),
+    );
     expect(queue!.status, JSON.stringify(queue!.body)).toBe(201);
     expect(lb!.status, JSON.stringify(lb!.body)).toBe(201);
     expect([queue!.body.name, lb!.body.name]).toEqual(['live-echo', 'live-api']);
@@ -138,7 +193,11 @@ describe('live endpoints reload new sources without a restart', () => {
   }, 900_000);
 
   it('answers with a new source version within 3 s of its upload, on the same workers', async () => {
-    const liveWorkers = () => p.ctx.db.worker.findMany({ where: { endpoint: { appEnvironment: { name: 'live' } }, status: { notIn: ['STOPPED', 'FAILED'] } }, select: { id: true, status: true } });
+    const liveWorkers = () =>
+      p.ctx.db.worker.findMany({
+        where: { endpoint: { appEnvironment: { name: 'live' } }, status: { notIn: ['STOPPED', 'FAILED'] } },
+        select: { id: true, status: true },
+      });
     const workersBefore = await liveWorkers();
     expect(workersBefore, JSON.stringify(workersBefore)).toHaveLength(2);
     const timings: Array<{ code: number; sourceVersion: number; queue: number; lb: number }> = [];
@@ -148,7 +207,9 @@ describe('live endpoints reload new sources without a restart', () => {
       const took = await timeToVersion(version, started);
       timings.push({ code: version, sourceVersion: uploaded.version, ...took });
     }
-    console.log(`edit-to-new-code (upload start to first answer from the new code), seconds: ${JSON.stringify(timings)}`);
+    console.log(
+      `edit-to-new-code (upload start to first answer from the new code), seconds: ${JSON.stringify(timings)}`,
+    );
     for (const t of timings) {
       expect(t.queue, JSON.stringify(t)).toBeLessThan(3);
       expect(t.lb, JSON.stringify(t)).toBeLessThan(3);

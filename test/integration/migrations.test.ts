@@ -9,7 +9,7 @@ import { freshDatabase } from '../support/databases.ts';
 const schemaPath = path.join(migrationsDir, '..', 'schema.prisma');
 
 describe('migrations', () => {
-  it('bring a database exactly to schema.prisma (an empty diff from Prisma\'s schema engine)', async () => {
+  it("bring a database exactly to schema.prisma (an empty diff from Prisma's schema engine)", async () => {
     const url = await freshDatabase(); // cloned from the template that the migrations built
     expect(await diffSchemaAgainstDatabase(url, schemaPath)).toBe('');
   });
@@ -19,7 +19,11 @@ describe('migrations', () => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const rows = (await client.query('select migration_name, checksum, finished_at, applied_steps_count, rolled_back_at from _prisma_migrations order by migration_name')).rows;
+      const rows = (
+        await client.query(
+          'select migration_name, checksum, finished_at, applied_steps_count, rolled_back_at from _prisma_migrations order by migration_name',
+        )
+      ).rows;
       const files = await readMigrations(migrationsDir);
       expect(rows.map((r) => r.migration_name)).toEqual(files.map((f) => f.name));
       for (const [i, f] of files.entries()) {

@@ -37,7 +37,10 @@ describe('the platform on its embedded defaults', () => {
       TEMPORAL_ADDRESS: undefined,
       LOG_LEVEL: 'warn',
     };
-    const child = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'infra/start.ts'], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     children.push(child);
     let out = '';
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
@@ -51,7 +54,8 @@ describe('the platform on its embedded defaults', () => {
     return { child, output: () => out };
   }
 
-  const exited = (c: ChildProcess): Promise<number | null> => new Promise((r) => (c.exitCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code))));
+  const exited = (c: ChildProcess): Promise<number | null> =>
+    new Promise((r) => (c.exitCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code))));
 
   it('prints the addresses and a first admin key, serves the slice, and keeps it all across a kill -9', async () => {
     ports = { api: await freePort(), temporal: await freePort(), ui: await freePort(), pg: await freePort() };
@@ -129,7 +133,9 @@ describe('the platform on its embedded defaults', () => {
     expect(third.output()).toContain('Admin API key from GANTRY_ADMIN_API_KEY');
     expect((await call(base, 'GET', '/v2/serverless', { key: configured })).status).toBe(200);
     const again = await call(base, 'GET', '/v2/serverless', { key });
-    expect(again.body.endpoints.map((e: { id: string }) => e.id).sort()).toEqual(list.body.endpoints.map((e: { id: string }) => e.id).sort());
+    expect(again.body.endpoints.map((e: { id: string }) => e.id).sort()).toEqual(
+      list.body.endpoints.map((e: { id: string }) => e.id).sort(),
+    );
     third.child.kill('SIGTERM');
     expect(await exited(third.child)).toBe(0);
   }, 300_000);

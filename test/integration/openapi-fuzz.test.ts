@@ -29,7 +29,8 @@ function deref(schema: unknown, doc: Doc, depth = 0): unknown {
   if (Array.isArray(schema)) return schema.map((s) => deref(s, doc, depth));
   if (!schema || typeof schema !== 'object') return schema;
   const ref = (schema as { $ref?: string }).$ref;
-  if (ref?.startsWith('#/components/schemas/') && depth < 8) return deref(doc.components?.schemas?.[ref.slice('#/components/schemas/'.length)], doc, depth + 1);
+  if (ref?.startsWith('#/components/schemas/') && depth < 8)
+    return deref(doc.components?.schemas?.[ref.slice('#/components/schemas/'.length)], doc, depth + 1);
   return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, deref(v, doc, depth)]));
 }
 
@@ -66,15 +67,32 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
     p = await startTestPlatform();
     const db = p.ctx.db;
     const account = await db.account.findFirstOrThrow({ where: { isAdmin: true } });
-    await db.account.update({ where: { id: account.id }, data: { rateLimitPerMinute: 1_000_000, rateLimitPerHour: 1_000_000, rateLimitPerDay: 1_000_000 } });
+    await db.account.update({
+      where: { id: account.id },
+      data: { rateLimitPerMinute: 1_000_000, rateLimitPerHour: 1_000_000, rateLimitPerDay: 1_000_000 },
+    });
     key = p.adminKey;
     const ep = await call(p.url, 'POST', '/v2/serverless', { key, body: { name: 'fuzz-endpoint', image: 'img:1' } });
     ids.serverless = ep.body.id;
-    ids.registries = (await db.registryCredential.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-reg', secret: Buffer.from([1]) } })).id;
-    ids.templates = (await db.template.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-tpl', imageName: 'img:1' } })).id;
-    ids['network-volumes'] = (await db.networkVolume.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-vol', size: 10, dataCenterId: 'dc-1' } })).id;
+    ids.registries = (
+      await db.registryCredential.create({
+        data: { id: newId(), accountId: account.id, name: 'fuzz-reg', secret: Buffer.from([1]) },
+      })
+    ).id;
+    ids.templates = (
+      await db.template.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-tpl', imageName: 'img:1' } })
+    ).id;
+    ids['network-volumes'] = (
+      await db.networkVolume.create({
+        data: { id: newId(), accountId: account.id, name: 'fuzz-vol', size: 10, dataCenterId: 'dc-1' },
+      })
+    ).id;
     ids.keys = (await issueApiKey(db, account.id, 'fuzz-spare', ['READ'])).id;
-    ids.pods = (await db.pod.create({ data: { id: newId(), accountId: account.id, name: 'fuzz-pod', imageName: 'img:1', desiredStatus: 'EXITED' } })).id;
+    ids.pods = (
+      await db.pod.create({
+        data: { id: newId(), accountId: account.id, name: 'fuzz-pod', imageName: 'img:1', desiredStatus: 'EXITED' },
+      })
+    ).id;
     doc = (await call(p.url, 'GET', '/v2/openapi.json')).body;
   });
   afterAll(async () => {
@@ -88,7 +106,8 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
     const collection = path.slice(0, path.indexOf('/{'));
     const listed = await call(p.url, 'GET', collection, { key });
     if (listed.status !== 200 || !listed.body || typeof listed.body !== 'object') return undefined;
-    const list = Object.values(listed.body as Record<string, unknown>).find(Array.isArray) as Array<{ id?: unknown }> | undefined;
+    const list = Object.values(listed.body as Record<string, unknown>).find(Array.isArray) as
+      Array<{ id?: unknown }> | undefined;
     const id = list?.find((x) => typeof x?.id === 'string')?.id;
     return typeof id === 'string' ? id : undefined;
   }
@@ -119,7 +138,11 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
     if (r.status >= 400) {
       expect(r.headers.get('content-type'), label).toMatch(/^application\/problem\+json/);
       expect(r.body, label).toMatchObject({ title: expect.any(String), status: r.status, detail: expect.any(String) });
-      if (r.body.errors !== undefined) expect(r.body.errors.every((e: unknown) => typeof e === 'string'), label).toBe(true);
+      if (r.body.errors !== undefined)
+        expect(
+          r.body.errors.every((e: unknown) => typeof e === 'string'),
+          label,
+        ).toBe(true);
     } else {
       const validate = validatorFor(op, r.status);
       if (validate) expect(validate(r.body), `${label}: ${JSON.stringify(validate.errors)}`).toBe(true);
@@ -128,11 +151,20 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
   }
 
   it('describes the API as OpenAPI 3.1, version 2.0.0, and serves an explorer that loads nothing from elsewhere', async () => {
-    expect(doc).toMatchObject({ openapi: '3.1.0', info: { version: '2.0.0' }, components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } } });
-    const update = doc.paths['/v2/serverless/{id}']?.patch as Operation & { security?: unknown; responses: Record<string, unknown> };
+    expect(doc).toMatchObject({
+      openapi: '3.1.0',
+      info: { version: '2.0.0' },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+    });
+    const update = doc.paths['/v2/serverless/{id}']?.patch as Operation & {
+      security?: unknown;
+      responses: Record<string, unknown>;
+    };
     expect(update.operationId).toBe('updateEndpoint');
     expect(update.security).toEqual([{ bearerAuth: [] }]);
-    expect(Object.keys(update.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '403', '404', '409', '422', '429', 'default']));
+    expect(Object.keys(update.responses)).toEqual(
+      expect.arrayContaining(['200', '400', '401', '403', '404', '409', '422', '429', 'default']),
+    );
     expect(doc.paths['/v2/serverless/{id}/releases']?.get?.operationId).toBe('listEndpointReleases');
     // Only the management API: job and worker routes (`/v2/{endpointId}/...`) are not in it.
     for (const path of Object.keys(doc.paths)) expect(path).not.toMatch(/^\/v2\/\{/);
@@ -148,7 +180,14 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
       expect(asset.status, ref).toBe(200);
       await asset.arrayBuffer(); // read to the end, so the connection is free when the server stops
     }
-    const init = await (await fetch(new URL(refs.find((r) => r.endsWith('swagger-initializer.js'))!, `${p.url}/v2/docs`))).text();
+    const init = await (
+      await fetch(
+        new URL(
+          refs.find((r) => r.endsWith('swagger-initializer.js'))!,
+          `${p.url}/v2/docs`,
+        ),
+      )
+    ).text();
     // Swagger UI's default validator badge would call validator.swagger.io.
     expect(init).toContain('validatorUrl: null');
     expect((await call(p.url, 'GET', '/v2/docs/json')).body.info.version).toBe('2.0.0');
@@ -156,7 +195,9 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
 
   it('never answers 5xx, always problem+json for errors, and successes match the document', async () => {
     const ops: Array<{ method: string; path: string; op: Operation }> = [];
-    for (const method of ORDER) for (const [path, item] of Object.entries(doc.paths)) if (item[method]) ops.push({ method, path, op: item[method]! });
+    for (const method of ORDER)
+      for (const [path, item] of Object.entries(doc.paths))
+        if (item[method]) ops.push({ method, path, op: item[method]! });
     expect(ops.length).toBeGreaterThanOrEqual(7);
 
     for (const { method, path, op } of ops) {
@@ -172,7 +213,9 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
         const pairs = query
           .map((q) => [q.name, q.schema ? generate(deref(q.schema, doc) as Schema, seed) : 'x'] as const)
           .filter(([, v], i) => query[i]!.required || seed % 2 === 0 || v === undefined)
-          .map(([n, v]) => `${encodeURIComponent(n)}=${encodeURIComponent(typeof v === 'string' ? v : JSON.stringify(v))}`);
+          .map(
+            ([n, v]) => `${encodeURIComponent(n)}=${encodeURIComponent(typeof v === 'string' ? v : JSON.stringify(v))}`,
+          );
         return pairs.length > 0 ? `?${pairs.join('&')}` : '';
       };
 
@@ -186,10 +229,20 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
       const target = urlWith(existing ?? newId());
       // Path parameters no route expects.
       if (path.includes('{')) {
-        for (const odd of ['x'.repeat(2000), 'ü-ñ-☃', '..', "' or 1=1 --", '%00', ' ', 'ab\u0000cd', '\u0000']) await send(`odd id ${odd.slice(0, 10)}`, op, method, urlWith(odd), { body: schema ? generate(schema, 1) : undefined });
+        for (const odd of ['x'.repeat(2000), 'ü-ñ-☃', '..', "' or 1=1 --", '%00', ' ', 'ab\u0000cd', '\u0000'])
+          await send(`odd id ${odd.slice(0, 10)}`, op, method, urlWith(odd), {
+            body: schema ? generate(schema, 1) : undefined,
+          });
       }
       // Query strings that break their schemas.
-      for (const q of query) await send(`bad query ${q.name}`, op, method, `${target}?${encodeURIComponent(q.name)}=${encodeURIComponent('%%%not-valid%%%')}`, { body: schema ? generate(schema, 1) : undefined });
+      for (const q of query)
+        await send(
+          `bad query ${q.name}`,
+          op,
+          method,
+          `${target}?${encodeURIComponent(q.name)}=${encodeURIComponent('%%%not-valid%%%')}`,
+          { body: schema ? generate(schema, 1) : undefined },
+        );
 
       if (!schema) continue;
       const valid = generate(schema, 1) as Record<string, unknown>;
@@ -206,8 +259,10 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
         await send(`huge ${name}`, op, method, target, { body: { ...valid, [name]: 'x'.repeat(100_000) } });
         // PostgreSQL text cannot hold NUL, and its integer columns stop at 2^31-1: both are the
         // client's mistake (4xx), never a failed statement (5xx).
-        if (propSchema.type === 'string') await send(`NUL in ${name}`, op, method, target, { body: { ...valid, [name]: 'x\u0000y' } });
-        if (propSchema.type === 'integer' || propSchema.type === 'number') await send(`int overflow ${name}`, op, method, target, { body: { ...valid, [name]: 137_438_953_471 } });
+        if (propSchema.type === 'string')
+          await send(`NUL in ${name}`, op, method, target, { body: { ...valid, [name]: 'x\u0000y' } });
+        if (propSchema.type === 'integer' || propSchema.type === 'number')
+          await send(`int overflow ${name}`, op, method, target, { body: { ...valid, [name]: 137_438_953_471 } });
       }
       for (const name of (schema.required ?? []) as string[]) {
         const { [name]: _dropped, ...rest } = valid;
@@ -216,8 +271,22 @@ describe('OpenAPI-driven fuzzing of the REST API', () => {
       }
       // Bodies that are not the object asked for, malformed JSON, another media type.
       const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
-      for (const raw of ['[]', '"text"', 'null', '42', '{"a":', '{"__proto__":{"polluted":1}}', '\u0000', '{"a":"x\\u0000y"}', deep]) await send(`raw body ${raw.slice(0, 20)}`, op, method, target, { rawBody: raw });
-      await send('text/plain body', op, method, target, { rawBody: 'hello', headers: { 'content-type': 'text/plain' } });
+      for (const raw of [
+        '[]',
+        '"text"',
+        'null',
+        '42',
+        '{"a":',
+        '{"__proto__":{"polluted":1}}',
+        '\u0000',
+        '{"a":"x\\u0000y"}',
+        deep,
+      ])
+        await send(`raw body ${raw.slice(0, 20)}`, op, method, target, { rawBody: raw });
+      await send('text/plain body', op, method, target, {
+        rawBody: 'hello',
+        headers: { 'content-type': 'text/plain' },
+      });
       await send('no body', op, method, target, {});
     }
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();

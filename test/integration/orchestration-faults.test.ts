@@ -16,7 +16,13 @@ import { startPlatform, type Platform } from '../../infra/platform.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { FAST_ORCHESTRATION, managedContainers, removeManagedContainers, TEST_HOST_LABELS, until } from './orchestration-support.ts';
+import {
+  FAST_ORCHESTRATION,
+  managedContainers,
+  removeManagedContainers,
+  TEST_HOST_LABELS,
+  until,
+} from './orchestration-support.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 import { endpointWorkflowId } from '../../contracts/workflows.ts';
 
@@ -100,7 +106,17 @@ beforeAll(async () => {
     ['host-a', hostA],
     ['host-b', hostB],
   ] as const) {
-    const r = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: { name, address: h.host, port: h.port, privateKey: h.privateKey, dataCenterId: 'dc-1', labels: TEST_HOST_LABELS } });
+    const r = await call(p.url, 'POST', '/v2/hosts', {
+      key: p.adminKey,
+      body: {
+        name,
+        address: h.host,
+        port: h.port,
+        privateKey: h.privateKey,
+        dataCenterId: 'dc-1',
+        labels: TEST_HOST_LABELS,
+      },
+    });
     expect(r.body.status).toBe('READY');
     hostIds.push(r.body.id);
   }
@@ -122,7 +138,10 @@ const allContainers = () => hostIds.flatMap((id) => managedContainers(id).map((c
 describe('faults', () => {
   it('replaces the workers of a host whose SSH server dies, and cleans up when it comes back', async () => {
     const [idA, idB] = hostIds as [string, string];
-    const created = await call(running.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'spread', image: IMAGE, workers: { min: 2, max: 2 } } });
+    const created = await call(running.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'spread', image: IMAGE, workers: { min: 2, max: 2 } },
+    });
     const endpointId = created.body.id as string;
     const ready = await until('two ready workers', async () => {
       const ws = await live(endpointId);
@@ -152,36 +171,83 @@ describe('faults', () => {
     expect(managedContainers(idA).map((c) => c.workerId)).toContain(onA.id);
 
     await restartSshd(hostA);
-    await until('host A READY again', async () => (await db().host.findUniqueOrThrow({ where: { id: idA } })).status === 'READY');
+    await until(
+      'host A READY again',
+      async () => (await db().host.findUniqueOrThrow({ where: { id: idA } })).status === 'READY',
+    );
     // Its leftover container is removed by the reconcile from labels.
-    await until('the leftover container on A to go', async () => !managedContainers(idA).some((c) => c.workerId === onA.id));
+    await until(
+      'the leftover container on A to go',
+      async () => !managedContainers(idA).some((c) => c.workerId === onA.id),
+    );
     const final = await live(endpointId);
     expect(final).toHaveLength(2);
-    expect(allContainers().filter((c) => c.endpointId === endpointId).map((c) => c.workerId).sort()).toEqual(final.map((w) => w.id).sort());
-    await call(running.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { workers: { min: 0, max: 0 } } });
+    expect(
+      allContainers()
+        .filter((c) => c.endpointId === endpointId)
+        .map((c) => c.workerId)
+        .sort(),
+    ).toEqual(final.map((w) => w.id).sort());
+    await call(running.url, 'PATCH', `/v2/serverless/${endpointId}`, {
+      key: p.adminKey,
+      body: { workers: { min: 0, max: 0 } },
+    });
   }, 240_000);
 
   it('converges when Gantry stops in the middle of a rollout, and rebuilds state from container labels', async () => {
     const created = await call(running.url, 'POST', '/v2/serverless', {
       key: p.adminKey,
-      body: { name: 'restart', image: IMAGE, env: { GANTRY_TEST_RELEASE: 'one' }, workers: { min: 3, max: 3 }, scaling: { type: 'QUEUE_DELAY', value: 60, idleTimeout: 300 } },
+      body: {
+        name: 'restart',
+        image: IMAGE,
+        env: { GANTRY_TEST_RELEASE: 'one' },
+        workers: { min: 3, max: 3 },
+        scaling: { type: 'QUEUE_DELAY', value: 60, idleTimeout: 300 },
+      },
     });
     const endpointId = created.body.id as string;
     await until('three ready workers', async () => {
       const ws = await live(endpointId);
       return ws.length === 3 && ws.every((w) => w.status === 'IDLE') ? ws : undefined;
     });
-    const patched = await call(running.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'two' } } });
+    const patched = await call(running.url, 'PATCH', `/v2/serverless/${endpointId}`, {
+      key: p.adminKey,
+      body: { env: { GANTRY_TEST_RELEASE: 'two' } },
+    });
     expect(patched.status).toBe(200);
     // Stop everything as soon as the rollout has started its first replacement.
-    await until('a worker of release 2', async () => (await db().worker.count({ where: { endpointId, releaseVersion: 2 } })) > 0, 30_000, 20);
+    await until(
+      'a worker of release 2',
+      async () => (await db().worker.count({ where: { endpointId, releaseVersion: 2 } })) > 0,
+      30_000,
+      20,
+    );
     await running.platform.stop();
 
     // While Gantry is down: a container that a crash left without a record.
     const ghost = `gantry-ghost${randomBytes(3).toString('hex')}`;
-    const r = spawnSync('podman', ['run', '--detach', '--name', ghost, '--label', `gantry.host=${hostIds[0]}`, '--label', 'gantry.worker=ghost0000000000', '--label', `gantry.endpoint=${endpointId}`, IMAGE, 'node', '-e', 'setInterval(() => {}, 1000)'], {
-      encoding: 'utf8',
-    });
+    const r = spawnSync(
+      'podman',
+      [
+        'run',
+        '--detach',
+        '--name',
+        ghost,
+        '--label',
+        `gantry.host=${hostIds[0]}`,
+        '--label',
+        'gantry.worker=ghost0000000000',
+        '--label',
+        `gantry.endpoint=${endpointId}`,
+        IMAGE,
+        'node',
+        '-e',
+        'setInterval(() => {}, 1000)',
+      ],
+      {
+        encoding: 'utf8',
+      },
+    );
     expect(r.status, r.stderr).toBe(0);
 
     const t0 = Date.now();
@@ -189,17 +255,31 @@ describe('faults', () => {
     console.info(`restarted in ${Date.now() - t0} ms`);
     await until(
       'release 2 to complete after the restart',
-      async () => (await db().release.findUnique({ where: { endpointId_version: { endpointId, version: 2 } } }))?.status === 'COMPLETED',
+      async () =>
+        (await db().release.findUnique({ where: { endpointId_version: { endpointId, version: 2 } } }))?.status ===
+        'COMPLETED',
       120_000,
       200,
       async () => ({
-        releases: await db().release.findMany({ where: { endpointId }, select: { version: true, status: true, statusReason: true } }),
-        workers: await db().worker.findMany({ where: { endpointId }, select: { id: true, status: true, releaseVersion: true, statusReason: true, hostId: true } }),
-        workflow: (await running.platform.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).describe()).status.name,
+        releases: await db().release.findMany({
+          where: { endpointId },
+          select: { version: true, status: true, statusReason: true },
+        }),
+        workers: await db().worker.findMany({
+          where: { endpointId },
+          select: { id: true, status: true, releaseVersion: true, statusReason: true, hostId: true },
+        }),
+        workflow: (await running.platform.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).describe())
+          .status.name,
       }),
     );
     console.info(`release 2 completed ${Date.now() - t0} ms after the restart`);
-    await until('the ghost container to be removed', async () => !allContainers().some((c) => c.name === ghost), 120_000, 500);
+    await until(
+      'the ghost container to be removed',
+      async () => !allContainers().some((c) => c.name === ghost),
+      120_000,
+      500,
+    );
     const final = await live(endpointId);
     expect(final).toHaveLength(3);
     expect(final.every((w) => w.releaseVersion === 2 && w.status === 'IDLE')).toBe(true);
@@ -217,11 +297,16 @@ describe('faults', () => {
   }, 240_000);
   it('stops work on a host whose key changes: its workers move, until the operator accepts the new key', async () => {
     const [idA, idB] = hostIds as [string, string];
-    const created = await call(running.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'rekey', image: IMAGE, workers: { min: 2, max: 2 } } });
+    const created = await call(running.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'rekey', image: IMAGE, workers: { min: 2, max: 2 } },
+    });
     const endpointId = created.body.id as string;
     const ready = await until('two ready workers on both hosts', async () => {
       const ws = await live(endpointId);
-      return ws.length === 2 && ws.every((w) => w.status === 'IDLE') && new Set(ws.map((w) => w.hostId)).size === 2 ? ws : undefined;
+      return ws.length === 2 && ws.every((w) => w.status === 'IDLE') && new Set(ws.map((w) => w.hostId)).size === 2
+        ? ws
+        : undefined;
     });
     const onB = ready.find((w) => w.hostId === idB)!;
 
@@ -256,16 +341,30 @@ describe('faults', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect((await db().host.findUniqueOrThrow({ where: { id: idB } })).status).toBe('HOST_KEY_MISMATCH');
 
-    const accepted = await call(running.url, 'POST', `/v2/hosts/${idB}/probe`, { key: p.adminKey, body: { acceptHostKey: newKey } });
+    const accepted = await call(running.url, 'POST', `/v2/hosts/${idB}/probe`, {
+      key: p.adminKey,
+      body: { acceptHostKey: newKey },
+    });
     expect(accepted.body).toMatchObject({ status: 'READY', hostKeySha256: newKey });
     // Its container from before the change is removed by the reconcile once B is trusted again.
-    await until('the container left on B to go', async () => !managedContainers(idB).some((c) => c.workerId === onB.id), 120_000, 500);
-    await call(running.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { workers: { min: 0, max: 0 } } });
+    await until(
+      'the container left on B to go',
+      async () => !managedContainers(idB).some((c) => c.workerId === onB.id),
+      120_000,
+      500,
+    );
+    await call(running.url, 'PATCH', `/v2/serverless/${endpointId}`, {
+      key: p.adminKey,
+      body: { workers: { min: 0, max: 0 } },
+    });
   }, 240_000);
 
   it('removes a host with workers: they drain and move, then the host goes', async () => {
     const [idA, idB] = hostIds as [string, string];
-    const created = await call(running.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'evict', image: IMAGE, workers: { min: 2, max: 2 } } });
+    const created = await call(running.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'evict', image: IMAGE, workers: { min: 2, max: 2 } },
+    });
     const endpointId = created.body.id as string;
     await until('workers on both hosts', async () => {
       const ws = await live(endpointId);
@@ -280,6 +379,11 @@ describe('faults', () => {
       return x.length === 2 && x.every((w) => w.status === 'IDLE' && w.hostId === idB) ? x : undefined;
     });
     expect(managedContainers(idA)).toEqual([]);
-    expect(managedContainers(idB).filter((c) => c.endpointId === endpointId).map((c) => c.workerId).sort()).toEqual(ws.map((w) => w.id).sort());
+    expect(
+      managedContainers(idB)
+        .filter((c) => c.endpointId === endpointId)
+        .map((c) => c.workerId)
+        .sort(),
+    ).toEqual(ws.map((w) => w.id).sort());
   }, 240_000);
 });

@@ -6,7 +6,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpointWorkflowId, getScalingStatus, getSpec } from '../../contracts/workflows.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from './orchestration-support.ts';
+import {
+  ensureOrchestrationWorkerImage,
+  managedContainers,
+  type OneHostPlatform,
+  ORCHESTRATION_WORKER_IMAGE,
+  startOneHostPlatform,
+  until,
+} from './orchestration-support.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
@@ -24,7 +31,8 @@ afterAll(async () => {
   await fixture?.stop();
 }, 120_000);
 
-const workersOf = (endpointId: string) => p.ctx.db.worker.findMany({ where: { endpointId }, orderBy: { createdAt: 'asc' } });
+const workersOf = (endpointId: string) =>
+  p.ctx.db.worker.findMany({ where: { endpointId }, orderBy: { createdAt: 'asc' } });
 const live = (ws: Awaited<ReturnType<typeof workersOf>>) => ws.filter((w) => !['STOPPED', 'FAILED'].includes(w.status));
 
 describe('releases', () => {
@@ -51,7 +59,10 @@ describe('releases', () => {
     })();
 
     // One old worker is busy when the release comes: it finishes its job before it goes.
-    const run = await call(p.url, 'POST', `/v2/${endpointId}/run`, { key: p.adminKey, body: { input: { sleepMs: 4000 } } });
+    const run = await call(p.url, 'POST', `/v2/${endpointId}/run`, {
+      key: p.adminKey,
+      body: { input: { sleepMs: 4000 } },
+    });
     expect(run.status).toBe(200);
     const busyJob = await until('the job to be taken', async () => {
       const j = await p.ctx.db.job.findUniqueOrThrow({ where: { id: run.body.id } });
@@ -59,11 +70,16 @@ describe('releases', () => {
     });
 
     const started = Date.now();
-    const patched = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'two' } } });
+    const patched = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, {
+      key: p.adminKey,
+      body: { env: { GANTRY_TEST_RELEASE: 'two' } },
+    });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     await until(
       'release 2 to complete',
-      async () => (await p.ctx.db.release.findUnique({ where: { endpointId_version: { endpointId, version: 2 } } }))?.status === 'COMPLETED',
+      async () =>
+        (await p.ctx.db.release.findUnique({ where: { endpointId_version: { endpointId, version: 2 } } }))?.status ===
+        'COMPLETED',
       120_000,
     );
     console.info(`rollout of 3 workers: ${Date.now() - started} ms`);
@@ -81,7 +97,9 @@ describe('releases', () => {
     }
     // Each old worker stopped only after some new worker was ready.
     const firstNewReady = Math.min(...now.map((w) => w.readyAt!.getTime()));
-    expect(Math.min(...old.map((o) => ws.find((w) => w.id === o.id)!.stoppedAt!.getTime()))).toBeGreaterThanOrEqual(firstNewReady);
+    expect(Math.min(...old.map((o) => ws.find((w) => w.id === o.id)!.stoppedAt!.getTime()))).toBeGreaterThanOrEqual(
+      firstNewReady,
+    );
     expect(minReady).toBeGreaterThanOrEqual(3);
     const job = await p.ctx.db.job.findUniqueOrThrow({ where: { id: busyJob.id } });
     expect(job).toMatchObject({ status: 'COMPLETED', retries: 0, workerId: busyJob.workerId });
@@ -90,7 +108,9 @@ describe('releases', () => {
     expect(busyWorker.stoppedAt!.getTime()).toBeGreaterThanOrEqual(job.completedAt!.getTime());
     const containers = managedContainers(hostId).filter((c) => c.endpointId === endpointId);
     expect(containers.map((c) => c.workerId).sort()).toEqual(now.map((w) => w.id).sort());
-    expect((await p.ctx.db.release.findUniqueOrThrow({ where: { endpointId_version: { endpointId, version: 1 } } })).status).toBe('SUPERSEDED');
+    expect(
+      (await p.ctx.db.release.findUniqueOrThrow({ where: { endpointId_version: { endpointId, version: 1 } } })).status,
+    ).toBe('SUPERSEDED');
     const spec = await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getSpec);
     expect(spec?.releaseVersion).toBe(2);
   }, 240_000);
@@ -106,7 +126,10 @@ describe('releases', () => {
       return ws.length === 2 && ws.every((w) => w.status === 'IDLE') ? ws : undefined;
     });
 
-    const patched = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'bad', FAIL_ON_START: '3' } } });
+    const patched = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, {
+      key: p.adminKey,
+      body: { env: { GANTRY_TEST_RELEASE: 'bad', FAIL_ON_START: '3' } },
+    });
     expect(patched.status).toBe(200);
     const halted = await until(
       'release 2 to halt',
@@ -120,7 +143,9 @@ describe('releases', () => {
     const endpoint = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpointId } });
     expect(endpoint.currentReleaseVersion).toBe(1);
     expect(endpoint.env).toEqual({ GANTRY_TEST_RELEASE: 'good' });
-    expect((await p.ctx.db.release.findUniqueOrThrow({ where: { endpointId_version: { endpointId, version: 1 } } })).status).toBe('COMPLETED');
+    expect(
+      (await p.ctx.db.release.findUniqueOrThrow({ where: { endpointId_version: { endpointId, version: 1 } } })).status,
+    ).toBe('COMPLETED');
     const view = await call(p.url, 'GET', `/v2/serverless/${endpointId}`, { key: p.adminKey });
     expect(view.body.env).toEqual({ GANTRY_TEST_RELEASE: 'good' });
 
@@ -130,17 +155,26 @@ describe('releases', () => {
       return ws.every((w) => w.status === 'FAILED' || w.status === 'STOPPED') ? ws : undefined;
     });
     expect(bad.length).toBeGreaterThanOrEqual(2);
-    expect(bad.some((w) => /exited with code 3/.test(w.statusReason ?? '') && /failing on start as told/.test(w.statusReason ?? ''))).toBe(true);
+    expect(
+      bad.some(
+        (w) => /exited with code 3/.test(w.statusReason ?? '') && /failing on start as told/.test(w.statusReason ?? ''),
+      ),
+    ).toBe(true);
     await until('the workflow to be back on v1 with no rollout', async () => {
       const s = await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getScalingStatus);
       return s?.rollout === null ? s : undefined;
     });
     const still = live(await workersOf(endpointId));
     expect(still.map((w) => w.id).sort()).toEqual(good.map((w) => w.id).sort());
-    expect((await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getSpec))?.releaseVersion).toBe(1);
+    expect(
+      (await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(endpointId)).query(getSpec))?.releaseVersion,
+    ).toBe(1);
 
     // A later good release rolls out from there.
-    const fixed = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, { key: p.adminKey, body: { env: { GANTRY_TEST_RELEASE: 'fixed' } } });
+    const fixed = await call(p.url, 'PATCH', `/v2/serverless/${endpointId}`, {
+      key: p.adminKey,
+      body: { env: { GANTRY_TEST_RELEASE: 'fixed' } },
+    });
     expect(fixed.status).toBe(200);
     const v3 = await until(
       'release 3 to complete',

@@ -42,10 +42,22 @@ export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
 export const TEST_HOST_LABELS = { 'gantry.io/cpu-overcommit': '32' } as const;
 
 /** Registers an SSH test host through the API (data center dc-1 unless told) and answers its id; it must come up READY. */
-export async function registerTestHost(p: TestPlatform, host: SshTestHost, name: string, extra: { dataCenterId?: string; labels?: Record<string, string> } = {}): Promise<string> {
+export async function registerTestHost(
+  p: TestPlatform,
+  host: SshTestHost,
+  name: string,
+  extra: { dataCenterId?: string; labels?: Record<string, string> } = {},
+): Promise<string> {
   const h = await call(p.url, 'POST', '/v2/hosts', {
     key: p.adminKey,
-    body: { name, address: host.host, port: host.port, privateKey: host.privateKey, dataCenterId: extra.dataCenterId ?? 'dc-1', labels: extra.labels ?? TEST_HOST_LABELS },
+    body: {
+      name,
+      address: host.host,
+      port: host.port,
+      privateKey: host.privateKey,
+      dataCenterId: extra.dataCenterId ?? 'dc-1',
+      labels: extra.labels ?? TEST_HOST_LABELS,
+    },
   });
   expect(h.body.status, JSON.stringify(h.body)).toBe('READY');
   return h.body.id as string;
@@ -55,7 +67,9 @@ export async function registerTestHost(p: TestPlatform, host: SshTestHost, name:
 export const ORCHESTRATION_WORKER_IMAGE = 'localhost/gantry-orchestration-worker:1';
 
 export function ensureOrchestrationWorkerImage(): string {
-  ensureTestWorkerImage(ORCHESTRATION_WORKER_IMAGE, { appDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker') });
+  ensureTestWorkerImage(ORCHESTRATION_WORKER_IMAGE, {
+    appDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker'),
+  });
   return ORCHESTRATION_WORKER_IMAGE;
 }
 
@@ -118,9 +132,20 @@ export interface ManagedContainerInfo {
 
 /** Containers on this machine's Podman that Gantry started for a Host row. */
 export function managedContainers(hostId: string): ManagedContainerInfo[] {
-  const r = spawnSync('podman', ['ps', '--all', '--filter', `label=gantry.host=${hostId}`, '--format', '{{.ID}}\t{{.Names}}\t{{index .Labels "gantry.worker"}}\t{{index .Labels "gantry.endpoint"}}\t{{.State}}'], {
-    encoding: 'utf8',
-  });
+  const r = spawnSync(
+    'podman',
+    [
+      'ps',
+      '--all',
+      '--filter',
+      `label=gantry.host=${hostId}`,
+      '--format',
+      '{{.ID}}\t{{.Names}}\t{{index .Labels "gantry.worker"}}\t{{index .Labels "gantry.endpoint"}}\t{{.State}}',
+    ],
+    {
+      encoding: 'utf8',
+    },
+  );
   if (r.status !== 0) throw new Error(`podman ps failed: ${r.stderr}`);
   return r.stdout
     .split('\n')
@@ -164,7 +189,10 @@ export async function readSse(
 ): Promise<{ contentType: string; events: SseEvent[] }> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), timeoutMs);
-  const res = await fetch(url, { headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', ...headers }, signal: abort.signal });
+  const res = await fetch(url, {
+    headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', ...headers },
+    signal: abort.signal,
+  });
   if (res.status !== 200) throw new Error(`SSE answered ${res.status}: ${await res.text()}`);
   const events: SseEvent[] = [];
   const decoder = new TextDecoder();
@@ -182,7 +210,8 @@ export async function readSse(
           else if (line.startsWith('event: ')) e.event = line.slice(7);
           else if (line.startsWith('data: ')) e.dataText = (e.dataText ?? '') + line.slice(6);
         }
-        if (e.event && e.dataText !== undefined) events.push({ ...(e.id ? { id: e.id } : {}), event: e.event, data: JSON.parse(e.dataText) });
+        if (e.event && e.dataText !== undefined)
+          events.push({ ...(e.id ? { id: e.id } : {}), event: e.event, data: JSON.parse(e.dataText) });
       }
       if (enough(events)) break;
     }
@@ -190,7 +219,8 @@ export async function readSse(
     clearTimeout(timer);
     abort.abort();
   }
-  if (!enough(events)) throw new Error(`the SSE stream ended without the expected events: ${JSON.stringify(events).slice(0, 2000)}`);
+  if (!enough(events))
+    throw new Error(`the SSE stream ended without the expected events: ${JSON.stringify(events).slice(0, 2000)}`);
   return { contentType: res.headers.get('content-type') ?? '', events };
 }
 
@@ -199,7 +229,11 @@ export async function readSse(
  * from the Debian-made base (test/support/python-base-image.ts; no registry here), artifacts are cached in
  * `cacheDir`, and the proxy's health checks are quick. `versions`: the Python bases to make first.
  */
-export async function startAppsPlatform(hostName: string, cacheDir: string, versions: Array<'3.11' | '3.13'> = ['3.11']): Promise<OneHostPlatform> {
+export async function startAppsPlatform(
+  hostName: string,
+  cacheDir: string,
+  versions: Array<'3.11' | '3.13'> = ['3.11'],
+): Promise<OneHostPlatform> {
   for (const v of versions) await ensurePythonBaseImage(v);
   const settings = {
     GANTRY_RUNTIME_BASE_IMAGE: 'localhost/gantry-python:{python}',

@@ -26,10 +26,20 @@ const ASSETS = ['playground.js', 'schema-form.js', 'snippets.js', 'playground.cs
 const KEY_ITEM = 'gantry.playground.key';
 
 /** What the page shows a cost as. */
-const usd = (n: number): string => new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: 6 }).format(n);
+const usd = (n: number): string =>
+  new Intl.NumberFormat('en-US', {
+    style: 'currency',
+    currency: 'USD',
+    minimumFractionDigits: 2,
+    maximumFractionDigits: 6,
+  }).format(n);
 
 /** A program run to its end: its status and what it printed. */
-function runProgram(cmd: string, args: string[], opts: { env: Record<string, string>; cwd?: string; stdin?: string; timeoutMs?: number }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runProgram(
+  cmd: string,
+  args: string[],
+  opts: { env: Record<string, string>; cwd?: string; stdin?: string; timeoutMs?: number },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -85,7 +95,13 @@ describe('playground in a browser', () => {
   });
 
   /** A page whose requests may reach this machine only: what it tried elsewhere, what it complained about, every URL it asked for. */
-  async function openPage(address: string): Promise<{ context: BrowserContext; page: Page; offsite: string[]; problems: string[]; requests: { url: string; authorization: string | undefined }[] }> {
+  async function openPage(address: string): Promise<{
+    context: BrowserContext;
+    page: Page;
+    offsite: string[];
+    problems: string[];
+    requests: { url: string; authorization: string | undefined }[];
+  }> {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(f.url).origin });
     const offsite: string[] = [];
@@ -116,7 +132,7 @@ describe('playground in a browser', () => {
     await page.getByRole('button', { name: 'Use key' }).click();
   }
 
-  it('runs the model from the browser; the Code panel\'s curl, Python and JavaScript make the same image', async () => {
+  it("runs the model from the browser; the Code panel's curl, Python and JavaScript make the same image", async () => {
     const { context, page, offsite, problems, requests } = await openPage(`${f.url}/playground`);
     try {
       // 1. The key, then the list: the model with its id, kind and price, linking to its page.
@@ -140,13 +156,21 @@ describe('playground in a browser', () => {
       expect(await promptBox.getAttribute('required')).not.toBeNull();
       await promptBox.click();
       await page.keyboard.type(prompt);
-      for (const [name, value] of [['Seed', seed], ['Width', 640], ['Height', 384]] as const) {
+      for (const [name, value] of [
+        ['Seed', seed],
+        ['Width', 640],
+        ['Height', 384],
+      ] as const) {
         const box = page.getByRole('spinbutton', { name, exact: true });
         await box.fill(String(value));
       }
       // Help text reaches assistive technology: the seed's description describes its box.
-      const seedHelp = await page.getByRole('spinbutton', { name: 'Seed', exact: true }).getAttribute('aria-describedby');
-      expect(await page.locator(`[id="${seedHelp!.split(' ')[0]}"]`).innerText()).toContain(model.inputSchema.properties.seed.description);
+      const seedHelp = await page
+        .getByRole('spinbutton', { name: 'Seed', exact: true })
+        .getAttribute('aria-describedby');
+      expect(await page.locator(`[id="${seedHelp!.split(' ')[0]}"]`).innerText()).toContain(
+        model.inputSchema.properties.seed.description,
+      );
       expect(await page.getByRole('combobox', { name: 'Output format' }).inputValue()).not.toBe('');
 
       // Run, with the keyboard: the live region goes through the job's states to COMPLETED.
@@ -167,11 +191,18 @@ describe('playground in a browser', () => {
       } finally {
         clearInterval(watch);
       }
-      expect([...seen].some((s) => s === 'IN_QUEUE' || s === 'IN_PROGRESS' || s === 'SUBMITTING'), [...seen].join()).toBe(true);
+      expect(
+        [...seen].some((s) => s === 'IN_QUEUE' || s === 'IN_PROGRESS' || s === 'SUBMITTING'),
+        [...seen].join(),
+      ).toBe(true);
 
       // The image has loaded, from the job's own output URL, with the prompt as its text.
       const img = page.locator('#result img');
-      await expect.poll(() => img.evaluate((e) => ((e as unknown as Img).complete ? (e as unknown as Img).naturalWidth : 0)), { timeout: 15_000 }).toBe(640);
+      await expect
+        .poll(() => img.evaluate((e) => ((e as unknown as Img).complete ? (e as unknown as Img).naturalWidth : 0)), {
+          timeout: 15_000,
+        })
+        .toBe(640);
       expect(await img.evaluate((e) => (e as unknown as Img).naturalHeight)).toBe(384);
       expect(await img.getAttribute('alt')).toBe(prompt);
       const jobId = (await page.locator('#result .job-id code').innerText()).trim();
@@ -205,7 +236,11 @@ describe('playground in a browser', () => {
       expect(snippets.curl).toContain(`${model.runUrl}/runsync`);
       expect(snippets.Python).toContain(`runpod.Endpoint("${f.modelId}")`);
       expect(snippets.JavaScript).toContain(`runpod.endpoint("${f.modelId}")`);
-      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', SERVICE_API_KEY: f.callerKey };
+      const env = {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? '/root',
+        SERVICE_API_KEY: f.callerKey,
+      };
 
       const curl = await runProgram('bash', ['-c', snippets.curl!], { env });
       expect(curl.code, curl.stderr).toBe(0);
@@ -224,7 +259,11 @@ describe('playground in a browser', () => {
       expect(py.stdout).toMatch(new RegExp(`'seed': ${seed}\\b`));
       const pyImage = await fetchPng(pyUrl!);
 
-      const js = await runProgram(process.execPath, ['--input-type=module'], { env, cwd: f.nodeModulesDir, stdin: snippets.JavaScript });
+      const js = await runProgram(process.execPath, ['--input-type=module'], {
+        env,
+        cwd: f.nodeModulesDir,
+        stdin: snippets.JavaScript,
+      });
       expect(js.code, js.stderr).toBe(0);
       // runSync may print progress lines first; the snippet's own line is the last.
       const jsJob = JSON.parse(js.stdout.trim().split('\n').pop()!);
@@ -233,7 +272,11 @@ describe('playground in a browser', () => {
       const jsImage = await fetchPng(jsJob.output.image_url);
 
       // Exactly the form's input: the same prompt, seed and size give the same picture every way.
-      for (const [how, image] of [['curl', curlImage], ['Python', pyImage], ['JavaScript', jsImage]] as const) {
+      for (const [how, image] of [
+        ['curl', curlImage],
+        ['Python', pyImage],
+        ['JavaScript', jsImage],
+      ] as const) {
         expect([image.width, image.height], how).toEqual([640, 384]);
         expect(sha256(image.bytes), `${how}'s image is the browser's`).toBe(sha256(browserImage.bytes));
       }
@@ -241,7 +284,8 @@ describe('playground in a browser', () => {
       // 4. Keyboard: arrow keys, Home and End move between the tabs, and the panel follows.
       await page.getByRole('tab', { name: 'curl', exact: true }).click();
       const selected = (): Promise<string> => page.locator('[role=tab][aria-selected=true]').innerText();
-      const focused = (): Promise<string | undefined> => page.evaluate<string | undefined>('document.activeElement?.textContent ?? undefined');
+      const focused = (): Promise<string | undefined> =>
+        page.evaluate<string | undefined>('document.activeElement?.textContent ?? undefined');
       await page.keyboard.press('ArrowRight');
       expect([await selected(), await focused()]).toEqual(['Python', 'Python']);
       expect(await page.getByRole('tabpanel', { name: 'Python', exact: true }).isVisible()).toBe(true);
@@ -261,11 +305,15 @@ describe('playground in a browser', () => {
       await page.getByRole('tab', { name: 'curl', exact: true }).click();
 
       // The key: in this tab's session storage, nowhere else, and only in Authorization headers.
-      const storage = await page.evaluate<{ session: string | null; local: string }>(`({ session: sessionStorage.getItem(${JSON.stringify(KEY_ITEM)}), local: JSON.stringify({ ...localStorage }) })`);
+      const storage = await page.evaluate<{ session: string | null; local: string }>(
+        `({ session: sessionStorage.getItem(${JSON.stringify(KEY_ITEM)}), local: JSON.stringify({ ...localStorage }) })`,
+      );
       expect(storage.session).toBe(f.callerKey);
       expect(storage.local).not.toContain(f.callerKey);
       expect(requests.filter((r) => r.url.includes(f.callerKey))).toEqual([]);
-      const apiCalls = requests.filter((r) => new URL(r.url).pathname.startsWith('/v2/') && !new URL(r.url).pathname.startsWith('/v2/outputs/'));
+      const apiCalls = requests.filter(
+        (r) => new URL(r.url).pathname.startsWith('/v2/') && !new URL(r.url).pathname.startsWith('/v2/outputs/'),
+      );
       expect(apiCalls.length).toBeGreaterThan(2);
       for (const r of apiCalls) expect(r.authorization, r.url).toBe(`Bearer ${f.callerKey}`);
       for (const r of requests.filter((r) => !apiCalls.includes(r))) expect(r.authorization, r.url).toBeUndefined();
@@ -273,7 +321,8 @@ describe('playground in a browser', () => {
       // 5. The picture: docs/public-models.md's, when asked for.
       await page.mouse.move(0, 0);
       await page.evaluate('document.activeElement?.blur()');
-      const shotDir = process.env.GANTRY_PLAYGROUND_SCREENSHOT === '1' ? path.join(REPO_ROOT, 'docs', 'images') : scratch;
+      const shotDir =
+        process.env.GANTRY_PLAYGROUND_SCREENSHOT === '1' ? path.join(REPO_ROOT, 'docs', 'images') : scratch;
       mkdirSync(shotDir, { recursive: true });
       await page.screenshot({ path: path.join(shotDir, 'playground.png'), fullPage: true });
 
@@ -284,7 +333,7 @@ describe('playground in a browser', () => {
     }
   }, 300_000);
 
-  it('asks again for a refused key, shows the API\'s problem for an input it refuses, and forgets the key', async () => {
+  it("asks again for a refused key, shows the API's problem for an input it refuses, and forgets the key", async () => {
     const { context, page, offsite, problems } = await openPage(`${f.url}/playground/${f.modelId}`);
     try {
       await giveKey(page, 'gntr_not_a_real_key_at_all_000000');
@@ -299,7 +348,9 @@ describe('playground in a browser', () => {
       // ... and says why, next to the field and tied to it.
       const promptBox = page.getByRole('textbox', { name: 'Prompt', exact: true });
       expect(await promptBox.getAttribute('aria-invalid')).toBe('true');
-      const errorId = (await promptBox.getAttribute('aria-describedby'))!.split(' ').find((id) => id.endsWith('-error'));
+      const errorId = (await promptBox.getAttribute('aria-describedby'))!
+        .split(' ')
+        .find((id) => id.endsWith('-error'));
       expect(await page.locator(`[id="${errorId}"]`).innerText()).not.toBe('');
 
       // What the server refuses (here a width past the schema's maximum, the form's limit lifted):
@@ -345,7 +396,13 @@ describe('playground in a browser', () => {
       expect(html).toContain('lang="en"');
     }
     // What can't be a model id is no page.
-    for (const route of ['/playground/Not_A_Model', '/playground/nodash', '/playground/public-endpoints', `/playground/${'a-'.repeat(40)}b`, '/playground/assets/nope.js']) {
+    for (const route of [
+      '/playground/Not_A_Model',
+      '/playground/nodash',
+      '/playground/public-endpoints',
+      `/playground/${'a-'.repeat(40)}b`,
+      '/playground/assets/nope.js',
+    ]) {
       const r = await fetch(`${f.url}${route}`);
       expect(r.status, route).toBe(404);
       expect(r.headers.get('content-type'), route).toMatch(/^application\/problem\+json/);
@@ -358,7 +415,9 @@ describe('playground in a browser', () => {
       expect(r.headers.get('ratelimit')).toBeNull();
       expect((await r.arrayBuffer()).byteLength).toBeGreaterThan(1000);
       const etag = r.headers.get('etag')!;
-      expect((await fetch(`${f.url}/playground/assets/${name}`, { headers: { 'if-none-match': etag } })).status).toBe(304);
+      expect((await fetch(`${f.url}/playground/assets/${name}`, { headers: { 'if-none-match': etag } })).status).toBe(
+        304,
+      );
     }
     const raw = await import('node:http').then(
       (http) =>

@@ -4,8 +4,13 @@ import { call, type TestPlatform } from '../support/platform.ts';
 import { managedContainers, type ManagedContainerInfo } from './orchestration-support.ts';
 
 /** A GraphQL call with a key as `?api_key=` (none: null); the answer's fields with its HTTP status. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are arbitrary JSON
-export async function graphql(p: TestPlatform, query: string, variables?: Record<string, unknown>, key: string | null = p.adminKey): Promise<any> {
+export async function graphql(
+  p: TestPlatform,
+  query: string,
+  variables?: Record<string, unknown>,
+  key: string | null = p.adminKey,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are arbitrary JSON
+): Promise<any> {
   const qs = key === null ? '' : `?api_key=${encodeURIComponent(key)}`;
   const r = await call(p.url, 'POST', `/graphql${qs}`, { body: { query, variables } });
   return { status: r.status, ...r.body };
@@ -13,7 +18,12 @@ export async function graphql(p: TestPlatform, query: string, variables?: Record
 
 /** The containers of one pod on the host `hostId` (this machine's Podman). */
 export function podContainers(hostId: string, podId: string): ManagedContainerInfo[] {
-  return managedContainers(hostId).filter((c) => spawnSync('podman', ['inspect', '--format', '{{index .Config.Labels "gantry.pod"}}', c.id], { encoding: 'utf8' }).stdout.trim() === podId);
+  return managedContainers(hostId).filter(
+    (c) =>
+      spawnSync('podman', ['inspect', '--format', '{{index .Config.Labels "gantry.pod"}}', c.id], {
+        encoding: 'utf8',
+      }).stdout.trim() === podId,
+  );
 }
 
 /** A container's environment, `KEY=VALUE` strings. */

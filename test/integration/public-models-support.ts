@@ -26,10 +26,23 @@ export const IMAGE_INPUT_SCHEMA = {
   additionalProperties: false,
   properties: {
     prompt: { type: 'string', title: 'Prompt', minLength: 1, maxLength: 1000, description: 'What to draw.' },
-    negative_prompt: { type: 'string', title: 'Negative prompt', maxLength: 1000, default: '', description: 'What to leave out.' },
+    negative_prompt: {
+      type: 'string',
+      title: 'Negative prompt',
+      maxLength: 1000,
+      default: '',
+      description: 'What to leave out.',
+    },
     width: { type: 'integer', title: 'Width', minimum: 64, maximum: 2048, multipleOf: 8, default: 512 },
     height: { type: 'integer', title: 'Height', minimum: 64, maximum: 2048, multipleOf: 8, default: 512 },
-    seed: { type: 'integer', title: 'Seed', minimum: 0, maximum: 2147483647, default: 42, description: 'The same seed and input give the same image.' },
+    seed: {
+      type: 'integer',
+      title: 'Seed',
+      minimum: 0,
+      maximum: 2147483647,
+      default: 42,
+      description: 'The same seed and input give the same image.',
+    },
     num_inference_steps: { type: 'integer', title: 'Steps', minimum: 1, maximum: 100, default: 20 },
     guidance: { type: 'number', title: 'Guidance', minimum: 0, maximum: 20, default: 7.5 },
     output_format: { type: 'string', title: 'Output format', enum: ['png', 'jpeg', 'webp'], default: 'png' },
@@ -52,7 +65,13 @@ export interface PublicModelFixture {
   stop(): Promise<void>;
 }
 
-export async function startPublicModelFixture(opts: { env?: Record<string, string>; modelId?: string; price?: { amount: number; unit: 'call' | 'megapixel' | 'second' } } = {}): Promise<PublicModelFixture> {
+export async function startPublicModelFixture(
+  opts: {
+    env?: Record<string, string>;
+    modelId?: string;
+    price?: { amount: number; unit: 'call' | 'megapixel' | 'second' };
+  } = {},
+): Promise<PublicModelFixture> {
   const python = await ensurePythonClients();
   const platform = await startTestPlatform(opts.env ?? {});
   let worker: WorkerProcess | undefined;
@@ -65,7 +84,12 @@ export async function startPublicModelFixture(opts: { env?: Record<string, strin
       RUNPOD_SKIP_GPU_CHECK: 'true',
       RUNPOD_LOG_LEVEL: 'WARN',
     });
-    worker = wrapWorker(spawn(python, [IMAGE_MODEL_HANDLER], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env }, stdio: ['ignore', 'pipe', 'inherit'] }));
+    worker = wrapWorker(
+      spawn(python, [IMAGE_MODEL_HANDLER], {
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      }),
+    );
     const modelId = opts.modelId ?? 'test-image-1';
     const published = await call(platform.url, 'POST', '/v2/public-endpoints', {
       key: platform.adminKey,
@@ -80,7 +104,9 @@ export async function startPublicModelFixture(opts: { env?: Record<string, strin
       },
     });
     expect(published.status, JSON.stringify(published.body)).toBe(201);
-    const callerAccountId = (await platform.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@caller.test`, name: 'caller' } })).id;
+    const callerAccountId = (
+      await platform.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@caller.test`, name: 'caller' } })
+    ).id;
     const callerKey = (await issueApiKey(platform.ctx.db, callerAccountId, 'caller', ['RUN', 'READ'])).key;
     const running = worker;
     return {
@@ -95,7 +121,10 @@ export async function startPublicModelFixture(opts: { env?: Record<string, strin
       worker: running,
       async stop() {
         await running.kill('SIGTERM');
-        await platform.ctx.temporal.schedule.getHandle(purgeOutputsScheduleId(platform.taskQueue)).delete().catch(() => undefined);
+        await platform.ctx.temporal.schedule
+          .getHandle(purgeOutputsScheduleId(platform.taskQueue))
+          .delete()
+          .catch(() => undefined);
         await platform.stop();
       },
     };

@@ -43,8 +43,15 @@ function png(width: number, height: number): Buffer {
   ihdr.writeUInt32BE(height, 4);
   ihdr[8] = 8; // bit depth
   ihdr[9] = 0; // greyscale
-  const rows = Buffer.concat(Array.from({ length: height }, () => Buffer.concat([Buffer.from([0]), Buffer.alloc(width, 0x80)])));
-  return Buffer.concat([PNG_SIGNATURE, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(rows)), chunk('IEND', Buffer.alloc(0))]);
+  const rows = Buffer.concat(
+    Array.from({ length: height }, () => Buffer.concat([Buffer.from([0]), Buffer.alloc(width, 0x80)])),
+  );
+  return Buffer.concat([
+    PNG_SIGNATURE,
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 async function fetchBytes(url: string): Promise<{ status: number; headers: Headers; bytes: Buffer }> {
@@ -66,9 +73,16 @@ describe('public models', () => {
   }, 60_000);
 
   describe('publishing', () => {
-    it('is the operator\'s: a tenant key (even ADMIN of its own account) is refused, the catalogue is anyone\'s', async () => {
+    it("is the operator's: a tenant key (even ADMIN of its own account) is refused, the catalogue is anyone's", async () => {
       const tenantAdmin = (await issueApiKey(p.ctx.db, f.callerAccountId, 'tenant admin', ['ADMIN'])).key;
-      const body = { id: 'sneaky-model', endpointId: f.endpointId, name: 'x', outputKind: 'json', inputSchema: { type: 'object' }, price: { amount: 0, unit: 'call' } };
+      const body = {
+        id: 'sneaky-model',
+        endpointId: f.endpointId,
+        name: 'x',
+        outputKind: 'json',
+        inputSchema: { type: 'object' },
+        price: { amount: 0, unit: 'call' },
+      };
       expect((await call(f.url, 'POST', '/v2/public-endpoints', { key: tenantAdmin, body })).status).toBe(403);
       expect((await call(f.url, 'POST', '/v2/public-endpoints', { key: f.callerKey, body })).status).toBe(403);
       expect((await call(f.url, 'POST', '/v2/public-endpoints', { body })).status).toBe(401);
@@ -76,18 +90,32 @@ describe('public models', () => {
       const listed = await call(f.url, 'GET', '/v2/public-endpoints', { key: f.callerKey });
       expect(listed.status).toBe(200);
       const model = listed.body.find((m: { id: string }) => m.id === f.modelId);
-      expect(model).toMatchObject({ outputKind: 'image', price: { amount: 0.002, unit: 'call' }, runUrl: `${f.url}/v2/${f.modelId}`, inputSchema: IMAGE_INPUT_SCHEMA });
+      expect(model).toMatchObject({
+        outputKind: 'image',
+        price: { amount: 0.002, unit: 'call' },
+        runUrl: `${f.url}/v2/${f.modelId}`,
+        inputSchema: IMAGE_INPUT_SCHEMA,
+      });
       // Kept as written: the playground's form follows the author's order.
       expect(Object.keys(model.inputSchema.properties)).toEqual(Object.keys(IMAGE_INPUT_SCHEMA.properties));
       // Which endpoint (and account) serves it is the operator's business.
       expect(model.endpointId).toBeUndefined();
-      expect((await call(f.url, 'GET', `/v2/public-endpoints/${f.modelId}`, { key: p.adminKey })).body.endpointId).toBe(f.endpointId);
+      expect((await call(f.url, 'GET', `/v2/public-endpoints/${f.modelId}`, { key: p.adminKey })).body.endpointId).toBe(
+        f.endpointId,
+      );
       expect((await call(f.url, 'GET', '/v2/public-endpoints/no-such-model', { key: f.callerKey })).status).toBe(404);
     });
 
     it('refuses bad input with problem+json naming the field, and conflicts with 409', async () => {
       const ep = await createQueueEndpoint(p);
-      const base = { id: 'ok-model', endpointId: ep, name: 'ok', outputKind: 'json', inputSchema: { type: 'object' }, price: { amount: 0.01, unit: 'call' } };
+      const base = {
+        id: 'ok-model',
+        endpointId: ep,
+        name: 'ok',
+        outputKind: 'json',
+        inputSchema: { type: 'object' },
+        price: { amount: 0.01, unit: 'call' },
+      };
       const refused = async (body: Record<string, unknown>) => {
         const r = await call(f.url, 'POST', '/v2/public-endpoints', { key: p.adminKey, body: { ...base, ...body } });
         expect(r.status, JSON.stringify(r.body)).toBe(422);
@@ -99,42 +127,87 @@ describe('public models', () => {
       expect(await refused({ id: 'Upper-Case' })).toMatch(/^\$\.id: /);
       expect(await refused({ id: 'public-endpoints' })).toMatch(/^\$\.id: /);
       expect(await refused({ inputSchema: { type: 'string' } })).toMatch(/\$\.inputSchema: must describe an object/);
-      expect(await refused({ inputSchema: { type: 'object', properties: { a: { type: 'no-such-type' } } } })).toMatch(/\$\.inputSchema: is not a usable JSON Schema/);
-      expect(await refused({ inputSchema: { type: 'object', description: 'x'.repeat(70_000) } })).toMatch(/\$\.inputSchema: is larger than/);
+      expect(await refused({ inputSchema: { type: 'object', properties: { a: { type: 'no-such-type' } } } })).toMatch(
+        /\$\.inputSchema: is not a usable JSON Schema/,
+      );
+      expect(await refused({ inputSchema: { type: 'object', description: 'x'.repeat(70_000) } })).toMatch(
+        /\$\.inputSchema: is larger than/,
+      );
       expect(await refused({ price: { amount: -1, unit: 'call' } })).toMatch(/^\$\.price\.amount/);
       expect(await refused({ price: { amount: 1, unit: 'token' } })).toMatch(/^\$\.price\.unit/);
       expect(await refused({ endpointId: 'nosuchendpoint' })).toMatch(/\$\.endpointId: no endpoint/);
       const lb = await createQueueEndpoint(p, undefined, { type: 'LOAD_BALANCING' });
       expect(await refused({ endpointId: lb })).toMatch(/only a queue-based endpoint/);
 
-      expect((await call(f.url, 'POST', '/v2/public-endpoints', { key: p.adminKey, body: { ...base, id: f.modelId } })).status).toBe(409);
-      expect((await call(f.url, 'POST', '/v2/public-endpoints', { key: p.adminKey, body: { ...base, endpointId: f.endpointId } })).status).toBe(409);
+      expect(
+        (await call(f.url, 'POST', '/v2/public-endpoints', { key: p.adminKey, body: { ...base, id: f.modelId } }))
+          .status,
+      ).toBe(409);
+      expect(
+        (
+          await call(f.url, 'POST', '/v2/public-endpoints', {
+            key: p.adminKey,
+            body: { ...base, endpointId: f.endpointId },
+          })
+        ).status,
+      ).toBe(409);
     });
 
     it('works the same over GraphQL: publish, read, change, unpublish', async () => {
       const ep = await createQueueEndpoint(p);
-      const gql = (key: string, query: string, variables: Record<string, unknown> = {}) => call(f.url, 'POST', '/graphql', { key, body: { query, variables } });
+      const gql = (key: string, query: string, variables: Record<string, unknown> = {}) =>
+        call(f.url, 'POST', '/graphql', { key, body: { query, variables } });
       const published = await gql(
         p.adminKey,
         'mutation($i: PublishPublicEndpointInput!) { publishPublicEndpoint(input: $i) { id outputKind inputSchema price { amount unit } runUrl endpointId } }',
-        { i: { id: 'gql-echo-1', endpointId: ep, name: 'Echo', outputKind: 'json', inputSchema: JSON.stringify({ type: 'object', properties: { text: { type: 'string' } } }), price: { amount: 0.5, unit: 'call' } } },
+        {
+          i: {
+            id: 'gql-echo-1',
+            endpointId: ep,
+            name: 'Echo',
+            outputKind: 'json',
+            inputSchema: JSON.stringify({ type: 'object', properties: { text: { type: 'string' } } }),
+            price: { amount: 0.5, unit: 'call' },
+          },
+        },
       );
       expect(published.body.errors).toBeUndefined();
-      expect(published.body.data.publishPublicEndpoint).toMatchObject({ id: 'gql-echo-1', outputKind: 'json', price: { amount: 0.5, unit: 'call' }, runUrl: `${f.url}/v2/gql-echo-1`, endpointId: ep });
-      expect(JSON.parse(published.body.data.publishPublicEndpoint.inputSchema)).toEqual({ type: 'object', properties: { text: { type: 'string' } } });
+      expect(published.body.data.publishPublicEndpoint).toMatchObject({
+        id: 'gql-echo-1',
+        outputKind: 'json',
+        price: { amount: 0.5, unit: 'call' },
+        runUrl: `${f.url}/v2/gql-echo-1`,
+        endpointId: ep,
+      });
+      expect(JSON.parse(published.body.data.publishPublicEndpoint.inputSchema)).toEqual({
+        type: 'object',
+        properties: { text: { type: 'string' } },
+      });
 
-      const seen = await gql(f.callerKey, '{ publicEndpoints { id endpointId } publicEndpoint(id: "gql-echo-1") { name } missing: publicEndpoint(id: "no-such-model") { name } }');
+      const seen = await gql(
+        f.callerKey,
+        '{ publicEndpoints { id endpointId } publicEndpoint(id: "gql-echo-1") { name } missing: publicEndpoint(id: "no-such-model") { name } }',
+      );
       expect(seen.body.data.publicEndpoints).toContainEqual({ id: 'gql-echo-1', endpointId: null });
       expect(seen.body.data.publicEndpoint).toEqual({ name: 'Echo' });
       expect(seen.body.data.missing).toBeNull();
 
       const denied = await gql(f.callerKey, 'mutation { unpublishPublicEndpoint(id: "gql-echo-1") }');
       expect(denied.body.errors[0].extensions.code).toBe('FORBIDDEN');
-      const bad = await gql(p.adminKey, 'mutation { updatePublicEndpoint(id: "gql-echo-1", input: { inputSchema: "{not json" }) { id } }');
+      const bad = await gql(
+        p.adminKey,
+        'mutation { updatePublicEndpoint(id: "gql-echo-1", input: { inputSchema: "{not json" }) { id } }',
+      );
       expect(bad.body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
-      const changed = await gql(p.adminKey, 'mutation { updatePublicEndpoint(id: "gql-echo-1", input: { price: { amount: 0.25, unit: "call" } }) { price { amount } } }');
+      const changed = await gql(
+        p.adminKey,
+        'mutation { updatePublicEndpoint(id: "gql-echo-1", input: { price: { amount: 0.25, unit: "call" } }) { price { amount } } }',
+      );
       expect(changed.body.data.updatePublicEndpoint.price.amount).toBe(0.25);
-      expect((await gql(p.adminKey, 'mutation { unpublishPublicEndpoint(id: "gql-echo-1") }')).body.data.unpublishPublicEndpoint).toBe(true);
+      expect(
+        (await gql(p.adminKey, 'mutation { unpublishPublicEndpoint(id: "gql-echo-1") }')).body.data
+          .unpublishPublicEndpoint,
+      ).toBe(true);
       expect((await call(f.url, 'GET', '/v2/public-endpoints/gql-echo-1', { key: f.callerKey })).status).toBe(404);
     });
   });
@@ -143,16 +216,24 @@ describe('public models', () => {
     let jobId: string;
     let imageUrl: string;
 
-    it('runs the job on the model\'s worker: output with image_url and cost, the image served by the signed URL alone', async () => {
-      const r = await call(f.url, 'POST', `/v2/${f.modelId}/runsync`, { key: f.callerKey, body: { input: { prompt: 'a red bicycle', seed: 1234, width: 320, height: 256 } } });
+    it("runs the job on the model's worker: output with image_url and cost, the image served by the signed URL alone", async () => {
+      const r = await call(f.url, 'POST', `/v2/${f.modelId}/runsync`, {
+        key: f.callerKey,
+        body: { input: { prompt: 'a red bicycle', seed: 1234, width: 320, height: 256 } },
+      });
       expect(r.status, JSON.stringify(r.body)).toBe(200);
-      expect(r.body).toMatchObject({ status: 'COMPLETED', output: { seed: 1234, width: 320, height: 256, cost: 0.002 } });
+      expect(r.body).toMatchObject({
+        status: 'COMPLETED',
+        output: { seed: 1234, width: 320, height: 256, cost: 0.002 },
+      });
       expect(r.body.output.image).toBeUndefined();
       expect(typeof r.body.delayTime).toBe('number');
       expect(typeof r.body.executionTime).toBe('number');
       jobId = r.body.id;
       imageUrl = r.body.output.image_url;
-      expect(imageUrl).toMatch(new RegExp(`^${f.url}/v2/outputs/[a-z0-9]{24}/image\\.png\\?expires=\\d+&sig=[A-Za-z0-9_-]{43}$`));
+      expect(imageUrl).toMatch(
+        new RegExp(`^${f.url}/v2/outputs/[a-z0-9]{24}/image\\.png\\?expires=\\d+&sig=[A-Za-z0-9_-]{43}$`),
+      );
       // 7 days, give or take the clock between here and the server.
       const expires = Number(new URL(imageUrl).searchParams.get('expires')) * 1000;
       expect(Math.abs(expires - (Date.now() + 7 * 86_400_000))).toBeLessThan(60_000);
@@ -167,8 +248,11 @@ describe('public models', () => {
       expect(image.headers.get('content-security-policy')).toContain('sandbox');
     });
 
-    it('filled the schema\'s defaults into the input', async () => {
-      const r = await call(f.url, 'POST', `/v2/${f.modelId}/runsync`, { key: f.callerKey, body: { input: { prompt: 'defaults' } } });
+    it("filled the schema's defaults into the input", async () => {
+      const r = await call(f.url, 'POST', `/v2/${f.modelId}/runsync`, {
+        key: f.callerKey,
+        body: { input: { prompt: 'defaults' } },
+      });
       expect(r.body).toMatchObject({ status: 'COMPLETED', output: { seed: 42, width: 512, height: 512 } });
     });
 
@@ -177,7 +261,9 @@ describe('public models', () => {
       expect(status.body).toMatchObject({ id: jobId, status: 'COMPLETED', output: { image_url: imageUrl } });
       // The operator's account calls the same model: it is another caller.
       expect((await call(f.url, 'GET', `/v2/${f.modelId}/status/${jobId}`, { key: p.adminKey })).status).toBe(404);
-      const third = (await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@third.test`, name: 'third' } })).id;
+      const third = (
+        await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@third.test`, name: 'third' } })
+      ).id;
       const thirdKey = (await issueApiKey(p.ctx.db, third, 'third', ['RUN'])).key;
       for (const [method, route] of [
         ['GET', `/v2/${f.modelId}/status/${jobId}`],
@@ -188,15 +274,20 @@ describe('public models', () => {
         expect((await call(f.url, method, route, { key: thirdKey })).status, `${method} ${route}`).toBe(404);
       }
       // Another account's key never reaches the endpoint behind the model by its id.
-      expect((await call(f.url, 'POST', `/v2/${f.endpointId}/run`, { key: thirdKey, body: { input: { prompt: 'x' } } })).status).toBe(404);
+      expect(
+        (await call(f.url, 'POST', `/v2/${f.endpointId}/run`, { key: thirdKey, body: { input: { prompt: 'x' } } }))
+          .status,
+      ).toBe(404);
       const purged = await call(f.url, 'POST', `/v2/${f.modelId}/purge-queue`, { key: thirdKey });
       expect(purged.body).toEqual({ removed: 0, status: 'completed' });
       // A key limited to some endpoints reaches a model only if its list names it.
       const limited = (await issueApiKey(p.ctx.db, third, 'limited', ['RUN'], undefined, ['someendpoint00'])).key;
-      expect((await call(f.url, 'POST', `/v2/${f.modelId}/run`, { key: limited, body: { input: { prompt: 'x' } } })).status).toBe(403);
+      expect(
+        (await call(f.url, 'POST', `/v2/${f.modelId}/run`, { key: limited, body: { input: { prompt: 'x' } } })).status,
+      ).toBe(403);
     });
 
-    it('validates the input against the model\'s schema: 422 naming each field, nothing queued', async () => {
+    it("validates the input against the model's schema: 422 naming each field, nothing queued", async () => {
       const before = await p.ctx.db.job.count({ where: { endpointId: f.endpointId } });
       const refused = async (input: unknown) => {
         const r = await call(f.url, 'POST', `/v2/${f.modelId}/run`, { key: f.callerKey, body: { input } });
@@ -207,7 +298,9 @@ describe('public models', () => {
       expect(await refused({ prompt: 'x', width: 4096 })).toMatch(/^\$\.input\.width: must be <= 2048$/m);
       expect(await refused({ prompt: 'x', width: 100 })).toMatch(/^\$\.input\.width: must be multiple of 8$/m);
       expect(await refused({ width: 512 })).toMatch(/^\$\.input: missing property 'prompt'$/m);
-      expect(await refused({ prompt: 'x', output_format: 'bmp' })).toMatch(/^\$\.input\.output_format: must be equal to one of the allowed values$/m);
+      expect(await refused({ prompt: 'x', output_format: 'bmp' })).toMatch(
+        /^\$\.input\.output_format: must be equal to one of the allowed values$/m,
+      );
       expect(await refused({ prompt: 'x', shell: 'rm -rf /' })).toMatch(/additional properties 'shell' not allowed/);
       const both = await refused({ prompt: '', seed: -1 });
       expect(both).toMatch(/\$\.input\.prompt: /);
@@ -216,7 +309,9 @@ describe('public models', () => {
     });
 
     it('bills the caller, not the publisher: the charges add up in /v2/billing/endpoints and /v2/billing', async () => {
-      const completed = await p.ctx.db.job.count({ where: { endpointId: f.endpointId, accountId: f.callerAccountId, status: 'COMPLETED' } });
+      const completed = await p.ctx.db.job.count({
+        where: { endpointId: f.endpointId, accountId: f.callerAccountId, status: 'COMPLETED' },
+      });
       expect(completed).toBeGreaterThanOrEqual(2);
       const charges = await p.ctx.db.publicModelCharge.findMany({ where: { accountId: f.callerAccountId } });
       expect(charges).toHaveLength(completed);
@@ -245,17 +340,34 @@ describe('public models', () => {
         expect(r.status, url.href).toBe(403);
         expect(r.headers.get('content-type')).toMatch(/application\/problem\+json/);
       }
-      const counted = await p.ctx.db.rateLimitCounter.findMany({ where: { accountId: { startsWith: 'auth-failure/' } } });
+      const counted = await p.ctx.db.rateLimitCounter.findMany({
+        where: { accountId: { startsWith: 'auth-failure/' } },
+      });
       expect(counted.length).toBeGreaterThan(0);
     });
 
     it('stops answering within the revocation bound once unpublished, and answers again when published again', async () => {
       const ep = await createQueueEndpoint(p);
-      const body = { id: 'short-lived-1', endpointId: ep, name: 'short', outputKind: 'json', inputSchema: { type: 'object' }, price: { amount: 0, unit: 'call' } };
+      const body = {
+        id: 'short-lived-1',
+        endpointId: ep,
+        name: 'short',
+        outputKind: 'json',
+        inputSchema: { type: 'object' },
+        price: { amount: 0, unit: 'call' },
+      };
       expect((await call(f.url, 'POST', '/v2/public-endpoints', { key: p.adminKey, body })).status).toBe(201);
-      expect((await call(f.url, 'POST', '/v2/short-lived-1/run', { key: f.callerKey, body: { input: {} } })).status).toBe(200);
+      expect(
+        (await call(f.url, 'POST', '/v2/short-lived-1/run', { key: f.callerKey, body: { input: {} } })).status,
+      ).toBe(200);
       expect((await call(f.url, 'DELETE', '/v2/public-endpoints/short-lived-1', { key: p.adminKey })).status).toBe(204);
-      await eventually(async () => (await call(f.url, 'POST', '/v2/short-lived-1/run', { key: f.callerKey, body: { input: {} } })).status === 404, 5_000, 'unpublished model refused');
+      await eventually(
+        async () =>
+          (await call(f.url, 'POST', '/v2/short-lived-1/run', { key: f.callerKey, body: { input: {} } })).status ===
+          404,
+        5_000,
+        'unpublished model refused',
+      );
     });
   });
 
@@ -267,14 +379,29 @@ describe('public models', () => {
       expect(r.status).toBe(200);
       return r.body.id as string;
     };
-    const done = (id: string, body: unknown) => workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${id}?gpu=X&isStream=false`, w.key, body, 'application/json');
+    const done = (id: string, body: unknown) =>
+      workerCall(
+        p.url,
+        'POST',
+        `/v2/${ep}/job-done/${w.id}/${id}?gpu=X&isStream=false`,
+        w.key,
+        body,
+        'application/json',
+      );
 
     beforeAll(async () => {
       ep = await createQueueEndpoint(p);
       w = await createWorker(p, ep);
       const published = await call(f.url, 'POST', '/v2/public-endpoints', {
         key: p.adminKey,
-        body: { id: 'megapixel-model', endpointId: ep, name: 'Priced per megapixel', outputKind: 'image', inputSchema: { type: 'object' }, price: { amount: 0.01, unit: 'megapixel' } },
+        body: {
+          id: 'megapixel-model',
+          endpointId: ep,
+          name: 'Priced per megapixel',
+          outputKind: 'image',
+          inputSchema: { type: 'object' },
+          price: { amount: 0.01, unit: 'megapixel' },
+        },
       });
       expect(published.status).toBe(201);
     });
@@ -283,19 +410,32 @@ describe('public models', () => {
       const run = await call(f.url, 'POST', '/v2/megapixel-model/run', { key: f.callerKey, body: { input: {} } });
       const id = await take();
       expect(id).toBe(run.body.id);
-      expect((await done(id, { output: { image_url: `data:image/png;base64,${png(1000, 500).toString('base64')}`, note: 'kept' } })).status).toBe(200);
+      expect(
+        (
+          await done(id, {
+            output: { image_url: `data:image/png;base64,${png(1000, 500).toString('base64')}`, note: 'kept' },
+          })
+        ).status,
+      ).toBe(200);
       const status = await call(f.url, 'GET', `/v2/megapixel-model/status/${id}`, { key: f.callerKey });
       expect(status.body).toMatchObject({ status: 'COMPLETED', output: { note: 'kept', cost: 0.005 } });
       const image = await fetchBytes(status.body.output.image_url);
       expect(image.bytes.equals(png(1000, 500))).toBe(true);
-      expect(await p.ctx.db.publicModelCharge.findUnique({ where: { jobId: id } })).toMatchObject({ units: 0.5, amount: 0.005 });
+      expect(await p.ctx.db.publicModelCharge.findUnique({ where: { jobId: id } })).toMatchObject({
+        units: 0.5,
+        amount: 0.005,
+      });
       // The worker SDK posts a result up to three times: the repeat changes nothing and bills nothing more.
       expect((await done(id, { output: { image: png(8, 8).toString('base64') } })).status).toBe(200);
       expect(await p.ctx.db.outputObject.count({ where: { jobId: id } })).toBe(1);
     });
 
     it('fails the job, unbilled, when the bytes are not the media their field says (HTML is never stored)', async () => {
-      for (const output of [{ image: Buffer.from('<html><script>alert(1)</script></html>').toString('base64') }, { image: 'not base64 at all!' }, { audio: png(4, 4).toString('base64') }]) {
+      for (const output of [
+        { image: Buffer.from('<html><script>alert(1)</script></html>').toString('base64') },
+        { image: 'not base64 at all!' },
+        { audio: png(4, 4).toString('base64') },
+      ]) {
         const run = await call(f.url, 'POST', '/v2/megapixel-model/run', { key: f.callerKey, body: { input: {} } });
         const id = await take();
         expect(id).toBe(run.body.id);
@@ -312,7 +452,10 @@ describe('public models', () => {
       await call(f.url, 'POST', '/v2/megapixel-model/run', { key: f.callerKey, body: { input: {} } });
       const id = await take();
       expect((await done(id, { error: 'out of memory' })).status).toBe(200);
-      expect((await call(f.url, 'GET', `/v2/megapixel-model/status/${id}`, { key: f.callerKey })).body).toMatchObject({ status: 'FAILED', error: 'out of memory' });
+      expect((await call(f.url, 'GET', `/v2/megapixel-model/status/${id}`, { key: f.callerKey })).body).toMatchObject({
+        status: 'FAILED',
+        error: 'out of memory',
+      });
       expect(await p.ctx.db.publicModelCharge.count({ where: { jobId: id } })).toBe(0);
     });
   });
@@ -323,24 +466,41 @@ describe('output URL expiry and the purge schedule', () => {
   const TTL_MS = 3_000;
 
   beforeAll(async () => {
-    p = await startTestPlatform({ GANTRY_OUTPUT_URL_TTL_MS: String(TTL_MS), GANTRY_OUTPUT_PURGE_INTERVAL_MS: '3600000' });
+    p = await startTestPlatform({
+      GANTRY_OUTPUT_URL_TTL_MS: String(TTL_MS),
+      GANTRY_OUTPUT_PURGE_INTERVAL_MS: '3600000',
+    });
   }, 120_000);
 
   afterAll(async () => {
-    await p?.ctx.temporal.schedule.getHandle(purgeOutputsScheduleId(p.taskQueue)).delete().catch(() => undefined);
+    await p?.ctx.temporal.schedule
+      .getHandle(purgeOutputsScheduleId(p.taskQueue))
+      .delete()
+      .catch(() => undefined);
     await p?.stop();
   }, 60_000);
 
   it('answers 410 once the URL expired; the scheduled workflow deletes the bytes and the row', async () => {
     const schedule = await p.ctx.temporal.schedule.getHandle(purgeOutputsScheduleId(p.taskQueue)).describe();
     expect(schedule.spec.intervals?.[0]?.every).toBe(3_600_000);
-    expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'purgeExpiredOutputsWorkflow', taskQueue: p.taskQueue });
+    expect(schedule.action).toMatchObject({
+      type: 'startWorkflow',
+      workflowType: 'purgeExpiredOutputsWorkflow',
+      taskQueue: p.taskQueue,
+    });
 
     const ep = await createQueueEndpoint(p);
     const w = await createWorker(p, ep);
     const published = await call(p.url, 'POST', '/v2/public-endpoints', {
       key: p.adminKey,
-      body: { id: 'expiring-model', endpointId: ep, name: 'x', outputKind: 'audio', inputSchema: { type: 'object' }, price: { amount: 0.1, unit: 'call' } },
+      body: {
+        id: 'expiring-model',
+        endpointId: ep,
+        name: 'x',
+        outputKind: 'audio',
+        inputSchema: { type: 'object' },
+        price: { amount: 0.1, unit: 'call' },
+      },
     });
     expect(published.status).toBe(201);
     const run = await call(p.url, 'POST', '/v2/expiring-model/run', { key: p.adminKey, body: { input: {} } });
@@ -362,7 +522,14 @@ describe('output URL expiry and the purge schedule', () => {
     header.write('data', 36);
     header.writeUInt32LE(pcm.length, 40);
     const wav = Buffer.concat([header, pcm]);
-    await workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${run.body.id}`, w.key, { output: { audio: wav.toString('base64') } }, 'application/json');
+    await workerCall(
+      p.url,
+      'POST',
+      `/v2/${ep}/job-done/${w.id}/${run.body.id}`,
+      w.key,
+      { output: { audio: wav.toString('base64') } },
+      'application/json',
+    );
     const done = await call(p.url, 'GET', `/v2/expiring-model/status/${run.body.id}`, { key: p.adminKey });
     expect(done.body).toMatchObject({ status: 'COMPLETED', output: { cost: 0.1 } });
     const url: string = done.body.output.audio_url;
@@ -383,10 +550,17 @@ describe('output URL expiry and the purge schedule', () => {
     expect(await p.ctx.blobs.stat(object.blobKey)).not.toBeNull();
 
     await p.ctx.temporal.schedule.getHandle(purgeOutputsScheduleId(p.taskQueue)).trigger();
-    await eventually(async () => (await p.ctx.db.outputObject.count({ where: { id: object.id } })) === 0, 30_000, 'the purge workflow deleted the row');
+    await eventually(
+      async () => (await p.ctx.db.outputObject.count({ where: { id: object.id } })) === 0,
+      30_000,
+      'the purge workflow deleted the row',
+    );
     expect(await p.ctx.blobs.stat(object.blobKey)).toBeNull();
     const runs = [];
-    for await (const wf of p.ctx.temporal.workflow.list({ query: `WorkflowType = 'purgeExpiredOutputsWorkflow' AND TaskQueue = '${p.taskQueue}'` })) runs.push(wf);
+    for await (const wf of p.ctx.temporal.workflow.list({
+      query: `WorkflowType = 'purgeExpiredOutputsWorkflow' AND TaskQueue = '${p.taskQueue}'`,
+    }))
+      runs.push(wf);
     expect(runs.length).toBeGreaterThan(0);
     expect((await call(new URL(url).origin, 'GET', new URL(url).pathname + new URL(url).search)).status).toBe(410);
   });

@@ -32,8 +32,12 @@ describe('rate limits per account in three windows, shared by every API process'
     await p?.stop();
   });
 
-  async function freshKey(limits: { rateLimitPerMinute?: number; rateLimitPerHour?: number; rateLimitPerDay?: number } = {}): Promise<{ key: string; accountId: string }> {
-    const account = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'rl', ...limits } });
+  async function freshKey(
+    limits: { rateLimitPerMinute?: number; rateLimitPerHour?: number; rateLimitPerDay?: number } = {},
+  ): Promise<{ key: string; accountId: string }> {
+    const account = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'rl', ...limits },
+    });
     return { key: (await issueApiKey(p.ctx.db, account.id, 'rl', ['READ', 'WRITE'])).key, accountId: account.id };
   }
 
@@ -51,7 +55,9 @@ describe('rate limits per account in three windows, shared by every API process'
     const ok = await p.call('GET', '/v2/serverless', { key });
     expect(ok.status).toBe(200);
     // This process runs on the built-in defaults.
-    expect(ok.headers.get('ratelimit-policy')).toBe('"minute";q=600;w=60, "hour";q=20000;w=3600, "day";q=200000;w=86400');
+    expect(ok.headers.get('ratelimit-policy')).toBe(
+      '"minute";q=600;w=60, "hour";q=20000;w=3600, "day";q=200000;w=86400',
+    );
     const state = fields(ok.headers.get('ratelimit'));
     expect(Object.keys(state)).toEqual(['minute', 'hour', 'day']);
     expect(state.minute).toMatchObject({ r: 599 });
@@ -77,7 +83,10 @@ describe('rate limits per account in three windows, shared by every API process'
   it('enforces one limit across two API processes on one database, with 429, Retry-After and the window named', async () => {
     const { key, accountId } = await freshKey();
     // The first process runs on the defaults; pin the account to the second's quotas so both agree.
-    await p.ctx.db.account.update({ where: { id: accountId }, data: { rateLimitPerMinute: quotas.minute, rateLimitPerHour: quotas.hour, rateLimitPerDay: quotas.day } });
+    await p.ctx.db.account.update({
+      where: { id: accountId },
+      data: { rateLimitPerMinute: quotas.minute, rateLimitPerHour: quotas.hour, rateLimitPerDay: quotas.day },
+    });
     const processes = [p, second];
     await awayFromMinuteEdge();
     const answers = [];
@@ -86,21 +95,29 @@ describe('rate limits per account in three windows, shared by every API process'
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
     const refused = answers[5]!;
     expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-    expect(refused.body).toEqual({ title: 'Too Many Requests', status: 429, detail: 'rate limit exceeded for the minute window' });
+    expect(refused.body).toEqual({
+      title: 'Too Many Requests',
+      status: 429,
+      detail: 'rate limit exceeded for the minute window',
+    });
     const retryAfter = Number(refused.headers.get('retry-after'));
     const state = fields(refused.headers.get('ratelimit'));
     expect(retryAfter).toBe(state.minute!.t);
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
     expect(state.minute!.r).toBe(0);
-    expect(refused.headers.get('ratelimit-policy')).toBe('"minute";q=5;w=60, "hour";q=1000;w=3600, "day";q=10000;w=86400');
+    expect(refused.headers.get('ratelimit-policy')).toBe(
+      '"minute";q=5;w=60, "hour";q=1000;w=3600, "day";q=10000;w=86400',
+    );
     // Refused requests are not counted: the hour and day windows hold the 5 that went through.
     const counters = await p.ctx.db.rateLimitCounter.findMany({ where: { accountId } });
     expect(Object.fromEntries(counters.map((c) => [c.window, c.count]))).toEqual({ minute: 5, hour: 5, day: 5 });
     // Concurrent requests through both processes never let more than the quota through.
     const other = await freshKey({ rateLimitPerMinute: 10 });
     await awayFromMinuteEdge();
-    const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => processes[i % 2]!.call('GET', '/v2/serverless', { key: other.key })));
+    const burst = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => processes[i % 2]!.call('GET', '/v2/serverless', { key: other.key })),
+    );
     expect(burst.filter((b) => b.status === 200)).toHaveLength(10);
     expect(burst.filter((b) => b.status === 429)).toHaveLength(20);
   });
@@ -153,8 +170,18 @@ describe('rate limits per account in three windows, shared by every API process'
     });
     const deleted = await purgeExpiredRateLimitCounters(p.ctx.db);
     expect(deleted).toBeGreaterThanOrEqual(3);
-    const left = await p.ctx.db.rateLimitCounter.findMany({ where: { accountId: { in: [accountId, `${accountId}-x`] } } });
+    const left = await p.ctx.db.rateLimitCounter.findMany({
+      where: { accountId: { in: [accountId, `${accountId}-x`] } },
+    });
     // The current windows stay (their count is the block the limiter took: at least the one request).
-    expect(left.map((c) => (c.accountId === accountId ? `a:${c.window}:${c.count >= 1 ? 'current' : c.count}` : `x:${c.window}:${c.count}`)).sort()).toEqual(['a:day:current', 'a:hour:current', 'a:minute:current', 'x:hour:3']);
+    expect(
+      left
+        .map((c) =>
+          c.accountId === accountId
+            ? `a:${c.window}:${c.count >= 1 ? 'current' : c.count}`
+            : `x:${c.window}:${c.count}`,
+        )
+        .sort(),
+    ).toEqual(['a:day:current', 'a:hour:current', 'a:minute:current', 'x:hour:3']);
   });
 });

@@ -54,7 +54,10 @@ describe('the request limiter', () => {
     await awayFromMinuteEdge();
     const c = counting(db);
     const limiter = new RateLimiter(c.db);
-    const spec: CounterSpec = { counter: `bench/${newId()}`, quotas: { minute: 1_000_000, hour: 1_000_000, day: 1_000_000 } };
+    const spec: CounterSpec = {
+      counter: `bench/${newId()}`,
+      quotas: { minute: 1_000_000, hour: 1_000_000, day: 1_000_000 },
+    };
     let allowed = 0;
     for (let i = 0; i < 2_000; i++) {
       const d = await limiter.consume(spec);
@@ -87,7 +90,10 @@ describe('the request limiter', () => {
     // Each "process": its own limiter and its own connections, on the same database.
     const pools = [0, 1, 2].map(() => createDb(url, 2));
     const limiters = pools.map((own) => new RateLimiter(own));
-    const spec: CounterSpec = { counter: `many/${newId()}`, quotas: { minute: quota, hour: 1_000_000, day: 1_000_000 } };
+    const spec: CounterSpec = {
+      counter: `many/${newId()}`,
+      quotas: { minute: quota, hour: 1_000_000, day: 1_000_000 },
+    };
     let allowed = 0;
     const tasks = limiters.map(async (l) => {
       for (let i = 0; i < 600; i++) {

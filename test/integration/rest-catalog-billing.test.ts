@@ -8,7 +8,13 @@ import { call, startTestPlatform, type TestPlatform } from '../support/platform.
 
 const H100 = 'NVIDIA H100 80GB HBM3';
 const RTX4090 = 'NVIDIA GeForce RTX 4090';
-const gpu = (name: string, memoryMb: number, pool: string | null) => ({ uuid: `GPU-${newId()}`, name, memoryMb, driverVersion: '550.54.15', pool });
+const gpu = (name: string, memoryMb: number, pool: string | null) => ({
+  uuid: `GPU-${newId()}`,
+  name,
+  memoryMb,
+  driverVersion: '550.54.15',
+  pool,
+});
 
 /** GET /v2/catalog/* from hosts written straight into the Host table, and /v2/billing/* from usage rows. */
 describe('REST catalog and billing', () => {
@@ -21,13 +27,36 @@ describe('REST catalog and billing', () => {
     p = await startTestPlatform();
     const db = p.ctx.db;
     const host = (name: string, dataCenterId: string, data: object) =>
-      db.host.create({ data: { id: newId(), name, address: '10.1.0.1', user: 'gantry', dataCenterId, gpuMethod: 'cdi', ...data } });
-    const hopper = await host('hopper-1', 'US-TX-3', { status: 'READY', cpuCount: 256, memoryMb: 1024 * 1024, gpus: [h100] });
-    const ada = await host('ada-1', 'EU-RO-1', { status: 'READY', cpuCount: 16, memoryMb: 64 * 1024, gpus: [rtxA, rtxB] });
+      db.host.create({
+        data: { id: newId(), name, address: '10.1.0.1', user: 'gantry', dataCenterId, gpuMethod: 'cdi', ...data },
+      });
+    const hopper = await host('hopper-1', 'US-TX-3', {
+      status: 'READY',
+      cpuCount: 256,
+      memoryMb: 1024 * 1024,
+      gpus: [h100],
+    });
+    const ada = await host('ada-1', 'EU-RO-1', {
+      status: 'READY',
+      cpuCount: 16,
+      memoryMb: 64 * 1024,
+      gpus: [rtxA, rtxB],
+    });
     // Not READY: its GPUs are in no count, but its data center is known.
-    await host('down-1', 'AP-JP-1', { status: 'UNREACHABLE', cpuCount: 64, memoryMb: 512 * 1024, gpus: [gpu('NVIDIA A100-SXM4-80GB', 81920, 'AMPERE_80')] });
+    await host('down-1', 'AP-JP-1', {
+      status: 'UNREACHABLE',
+      cpuCount: 64,
+      memoryMb: 512 * 1024,
+      gpus: [gpu('NVIDIA A100-SXM4-80GB', 81920, 'AMPERE_80')],
+    });
     // READY but unable to hand GPUs to containers: counted, never available.
-    await host('no-cdi-1', 'EU-RO-1', { status: 'READY', cpuCount: 8, memoryMb: 16 * 1024, gpuMethod: 'none', gpus: [gpu(RTX4090, 24564, 'ADA_24')] });
+    await host('no-cdi-1', 'EU-RO-1', {
+      status: 'READY',
+      cpuCount: 8,
+      memoryMb: 16 * 1024,
+      gpuMethod: 'none',
+      gpus: [gpu(RTX4090, 24564, 'ADA_24')],
+    });
     // A live worker holds one 4090; a stopped one held the H100 and gave it back.
     await db.worker.create({ data: { id: newId(), hostId: ada.id, gpuUuids: [rtxA.uuid], status: 'RUNNING' } });
     await db.worker.create({ data: { id: newId(), hostId: hopper.id, gpuUuids: [h100.uuid], status: 'STOPPED' } });
@@ -55,14 +84,22 @@ describe('REST catalog and billing', () => {
         maxCount: { secure: 2, community: 0 },
         count: { total: 3, available: 1 },
       });
-      expect(hopper).toMatchObject({ pool: 'ADA_80_PRO', memory: 80, count: { total: 1, available: 1 }, price: { serverless: 4.18 }, maxCount: { secure: 1 } });
+      expect(hopper).toMatchObject({
+        pool: 'ADA_80_PRO',
+        memory: 80,
+        count: { total: 1, available: 1 },
+        price: { serverless: 4.18 },
+        maxCount: { secure: 1 },
+      });
       expect(rtx.availability).toBeUndefined();
       // GraphQL's gpuTypes reads the same list.
       expect((await gpuTypes(p.ctx)).map((g) => g.id)).toEqual(ids);
     });
 
     it('reports availability for a GPU count on one host, per data center', async () => {
-      const one = await call(p.url, 'GET', '/v2/catalog/gpus?include=AVAILABILITY&product=SERVERLESS', { key: p.adminKey });
+      const one = await call(p.url, 'GET', '/v2/catalog/gpus?include=AVAILABILITY&product=SERVERLESS', {
+        key: p.adminKey,
+      });
       const rtx = one.body.gpus.find((g: { id: string }) => g.id === RTX4090);
       expect(rtx.availability).toBe('LOW');
       expect(rtx.dataCenters).toEqual([{ id: 'EU-RO-1', name: 'EU-RO-1', availability: 'LOW' }]);
@@ -71,7 +108,9 @@ describe('REST catalog and billing', () => {
       expect(hopper.availability).toBe('LOW');
       expect(hopper.count).toEqual({ total: 1, available: 1 });
 
-      const two = await call(p.url, 'GET', '/v2/catalog/gpus?include=AVAILABILITY&product=POD,SERVERLESS&count=2', { key: p.adminKey });
+      const two = await call(p.url, 'GET', '/v2/catalog/gpus?include=AVAILABILITY&product=POD,SERVERLESS&count=2', {
+        key: p.adminKey,
+      });
       expect(two.body.gpus.map((g: { availability: string }) => g.availability)).toEqual(['NONE', 'NONE']);
 
       const single = await call(p.url, 'GET', `/v2/catalog/gpus/${encodeURIComponent(RTX4090)}`, { key: p.adminKey });
@@ -87,8 +126,16 @@ describe('REST catalog and billing', () => {
       const unknownParam = await call(p.url, 'GET', '/v2/catalog/gpus?colour=red', { key: p.adminKey });
       expect(unknownParam.status).toBe(422);
       expect(unknownParam.body.errors).toEqual(["$: additional properties 'colour' not allowed"]);
-      expect((await call(p.url, 'GET', '/v2/catalog/gpus?include=EVERYTHING&product=POD', { key: p.adminKey })).status).toBe(422);
-      expect((await call(p.url, 'GET', `/v2/catalog/gpus/${encodeURIComponent('NVIDIA A100-SXM4-80GB')}`, { key: p.adminKey })).status).toBe(404);
+      expect(
+        (await call(p.url, 'GET', '/v2/catalog/gpus?include=EVERYTHING&product=POD', { key: p.adminKey })).status,
+      ).toBe(422);
+      expect(
+        (
+          await call(p.url, 'GET', `/v2/catalog/gpus/${encodeURIComponent('NVIDIA A100-SXM4-80GB')}`, {
+            key: p.adminKey,
+          })
+        ).status,
+      ).toBe(404);
       expect((await call(p.url, 'GET', '/v2/catalog/gpus')).status).toBe(401);
       expect((await call(p.url, 'GET', '/v2/catalog/cpus/cpu9z', { key: p.adminKey })).status).toBe(404);
       expect((await call(p.url, 'GET', '/v2/catalog/datacenters/MARS-1', { key: p.adminKey })).status).toBe(404);
@@ -131,9 +178,17 @@ describe('REST catalog and billing', () => {
         gpus: { total: 3, available: 1 },
         gpuAvailability: [{ id: RTX4090, name: 'RTX 4090', availability: 'LOW' }],
       });
-      expect(byId['AP-JP-1']).toMatchObject({ region: 'ASIA', hosts: { total: 1, ready: 0 }, gpus: { total: 0, available: 0 } });
+      expect(byId['AP-JP-1']).toMatchObject({
+        region: 'ASIA',
+        hosts: { total: 1, ready: 0 },
+        gpus: { total: 0, available: 0 },
+      });
       expect(byId['AP-JP-1'].gpuAvailability).toBeUndefined();
-      expect(byId['US-TX-3']).toMatchObject({ region: 'NORTH_AMERICA', gpus: { total: 1, available: 1 }, networkVolumeTypes: ['STANDARD'] });
+      expect(byId['US-TX-3']).toMatchObject({
+        region: 'NORTH_AMERICA',
+        gpus: { total: 1, available: 1 },
+        networkVolumeTypes: ['STANDARD'],
+      });
       const one = await call(p.url, 'GET', '/v2/catalog/datacenters/US-TX-3', { key: p.adminKey });
       expect(one.body.gpuAvailability).toBeUndefined();
       expect(one.body.hosts).toEqual({ total: 1, ready: 1 });
@@ -148,17 +203,65 @@ describe('REST catalog and billing', () => {
 
     beforeAll(async () => {
       const db = p.ctx.db;
-      const created = await call(p.url, 'POST', '/v2/accounts', { key: p.adminKey, body: { email: 'billing@example.test', name: 'Billing', serverlessDiscount: { discountFactor: 0.8, type: 'VOLUME' } } });
-      const key = await call(p.url, 'POST', '/v2/keys', { key: p.adminKey, body: { name: 'billing', scopes: ['READ'], accountId: created.body.id } });
+      const created = await call(p.url, 'POST', '/v2/accounts', {
+        key: p.adminKey,
+        body: {
+          email: 'billing@example.test',
+          name: 'Billing',
+          serverlessDiscount: { discountFactor: 0.8, type: 'VOLUME' },
+        },
+      });
+      const key = await call(p.url, 'POST', '/v2/keys', {
+        key: p.adminKey,
+        body: { name: 'billing', scopes: ['READ'], accountId: created.body.id },
+      });
       account = { id: created.body.id, key: key.body.key };
       e1 = newId();
       e2 = newId();
-      await db.endpoint.create({ data: { id: e1, accountId: account.id, name: 'gpu-endpoint', image: 'i', gpuPools: ['ADA_80_PRO'], gpuCount: 2 } });
-      await db.endpoint.create({ data: { id: e2, accountId: account.id, name: 'cpu-endpoint', image: 'i', cpuFlavorId: 'cpu3c', cpuVcpuCount: 4, cpuMemoryGb: 8 } });
-      const worker = async (endpointId: string | null) => (await db.worker.create({ data: { id: newId(), endpointId, status: 'STOPPED' } })).id;
+      await db.endpoint.create({
+        data: {
+          id: e1,
+          accountId: account.id,
+          name: 'gpu-endpoint',
+          image: 'i',
+          gpuPools: ['ADA_80_PRO'],
+          gpuCount: 2,
+        },
+      });
+      await db.endpoint.create({
+        data: {
+          id: e2,
+          accountId: account.id,
+          name: 'cpu-endpoint',
+          image: 'i',
+          cpuFlavorId: 'cpu3c',
+          cpuVcpuCount: 4,
+          cpuMemoryGb: 8,
+        },
+      });
+      const worker = async (endpointId: string | null) =>
+        (await db.worker.create({ data: { id: newId(), endpointId, status: 'STOPPED' } })).id;
       const [w1, w2, w3, w4] = [await worker(e1), await worker(e1), await worker(e2), await worker(null)];
-      const usage = (workerId: string, endpointId: string | null, startedAt: string, endedAt: string, seconds: number, what: object) =>
-        db.usageRecord.create({ data: { id: newId(), accountId: account.id, workerId, endpointId, startedAt: new Date(startedAt), endedAt: new Date(endedAt), seconds, ...what } });
+      const usage = (
+        workerId: string,
+        endpointId: string | null,
+        startedAt: string,
+        endedAt: string,
+        seconds: number,
+        what: object,
+      ) =>
+        db.usageRecord.create({
+          data: {
+            id: newId(),
+            accountId: account.id,
+            workerId,
+            endpointId,
+            startedAt: new Date(startedAt),
+            endedAt: new Date(endedAt),
+            seconds,
+            ...what,
+          },
+        });
       // 30 min on 2 H100s: 1800 s x 2 x 4.18/3600 = 4.18, discounted 3.344.
       await usage(w1, e1, '2026-03-02T10:00:00Z', '2026-03-02T10:30:00Z', 1800, { gpuTypeId: H100, gpuCount: 2 });
       // An hour on a 4090 across midnight: 0.55 on each day, discounted 0.44.
@@ -181,22 +284,53 @@ describe('REST catalog and billing', () => {
     it('bills worker seconds by GPU type and count or CPU flavor and vCPUs, with the discount, per endpoint per day', async () => {
       const res = await call(p.url, 'GET', `/v2/billing/serverless?${window}`, { key: account.key });
       expect(res.status).toBe(200);
-      const amounts = (gpuAmount: number, cpuAmount: number) => ({ totalAmount: Math.round((gpuAmount + cpuAmount) * 1e6) / 1e6, gpuAmount, cpuAmount, diskAmount: 0, feeAmount: 0 });
+      const amounts = (gpuAmount: number, cpuAmount: number) => ({
+        totalAmount: Math.round((gpuAmount + cpuAmount) * 1e6) / 1e6,
+        gpuAmount,
+        cpuAmount,
+        diskAmount: 0,
+        feeAmount: 0,
+      });
       // Within a bucket, records are ordered by endpoint id.
       const day3 = [
-        { startTime: '2026-03-03T00:00:00.000Z', endTime: '2026-03-04T00:00:00.000Z', serverlessId: e1, ...amounts(0.44, 0) },
-        { startTime: '2026-03-03T00:00:00.000Z', endTime: '2026-03-04T00:00:00.000Z', serverlessId: e2, ...amounts(0, 0.224) },
+        {
+          startTime: '2026-03-03T00:00:00.000Z',
+          endTime: '2026-03-04T00:00:00.000Z',
+          serverlessId: e1,
+          ...amounts(0.44, 0),
+        },
+        {
+          startTime: '2026-03-03T00:00:00.000Z',
+          endTime: '2026-03-04T00:00:00.000Z',
+          serverlessId: e2,
+          ...amounts(0, 0.224),
+        },
       ].sort((a, b) => a.serverlessId.localeCompare(b.serverlessId));
-      expect(res.body.records).toEqual([{ startTime: '2026-03-02T00:00:00.000Z', endTime: '2026-03-03T00:00:00.000Z', serverlessId: e1, ...amounts(3.784, 0) }, ...day3]);
+      expect(res.body.records).toEqual([
+        {
+          startTime: '2026-03-02T00:00:00.000Z',
+          endTime: '2026-03-03T00:00:00.000Z',
+          serverlessId: e1,
+          ...amounts(3.784, 0),
+        },
+        ...day3,
+      ]);
       expect(res.body.metadata).toEqual({
-        query: { startTime: '2026-03-02T00:00:00.000Z', endTime: '2026-03-04T00:00:00.000Z', bucketSize: 'day', serverlessId: null },
+        query: {
+          startTime: '2026-03-02T00:00:00.000Z',
+          endTime: '2026-03-04T00:00:00.000Z',
+          bucketSize: 'day',
+          serverlessId: null,
+        },
         recordCount: 3,
         uniqueServerlessCount: 2,
         totals: amounts(4.224, 0.224),
         discount: { discountFactor: 0.8, type: 'VOLUME', expirationDate: null },
       });
 
-      const onlyCpu = await call(p.url, 'GET', `/v2/billing/serverless?${window}&serverlessId=${e2}`, { key: account.key });
+      const onlyCpu = await call(p.url, 'GET', `/v2/billing/serverless?${window}&serverlessId=${e2}`, {
+        key: account.key,
+      });
       expect(onlyCpu.body.records).toEqual([expect.objectContaining({ serverlessId: e2, cpuAmount: 0.224 })]);
       expect(onlyCpu.body.metadata.query.serverlessId).toBe(e2);
       const alias = await call(p.url, 'GET', `/v2/billing/serverless?${window}&endpointId=${e2}`, { key: account.key });
@@ -204,17 +338,40 @@ describe('REST catalog and billing', () => {
     });
 
     it('stops the discount at its expiry, splitting usage at that instant', async () => {
-      await p.ctx.db.account.update({ where: { id: account.id }, data: { serverlessDiscountExpires: new Date('2026-03-03T00:00:00Z') } });
+      await p.ctx.db.account.update({
+        where: { id: account.id },
+        data: { serverlessDiscountExpires: new Date('2026-03-03T00:00:00Z') },
+      });
       const res = await call(p.url, 'GET', `/v2/billing/serverless?${days}&bucketSize=month`, { key: account.key });
       // Before midnight: 3.344 + 0.44 discounted; after: 0.55 and 0.28 at list price.
-      expect(res.body.metadata.totals).toEqual({ totalAmount: 4.614, gpuAmount: 4.334, cpuAmount: 0.28, diskAmount: 0, feeAmount: 0 });
-      expect(res.body.metadata.query).toMatchObject({ startTime: '2026-03-01T00:00:00.000Z', endTime: '2026-04-01T00:00:00.000Z', bucketSize: 'month' });
-      expect(res.body.records.map((r: { startTime: string }) => r.startTime)).toEqual(['2026-03-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z']);
+      expect(res.body.metadata.totals).toEqual({
+        totalAmount: 4.614,
+        gpuAmount: 4.334,
+        cpuAmount: 0.28,
+        diskAmount: 0,
+        feeAmount: 0,
+      });
+      expect(res.body.metadata.query).toMatchObject({
+        startTime: '2026-03-01T00:00:00.000Z',
+        endTime: '2026-04-01T00:00:00.000Z',
+        bucketSize: 'month',
+      });
+      expect(res.body.records.map((r: { startTime: string }) => r.startTime)).toEqual([
+        '2026-03-01T00:00:00.000Z',
+        '2026-03-01T00:00:00.000Z',
+      ]);
     });
 
     it('splits hourly and totals everything in /v2/billing, pods at pod prices', async () => {
-      const hourly = await call(p.url, 'GET', '/v2/billing/serverless?startTime=2026-03-02T23:00:00Z&endTime=2026-03-03T01:00:00Z&bucketSize=hour', { key: account.key });
-      expect(hourly.body.records.map((r: { startTime: string; gpuAmount: number }) => [r.startTime, r.gpuAmount])).toEqual([
+      const hourly = await call(
+        p.url,
+        'GET',
+        '/v2/billing/serverless?startTime=2026-03-02T23:00:00Z&endTime=2026-03-03T01:00:00Z&bucketSize=hour',
+        { key: account.key },
+      );
+      expect(
+        hourly.body.records.map((r: { startTime: string; gpuAmount: number }) => [r.startTime, r.gpuAmount]),
+      ).toEqual([
         ['2026-03-02T23:00:00.000Z', 0.44],
         ['2026-03-03T00:00:00.000Z', 0.44],
       ]);
@@ -222,19 +379,41 @@ describe('REST catalog and billing', () => {
       const all = await call(p.url, 'GET', `/v2/billing?${window}`, { key: account.key });
       expect(all.status).toBe(200);
       expect(all.body.records).toHaveLength(2);
-      expect(all.body.records[1]).toMatchObject({ startTime: '2026-03-03T00:00:00.000Z', serverlessGpuAmount: 0.44, serverlessCpuAmount: 0.224, podGpuAmount: 0.59, totalAmount: 1.254, clusterGpuAmount: 0 });
-      expect(all.body.metadata.totals).toMatchObject({ totalAmount: 5.038, serverlessGpuAmount: 4.224, serverlessCpuAmount: 0.224, podGpuAmount: 0.59 });
+      expect(all.body.records[1]).toMatchObject({
+        startTime: '2026-03-03T00:00:00.000Z',
+        serverlessGpuAmount: 0.44,
+        serverlessCpuAmount: 0.224,
+        podGpuAmount: 0.59,
+        totalAmount: 1.254,
+        clusterGpuAmount: 0,
+      });
+      expect(all.body.metadata.totals).toMatchObject({
+        totalAmount: 5.038,
+        serverlessGpuAmount: 4.224,
+        serverlessCpuAmount: 0.224,
+        podGpuAmount: 0.59,
+      });
 
       const publicEndpoints = await call(p.url, 'GET', `/v2/billing/endpoints?${window}`, { key: account.key });
       expect(publicEndpoints.body).toEqual({
         records: [],
-        metadata: { query: { startTime: '2026-03-02T00:00:00.000Z', endTime: '2026-03-04T00:00:00.000Z', bucketSize: 'day' }, recordCount: 0, totals: { totalAmount: 0 } },
+        metadata: {
+          query: { startTime: '2026-03-02T00:00:00.000Z', endTime: '2026-03-04T00:00:00.000Z', bucketSize: 'day' },
+          recordCount: 0,
+          totals: { totalAmount: 0 },
+        },
       });
     });
 
     it('charges the prices of GANTRY_PRICES_FILE, in the catalog too', async () => {
       const file = path.join(priceDir, 'prices.json');
-      writeFileSync(file, JSON.stringify({ gpuPools: { ADA_80_PRO: { serverlessPerHour: 3.6 } }, gpuTypes: { [RTX4090]: { serverlessPerHour: 0.72 } } }));
+      writeFileSync(
+        file,
+        JSON.stringify({
+          gpuPools: { ADA_80_PRO: { serverlessPerHour: 3.6 } },
+          gpuTypes: { [RTX4090]: { serverlessPerHour: 0.72 } },
+        }),
+      );
       // The running platform's settings (what GANTRY_PRICES_FILE sets at start); the file is re-read when it changes.
       p.ctx.settings.pricesFile = file;
       const res = await call(p.url, 'GET', `/v2/billing/serverless?${window}&serverlessId=${e1}`, { key: account.key });
@@ -251,19 +430,36 @@ describe('REST catalog and billing', () => {
     it('keeps accounts apart and limits endpoint-scoped keys to their endpoints', async () => {
       const admins = await call(p.url, 'GET', `/v2/billing/serverless?${window}`, { key: p.adminKey });
       expect(admins.body.records).toEqual([]);
-      const limited = await call(p.url, 'POST', '/v2/keys', { key: p.adminKey, body: { name: 'e1 only', scopes: ['READ'], accountId: account.id, endpointIds: [e1] } });
+      const limited = await call(p.url, 'POST', '/v2/keys', {
+        key: p.adminKey,
+        body: { name: 'e1 only', scopes: ['READ'], accountId: account.id, endpointIds: [e1] },
+      });
       const mine = await call(p.url, 'GET', `/v2/billing/serverless?${window}`, { key: limited.body.key });
       expect(new Set(mine.body.records.map((r: { serverlessId: string }) => r.serverlessId))).toEqual(new Set([e1]));
-      expect((await call(p.url, 'GET', `/v2/billing/serverless?${window}&serverlessId=${e2}`, { key: limited.body.key })).status).toBe(403);
+      expect(
+        (await call(p.url, 'GET', `/v2/billing/serverless?${window}&serverlessId=${e2}`, { key: limited.body.key }))
+          .status,
+      ).toBe(403);
       const all = await call(p.url, 'GET', `/v2/billing?${window}`, { key: limited.body.key });
       expect(all.body.metadata.totals.podGpuAmount).toBe(0);
     });
 
     it('refuses contradictory or oversized windows', async () => {
-      const both = await call(p.url, 'GET', '/v2/billing/serverless?lastN=3&startTime=2026-03-01T00:00:00Z', { key: account.key });
+      const both = await call(p.url, 'GET', '/v2/billing/serverless?lastN=3&startTime=2026-03-01T00:00:00Z', {
+        key: account.key,
+      });
       expect(both.status).toBe(400);
-      expect((await call(p.url, 'GET', '/v2/billing?startTime=2026-03-05T00:00:00Z&endTime=2026-03-01T00:00:00Z', { key: account.key })).status).toBe(400);
-      expect((await call(p.url, 'GET', '/v2/billing?bucketSize=hour&startTime=2000-01-01T00:00:00Z', { key: account.key })).status).toBe(400);
+      expect(
+        (
+          await call(p.url, 'GET', '/v2/billing?startTime=2026-03-05T00:00:00Z&endTime=2026-03-01T00:00:00Z', {
+            key: account.key,
+          })
+        ).status,
+      ).toBe(400);
+      expect(
+        (await call(p.url, 'GET', '/v2/billing?bucketSize=hour&startTime=2000-01-01T00:00:00Z', { key: account.key }))
+          .status,
+      ).toBe(400);
       const badSize = await call(p.url, 'GET', '/v2/billing?bucketSize=fortnight', { key: account.key });
       expect(badSize.status).toBe(422);
       expect(badSize.body.errors[0]).toMatch(/^\$\.bucketSize: /);
@@ -272,7 +468,9 @@ describe('REST catalog and billing', () => {
       const { startTime, endTime } = lastN.body.metadata.query;
       expect(Date.parse(endTime) - Date.parse(startTime)).toBe(2 * 86_400_000);
       expect(Date.parse(endTime)).toBeGreaterThan(Date.now());
-      expect((await call(p.url, 'GET', '/v2/billing/serverless?serverlessId=a&endpointId=b', { key: account.key })).status).toBe(400);
+      expect(
+        (await call(p.url, 'GET', '/v2/billing/serverless?serverlessId=a&endpointId=b', { key: account.key })).status,
+      ).toBe(400);
     });
   });
 });

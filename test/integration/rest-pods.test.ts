@@ -30,10 +30,18 @@ afterAll(async () => {
 }, 120_000);
 
 /** A REST call with the admin key, another key, or none (null). */
-const rest = (method: string, route: string, body?: unknown, key: string | null = p.adminKey) => call(p.url, method, route, { key: key ?? undefined, body });
+const rest = (method: string, route: string, body?: unknown, key: string | null = p.adminKey) =>
+  call(p.url, method, route, { key: key ?? undefined, body });
 
 /** A CPU pod of the test image serving HTTP on 8080, with `extra` over it. */
-const webPod = (name: string, extra: Record<string, unknown> = {}) => ({ name, image: IMAGE, cpu: { id: 'cpu3c', vcpuCount: 2 }, ports: ['8080/http'], env: { PORT: '8080' }, ...extra });
+const webPod = (name: string, extra: Record<string, unknown> = {}) => ({
+  name,
+  image: IMAGE,
+  cpu: { id: 'cpu3c', vcpuCount: 2 },
+  ports: ['8080/http'],
+  env: { PORT: '8080' },
+  ...extra,
+});
 
 /** The pod once it is RUNNING and its first port answers on the host; `notStartedAt` waits for another container than the one started then. */
 async function runningPod(podId: string, notStartedAt?: string) {
@@ -44,13 +52,21 @@ async function runningPod(podId: string, notStartedAt?: string) {
       const pod = r.body;
       const port = pod?.runtime?.ports?.[0];
       if (pod?.status !== 'RUNNING' || !port || (notStartedAt && pod.startedAt === notStartedAt)) return undefined;
-      const res = await fetch(`http://${port.ip}:${port.public}/health`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
+      const res = await fetch(`http://${port.ip}:${port.public}/health`, { signal: AbortSignal.timeout(2000) }).catch(
+        () => undefined,
+      );
       if (res?.status !== 200) return undefined;
       return { pod, health: await res.json() };
     },
     120_000,
     250,
-    async () => ({ pod: (await rest('GET', `/v2/pods/${podId}`)).body, workers: await p.ctx.db.worker.findMany({ where: { podId }, select: { id: true, status: true, statusReason: true } }) }),
+    async () => ({
+      pod: (await rest('GET', `/v2/pods/${podId}`)).body,
+      workers: await p.ctx.db.worker.findMany({
+        where: { podId },
+        select: { id: true, status: true, statusReason: true },
+      }),
+    }),
   );
 }
 
@@ -58,10 +74,19 @@ const running = (podId: string) => podContainers(hostId, podId).filter((c) => c.
 
 describe('REST pods on real containers', () => {
   it('describes every pod operation in /v2/openapi.json, with its scope', async () => {
-    const doc = (await call(p.url, 'GET', '/v2/openapi.json')).body as { paths: Record<string, Record<string, { operationId?: string; tags?: string[]; 'x-required-scope'?: string }>> };
+    const doc = (await call(p.url, 'GET', '/v2/openapi.json')).body as {
+      paths: Record<string, Record<string, { operationId?: string; tags?: string[]; 'x-required-scope'?: string }>>;
+    };
     const ops = Object.entries(doc.paths)
       .filter(([path]) => path.startsWith('/v2/pods'))
-      .flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op.operationId, op['x-required-scope'], op.tags]));
+      .flatMap(([path, methods]) =>
+        Object.entries(methods).map(([method, op]) => [
+          `${method.toUpperCase()} ${path}`,
+          op.operationId,
+          op['x-required-scope'],
+          op.tags,
+        ]),
+      );
     expect(ops.sort()).toEqual(
       [
         ['GET /v2/pods', 'listPods', 'READ', ['Pods']],
@@ -81,7 +106,14 @@ describe('REST pods on real containers', () => {
       'POST',
       '/v2/pods',
       // With what clients of the hosted service send along: accepted, no effect.
-      webPod('rest-web', { ports: ['8080/http', '9090/tcp'], env: { PORT: '8080', GREETING: 'hello rest' }, disk: 5, cloud: 'SECURE', dataCenterIds: ['dc-1'], startSsh: true }),
+      webPod('rest-web', {
+        ports: ['8080/http', '9090/tcp'],
+        env: { PORT: '8080', GREETING: 'hello rest' },
+        disk: 5,
+        cloud: 'SECURE',
+        dataCenterIds: ['dc-1'],
+        startSsh: true,
+      }),
     );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const pod = created.body;
@@ -110,7 +142,12 @@ describe('REST pods on real containers', () => {
 
     const first = await runningPod(pod.id);
     expect(first.health).toEqual({ status: 'ok', worker: pod.id });
-    expect(first.pod).toMatchObject({ status: 'RUNNING', actions: ['stop', 'restart', 'terminate'], dataCenterId: 'dc-1', startedAt: expect.any(String) });
+    expect(first.pod).toMatchObject({
+      status: 'RUNNING',
+      actions: ['stop', 'restart', 'terminate'],
+      dataCenterId: 'dc-1',
+      startedAt: expect.any(String),
+    });
     const [http, tcp] = first.pod.runtime.ports;
     expect(first.pod.runtime.ports).toEqual([
       { private: 8080, public: expect.any(Number), type: 'http', ip: http.ip },
@@ -120,15 +157,28 @@ describe('REST pods on real containers', () => {
     expect(containerEnv(container!.id)).toEqual(expect.arrayContaining(['GREETING=hello rest', 'PORT=8080']));
 
     // GraphQL sees the same pod, and REST lists one made through GraphQL.
-    const seen = await graphql(p, `query { pod(input: {podId: "${pod.id}"}) { id name imageName desiredStatus env ports containerDiskInGb runtime { ports { privatePort publicPort } } } }`);
+    const seen = await graphql(
+      p,
+      `query { pod(input: {podId: "${pod.id}"}) { id name imageName desiredStatus env ports containerDiskInGb runtime { ports { privatePort publicPort } } } }`,
+    );
     expect(seen.errors).toBeUndefined();
-    expect(seen.data.pod).toMatchObject({ id: pod.id, name: 'rest-web', imageName: IMAGE, desiredStatus: 'RUNNING', ports: '8080/http,9090/tcp', containerDiskInGb: 5 });
+    expect(seen.data.pod).toMatchObject({
+      id: pod.id,
+      name: 'rest-web',
+      imageName: IMAGE,
+      desiredStatus: 'RUNNING',
+      ports: '8080/http,9090/tcp',
+      containerDiskInGb: 5,
+    });
     expect([...seen.data.pod.env].sort()).toEqual(['GREETING=hello rest', 'PORT=8080']);
     expect(seen.data.pod.runtime.ports).toEqual([
       { privatePort: 8080, publicPort: http.public },
       { privatePort: 9090, publicPort: tcp.public },
     ]);
-    const viaGraphql = await graphql(p, `mutation { podFindAndDeployOnDemand(input: {name: "made-in-graphql", imageName: "${IMAGE}", gpuCount: 0}) { id } }`);
+    const viaGraphql = await graphql(
+      p,
+      `mutation { podFindAndDeployOnDemand(input: {name: "made-in-graphql", imageName: "${IMAGE}", gpuCount: 0}) { id } }`,
+    );
     expect(viaGraphql.errors).toBeUndefined();
     const graphqlPodId = viaGraphql.data.podFindAndDeployOnDemand.id as string;
     const listed = await rest('GET', '/v2/pods');
@@ -148,13 +198,26 @@ describe('REST pods on real containers', () => {
     expect(running(pod.id).map((c) => c.id)).toEqual([container!.id]);
 
     // New container settings: the container is replaced by one with them.
-    const updated = await rest('PATCH', `/v2/pods/${pod.id}`, { env: { PORT: '8080', GREETING: 'updated' }, ports: ['8080/http'], locked: true });
+    const updated = await rest('PATCH', `/v2/pods/${pod.id}`, {
+      env: { PORT: '8080', GREETING: 'updated' },
+      ports: ['8080/http'],
+      locked: true,
+    });
     expect(updated.status, JSON.stringify(updated.body)).toBe(200);
-    expect(updated.body).toMatchObject({ env: { PORT: '8080', GREETING: 'updated' }, ports: ['8080/http'], locked: false });
+    expect(updated.body).toMatchObject({
+      env: { PORT: '8080', GREETING: 'updated' },
+      ports: ['8080/http'],
+      locked: false,
+    });
     const second = await runningPod(pod.id, first.pod.startedAt);
     expect(second.health).toEqual({ status: 'ok', worker: pod.id });
     expect(second.pod.runtime.ports).toHaveLength(1);
-    await until('one container, the new one', async () => running(pod.id).length === 1 && running(pod.id)[0]!.id !== container!.id, 60_000, 250);
+    await until(
+      'one container, the new one',
+      async () => running(pod.id).length === 1 && running(pod.id)[0]!.id !== container!.id,
+      60_000,
+      250,
+    );
     expect(containerEnv(running(pod.id)[0]!.id)).toEqual(expect.arrayContaining(['GREETING=updated']));
 
     // Stop as the hosted service's clients send bodiless calls: Content-Type application/json, no body.
@@ -163,10 +226,22 @@ describe('REST pods on real containers', () => {
       headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json', 'content-length': '0' },
     });
     expect(stopped.status, stopped.text).toBe(200);
-    expect(stopped.json()).toMatchObject({ id: pod.id, status: 'EXITED', desiredStatus: 'EXITED', actions: ['start', 'terminate'], cost: 0 });
+    expect(stopped.json()).toMatchObject({
+      id: pod.id,
+      status: 'EXITED',
+      desiredStatus: 'EXITED',
+      actions: ['start', 'terminate'],
+      cost: 0,
+    });
     await until('the container gone after stop', async () => podContainers(hostId, pod.id).length === 0, 60_000, 250);
-    expect((await rest('GET', `/v2/pods/${pod.id}`)).body).toMatchObject({ status: 'EXITED', runtime: null, startedAt: null });
-    expect((await graphql(p, `query { pod(input: {podId: "${pod.id}"}) { desiredStatus } }`)).data.pod).toEqual({ desiredStatus: 'EXITED' });
+    expect((await rest('GET', `/v2/pods/${pod.id}`)).body).toMatchObject({
+      status: 'EXITED',
+      runtime: null,
+      startedAt: null,
+    });
+    expect((await graphql(p, `query { pod(input: {podId: "${pod.id}"}) { desiredStatus } }`)).data.pod).toEqual({
+      desiredStatus: 'EXITED',
+    });
     // What the status does not allow is 409.
     const again = await rest('POST', `/v2/pods/${pod.id}/action`, { action: 'stop' });
     expect(again.status).toBe(409);
@@ -182,7 +257,12 @@ describe('REST pods on real containers', () => {
     const restarted = await rest('POST', `/v2/pods/${pod.id}/action`, { action: 'restart' });
     expect(restarted.status, JSON.stringify(restarted.body)).toBe(200);
     await runningPod(pod.id, third.pod.startedAt);
-    await until('one container, not the one before the restart', async () => running(pod.id).length === 1 && running(pod.id)[0]!.id !== thirdContainer, 60_000, 250);
+    await until(
+      'one container, not the one before the restart',
+      async () => running(pod.id).length === 1 && running(pod.id)[0]!.id !== thirdContainer,
+      60_000,
+      250,
+    );
 
     // Terminate: 204, not found at once, container and row gone.
     const deleted = await rest('DELETE', `/v2/pods/${pod.id}`);
@@ -190,31 +270,73 @@ describe('REST pods on real containers', () => {
     expect(deleted.body).toBeUndefined();
     expect((await rest('GET', `/v2/pods/${pod.id}`)).status).toBe(404);
     expect((await rest('DELETE', `/v2/pods/${pod.id}`)).status).toBe(404);
-    await until('the container and the row gone after terminate', async () => podContainers(hostId, pod.id).length === 0 && (await p.ctx.db.pod.findUnique({ where: { id: pod.id } })) === null, 60_000, 250);
-    await until('the GraphQL-made pod gone', async () => (await p.ctx.db.pod.findUnique({ where: { id: graphqlPodId } })) === null, 60_000, 250);
+    await until(
+      'the container and the row gone after terminate',
+      async () =>
+        podContainers(hostId, pod.id).length === 0 &&
+        (await p.ctx.db.pod.findUnique({ where: { id: pod.id } })) === null,
+      60_000,
+      250,
+    );
+    await until(
+      'the GraphQL-made pod gone',
+      async () => (await p.ctx.db.pod.findUnique({ where: { id: graphqlPodId } })) === null,
+      60_000,
+      250,
+    );
   }, 400_000);
 
   it('takes a persistent mount, a template and the action route for terminate', async () => {
-    const t = await rest('POST', '/v2/templates', { name: 'rest-pod-tpl', image: IMAGE, args: 'node /app/index.js', disk: 7, ports: ['8080/http'], env: { PORT: '8080', FROM: 'template' } });
+    const t = await rest('POST', '/v2/templates', {
+      name: 'rest-pod-tpl',
+      image: IMAGE,
+      args: 'node /app/index.js',
+      disk: 7,
+      ports: ['8080/http'],
+      env: { PORT: '8080', FROM: 'template' },
+    });
     expect(t.status, JSON.stringify(t.body)).toBe(201);
-    const r = await rest('POST', '/v2/pods', { name: 'rest-from-template', templateId: t.body.id, cpu: { id: 'cpu3c', vcpuCount: 2 }, env: { FROM: 'request' }, mounts: { persistent: { size: 1, path: '/data' } } });
+    const r = await rest('POST', '/v2/pods', {
+      name: 'rest-from-template',
+      templateId: t.body.id,
+      cpu: { id: 'cpu3c', vcpuCount: 2 },
+      env: { FROM: 'request' },
+      mounts: { persistent: { size: 1, path: '/data' } },
+    });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
-    expect(r.body).toMatchObject({ image: IMAGE, args: 'node /app/index.js', disk: 7, ports: ['8080/http'], env: { PORT: '8080', FROM: 'request' }, template: t.body.id, mounts: { persistent: { size: 1, path: '/data' } } });
+    expect(r.body).toMatchObject({
+      image: IMAGE,
+      args: 'node /app/index.js',
+      disk: 7,
+      ports: ['8080/http'],
+      env: { PORT: '8080', FROM: 'request' },
+      template: t.body.id,
+      mounts: { persistent: { size: 1, path: '/data' } },
+    });
     const podId = r.body.id as string;
 
     // The mount's size and path may change; its kind may not.
     const resized = await rest('PATCH', `/v2/pods/${podId}`, { mounts: { persistent: { size: 2, path: '/data' } } });
     expect(resized.status, JSON.stringify(resized.body)).toBe(200);
     expect(resized.body.mounts).toEqual({ persistent: { size: 2, path: '/data' } });
-    const network = await rest('PATCH', `/v2/pods/${podId}`, { mounts: { network: [{ volumeId: 'somevolume', path: '/net' }] } });
+    const network = await rest('PATCH', `/v2/pods/${podId}`, {
+      mounts: { network: [{ volumeId: 'somevolume', path: '/net' }] },
+    });
     expect(network.status).toBe(422);
-    expect(network.body.errors).toEqual(['$.mounts.network: the pod was made without a network volume; the kind of mount is fixed when a pod is made']);
+    expect(network.body.errors).toEqual([
+      '$.mounts.network: the pod was made without a network volume; the kind of mount is fixed when a pod is made',
+    ]);
 
     const ran = await runningPod(podId);
     expect(ran.health).toEqual({ status: 'ok', worker: podId });
     const terminated = await rest('POST', `/v2/pods/${podId}/action`, { action: 'terminate' });
     expect(terminated.status).toBe(204);
-    await until('the template pod gone', async () => (await p.ctx.db.pod.findUnique({ where: { id: podId } })) === null, 60_000, 250);
+    await until(
+      'the template pod gone',
+      async () => (await p.ctx.db.pod.findUnique({ where: { id: podId } })) === null,
+      60_000,
+      250,
+    );
   }, 180_000);
 
   it('refuses invalid input with 422 naming the field, in REST terms, and creates nothing', async () => {
@@ -226,38 +348,63 @@ describe('REST pods on real containers', () => {
       return r.body.errors as string[];
     };
     expect(await refused({ image: IMAGE, cpu: { id: 'cpu3c', vcpuCount: 2 } })).toEqual(["$: missing property 'name'"]);
-    expect(await refused(webPod('bad', { imageName: IMAGE }))).toEqual(["$: additional properties 'imageName' not allowed"]);
+    expect(await refused(webPod('bad', { imageName: IMAGE }))).toEqual([
+      "$: additional properties 'imageName' not allowed",
+    ]);
     expect((await refused(webPod('bad', { ports: ['8080/http', '22/tcpx'] }))).join('\n')).toMatch(/^\$\.ports\[1\]: /);
     expect((await refused(webPod('bad', { env: { 'A-B': '1' } }))).join('\n')).toMatch(/\$\.env/);
     expect(await refused(webPod('bad', { args: 'node "open' }))).toEqual(['$.args: unterminated " quote in args']);
-    expect(await refused({ name: 'bad', image: IMAGE })).toEqual(['$.gpu: give exactly one of gpu (a GPU pod) and cpu (a CPU pod)']);
-    expect(await refused(webPod('bad', { gpu: { id: 'NVIDIA GeForce RTX 4090' } }))).toEqual(['$.gpu: give exactly one of gpu (a GPU pod) and cpu (a CPU pod)']);
+    expect(await refused({ name: 'bad', image: IMAGE })).toEqual([
+      '$.gpu: give exactly one of gpu (a GPU pod) and cpu (a CPU pod)',
+    ]);
+    expect(await refused(webPod('bad', { gpu: { id: 'NVIDIA GeForce RTX 4090' } }))).toEqual([
+      '$.gpu: give exactly one of gpu (a GPU pod) and cpu (a CPU pod)',
+    ]);
     // deployPod's rules, in REST's names. The test host has no GPU.
     expect(await refused({ name: 'bad', image: IMAGE, gpu: { id: 'NVIDIA GeForce RTX 4090', count: 2 } })).toEqual([
       "$.gpu.id: no registered host has a GPU of type 'NVIDIA GeForce RTX 4090' (the gpuTypes query lists the types there are)",
     ]);
-    expect(await refused(webPod('bad', { registry: 'nosuchregistry' }))).toEqual(["$.registry: no registry credential 'nosuchregistry'"]);
-    const { image: _image, ...noImage } = webPod('bad', { templateId: 'nosuchtemplate' });
-    expect(await refused(noImage)).toEqual(["$.templateId: no template 'nosuchtemplate'", '$.image: required (or a templateId whose template names the image)']);
-    expect(await refused(webPod('bad', { mounts: { persistent: { size: 1, path: '/a' }, network: [{ volumeId: 'v', path: '/b' }] } }))).toEqual([
-      '$.mounts: a pod has a persistent mount or a network mount, not both',
+    expect(await refused(webPod('bad', { registry: 'nosuchregistry' }))).toEqual([
+      "$.registry: no registry credential 'nosuchregistry'",
     ]);
+    const { image: _image, ...noImage } = webPod('bad', { templateId: 'nosuchtemplate' });
+    expect(await refused(noImage)).toEqual([
+      "$.templateId: no template 'nosuchtemplate'",
+      '$.image: required (or a templateId whose template names the image)',
+    ]);
+    expect(
+      await refused(
+        webPod('bad', { mounts: { persistent: { size: 1, path: '/a' }, network: [{ volumeId: 'v', path: '/b' }] } }),
+      ),
+    ).toEqual(['$.mounts: a pod has a persistent mount or a network mount, not both']);
     // The network volume goes to the domain's network-volume rules, which name it in REST terms.
-    expect((await refused(webPod('bad', { mounts: { network: [{ volumeId: 'nosuchvolume', path: '/runpod-volume' }] } }))).join('\n')).toMatch(/^\$\.mounts\.network\[0\]\.volumeId: /);
+    expect(
+      (
+        await refused(webPod('bad', { mounts: { network: [{ volumeId: 'nosuchvolume', path: '/runpod-volume' }] } }))
+      ).join('\n'),
+    ).toMatch(/^\$\.mounts\.network\[0\]\.volumeId: /);
     expect(await p.ctx.db.pod.count()).toBe(before);
 
     // Update and action bodies too, on a pod that exists (it need not run for this).
     const pod = await rest('POST', '/v2/pods', webPod('valid'));
     expect(pod.status).toBe(201);
     const id = pod.body.id as string;
-    expect((await refused({ ports: ['99999/tcp'] }, `/v2/pods/${id}`, 'PATCH')).join('\n')).toMatch(/^\$\.ports: '99999\/tcp' is not port\/protocol/);
+    expect((await refused({ ports: ['99999/tcp'] }, `/v2/pods/${id}`, 'PATCH')).join('\n')).toMatch(
+      /^\$\.ports: '99999\/tcp' is not port\/protocol/,
+    );
     expect(await refused({ mounts: { persistent: { size: 1, path: '/data' } } }, `/v2/pods/${id}`, 'PATCH')).toEqual([
       '$.mounts.persistent: the pod was made without a persistent mount; the kind of mount is fixed when a pod is made',
     ]);
-    expect(await refused({ image: 'UPPER/app' }, `/v2/pods/${id}`, 'PATCH')).toEqual([expect.stringMatching(/^\$\.image: /)]);
+    expect(await refused({ image: 'UPPER/app' }, `/v2/pods/${id}`, 'PATCH')).toEqual([
+      expect.stringMatching(/^\$\.image: /),
+    ]);
     expect((await refused({ action: 'reboot' }, `/v2/pods/${id}/action`)).join('\n')).toMatch(/^\$\.action: /);
     expect((await refused(undefined, `/v2/pods/${id}/action`)).join('\n')).toMatch(/^\$: /);
-    expect((await rest('GET', `/v2/pods/${id}`)).body).toMatchObject({ image: IMAGE, ports: ['8080/http'], mounts: {} });
+    expect((await rest('GET', `/v2/pods/${id}`)).body).toMatchObject({
+      image: IMAGE,
+      ports: ['8080/http'],
+      mounts: {},
+    });
     // Names stay unique within the account.
     const dup = await rest('POST', '/v2/pods', webPod('valid'));
     expect(dup.status).toBe(409);
@@ -279,7 +426,9 @@ describe('REST pods on real containers', () => {
     const admin = await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } });
     const readOnly = (await issueApiKey(p.ctx.db, admin.id, 'ro', ['READ'])).key;
     expect((await rest('GET', `/v2/pods/${podId}`, undefined, readOnly)).body.id).toBe(podId);
-    expect((await rest('GET', '/v2/pods', undefined, readOnly)).body.pods.map((x: { id: string }) => x.id)).toContain(podId);
+    expect((await rest('GET', '/v2/pods', undefined, readOnly)).body.pods.map((x: { id: string }) => x.id)).toContain(
+      podId,
+    );
     for (const [method, route, body] of [
       ['POST', '/v2/pods', webPod('read-only')],
       ['PATCH', `/v2/pods/${podId}`, { name: 'read-only' }],
@@ -295,7 +444,9 @@ describe('REST pods on real containers', () => {
     expect((await rest('GET', `/v2/pods/${podId}`, undefined, limited)).status).toBe(403);
     expect((await rest('POST', '/v2/pods', webPod('limited'), limited)).status).toBe(403);
 
-    const other = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'other' } });
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'other' },
+    });
     const otherKey = (await issueApiKey(p.ctx.db, other.id, 'o', ['READ', 'WRITE'])).key;
     expect((await rest('GET', '/v2/pods', undefined, otherKey)).body).toEqual({ pods: [] });
     for (const [method, route, body] of [

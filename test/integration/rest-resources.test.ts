@@ -13,7 +13,10 @@ describe('REST management resources', () => {
   let other: { accountId: string; key: string };
   let readOnlyKey: string;
 
-  const problemOf = (res: { status: number; headers: Headers; body: { title: string; status: number } }, status: number): void => {
+  const problemOf = (
+    res: { status: number; headers: Headers; body: { title: string; status: number } },
+    status: number,
+  ): void => {
     expect(res.status).toBe(status);
     expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(res.body.status).toBe(status);
@@ -22,14 +25,29 @@ describe('REST management resources', () => {
   beforeAll(async () => {
     p = await startTestPlatform();
     adminAccountId = (await p.ctx.db.account.findFirstOrThrow({ where: { isAdmin: true } })).id;
-    const account = await call(p.url, 'POST', '/v2/accounts', { key: p.adminKey, body: { email: 'other@example.test', name: 'Other' } });
+    const account = await call(p.url, 'POST', '/v2/accounts', {
+      key: p.adminKey,
+      body: { email: 'other@example.test', name: 'Other' },
+    });
     expect(account.status).toBe(201);
-    const key = await call(p.url, 'POST', '/v2/keys', { key: p.adminKey, body: { name: 'other rw', scopes: ['READ', 'WRITE'], accountId: account.body.id } });
+    const key = await call(p.url, 'POST', '/v2/keys', {
+      key: p.adminKey,
+      body: { name: 'other rw', scopes: ['READ', 'WRITE'], accountId: account.body.id },
+    });
     expect(key.status).toBe(201);
     other = { accountId: account.body.id, key: key.body.key };
     readOnlyKey = (await issueApiKey(p.ctx.db, adminAccountId, 'ro', ['READ'])).key;
     // Network volumes live in the data center of a registered host.
-    await p.ctx.db.host.create({ data: { id: newId(), name: 'ro-host', address: '10.0.0.9', user: 'gantry', dataCenterId: 'EU-RO-1', status: 'READY' } });
+    await p.ctx.db.host.create({
+      data: {
+        id: newId(),
+        name: 'ro-host',
+        address: '10.0.0.9',
+        user: 'gantry',
+        dataCenterId: 'EU-RO-1',
+        status: 'READY',
+      },
+    });
   });
   afterAll(async () => {
     await p?.stop();
@@ -46,7 +64,13 @@ describe('REST management resources', () => {
     const ours = [
       ...['createRegistry', 'listRegistries', 'getRegistry', 'deleteRegistry'],
       ...['createTemplate', 'listTemplates', 'getTemplate', 'updateTemplate', 'deleteTemplate'],
-      ...['createNetworkVolume', 'listNetworkVolumes', 'getNetworkVolume', 'updateNetworkVolume', 'deleteNetworkVolume'],
+      ...[
+        'createNetworkVolume',
+        'listNetworkVolumes',
+        'getNetworkVolume',
+        'updateNetworkVolume',
+        'deleteNetworkVolume',
+      ],
       ...['listGpuTypes', 'getGpuType', 'listCpuTypes', 'getCpuType', 'listDataCenters', 'getDataCenter'],
       ...['listBilling', 'listServerlessBilling', 'listEndpointBilling'],
       ...['createApiKey', 'listApiKeys', 'revokeApiKey', 'createAccount', 'listAccounts'],
@@ -59,7 +83,10 @@ describe('REST management resources', () => {
   describe('registries', () => {
     it('stores a credential sealed, returns only id and name, and opens it for pulls', async () => {
       const password = 'correct-horse-battery-staple-31337';
-      const created = await call(p.url, 'POST', '/v2/registries', { key: p.adminKey, body: { name: 'dockerhub', username: 'gantry-bot', password } });
+      const created = await call(p.url, 'POST', '/v2/registries', {
+        key: p.adminKey,
+        body: { name: 'dockerhub', username: 'gantry-bot', password },
+      });
       expect(created.status).toBe(201);
       expect(Object.keys(created.body).sort()).toEqual(['id', 'name', 'registry']);
       expect(created.body.name).toBe('dockerhub');
@@ -71,7 +98,11 @@ describe('REST management resources', () => {
       expect(stored.includes(Buffer.from(password))).toBe(false);
       expect(stored.includes(Buffer.from('gantry-bot'))).toBe(false);
       expect(stored[0]).toBe(1); // the SecretBox format byte
-      expect(await openRegistryCredential(p.ctx, adminAccountId, created.body.id)).toEqual({ username: 'gantry-bot', password, registry: 'docker.io' });
+      expect(await openRegistryCredential(p.ctx, adminAccountId, created.body.id)).toEqual({
+        username: 'gantry-bot',
+        password,
+        registry: 'docker.io',
+      });
       // One account's workers never pull with another's secret.
       await expect(openRegistryCredential(p.ctx, other.accountId, created.body.id)).rejects.toThrow(/not found/);
 
@@ -94,17 +125,26 @@ describe('REST management resources', () => {
     });
 
     it('validates bodies, checks scopes and hides other accounts', async () => {
-      const extra = await call(p.url, 'POST', '/v2/registries', { key: p.adminKey, body: { name: 'x', username: 'u', password: 'p', email: 'a@b.c' } });
+      const extra = await call(p.url, 'POST', '/v2/registries', {
+        key: p.adminKey,
+        body: { name: 'x', username: 'u', password: 'p', email: 'a@b.c' },
+      });
       problemOf(extra, 422);
       expect(extra.body.errors).toEqual(["$: additional properties 'email' not allowed"]);
-      const missing = await call(p.url, 'POST', '/v2/registries', { key: p.adminKey, body: { name: 'x', username: 'u' } });
+      const missing = await call(p.url, 'POST', '/v2/registries', {
+        key: p.adminKey,
+        body: { name: 'x', username: 'u' },
+      });
       problemOf(missing, 422);
       expect(missing.body.errors).toEqual(["$: missing property 'password'"]);
       // Authentication and scope come before the body is looked at.
       problemOf(await call(p.url, 'POST', '/v2/registries', { body: { bogus: true } }), 401);
       problemOf(await call(p.url, 'POST', '/v2/registries', { key: readOnlyKey, body: { bogus: true } }), 403);
 
-      const mine = await call(p.url, 'POST', '/v2/registries', { key: p.adminKey, body: { name: 'private-one', username: 'u', password: 'p' } });
+      const mine = await call(p.url, 'POST', '/v2/registries', {
+        key: p.adminKey,
+        body: { name: 'private-one', username: 'u', password: 'p' },
+      });
       problemOf(await call(p.url, 'GET', `/v2/registries/${mine.body.id}`, { key: other.key }), 404);
       problemOf(await call(p.url, 'DELETE', `/v2/registries/${mine.body.id}`, { key: other.key }), 404);
       const theirs = await call(p.url, 'GET', '/v2/registries', { key: other.key });
@@ -112,15 +152,29 @@ describe('REST management resources', () => {
     });
 
     it('refuses to delete a credential an endpoint pulls with, and templates lose the reference', async () => {
-      const reg = await call(p.url, 'POST', '/v2/registries', { key: p.adminKey, body: { name: 'in-use', username: 'u', password: 'p' } });
+      const reg = await call(p.url, 'POST', '/v2/registries', {
+        key: p.adminKey,
+        body: { name: 'in-use', username: 'u', password: 'p' },
+      });
       const endpointId = newId();
-      await p.ctx.db.endpoint.create({ data: { id: endpointId, accountId: adminAccountId, name: 'pulls-private', image: 'private/img:1', registryId: reg.body.id } });
+      await p.ctx.db.endpoint.create({
+        data: {
+          id: endpointId,
+          accountId: adminAccountId,
+          name: 'pulls-private',
+          image: 'private/img:1',
+          registryId: reg.body.id,
+        },
+      });
       const refused = await call(p.url, 'DELETE', `/v2/registries/${reg.body.id}`, { key: p.adminKey });
       problemOf(refused, 400);
       expect(refused.body.detail).toContain(endpointId);
 
       await p.ctx.db.endpoint.delete({ where: { id: endpointId } });
-      const tpl = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'uses-reg', image: 'private/img:1', registry: reg.body.id } });
+      const tpl = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'uses-reg', image: 'private/img:1', registry: reg.body.id },
+      });
       expect(tpl.body.registry).toBe(reg.body.id);
       problemOf(await call(p.url, 'DELETE', `/v2/registries/${reg.body.id}`, { key: readOnlyKey }), 403);
       const deleted = await call(p.url, 'DELETE', `/v2/registries/${reg.body.id}`, { key: p.adminKey });
@@ -133,7 +187,10 @@ describe('REST management resources', () => {
 
   describe('templates', () => {
     it('creates with defaults, reads, lists, patches and deletes', async () => {
-      const created = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'base', image: 'docker.io/library/python:3.12' } });
+      const created = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'base', image: 'docker.io/library/python:3.12' },
+      });
       expect(created.status).toBe(201);
       const t = created.body;
       expect(t).toMatchObject({
@@ -154,7 +211,12 @@ describe('REST management resources', () => {
 
       const patched = await call(p.url, 'PATCH', `/v2/templates/${t.id}`, {
         key: p.adminKey,
-        body: { env: { MODE: 'prod', HF_HOME: '/cache' }, ports: ['8000/http', '22/tcp'], args: 'python serve.py', mounts: { persistent: { size: 20, path: '/data' } } },
+        body: {
+          env: { MODE: 'prod', HF_HOME: '/cache' },
+          ports: ['8000/http', '22/tcp'],
+          args: 'python serve.py',
+          mounts: { persistent: { size: 20, path: '/data' } },
+        },
       });
       expect(patched.status).toBe(200);
       expect(patched.body).toMatchObject({
@@ -167,9 +229,19 @@ describe('REST management resources', () => {
       });
       // Stored in the model's own fields (GraphQL reads the same row).
       const row = await p.ctx.db.template.findUniqueOrThrow({ where: { id: t.id } });
-      expect(row).toMatchObject({ imageName: 'docker.io/library/python:3.12', dockerArgs: 'python serve.py', ports: '8000/http,22/tcp', volumeInGb: 20, volumeMountPath: '/data', isServerless: false });
+      expect(row).toMatchObject({
+        imageName: 'docker.io/library/python:3.12',
+        dockerArgs: 'python serve.py',
+        ports: '8000/http,22/tcp',
+        volumeInGb: 20,
+        volumeMountPath: '/data',
+        isServerless: false,
+      });
 
-      const unmounted = await call(p.url, 'PATCH', `/v2/templates/${t.id}`, { key: p.adminKey, body: { mounts: { persistent: null } } });
+      const unmounted = await call(p.url, 'PATCH', `/v2/templates/${t.id}`, {
+        key: p.adminKey,
+        body: { mounts: { persistent: null } },
+      });
       expect(unmounted.body.mounts).toEqual({});
       expect(unmounted.body.env).toEqual({ MODE: 'prod', HF_HOME: '/cache' });
 
@@ -182,47 +254,101 @@ describe('REST management resources', () => {
     });
 
     it('enforces unique names, valid ports, serverless volumes, own registries and own templates', async () => {
-      const a = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'tpl-a', image: 'img:a', serverless: true } });
-      const b = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'tpl-b', image: 'img:b' } });
+      const a = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'tpl-a', image: 'img:a', serverless: true },
+      });
+      const b = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'tpl-b', image: 'img:b' },
+      });
       expect([a.status, b.status]).toEqual([201, 201]);
-      problemOf(await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'tpl-a', image: 'img:x' } }), 409);
-      const rename = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: p.adminKey, body: { name: 'tpl-a' } });
+      problemOf(
+        await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'tpl-a', image: 'img:x' } }),
+        409,
+      );
+      const rename = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, {
+        key: p.adminKey,
+        body: { name: 'tpl-a' },
+      });
       problemOf(rename, 409);
 
-      const ports = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'bad-ports', image: 'i', ports: ['70000/http', '80/ftp'] } });
+      const ports = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'bad-ports', image: 'i', ports: ['70000/http', '80/ftp'] },
+      });
       problemOf(ports, 422);
       expect(ports.body.errors).toEqual(expect.arrayContaining([expect.stringMatching(/^\$\.ports\[1\]: /)]));
-      const bigPort = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'big-port', image: 'i', ports: ['70000/http'] } });
-      expect(bigPort.body.errors).toEqual(["$.ports: '70000/http' is not port/protocol with a port 1-65535 and protocol http, tcp or udp"]);
+      const bigPort = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'big-port', image: 'i', ports: ['70000/http'] },
+      });
+      expect(bigPort.body.errors).toEqual([
+        "$.ports: '70000/http' is not port/protocol with a port 1-65535 and protocol http, tcp or udp",
+      ]);
 
-      const volume = await call(p.url, 'PATCH', `/v2/templates/${a.body.id}`, { key: p.adminKey, body: { mounts: { persistent: { size: 5, path: '/data' } } } });
+      const volume = await call(p.url, 'PATCH', `/v2/templates/${a.body.id}`, {
+        key: p.adminKey,
+        body: { mounts: { persistent: { size: 5, path: '/data' } } },
+      });
       problemOf(volume, 422);
-      expect(volume.body.errors[0]).toMatch(/^\$\.mounts\.persistent: serverless templates cannot have a persistent volume/);
+      expect(volume.body.errors[0]).toMatch(
+        /^\$\.mounts\.persistent: serverless templates cannot have a persistent volume/,
+      );
 
       const theirRegistry = (await call(p.url, 'GET', '/v2/registries', { key: other.key })).body.registries[0].id;
-      const foreign = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: p.adminKey, body: { registry: theirRegistry } });
+      const foreign = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, {
+        key: p.adminKey,
+        body: { registry: theirRegistry },
+      });
       problemOf(foreign, 422);
       expect(foreign.body.errors).toEqual([`$.registry: no registry credential '${theirRegistry}'`]);
 
-      const unknown = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: p.adminKey, body: { imageName: 'x' } });
+      const unknown = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, {
+        key: p.adminKey,
+        body: { imageName: 'x' },
+      });
       problemOf(unknown, 422);
       expect(unknown.body.errors).toEqual(["$: additional properties 'imageName' not allowed"]);
 
-      const quote = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: p.adminKey, body: { args: "sh -c 'echo" } });
+      const quote = await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, {
+        key: p.adminKey,
+        body: { args: "sh -c 'echo" },
+      });
       problemOf(quote, 422);
       expect(quote.body.errors).toEqual(["$.args: unterminated ' quote in args"]);
 
-      problemOf(await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: other.key, body: { name: 'stolen' } }), 404);
+      problemOf(
+        await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: other.key, body: { name: 'stolen' } }),
+        404,
+      );
       problemOf(await call(p.url, 'DELETE', `/v2/templates/${b.body.id}`, { key: other.key }), 404);
-      problemOf(await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: readOnlyKey, body: { name: 'ro' } }), 403);
+      problemOf(
+        await call(p.url, 'PATCH', `/v2/templates/${b.body.id}`, { key: readOnlyKey, body: { name: 'ro' } }),
+        403,
+      );
       // Nothing of the refused changes stuck.
-      expect(await p.ctx.db.template.findUniqueOrThrow({ where: { id: b.body.id } })).toMatchObject({ name: 'tpl-b', registryId: null });
+      expect(await p.ctx.db.template.findUniqueOrThrow({ where: { id: b.body.id } })).toMatchObject({
+        name: 'tpl-b',
+        registryId: null,
+      });
     });
 
     it('refuses to delete a template an endpoint was made from', async () => {
-      const t = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'bound', image: 'img:bound', serverless: true } });
+      const t = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'bound', image: 'img:bound', serverless: true },
+      });
       const endpointId = newId();
-      await p.ctx.db.endpoint.create({ data: { id: endpointId, accountId: adminAccountId, name: 'from-template', image: 'img:bound', templateId: t.body.id } });
+      await p.ctx.db.endpoint.create({
+        data: {
+          id: endpointId,
+          accountId: adminAccountId,
+          name: 'from-template',
+          image: 'img:bound',
+          templateId: t.body.id,
+        },
+      });
       const refused = await call(p.url, 'DELETE', `/v2/templates/${t.body.id}`, { key: p.adminKey });
       problemOf(refused, 400);
       expect(refused.body.detail).toBe(`template is in use by endpoint ${endpointId}`);
@@ -231,44 +357,103 @@ describe('REST management resources', () => {
     });
 
     it('serves the GraphQL shape through saveTemplate with and without id', async () => {
-      const principal: Principal = { accountId: other.accountId, keyId: 'k', scopes: new Set(['READ', 'WRITE']), endpointIds: [], isAdmin: false };
+      const principal: Principal = {
+        accountId: other.accountId,
+        keyId: 'k',
+        scopes: new Set(['READ', 'WRITE']),
+        endpointIds: [],
+        isAdmin: false,
+      };
       const created = await saveTemplate(p.ctx, principal, {
         name: 'gql-worker',
         imageName: 'runpod/worker:1',
         containerDiskInGb: 15,
         volumeInGb: 0,
-        env: [{ key: 'A', value: '1' }, { key: 'B', value: '2' }],
+        env: [
+          { key: 'A', value: '1' },
+          { key: 'B', value: '2' },
+        ],
         ports: '8000/http',
         isServerless: true,
         readme: '# hi',
       });
-      expect(created).toMatchObject({ name: 'gql-worker', imageName: 'runpod/worker:1', containerDiskInGb: 15, env: [{ key: 'A', value: '1' }, { key: 'B', value: '2' }], ports: '8000/http', isServerless: true, containerRegistryAuthId: null });
-      const updated = await saveTemplate(p.ctx, principal, { id: created.id, name: 'gql-worker', imageName: 'runpod/worker:2', env: [{ key: 'A', value: '3' }] });
-      expect(updated).toMatchObject({ id: created.id, imageName: 'runpod/worker:2', containerDiskInGb: 15, env: [{ key: 'A', value: '3' }], readme: '# hi' });
+      expect(created).toMatchObject({
+        name: 'gql-worker',
+        imageName: 'runpod/worker:1',
+        containerDiskInGb: 15,
+        env: [
+          { key: 'A', value: '1' },
+          { key: 'B', value: '2' },
+        ],
+        ports: '8000/http',
+        isServerless: true,
+        containerRegistryAuthId: null,
+      });
+      const updated = await saveTemplate(p.ctx, principal, {
+        id: created.id,
+        name: 'gql-worker',
+        imageName: 'runpod/worker:2',
+        env: [{ key: 'A', value: '3' }],
+      });
+      expect(updated).toMatchObject({
+        id: created.id,
+        imageName: 'runpod/worker:2',
+        containerDiskInGb: 15,
+        env: [{ key: 'A', value: '3' }],
+        readme: '# hi',
+      });
       expect((await listTemplateRecords(p.ctx, principal)).map((r) => r.id)).toEqual([created.id]);
       // The REST view of the same template.
-      expect((await call(p.url, 'GET', `/v2/templates/${created.id}`, { key: other.key })).body).toMatchObject({ image: 'runpod/worker:2', env: { A: '3' }, serverless: true });
-      await expect(saveTemplate(p.ctx, principal, { name: 'dup-env', imageName: 'i', env: [{ key: 'A', value: '1' }, { key: 'A', value: '2' }] })).rejects.toMatchObject({
+      expect((await call(p.url, 'GET', `/v2/templates/${created.id}`, { key: other.key })).body).toMatchObject({
+        image: 'runpod/worker:2',
+        env: { A: '3' },
+        serverless: true,
+      });
+      await expect(
+        saveTemplate(p.ctx, principal, {
+          name: 'dup-env',
+          imageName: 'i',
+          env: [
+            { key: 'A', value: '1' },
+            { key: 'A', value: '2' },
+          ],
+        }),
+      ).rejects.toMatchObject({
         kind: 'validation',
         errors: ["$.env: key 'A' is given twice"],
       });
-      await expect(saveTemplate(p.ctx, principal, { name: 'vol', imageName: 'i', isServerless: true, volumeInGb: 5 })).rejects.toMatchObject({ kind: 'validation' });
+      await expect(
+        saveTemplate(p.ctx, principal, { name: 'vol', imageName: 'i', isServerless: true, volumeInGb: 5 }),
+      ).rejects.toMatchObject({ kind: 'validation' });
       // Another account's template id is not found, not changed.
-      const admins = await call(p.url, 'POST', '/v2/templates', { key: p.adminKey, body: { name: 'admins', image: 'i' } });
-      await expect(saveTemplate(p.ctx, principal, { id: admins.body.id, name: 'x', imageName: 'y' })).rejects.toMatchObject({ kind: 'not_found' });
+      const admins = await call(p.url, 'POST', '/v2/templates', {
+        key: p.adminKey,
+        body: { name: 'admins', image: 'i' },
+      });
+      await expect(
+        saveTemplate(p.ctx, principal, { id: admins.body.id, name: 'x', imageName: 'y' }),
+      ).rejects.toMatchObject({ kind: 'not_found' });
     });
   });
 
   describe('network volumes', () => {
     it('creates in a known data center, grows, renames, refuses to shrink, and deletes', async () => {
-      const created = await call(p.url, 'POST', '/v2/network-volumes', { key: p.adminKey, body: { name: 'models', size: 50, dataCenter: 'EU-RO-1' } });
+      const created = await call(p.url, 'POST', '/v2/network-volumes', {
+        key: p.adminKey,
+        body: { name: 'models', size: 50, dataCenter: 'EU-RO-1' },
+      });
       expect(created.status).toBe(201);
       expect(created.body).toMatchObject({ name: 'models', size: 50, dataCenter: 'EU-RO-1', type: 'STANDARD' });
       const v = created.body;
       expect((await call(p.url, 'GET', `/v2/network-volumes/${v.id}`, { key: readOnlyKey })).body).toEqual(v);
-      expect((await call(p.url, 'GET', '/v2/network-volumes', { key: p.adminKey })).body).toEqual({ networkVolumes: [v] });
+      expect((await call(p.url, 'GET', '/v2/network-volumes', { key: p.adminKey })).body).toEqual({
+        networkVolumes: [v],
+      });
 
-      const grown = await call(p.url, 'PATCH', `/v2/network-volumes/${v.id}`, { key: p.adminKey, body: { size: 80, name: 'models-2' } });
+      const grown = await call(p.url, 'PATCH', `/v2/network-volumes/${v.id}`, {
+        key: p.adminKey,
+        body: { size: 80, name: 'models-2' },
+      });
       expect(grown.status).toBe(200);
       expect(grown.body).toMatchObject({ id: v.id, size: 80, name: 'models-2' });
       const shrink = await call(p.url, 'PATCH', `/v2/network-volumes/${v.id}`, { key: p.adminKey, body: { size: 10 } });
@@ -278,10 +463,21 @@ describe('REST management resources', () => {
       problemOf(empty, 422);
 
       problemOf(await call(p.url, 'GET', `/v2/network-volumes/${v.id}`, { key: other.key }), 404);
-      problemOf(await call(p.url, 'PATCH', `/v2/network-volumes/${v.id}`, { key: other.key, body: { size: 100 } }), 404);
+      problemOf(
+        await call(p.url, 'PATCH', `/v2/network-volumes/${v.id}`, { key: other.key, body: { size: 100 } }),
+        404,
+      );
 
       const endpointId = newId();
-      await p.ctx.db.endpoint.create({ data: { id: endpointId, accountId: adminAccountId, name: 'mounts-volume', image: 'i', networkVolumeIds: [v.id] } });
+      await p.ctx.db.endpoint.create({
+        data: {
+          id: endpointId,
+          accountId: adminAccountId,
+          name: 'mounts-volume',
+          image: 'i',
+          networkVolumeIds: [v.id],
+        },
+      });
       const inUse = await call(p.url, 'DELETE', `/v2/network-volumes/${v.id}`, { key: p.adminKey });
       problemOf(inUse, 400);
       expect(inUse.body.detail).toBe(`network volume is in use by endpoint ${endpointId}`);
@@ -289,35 +485,89 @@ describe('REST management resources', () => {
       expect((await call(p.url, 'DELETE', `/v2/network-volumes/${v.id}`, { key: p.adminKey })).status).toBe(204);
       // Gone for its owner at once; the row stays until a host of its data center has removed its data.
       problemOf(await call(p.url, 'GET', `/v2/network-volumes/${v.id}`, { key: p.adminKey }), 404);
-      expect(await p.ctx.db.networkVolume.findUnique({ where: { id: v.id } })).toMatchObject({ deletedAt: expect.any(Date), name: `${v.id}~deleted` });
+      expect(await p.ctx.db.networkVolume.findUnique({ where: { id: v.id } })).toMatchObject({
+        deletedAt: expect.any(Date),
+        name: `${v.id}~deleted`,
+      });
     });
 
     it('rejects unknown data centers, bad sizes, unknown properties and duplicate names', async () => {
-      const unknownDc = await call(p.url, 'POST', '/v2/network-volumes', { key: p.adminKey, body: { name: 'v', size: 10, dataCenter: 'MARS-1' } });
+      const unknownDc = await call(p.url, 'POST', '/v2/network-volumes', {
+        key: p.adminKey,
+        body: { name: 'v', size: 10, dataCenter: 'MARS-1' },
+      });
       problemOf(unknownDc, 422);
       expect(unknownDc.body.errors).toEqual(["$.dataCenter: unknown data center 'MARS-1'; known: EU-RO-1"]);
-      const zero = await call(p.url, 'POST', '/v2/network-volumes', { key: p.adminKey, body: { name: 'v', size: 0, dataCenter: 'EU-RO-1', tier: 'fast' } });
+      const zero = await call(p.url, 'POST', '/v2/network-volumes', {
+        key: p.adminKey,
+        body: { name: 'v', size: 0, dataCenter: 'EU-RO-1', tier: 'fast' },
+      });
       problemOf(zero, 422);
-      expect(zero.body.errors).toEqual(expect.arrayContaining([expect.stringMatching(/^\$\.size: /), "$: additional properties 'tier' not allowed"]));
-      const hps = await call(p.url, 'POST', '/v2/network-volumes', { key: p.adminKey, body: { name: 'v', size: 10, dataCenter: 'EU-RO-1', type: 'HIGH_PERFORMANCE' } });
+      expect(zero.body.errors).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^\$\.size: /), "$: additional properties 'tier' not allowed"]),
+      );
+      const hps = await call(p.url, 'POST', '/v2/network-volumes', {
+        key: p.adminKey,
+        body: { name: 'v', size: 10, dataCenter: 'EU-RO-1', type: 'HIGH_PERFORMANCE' },
+      });
       problemOf(hps, 422);
 
-      expect((await call(p.url, 'POST', '/v2/network-volumes', { key: p.adminKey, body: { name: 'scratch', size: 1, dataCenter: 'EU-RO-1' } })).status).toBe(201);
-      problemOf(await call(p.url, 'POST', '/v2/network-volumes', { key: p.adminKey, body: { name: 'scratch', size: 2, dataCenter: 'EU-RO-1' } }), 409);
-      expect((await call(p.url, 'POST', '/v2/network-volumes', { key: other.key, body: { name: 'scratch', size: 2, dataCenter: 'EU-RO-1' } })).status).toBe(201);
-      problemOf(await call(p.url, 'POST', '/v2/network-volumes', { key: readOnlyKey, body: { name: 'ro', size: 2, dataCenter: 'EU-RO-1' } }), 403);
+      expect(
+        (
+          await call(p.url, 'POST', '/v2/network-volumes', {
+            key: p.adminKey,
+            body: { name: 'scratch', size: 1, dataCenter: 'EU-RO-1' },
+          })
+        ).status,
+      ).toBe(201);
+      problemOf(
+        await call(p.url, 'POST', '/v2/network-volumes', {
+          key: p.adminKey,
+          body: { name: 'scratch', size: 2, dataCenter: 'EU-RO-1' },
+        }),
+        409,
+      );
+      expect(
+        (
+          await call(p.url, 'POST', '/v2/network-volumes', {
+            key: other.key,
+            body: { name: 'scratch', size: 2, dataCenter: 'EU-RO-1' },
+          })
+        ).status,
+      ).toBe(201);
+      problemOf(
+        await call(p.url, 'POST', '/v2/network-volumes', {
+          key: readOnlyKey,
+          body: { name: 'ro', size: 2, dataCenter: 'EU-RO-1' },
+        }),
+        403,
+      );
     });
   });
 
   describe('API keys and accounts', () => {
     it('shows a new key once, lists keys without secrets, and revokes them', async () => {
-      const created = await call(p.url, 'POST', '/v2/keys', { key: other.key, body: { name: 'ci reader', scopes: ['READ'] } });
+      const created = await call(p.url, 'POST', '/v2/keys', {
+        key: other.key,
+        body: { name: 'ci reader', scopes: ['READ'] },
+      });
       expect(created.status).toBe(201);
       expect(created.body.key).toMatch(/^gntr_[A-Za-z0-9]{40}$/);
-      expect(created.body).toMatchObject({ name: 'ci reader', scopes: ['READ'], accountId: other.accountId, endpointIds: [], expiresAt: null, revokedAt: null, prefix: created.body.key.slice(0, 10) });
+      expect(created.body).toMatchObject({
+        name: 'ci reader',
+        scopes: ['READ'],
+        accountId: other.accountId,
+        endpointIds: [],
+        expiresAt: null,
+        revokedAt: null,
+        prefix: created.body.key.slice(0, 10),
+      });
       // The new key works, with its own scopes.
       expect((await call(p.url, 'GET', '/v2/templates', { key: created.body.key })).status).toBe(200);
-      problemOf(await call(p.url, 'POST', '/v2/templates', { key: created.body.key, body: { name: 'n', image: 'i' } }), 403);
+      problemOf(
+        await call(p.url, 'POST', '/v2/templates', { key: created.body.key, body: { name: 'n', image: 'i' } }),
+        403,
+      );
 
       const list = await call(p.url, 'GET', '/v2/keys', { key: other.key });
       expect(list.status).toBe(200);
@@ -332,17 +582,34 @@ describe('REST management resources', () => {
       problemOf(await call(p.url, 'GET', '/v2/templates', { key: created.body.key }), 401);
       expect((await call(p.url, 'DELETE', `/v2/keys/${created.body.id}`, { key: other.key })).status).toBe(204);
       const after = await call(p.url, 'GET', '/v2/keys', { key: other.key });
-      expect(Date.parse(after.body.keys.find((k: { id: string }) => k.id === created.body.id).revokedAt)).toBeGreaterThan(Date.now() - 60_000);
+      expect(
+        Date.parse(after.body.keys.find((k: { id: string }) => k.id === created.body.id).revokedAt),
+      ).toBeGreaterThan(Date.now() - 60_000);
     });
 
     it('never lets a key make or revoke a stronger key, nor reach another account', async () => {
-      const admin = await call(p.url, 'POST', '/v2/keys', { key: other.key, body: { name: 'escalate', scopes: ['READ', 'ADMIN'] } });
+      const admin = await call(p.url, 'POST', '/v2/keys', {
+        key: other.key,
+        body: { name: 'escalate', scopes: ['READ', 'ADMIN'] },
+      });
       problemOf(admin, 403);
       expect(admin.body.detail).toBe('a key cannot grant scopes it does not have: ADMIN');
-      problemOf(await call(p.url, 'POST', '/v2/keys', { key: other.key, body: { name: 'x', scopes: ['READ'], accountId: adminAccountId } }), 403);
-      problemOf(await call(p.url, 'POST', '/v2/keys', { key: readOnlyKey, body: { name: 'x', scopes: ['READ'] } }), 403);
+      problemOf(
+        await call(p.url, 'POST', '/v2/keys', {
+          key: other.key,
+          body: { name: 'x', scopes: ['READ'], accountId: adminAccountId },
+        }),
+        403,
+      );
+      problemOf(
+        await call(p.url, 'POST', '/v2/keys', { key: readOnlyKey, body: { name: 'x', scopes: ['READ'] } }),
+        403,
+      );
 
-      const runner = await call(p.url, 'POST', '/v2/keys', { key: p.adminKey, body: { name: 'runner', scopes: ['RUN', 'READ'], accountId: other.accountId } });
+      const runner = await call(p.url, 'POST', '/v2/keys', {
+        key: p.adminKey,
+        body: { name: 'runner', scopes: ['RUN', 'READ'], accountId: other.accountId },
+      });
       expect(runner.status).toBe(201);
       const denied = await call(p.url, 'DELETE', `/v2/keys/${runner.body.id}`, { key: other.key });
       problemOf(denied, 403);
@@ -353,21 +620,36 @@ describe('REST management resources', () => {
       expect((await call(p.url, 'DELETE', `/v2/keys/${runner.body.id}`, { key: p.adminKey })).status).toBe(204);
       problemOf(await call(p.url, 'GET', `/v2/keys?accountId=${adminAccountId}`, { key: other.key }), 403);
       const adminView = await call(p.url, 'GET', `/v2/keys?accountId=${other.accountId}`, { key: p.adminKey });
-      expect(adminView.body.keys.map((k: { name: string }) => k.name)).toEqual(expect.arrayContaining(['other rw', 'runner']));
+      expect(adminView.body.keys.map((k: { name: string }) => k.name)).toEqual(
+        expect.arrayContaining(['other rw', 'runner']),
+      );
     });
 
     it('checks expiry, endpoint ids and endpoint-limited keys', async () => {
-      const past = await call(p.url, 'POST', '/v2/keys', { key: other.key, body: { name: 'old', scopes: ['READ'], expiresAt: '2020-01-01T00:00:00Z' } });
+      const past = await call(p.url, 'POST', '/v2/keys', {
+        key: other.key,
+        body: { name: 'old', scopes: ['READ'], expiresAt: '2020-01-01T00:00:00Z' },
+      });
       problemOf(past, 422);
       expect(past.body.errors).toEqual(['$.expiresAt: must be in the future']);
-      const ghost = await call(p.url, 'POST', '/v2/keys', { key: other.key, body: { name: 'ghost', scopes: ['READ'], endpointIds: ['nosuchendpoint'] } });
+      const ghost = await call(p.url, 'POST', '/v2/keys', {
+        key: other.key,
+        body: { name: 'ghost', scopes: ['READ'], endpointIds: ['nosuchendpoint'] },
+      });
       expect(ghost.body.errors).toEqual(["$.endpointIds: no endpoint 'nosuchendpoint'"]);
 
       const endpointId = newId();
-      await p.ctx.db.endpoint.create({ data: { id: endpointId, accountId: other.accountId, name: 'limited', image: 'i' } });
+      await p.ctx.db.endpoint.create({
+        data: { id: endpointId, accountId: other.accountId, name: 'limited', image: 'i' },
+      });
       const limited = await call(p.url, 'POST', '/v2/keys', {
         key: other.key,
-        body: { name: 'limited', scopes: ['READ', 'WRITE'], endpointIds: [endpointId], expiresAt: new Date(Date.now() + 86_400_000).toISOString() },
+        body: {
+          name: 'limited',
+          scopes: ['READ', 'WRITE'],
+          endpointIds: [endpointId],
+          expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+        },
       });
       expect(limited.status).toBe(201);
       expect(limited.body.endpointIds).toEqual([endpointId]);
@@ -380,20 +662,51 @@ describe('REST management resources', () => {
     it('lets only the platform admin create and list accounts', async () => {
       const created = await call(p.url, 'POST', '/v2/accounts', {
         key: p.adminKey,
-        body: { email: 'team@example.test', name: 'Team', serverlessDiscount: { discountFactor: 0.85, type: 'COMMITMENT', expirationDate: '2030-01-01T00:00:00Z' } },
+        body: {
+          email: 'team@example.test',
+          name: 'Team',
+          serverlessDiscount: { discountFactor: 0.85, type: 'COMMITMENT', expirationDate: '2030-01-01T00:00:00Z' },
+        },
       });
       expect(created.status).toBe(201);
-      expect(created.body).toMatchObject({ email: 'team@example.test', name: 'Team', isAdmin: false, serverlessDiscount: { discountFactor: 0.85, type: 'COMMITMENT', expirationDate: '2030-01-01T00:00:00.000Z' } });
-      problemOf(await call(p.url, 'POST', '/v2/accounts', { key: p.adminKey, body: { email: 'team@example.test', name: 'Again' } }), 409);
-      const bad = await call(p.url, 'POST', '/v2/accounts', { key: p.adminKey, body: { email: 'not-an-email', name: 'x', plan: 'pro' } });
+      expect(created.body).toMatchObject({
+        email: 'team@example.test',
+        name: 'Team',
+        isAdmin: false,
+        serverlessDiscount: { discountFactor: 0.85, type: 'COMMITMENT', expirationDate: '2030-01-01T00:00:00.000Z' },
+      });
+      problemOf(
+        await call(p.url, 'POST', '/v2/accounts', {
+          key: p.adminKey,
+          body: { email: 'team@example.test', name: 'Again' },
+        }),
+        409,
+      );
+      const bad = await call(p.url, 'POST', '/v2/accounts', {
+        key: p.adminKey,
+        body: { email: 'not-an-email', name: 'x', plan: 'pro' },
+      });
       problemOf(bad, 422);
-      expect(bad.body.errors).toEqual(expect.arrayContaining(["$: additional properties 'plan' not allowed", expect.stringMatching(/^\$\.email: /)]));
-      problemOf(await call(p.url, 'POST', '/v2/accounts', { key: other.key, body: { email: 'x@example.test', name: 'x' } }), 403);
+      expect(bad.body.errors).toEqual(
+        expect.arrayContaining(["$: additional properties 'plan' not allowed", expect.stringMatching(/^\$\.email: /)]),
+      );
+      problemOf(
+        await call(p.url, 'POST', '/v2/accounts', { key: other.key, body: { email: 'x@example.test', name: 'x' } }),
+        403,
+      );
       // An ADMIN key of an ordinary account is not the platform admin.
       const ordinaryAdmin = await issueApiKey(p.ctx.db, other.accountId, 'own admin', ['ADMIN']);
-      problemOf(await call(p.url, 'POST', '/v2/accounts', { key: ordinaryAdmin.key, body: { email: 'y@example.test', name: 'y' } }), 403);
+      problemOf(
+        await call(p.url, 'POST', '/v2/accounts', {
+          key: ordinaryAdmin.key,
+          body: { email: 'y@example.test', name: 'y' },
+        }),
+        403,
+      );
       const accounts = await call(p.url, 'GET', '/v2/accounts', { key: p.adminKey });
-      expect(accounts.body.accounts.map((a: { email: string }) => a.email)).toEqual(expect.arrayContaining(['other@example.test', 'team@example.test']));
+      expect(accounts.body.accounts.map((a: { email: string }) => a.email)).toEqual(
+        expect.arrayContaining(['other@example.test', 'team@example.test']),
+      );
     });
   });
 });

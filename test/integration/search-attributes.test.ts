@@ -9,7 +9,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { randomString } from '../../domain/shared/index.ts';
 import { ensureSearchAttributes } from '../../infra/temporal.ts';
-import { GANTRY_SEARCH_ATTRIBUTES, GantryAccountId, GantryJobStatus, GantryKind } from '../../contracts/search-attributes.ts';
+import {
+  GANTRY_SEARCH_ATTRIBUTES,
+  GantryAccountId,
+  GantryJobStatus,
+  GantryKind,
+} from '../../contracts/search-attributes.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
 import { endpointWorkflowId, jobWorkflowId } from '../../contracts/workflows.ts';
@@ -30,7 +35,11 @@ async function list(query: string): Promise<WorkflowExecutionInfo[]> {
   for await (const wf of p.ctx.temporal.workflow.list({ query })) found.push(wf);
   return found;
 }
-async function listEventually(query: string, expectedIds: string[], timeoutMs = 20_000): Promise<WorkflowExecutionInfo[]> {
+async function listEventually(
+  query: string,
+  expectedIds: string[],
+  timeoutMs = 20_000,
+): Promise<WorkflowExecutionInfo[]> {
   const want = [...expectedIds].sort();
   let last: string[] = [];
   const deadline = Date.now() + timeoutMs;
@@ -38,7 +47,8 @@ async function listEventually(query: string, expectedIds: string[], timeoutMs = 
     const found = await list(query);
     last = found.map((w) => w.workflowId).sort();
     if (JSON.stringify(last) === JSON.stringify(want)) return found;
-    if (Date.now() > deadline) throw new Error(`query ${query} found ${JSON.stringify(last)}, expected ${JSON.stringify(want)}`);
+    if (Date.now() > deadline)
+      throw new Error(`query ${query} found ${JSON.stringify(last)}, expected ${JSON.stringify(want)}`);
     await new Promise((r) => setTimeout(r, 250));
   }
 }
@@ -50,18 +60,28 @@ describe('search attributes on Gantry workflows', () => {
   let w: TestWorker;
   const name = `sa-${randomString(6)}`;
 
-  const run = (endpointId: string, input: unknown, policy?: unknown) => call(p.url, 'POST', `/v2/${endpointId}/run`, { key: p.adminKey, body: { input, ...(policy ? { policy } : {}) } });
-  const cancel = (endpointId: string, id: string) => call(p.url, 'POST', `/v2/${endpointId}/cancel/${id}`, { key: p.adminKey });
+  const run = (endpointId: string, input: unknown, policy?: unknown) =>
+    call(p.url, 'POST', `/v2/${endpointId}/run`, { key: p.adminKey, body: { input, ...(policy ? { policy } : {}) } });
+  const cancel = (endpointId: string, id: string) =>
+    call(p.url, 'POST', `/v2/${endpointId}/cancel/${id}`, { key: p.adminKey });
   const take = () => workerCall(p.url, 'GET', `/v2/${ep}/job-take/${w.id}?gpu=X&job_in_progress=0`, w.key);
-  const done = (jobId: string, body: unknown) => workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${jobId}?gpu=X&isStream=false`, w.key, body);
-  const statusAttr = async (jobId: string) => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(jobId)).describe()).typedSearchAttributes.get(GantryJobStatus);
+  const done = (jobId: string, body: unknown) =>
+    workerCall(p.url, 'POST', `/v2/${ep}/job-done/${w.id}/${jobId}?gpu=X&isStream=false`, w.key, body);
+  const statusAttr = async (jobId: string) =>
+    (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(jobId)).describe()).typedSearchAttributes.get(
+      GantryJobStatus,
+    );
 
   /** Submits a job and waits until its workflow runs with the IN_QUEUE it started with. */
   async function queued(endpointId: string, policy?: unknown): Promise<string> {
     const r = await run(endpointId, { n: 1 }, policy);
     expect(r.status).toBe(200);
     const id = r.body.id as string;
-    await eventually(async () => (await statusAttr(id)) === 'IN_QUEUE', 20_000, `job:${id} started with GantryJobStatus IN_QUEUE`);
+    await eventually(
+      async () => (await statusAttr(id)) === 'IN_QUEUE',
+      20_000,
+      `job:${id} started with GantryJobStatus IN_QUEUE`,
+    );
     return id;
   }
 
@@ -80,7 +100,9 @@ describe('search attributes on Gantry workflows', () => {
   });
 
   it('starts the endpoint workflow with its id, account and kind, and its name in the memo', async () => {
-    const [found] = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'endpoint'`, [endpointWorkflowId(ep)]);
+    const [found] = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'endpoint'`, [
+      endpointWorkflowId(ep),
+    ]);
     expect(found!.memo).toEqual({ endpointName: name });
     expect(found!.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
     expect(found!.typedSearchAttributes.get(GantryKind)).toBe('endpoint');
@@ -113,13 +135,23 @@ describe('search attributes on Gantry workflows', () => {
     await listEventually(`GantryEndpointId = '${ep}' AND GantryJobStatus = 'IN_QUEUE'`, [jobWorkflowId(waiting)]);
     await listEventually(`GantryEndpointId = '${other}' AND GantryJobStatus = 'CANCELLED'`, [jobWorkflowId(elsewhere)]);
     // Every job of the endpoint, and nothing but jobs, by kind; the account is on each.
-    const jobs = await listEventually(`GantryEndpointId = '${ep}' AND GantryKind = 'job'`, [completed, failed, cancelled, waiting].map((id) => jobWorkflowId(id)));
+    const jobs = await listEventually(
+      `GantryEndpointId = '${ep}' AND GantryKind = 'job'`,
+      [completed, failed, cancelled, waiting].map((id) => jobWorkflowId(id)),
+    );
     for (const j of jobs) expect(j.typedSearchAttributes.get(GantryAccountId)).toBe(accountId);
-    await listEventually(`GantryAccountId = '${accountId}' AND GantryEndpointId IN ('${ep}', '${other}') AND GantryJobStatus = 'CANCELLED'`, [jobWorkflowId(cancelled), jobWorkflowId(elsewhere)]);
+    await listEventually(
+      `GantryAccountId = '${accountId}' AND GantryEndpointId IN ('${ep}', '${other}') AND GantryJobStatus = 'CANCELLED'`,
+      [jobWorkflowId(cancelled), jobWorkflowId(elsewhere)],
+    );
     // Finished jobs' workflows are closed; their status stays searchable.
     expect((await p.ctx.temporal.workflow.getHandle(jobWorkflowId(failed)).describe()).status.name).toBe('COMPLETED');
     await cancel(ep, waiting);
-    await listEventually(`GantryEndpointId = '${other}' AND GantryJobStatus = 'GONE'`, [jobWorkflowId(expired)], 30_000);
+    await listEventually(
+      `GantryEndpointId = '${other}' AND GantryJobStatus = 'GONE'`,
+      [jobWorkflowId(expired)],
+      30_000,
+    );
   });
 });
 
@@ -129,12 +161,19 @@ describe('registration of the search attributes', () => {
     try {
       // A namespace registered after the server started has none of them (as on a fresh cluster).
       const namespace = `sa-${randomString(8).toLowerCase()}`;
-      await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+      await connection.workflowService.registerNamespace({
+        namespace,
+        workflowExecutionRetentionPeriod: msToTs('1 day'),
+      });
       const logs: string[] = [];
-      const added = await eventually(async () => {
-        const r = await ensureSearchAttributes(connection, namespace, (m) => logs.push(m));
-        return r.length > 0 ? r : undefined;
-      }, 30_000, 'registration on the new namespace');
+      const added = await eventually(
+        async () => {
+          const r = await ensureSearchAttributes(connection, namespace, (m) => logs.push(m));
+          return r.length > 0 ? r : undefined;
+        },
+        30_000,
+        'registration on the new namespace',
+      );
       expect(added.sort()).toEqual(GANTRY_SEARCH_ATTRIBUTES.map((k) => k.name).sort());
       const listed = await connection.operatorService.listSearchAttributes({ namespace });
       for (const k of GANTRY_SEARCH_ATTRIBUTES) expect(Object.keys(listed.customAttributes ?? {})).toContain(k.name);
@@ -151,8 +190,14 @@ describe('registration of the search attributes', () => {
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     try {
       const logs: string[] = [];
-      expect(await ensureSearchAttributes(connection, `no-such-namespace-${randomString(6).toLowerCase()}`, (m) => logs.push(m))).toEqual([]);
-      expect(logs.join('\n')).toMatch(/temporal operator search-attribute create --namespace no-such-namespace-\S+ --name GantryKind --name GantryEndpointId .* --type Keyword/);
+      expect(
+        await ensureSearchAttributes(connection, `no-such-namespace-${randomString(6).toLowerCase()}`, (m) =>
+          logs.push(m),
+        ),
+      ).toEqual([]);
+      expect(logs.join('\n')).toMatch(
+        /temporal operator search-attribute create --namespace no-such-namespace-\S+ --name GantryKind --name GantryEndpointId .* --type Keyword/,
+      );
       expect(logs.join('\n')).toMatch(/--name GantryReleaseVersion --type Int/);
     } finally {
       await connection.close();

@@ -4,7 +4,13 @@ import { buildApp } from '../../api/server.ts';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints/index.ts';
 import { newId } from '../../domain/shared/index.ts';
-import { endpointWorkflowId, getSpec, rolloutWorkflowId, updateSpec, type EndpointSpec } from '../../contracts/workflows.ts';
+import {
+  endpointWorkflowId,
+  getSpec,
+  rolloutWorkflowId,
+  updateSpec,
+  type EndpointSpec,
+} from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
 
@@ -39,7 +45,8 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     return r.body;
   }
 
-  const patch = (id: string, body: unknown, key = p.adminKey) => call(p.url, 'PATCH', `/v2/serverless/${id}`, { key, body });
+  const patch = (id: string, body: unknown, key = p.adminKey) =>
+    call(p.url, 'PATCH', `/v2/serverless/${id}`, { key, body });
 
   async function workflowSpec(id: string): Promise<EndpointSpec | null> {
     const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(id));
@@ -69,7 +76,11 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
   it('changes only what the body names and hands workers, scaling and timeout to the workflow', async () => {
     const ep = await create();
     await workflowSpec(ep.id); // loaded
-    const r = await patch(ep.id, { workers: { max: 7 }, scaling: { type: 'REQUEST_COUNT', value: 2.5 }, timeout: 30_000 });
+    const r = await patch(ep.id, {
+      workers: { max: 7 },
+      scaling: { type: 'REQUEST_COUNT', value: 2.5 },
+      timeout: 30_000,
+    });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body).toEqual({
       ...ep,
@@ -79,7 +90,15 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     });
     expect((await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey })).body).toEqual(r.body);
     // The signal was taken before the answer: the workflow reads the new values from the row.
-    await workflowHolds(ep.id, { workersMin: 0, workersMax: 7, scalerType: 'REQUEST_COUNT', scalerValue: 2.5, idleTimeout: 5, timeoutMs: 30_000, releaseVersion: 1 });
+    await workflowHolds(ep.id, {
+      workersMin: 0,
+      workersMax: 7,
+      scalerType: 'REQUEST_COUNT',
+      scalerValue: 2.5,
+      idleTimeout: 5,
+      timeoutMs: 30_000,
+      releaseVersion: 1,
+    });
 
     // An empty body changes nothing and makes no release.
     const same = await patch(ep.id, {});
@@ -93,22 +112,42 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     const unknown = await patch(ep.id, { colour: 'red', workers: { min: 1, burst: 2 } });
     expect(unknown.status).toBe(422);
     expect(unknown.headers.get('content-type')).toMatch(PROBLEM);
-    expect(unknown.body).toMatchObject({ title: 'Unprocessable Entity', status: 422, detail: 'Request validation failed.' });
-    expect(unknown.body.errors).toEqual(expect.arrayContaining(["$: additional properties 'colour' not allowed", "$.workers: additional properties 'burst' not allowed"]));
+    expect(unknown.body).toMatchObject({
+      title: 'Unprocessable Entity',
+      status: 422,
+      detail: 'Request validation failed.',
+    });
+    expect(unknown.body.errors).toEqual(
+      expect.arrayContaining([
+        "$: additional properties 'colour' not allowed",
+        "$.workers: additional properties 'burst' not allowed",
+      ]),
+    );
     // `type` and `templateId` are not updatable fields.
-    expect((await patch(ep.id, { type: 'LOAD_BALANCING' })).body.errors).toEqual(["$: additional properties 'type' not allowed"]);
+    expect((await patch(ep.id, { type: 'LOAD_BALANCING' })).body.errors).toEqual([
+      "$: additional properties 'type' not allowed",
+    ]);
     // Container args must split into words: a stray quote is refused now, not at container start.
     const quote = await patch(ep.id, { args: 'python handler.py --name "open' });
     expect(quote.status).toBe(422);
     expect(quote.body.errors).toEqual(['$.args: unterminated " quote in args']);
     expect(await p.ctx.db.release.count({ where: { endpointId: ep.id } })).toBe(1);
     const before = await p.ctx.db.endpoint.count();
-    const created = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: `ep-quote-${newId()}`, image: 'registry.local/app:1', args: "sh -c 'x" } });
+    const created = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: `ep-quote-${newId()}`, image: 'registry.local/app:1', args: "sh -c 'x" },
+    });
     expect(created.status).toBe(422);
     expect(created.body.errors).toEqual(["$.args: unterminated ' quote in args"]);
     expect(await p.ctx.db.endpoint.count()).toBe(before);
 
-    const bad = await patch(ep.id, { disk: 0, scaling: { value: 0.4 }, workers: { min: -1 }, gpu: { pools: ['AMPERE_24'], count: 0 }, timeout: 'soon' });
+    const bad = await patch(ep.id, {
+      disk: 0,
+      scaling: { value: 0.4 },
+      workers: { min: -1 },
+      gpu: { pools: ['AMPERE_24'], count: 0 },
+      timeout: 'soon',
+    });
     expect(bad.status).toBe(422);
     expect(bad.body.errors).toEqual(
       expect.arrayContaining([
@@ -119,24 +158,36 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
         expect.stringMatching(/^\$\.timeout: must be integer/),
       ]),
     );
-    expect((await patch(ep.id, { gpu: { pools: [] } })).body.errors).toEqual([expect.stringMatching(/^\$\.gpu\.pools: must NOT have fewer than 1 items/)]);
+    expect((await patch(ep.id, { gpu: { pools: [] } })).body.errors).toEqual([
+      expect.stringMatching(/^\$\.gpu\.pools: must NOT have fewer than 1 items/),
+    ]);
     expect((await patch(ep.id, { gpu: { count: 2 } })).body.errors).toEqual(["$.gpu: missing property 'pools'"]);
-    expect((await patch(ep.id, { gpu: { pools: ['NOT_A_POOL'] } })).body.errors).toEqual(["$.gpu.pools[0]: unknown GPU pool 'NOT_A_POOL'"]);
-    expect((await patch(ep.id, { registry: 'nope' })).body.errors).toEqual(["$.registry: no registry credential 'nope'"]);
-    expect((await patch(ep.id, { networkVolumes: ['nv-missing'] })).body.errors).toEqual(["$.networkVolumes[0]: no network volume 'nv-missing'"]);
+    expect((await patch(ep.id, { gpu: { pools: ['NOT_A_POOL'] } })).body.errors).toEqual([
+      "$.gpu.pools[0]: unknown GPU pool 'NOT_A_POOL'",
+    ]);
+    expect((await patch(ep.id, { registry: 'nope' })).body.errors).toEqual([
+      "$.registry: no registry credential 'nope'",
+    ]);
+    expect((await patch(ep.id, { networkVolumes: ['nv-missing'] })).body.errors).toEqual([
+      "$.networkVolumes[0]: no network volume 'nv-missing'",
+    ]);
     // min over max is judged on the merged result: max is 2.
     const minOverMax = await patch(ep.id, { workers: { min: 3 } });
     expect(minOverMax.status).toBe(422);
     expect(minOverMax.body.errors).toEqual(['$: workers.min must not exceed workers.max']);
     // A body that is not an object at all.
-    expect((await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, rawBody: '[1]' })).status).toBe(422);
-    expect((await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, rawBody: '{"name":' })).status).toBe(400);
+    expect((await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, rawBody: '[1]' })).status).toBe(
+      422,
+    );
+    expect(
+      (await call(p.url, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, rawBody: '{"name":' })).status,
+    ).toBe(400);
 
     const read = await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey });
     expect(read.body).toEqual(ep);
   });
 
-  it('keeps names unique per account (409), refuses the read-only cpu field (400), and changes CPU endpoints\' other fields', async () => {
+  it("keeps names unique per account (409), refuses the read-only cpu field (400), and changes CPU endpoints' other fields", async () => {
     const a = await create({ name: `taken-${newId()}` });
     const b = await create();
     const clash = await patch(b.id, { name: a.name });
@@ -148,17 +199,31 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(renamed.status).toBe(200);
     expect(renamed.body).toMatchObject({ flashboot: 'FLASHBOOT', dataCenterIds: ['dc-1'] });
 
-    expect((await patch(b.id, { cpu: [{ id: 'cpu3c', vcpuCount: 2 }] })).body).toMatchObject({ status: 400, detail: expect.stringMatching(/read-only/) });
+    expect((await patch(b.id, { cpu: [{ id: 'cpu3c', vcpuCount: 2 }] })).body).toMatchObject({
+      status: 400,
+      detail: expect.stringMatching(/read-only/),
+    });
     const cpuId = newId();
     await p.ctx.db.endpoint.create({
-      data: { id: cpuId, accountId, name: `cpu-${cpuId}`, image: 'img:1', cpuFlavorId: 'cpu3c', cpuVcpuCount: 4, cpuMemoryGb: 8 },
+      data: {
+        id: cpuId,
+        accountId,
+        name: `cpu-${cpuId}`,
+        image: 'img:1',
+        cpuFlavorId: 'cpu3c',
+        cpuVcpuCount: 4,
+        cpuMemoryGb: 8,
+      },
     });
     const cpuPatch = await patch(cpuId, { workers: { max: 1 } });
     expect(cpuPatch.status, JSON.stringify(cpuPatch.body)).toBe(200);
     const cpuRead = await call(p.url, 'GET', `/v2/serverless/${cpuId}`, { key: p.adminKey });
     expect(cpuRead.body.cpu).toEqual({ id: 'cpu3c', vcpuCount: 4, memory: 8 });
     expect(cpuRead.body.workers).toEqual({ min: 0, max: 1 });
-    expect((await patch(cpuId, { cpu: { id: 'cpu3g' } })).body).toMatchObject({ status: 400, detail: expect.stringMatching(/read-only/) });
+    expect((await patch(cpuId, { cpu: { id: 'cpu3g' } })).body).toMatchObject({
+      status: 400,
+      detail: expect.stringMatching(/read-only/),
+    });
     // gpu moves it to GPUs.
     const toGpu = await patch(cpuId, { gpu: { pools: ['ADA_24'] } });
     expect(toGpu.body).toMatchObject({ gpu: { pools: ['ADA_24'], count: 1 }, cpu: null });
@@ -166,15 +231,26 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
 
   it('makes release N+1 for container changes only, and tells the workflow its version', async () => {
     const ep = await create();
-    const registry = await p.ctx.db.registryCredential.create({ data: { id: newId(), accountId, name: `reg-${newId()}`, registry: 'registry.local', secret: Buffer.from([1]) } });
+    const registry = await p.ctx.db.registryCredential.create({
+      data: { id: newId(), accountId, name: `reg-${newId()}`, registry: 'registry.local', secret: Buffer.from([1]) },
+    });
 
     // Not container-affecting: no release.
-    expect((await patch(ep.id, { gpu: { pools: ['ADA_24'], count: 2 }, flashboot: 'FLASHBOOT' })).body.gpu).toEqual({ pools: ['ADA_24'], count: 2 });
+    expect((await patch(ep.id, { gpu: { pools: ['ADA_24'], count: 2 }, flashboot: 'FLASHBOOT' })).body.gpu).toEqual({
+      pools: ['ADA_24'],
+      count: 2,
+    });
     expect(await p.ctx.db.release.count({ where: { endpointId: ep.id } })).toBe(1);
 
     const v2 = await patch(ep.id, { image: 'registry.local/app:2', env: { A: '1', B: '2' }, registry: registry.id });
     expect(v2.status, JSON.stringify(v2.body)).toBe(200);
-    expect(v2.body).toMatchObject({ image: 'registry.local/app:2', env: { A: '1', B: '2' }, registry: registry.id, args: '', disk: 10 });
+    expect(v2.body).toMatchObject({
+      image: 'registry.local/app:2',
+      env: { A: '1', B: '2' },
+      registry: registry.id,
+      args: '',
+      disk: 10,
+    });
     const endpointRow = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: ep.id } });
     expect(endpointRow.currentReleaseVersion).toBe(2);
     const rel = await p.ctx.db.release.findMany({ where: { endpointId: ep.id }, orderBy: { version: 'asc' } });
@@ -182,7 +258,14 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(rel[0]!.status).toBe('SUPERSEDED');
     // ROLLING_OUT when made; the endpoint's rollout (no workers to replace here) may already have completed it.
     expect(['ROLLING_OUT', 'COMPLETED']).toContain(rel[1]!.status);
-    expect(rel[1]).toMatchObject({ image: 'registry.local/app:2', args: '', disk: 10, ports: [], env: { A: '1', B: '2' }, registryId: registry.id });
+    expect(rel[1]).toMatchObject({
+      image: 'registry.local/app:2',
+      args: '',
+      disk: 10,
+      ports: [],
+      env: { A: '1', B: '2' },
+      registryId: registry.id,
+    });
     expect(rel[1]!.changes).toEqual([
       { field: 'image', old: 'registry.local/app:1', new: 'registry.local/app:2' },
       { field: 'env', old: { A: '1' }, new: { A: '1', B: '2' } },
@@ -214,9 +297,16 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     const ep = await create();
     await patch(ep.id, { image: 'registry.local/app:2' });
     // The rows below are made up: no workflow may act on them (start rollouts, drain workers).
-    for (const id of [endpointWorkflowId(ep.id), rolloutWorkflowId(ep.id, 2)]) await p.ctx.temporal.workflow.getHandle(id).terminate('test: fixed rows').catch(() => undefined);
-    const releaseStatus = (await p.ctx.db.release.findFirstOrThrow({ where: { endpointId: ep.id, version: 2 } })).status;
-    const host = await p.ctx.db.host.create({ data: { id: newId(), name: `h-${newId()}`, address: '127.0.0.1', user: 'gantry', dataCenterId: 'dc-test' } });
+    for (const id of [endpointWorkflowId(ep.id), rolloutWorkflowId(ep.id, 2)])
+      await p.ctx.temporal.workflow
+        .getHandle(id)
+        .terminate('test: fixed rows')
+        .catch(() => undefined);
+    const releaseStatus = (await p.ctx.db.release.findFirstOrThrow({ where: { endpointId: ep.id, version: 2 } }))
+      .status;
+    const host = await p.ctx.db.host.create({
+      data: { id: newId(), name: `h-${newId()}`, address: '127.0.0.1', user: 'gantry', dataCenterId: 'dc-test' },
+    });
     const started = new Date(Date.now() - 120_000);
     const workers = [
       { releaseVersion: 1, status: 'RUNNING' as const },
@@ -229,13 +319,28 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     ];
     for (const w of workers) {
       await p.ctx.db.worker.create({
-        data: { id: newId(), endpointId: ep.id, ...w, hostId: host.id, gpuUuids: ['GPU-1'], gpuTypeId: 'NVIDIA GeForce RTX 3090', startedAt: started },
+        data: {
+          id: newId(),
+          endpointId: ep.id,
+          ...w,
+          hostId: host.id,
+          gpuUuids: ['GPU-1'],
+          gpuTypeId: 'NVIDIA GeForce RTX 3090',
+          startedAt: started,
+        },
       });
     }
     const r = await call(p.url, 'GET', `/v2/serverless/${ep.id}/releases`, { key: p.adminKey });
     expect(r.status).toBe(200);
     expect(r.body.endpointVersion).toBe(2);
-    expect(r.body.rollout).toEqual({ inProgress: true, currentVersion: 2, workersOnLatest: 3, workersOnOlder: 2, workersTotal: 5, percentOnLatest: 60 });
+    expect(r.body.rollout).toEqual({
+      inProgress: true,
+      currentVersion: 2,
+      workersOnLatest: 3,
+      workersOnOlder: 2,
+      workersTotal: 5,
+      percentOnLatest: 60,
+    });
     expect(r.body.releases.map((x: { version: number }) => x.version)).toEqual([2, 1]);
     const [latest, first] = r.body.releases;
     expect(latest).toMatchObject({
@@ -247,7 +352,13 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       diff: [{ field: 'image', old: 'registry.local/app:1', new: 'registry.local/app:2' }],
     });
     expect(Date.parse(latest.createdAt)).toBeGreaterThan(Date.now() - 60_000);
-    expect(first).toMatchObject({ version: 1, status: 'SUPERSEDED', workerCount: 2, workers: { running: 2, total: 2 }, diff: [] });
+    expect(first).toMatchObject({
+      version: 1,
+      status: 'SUPERSEDED',
+      workerCount: 2,
+      workers: { running: 2, total: 2 },
+      diff: [],
+    });
 
     const w = await call(p.url, 'GET', `/v2/serverless/${ep.id}/workers`, { key: p.adminKey });
     expect(w.status).toBe(200);
@@ -273,7 +384,14 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     // A fresh endpoint: one release, nothing rolling.
     const fresh = await create();
     const fr = await call(p.url, 'GET', `/v2/serverless/${fresh.id}/releases`, { key: p.adminKey });
-    expect(fr.body.rollout).toEqual({ inProgress: false, currentVersion: 1, workersOnLatest: 0, workersOnOlder: 0, workersTotal: 0, percentOnLatest: 0 });
+    expect(fr.body.rollout).toEqual({
+      inProgress: false,
+      currentVersion: 1,
+      workersOnLatest: 0,
+      workersOnOlder: 0,
+      workersTotal: 0,
+      percentOnLatest: 0,
+    });
     expect(fr.body.releases).toHaveLength(1);
     expect((await call(p.url, 'GET', `/v2/serverless/${fresh.id}/workers`, { key: p.adminKey })).body).toEqual({
       endpointVersion: 1,
@@ -284,7 +402,10 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
 
   it('gives request URLs by endpoint type, with GANTRY_LB_DOMAIN for load-balancing hosts', async () => {
     const qb = await create();
-    expect(qb.requestUrls).toEqual({ run: `${p.ctx.publicUrl}/v2/${qb.id}/run`, runSync: `${p.ctx.publicUrl}/v2/${qb.id}/runsync` });
+    expect(qb.requestUrls).toEqual({
+      run: `${p.ctx.publicUrl}/v2/${qb.id}/run`,
+      runSync: `${p.ctx.publicUrl}/v2/${qb.id}/runsync`,
+    });
     const lb = await create({ type: 'LOAD_BALANCING' });
     expect(lb.requestUrls).toEqual({ base: `${p.ctx.publicUrl}/lb/${lb.id}` });
     // What GANTRY_LB_DOMAIN sets at start, on the running platform's settings.
@@ -312,7 +433,10 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       ['GET', `/v2/serverless/${ep.id}/workers`],
       ['GET', `/v2/serverless/${ep.id}/releases`],
     ] as const) {
-      const r = await call(p.url, method, path, { key: p.adminKey, body: method === 'PATCH' ? { workers: { max: 1 } } : undefined });
+      const r = await call(p.url, method, path, {
+        key: p.adminKey,
+        body: method === 'PATCH' ? { workers: { max: 1 } } : undefined,
+      });
       expect(r.status, `${method} ${path}`).toBe(404);
       expect(r.headers.get('content-type')).toMatch(PROBLEM);
     }
@@ -335,7 +459,9 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
 
   it('answers 404 to another account and 403 to a key without the write scope', async () => {
     const ep = await create();
-    const other = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'other' } });
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'other' },
+    });
     const otherKey = await issueApiKey(p.ctx.db, other.id, 'other', ['READ', 'WRITE']);
     for (const [method, path] of [
       ['GET', `/v2/serverless/${ep.id}`],
@@ -344,7 +470,10 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       ['GET', `/v2/serverless/${ep.id}/workers`],
       ['GET', `/v2/serverless/${ep.id}/releases`],
     ] as const) {
-      const r = await call(p.url, method, path, { key: otherKey.key, body: method === 'PATCH' ? { workers: { max: 1 } } : undefined });
+      const r = await call(p.url, method, path, {
+        key: otherKey.key,
+        body: method === 'PATCH' ? { workers: { max: 1 } } : undefined,
+      });
       expect(r.status, `${method} ${path}`).toBe(404);
     }
     const readOnly = await issueApiKey(p.ctx.db, accountId, 'ro', ['READ']);
@@ -363,25 +492,35 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
   it('leaves no older state last when changes race (several API processes alike)', async () => {
     const ep = await create({ workers: { min: 0, max: 50 } });
     await workflowSpec(ep.id);
-    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => patch(ep.id, { workers: { max: 20 + i }, scaling: { value: 1 + i } })));
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => patch(ep.id, { workers: { max: 20 + i }, scaling: { value: 1 + i } })),
+    );
     expect(results.map((r) => r.status)).toEqual(Array(12).fill(200));
     const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: ep.id } });
     await workflowHolds(ep.id, { workersMax: row.workersMax, scalerValue: row.scalerValue });
     // And it stays there: no older state arrives after the newest.
     await new Promise((r) => setTimeout(r, 500));
-    expect(await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id)).query(getSpec)).toMatchObject({ workersMax: row.workersMax, scalerValue: row.scalerValue });
+    expect(await p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id)).query(getSpec)).toMatchObject({
+      workersMax: row.workersMax,
+      scalerValue: row.scalerValue,
+    });
   });
 
   it('keeps the legacy updateSpec Update working for API processes of the previous version (validator included)', async () => {
     const ep = await create();
     await workflowSpec(ep.id);
     const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id));
-    const err = await handle.executeUpdate(updateSpec, { args: [{ workersMin: 5, workersMax: 1 }] }).catch((e: unknown) => e);
+    const err = await handle
+      .executeUpdate(updateSpec, { args: [{ workersMin: 5, workersMax: 1 }] })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
     expect((err as WorkflowUpdateFailedError).cause?.message).toBe('workers.min must not exceed workers.max');
     expect(await handle.query(getSpec)).toMatchObject({ workersMin: 0, workersMax: 2 });
     // An old API process sends the row's whole state after its commit: the workflow takes it.
-    expect(await handle.executeUpdate(updateSpec, { args: [{ workersMin: 1, workersMax: 3 }] })).toMatchObject({ workersMin: 1, workersMax: 3 });
+    expect(await handle.executeUpdate(updateSpec, { args: [{ workersMin: 1, workersMax: 3 }] })).toMatchObject({
+      workersMin: 1,
+      workersMax: 3,
+    });
     expect(await handle.query(getSpec)).toMatchObject({ workersMin: 1, workersMax: 3 });
   });
 
@@ -395,13 +534,19 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     const cutUrl = await cut.listen({ host: '127.0.0.1', port: 0 });
     try {
       const started = Date.now();
-      const r = await call(cutUrl, 'PATCH', `/v2/serverless/${ep.id}`, { key: p.adminKey, body: { workers: { max: 9 }, image: 'registry.local/app:9' } });
+      const r = await call(cutUrl, 'PATCH', `/v2/serverless/${ep.id}`, {
+        key: p.adminKey,
+        body: { workers: { max: 9 }, image: 'registry.local/app:9' },
+      });
       expect(r.status).toBe(503);
       expect(r.headers.get('content-type')).toMatch(PROBLEM);
       expect(r.body.detail).toMatch(/saved.*repeat the request/);
       expect(Date.now() - started).toBeLessThan(20_000);
       // Committed: reads show it, release 2 exists; the workflow still has the old state.
-      expect((await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey })).body).toMatchObject({ workers: { min: 0, max: 2 + 7 }, image: 'registry.local/app:9' });
+      expect((await call(p.url, 'GET', `/v2/serverless/${ep.id}`, { key: p.adminKey })).body).toMatchObject({
+        workers: { min: 0, max: 2 + 7 },
+        image: 'registry.local/app:9',
+      });
       const handle = p.ctx.temporal.workflow.getHandle(endpointWorkflowId(ep.id));
       expect(await handle.query(getSpec)).toMatchObject({ workersMax: 2, releaseVersion: 1 });
 
@@ -421,7 +566,14 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       const jobIds = [newId(), newId(), newId()];
       const statuses = ['IN_QUEUE', 'IN_QUEUE', 'IN_PROGRESS'] as const;
       await p.ctx.db.job.createMany({
-        data: jobIds.map((id, i) => ({ id, endpointId: ep.id, accountId, status: statuses[i], input: {}, expiresAt: new Date(Date.now() + 3_600_000) })),
+        data: jobIds.map((id, i) => ({
+          id,
+          endpointId: ep.id,
+          accountId,
+          status: statuses[i],
+          input: {},
+          expiresAt: new Date(Date.now() + 3_600_000),
+        })),
       });
       const del = await call(cutUrl, 'DELETE', `/v2/serverless/${ep.id}`, { key: p.adminKey });
       expect(del.status).toBe(503);

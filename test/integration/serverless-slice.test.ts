@@ -61,7 +61,15 @@ describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {
       await new Promise((r) => setTimeout(r, 50));
       spec = await handle.query(getSpec);
     }
-    expect(spec).toMatchObject({ endpointId: ep.id, workersMin: 0, workersMax: 2, scalerType: 'REQUEST_COUNT', scalerValue: 2, idleTimeout: 7, releaseVersion: 1 });
+    expect(spec).toMatchObject({
+      endpointId: ep.id,
+      workersMin: 0,
+      workersMax: 2,
+      scalerType: 'REQUEST_COUNT',
+      scalerValue: 2,
+      idleTimeout: 7,
+      releaseVersion: 1,
+    });
     // Release 1 was recorded with the container configuration.
     const releases = await p.ctx.db.release.findMany({ where: { endpointId: ep.id } });
     expect(releases).toHaveLength(1);
@@ -95,7 +103,9 @@ describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {
     expect(denied.status).toBe(403);
     expect(denied.body.title).toBe('Forbidden');
 
-    const other = await p.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'other' } });
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'other' },
+    });
     const otherKey = await issueApiKey(p.ctx.db, other.id, 'other', ['READ', 'WRITE']);
     const mine = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { ...body, name: 'mine' } });
     const hidden = await call(p.url, 'GET', `/v2/serverless/${mine.body.id}`, { key: otherKey.key });
@@ -109,23 +119,48 @@ describe('POST/GET /v2/serverless against real PostgreSQL and Temporal', () => {
     expect(malformed.status).toBe(400);
     expect(malformed.body.title).toBe('Bad Request');
 
-    const unknownProp = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { ...body, name: 'x1', colour: 'red' } });
+    const unknownProp = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { ...body, name: 'x1', colour: 'red' },
+    });
     expect(unknownProp.status).toBe(422);
-    expect(unknownProp.body).toMatchObject({ title: 'Unprocessable Entity', status: 422, detail: 'Request validation failed.' });
+    expect(unknownProp.body).toMatchObject({
+      title: 'Unprocessable Entity',
+      status: 422,
+      detail: 'Request validation failed.',
+    });
     expect(unknownProp.body.errors).toContain("$: additional properties 'colour' not allowed");
 
     const bad = await call(p.url, 'POST', '/v2/serverless', {
       key: p.adminKey,
-      body: { name: 'x2', image: 'i', disk: 0, workers: { min: -1, max: 1 }, scaling: { type: 'QUEUE_DELAY', value: 0.1, idleTimeout: 1 } },
+      body: {
+        name: 'x2',
+        image: 'i',
+        disk: 0,
+        workers: { min: -1, max: 1 },
+        scaling: { type: 'QUEUE_DELAY', value: 0.1, idleTimeout: 1 },
+      },
     });
     expect(bad.status).toBe(422);
-    expect(bad.body.errors).toEqual(expect.arrayContaining([expect.stringMatching(/^\$\.disk: /), expect.stringMatching(/^\$\.workers\.min: /), expect.stringMatching(/^\$\.scaling\.value: /)]));
+    expect(bad.body.errors).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^\$\.disk: /),
+        expect.stringMatching(/^\$\.workers\.min: /),
+        expect.stringMatching(/^\$\.scaling\.value: /),
+      ]),
+    );
 
-    const minOverMax = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { ...body, name: 'x3', workers: { min: 3, max: 1 } } });
+    const minOverMax = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { ...body, name: 'x3', workers: { min: 3, max: 1 } },
+    });
     expect(minOverMax.status).toBe(422);
     expect(minOverMax.body.errors).toContain('$: workers.min must not exceed workers.max');
 
-    const cpu = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { ...body, name: 'x4', cpu: [{ id: 'cpu3c', vcpuCount: 2 }] } });
+    const cpu = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { ...body, name: 'x4', cpu: [{ id: 'cpu3c', vcpuCount: 2 }] },
+    });
     expect(cpu.status).toBe(400);
     expect(cpu.body.detail).toMatch(/`cpu` is read-only: leave `gpu` out to make a CPU endpoint/);
 

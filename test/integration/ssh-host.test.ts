@@ -44,7 +44,9 @@ function containerName(): string {
   return name;
 }
 
-function listen(handler: (req: IncomingMessage, body: string) => { status: number; headers?: Record<string, string>; body?: string }): Promise<{ server: Server; port: number }> {
+function listen(
+  handler: (req: IncomingMessage, body: string) => { status: number; headers?: Record<string, string>; body?: string },
+): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
@@ -54,7 +56,9 @@ function listen(handler: (req: IncomingMessage, body: string) => { status: numbe
       res.end(r.body ?? '');
     });
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as { port: number }).port })));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve({ server, port: (server.address() as { port: number }).port })),
+  );
 }
 
 beforeAll(async () => {
@@ -70,7 +74,10 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-  if (conn && !conn.closed && containers.length) await exec(conn, shellJoin(['podman', 'rm', '--force', '--time', '0', '--ignore', ...containers]), { timeoutMs: 60_000 }).catch(() => undefined);
+  if (conn && !conn.closed && containers.length)
+    await exec(conn, shellJoin(['podman', 'rm', '--force', '--time', '0', '--ignore', ...containers]), {
+      timeoutMs: 60_000,
+    }).catch(() => undefined);
   for (const pool of pools) await pool.close();
   conn?.close();
   await host?.stop();
@@ -92,14 +99,38 @@ describe('SSH test host and client', () => {
   it('refuses a key that is not authorized', async () => {
     const other = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(appDir, 'stranger')]);
     expect(other.status).toBe(0);
-    await expect(connectSsh({ ...target, privateKey: readFileSync(path.join(appDir, 'stranger'), 'utf8') })).rejects.toThrow(/authentication/i);
+    await expect(
+      connectSsh({ ...target, privateKey: readFileSync(path.join(appDir, 'stranger'), 'utf8') }),
+    ).rejects.toThrow(/authentication/i);
     rmSync(path.join(appDir, 'stranger'));
     rmSync(path.join(appDir, 'stranger.pub'));
   });
 
   it('runs commands: exit codes, stderr, stdin, and arguments quoted for the shell', async () => {
-    expect(await exec(conn, 'cat; echo oops >&2; exit 3', { stdin: 'from stdin' })).toEqual({ code: 3, stdout: 'from stdin', stderr: 'oops\n', truncated: false });
-    const nasty = ["it's", '$(touch /tmp/pwned)', 'a b', '"dq"', 'back\\slash', 'new\nline', '', '*', '~', '--flag=x', 'üñï ✓', '`id`', ';', '&&', '|', '#'];
+    expect(await exec(conn, 'cat; echo oops >&2; exit 3', { stdin: 'from stdin' })).toEqual({
+      code: 3,
+      stdout: 'from stdin',
+      stderr: 'oops\n',
+      truncated: false,
+    });
+    const nasty = [
+      "it's",
+      '$(touch /tmp/pwned)',
+      'a b',
+      '"dq"',
+      'back\\slash',
+      'new\nline',
+      '',
+      '*',
+      '~',
+      '--flag=x',
+      'üñï ✓',
+      '`id`',
+      ';',
+      '&&',
+      '|',
+      '#',
+    ];
     const r = await execOk(conn, shellJoin(['printf', '%s\\0', ...nasty]));
     expect(r.stdout.split('\0').slice(0, -1)).toEqual(nasty);
   });
@@ -108,7 +139,9 @@ describe('SSH test host and client', () => {
     const marker = `gantry-timeout-${randomBytes(4).toString('hex')}`;
     const started = Date.now();
     // 2 s leaves a loaded 2-core machine time to start the shell and print before the deadline.
-    const err = await exec(conn, `sh -c 'echo started; sleep 300; : ${marker}'`, { timeoutMs: 2000 }).catch((e: unknown) => e);
+    const err = await exec(conn, `sh -c 'echo started; sleep 300; : ${marker}'`, { timeoutMs: 2000 }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(SshCommandTimeoutError);
     expect((err as SshCommandTimeoutError).stdout).toBe('started\n');
     expect(Date.now() - started).toBeLessThan(8000);
@@ -149,13 +182,29 @@ describe('SSH test host and client', () => {
     expect(ensureTestWorkerImage(IMAGE, { appDir }).built).toBe(false);
 
     let started = Date.now();
-    const r = await execOk(conn, shellJoin(['podman', 'run', '--rm', '--label', LABEL, IMAGE, 'node', '-e', 'console.log(1 + 1, process.version)']), { timeoutMs: 60_000 });
+    const r = await execOk(
+      conn,
+      shellJoin([
+        'podman',
+        'run',
+        '--rm',
+        '--label',
+        LABEL,
+        IMAGE,
+        'node',
+        '-e',
+        'console.log(1 + 1, process.version)',
+      ]),
+      { timeoutMs: 60_000 },
+    );
     console.info(`podman run --rm over SSH: ${Date.now() - started} ms`);
     expect(r.stdout.trim()).toBe(`2 ${process.version}`);
 
     // The image's default command runs the app copied to /app.
     started = Date.now();
-    expect((await execOk(conn, shellJoin(['podman', 'run', '--rm', '--label', LABEL, IMAGE]), { timeoutMs: 60_000 })).stdout).toBe('worker app up\n');
+    expect(
+      (await execOk(conn, shellJoin(['podman', 'run', '--rm', '--label', LABEL, IMAGE]), { timeoutMs: 60_000 })).stdout,
+    ).toBe('worker app up\n');
     console.info(`podman run --rm (default CMD) over SSH: ${Date.now() - started} ms`);
   });
 
@@ -163,8 +212,26 @@ describe('SSH test host and client', () => {
     ensureTestWorkerImage(IMAGE, { appDir });
     const { server, port } = await listen((req) => ({ status: 200, body: `hello ${req.url}` }));
     try {
-      const script = 'fetch(process.argv[1]).then((r) => r.text()).then(console.log, (e) => { console.error(e); process.exit(1); })';
-      const r = await execOk(conn, shellJoin(['podman', 'run', '--rm', '--network', 'host', '--label', LABEL, IMAGE, 'node', '-e', script, `http://127.0.0.1:${port}/ping`]), { timeoutMs: 60_000 });
+      const script =
+        'fetch(process.argv[1]).then((r) => r.text()).then(console.log, (e) => { console.error(e); process.exit(1); })';
+      const r = await execOk(
+        conn,
+        shellJoin([
+          'podman',
+          'run',
+          '--rm',
+          '--network',
+          'host',
+          '--label',
+          LABEL,
+          IMAGE,
+          'node',
+          '-e',
+          script,
+          `http://127.0.0.1:${port}/ping`,
+        ]),
+        { timeoutMs: 60_000 },
+      );
       expect(r.stdout.trim()).toBe('hello /ping');
     } finally {
       server.close();
@@ -185,15 +252,31 @@ describe('SSH test host and client', () => {
     const { server, port } = await listen((req) => {
       seen.push(req.headers.authorization ?? '');
       const headers = { 'Docker-Distribution-API-Version': 'registry/2.0', 'WWW-Authenticate': 'Basic realm="test"' };
-      return req.headers.authorization === expectedAuth ? { status: 200, headers, body: '{}' } : { status: 401, headers };
+      return req.headers.authorization === expectedAuth
+        ? { status: 200, headers, body: '{}' }
+        : { status: 401, headers };
     });
     const authDir = mkdtempSync(path.join(tmpdir(), 'gantry-auth-'));
     try {
       const login = (password: string) =>
-        exec(conn, shellJoin(['podman', 'login', '--tls-verify=false', '--authfile', path.join(authDir, 'auth.json'), '-u', 'alice', '--password-stdin', `127.0.0.1:${port}`]), {
-          stdin: password,
-          timeoutMs: 60_000,
-        });
+        exec(
+          conn,
+          shellJoin([
+            'podman',
+            'login',
+            '--tls-verify=false',
+            '--authfile',
+            path.join(authDir, 'auth.json'),
+            '-u',
+            'alice',
+            '--password-stdin',
+            `127.0.0.1:${port}`,
+          ]),
+          {
+            stdin: password,
+            timeoutMs: 60_000,
+          },
+        );
       const ok = await login(secret);
       expect(ok.code, ok.stderr).toBe(0);
       expect(seen).toContain(expectedAuth);
@@ -210,7 +293,11 @@ describe('SSH test host and client', () => {
     ensureTestWorkerImage(IMAGE, { appDir });
     const name = containerName();
     const program = "let i = 0; setInterval(() => { console.log('tick ' + i); console.error('tock ' + i); i++; }, 50)";
-    await execOk(conn, shellJoin(['podman', 'run', '-d', '--name', name, '--label', LABEL, IMAGE, 'node', '-e', program]), { timeoutMs: 60_000 });
+    await execOk(
+      conn,
+      shellJoin(['podman', 'run', '-d', '--name', name, '--label', LABEL, IMAGE, 'node', '-e', program]),
+      { timeoutMs: 60_000 },
+    );
 
     const stream = await execStream(conn, shellJoin(['podman', 'logs', '-f', name]));
     const got: OutputLine[] = [];
@@ -218,7 +305,12 @@ describe('SSH test host and client', () => {
       got.push(line);
       if (got.filter((l) => l.stream === 'stdout').length >= 5 && got.some((l) => l.stream === 'stderr')) break;
     }
-    expect(got.filter((l) => l.stream === 'stdout').slice(0, 5).map((l) => l.line)).toEqual(['tick 0', 'tick 1', 'tick 2', 'tick 3', 'tick 4']);
+    expect(
+      got
+        .filter((l) => l.stream === 'stdout')
+        .slice(0, 5)
+        .map((l) => l.line),
+    ).toEqual(['tick 0', 'tick 1', 'tick 2', 'tick 3', 'tick 4']);
     expect(got.find((l) => l.stream === 'stderr')?.line).toBe('tock 0');
     await stream.close();
     const exit = await stream.exit;
@@ -238,7 +330,9 @@ describe('SSH test host and client', () => {
   it('pools connections per host, spreads channels, and reconnects after a drop', async () => {
     const pool = new SshPool({ maxConnectionsPerHost: 2, maxChannels: 4 });
     pools.push(pool);
-    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => pool.execOk(target, `sleep 0.2; echo ${i}`)));
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => pool.execOk(target, `sleep 0.2; echo ${i}`)),
+    );
     expect(results.map((r) => r.stdout.trim())).toEqual(Array.from({ length: 12 }, (_, i) => String(i)));
     expect(pool.size()).toBeGreaterThanOrEqual(1);
     expect(pool.size()).toBeLessThanOrEqual(2);
@@ -250,6 +344,8 @@ describe('SSH test host and client', () => {
     expect((await pool.execOk(target, 'echo again')).stdout).toBe('again\n');
     expect(await pool.get(target)).not.toBe(first);
 
-    await expect(pool.exec({ ...target, expectedHostKeySha256: 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }, 'true')).rejects.toBeInstanceOf(HostKeyMismatchError);
+    await expect(
+      pool.exec({ ...target, expectedHostKeySha256: 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }, 'true'),
+    ).rejects.toBeInstanceOf(HostKeyMismatchError);
   });
 });

@@ -80,31 +80,61 @@ interface Scenario {
 async function scenario(given?: { endpointId: string; lost: TestWorker }): Promise<Scenario> {
   const endpointId = given?.endpointId ?? (await createQueueEndpoint(p));
   const holder = given?.lost ?? (await createWorker(p, endpointId));
-  const answer = call(p.url, 'POST', `/v2/${endpointId}/runsync?wait=60000`, { key: p.adminKey, body: { input: { n: 1 } } });
-  await eventually(async () => (await p.ctx.db.job.count({ where: { endpointId } })) === 1, 10_000, 'runsync job queued');
+  const answer = call(p.url, 'POST', `/v2/${endpointId}/runsync?wait=60000`, {
+    key: p.adminKey,
+    body: { input: { n: 1 } },
+  });
+  await eventually(
+    async () => (await p.ctx.db.job.count({ where: { endpointId } })) === 1,
+    10_000,
+    'runsync job queued',
+  );
   const run = await call(p.url, 'POST', `/v2/${endpointId}/run`, { key: p.adminKey, body: { input: { n: 2 } } });
   expect(run.status, JSON.stringify(run.body)).toBe(200);
-  const taken = await workerCall(p.url, 'GET', `/v2/${endpointId}/job-take-batch/${holder.id}?gpu=T&batch_size=2`, holder.key);
+  const taken = await workerCall(
+    p.url,
+    'GET',
+    `/v2/${endpointId}/job-take-batch/${holder.id}?gpu=T&batch_size=2`,
+    holder.key,
+  );
   expect(taken.status, JSON.stringify(taken.body)).toBe(200);
   expect(taken.body).toHaveLength(2);
   const syncId = (taken.body as Array<{ id: string }>).find((j) => j.id.startsWith('sync-'))!.id;
   // Lost twice before (the count the rule reads), and seen by a ping since its take.
   await p.ctx.db.job.update({ where: { id: syncId }, data: { retries: MAX_WORKER_LOSSES - 1 } });
-  expect((await workerCall(p.url, 'GET', `/v2/${endpointId}/ping/${holder.id}?job_id=${syncId},${run.body.id}`, holder.key)).status).toBe(200);
-  const rows = await p.ctx.db.job.findMany({ where: { endpointId }, select: { id: true, seq: true, lastSeenAt: true } });
+  expect(
+    (await workerCall(p.url, 'GET', `/v2/${endpointId}/ping/${holder.id}?job_id=${syncId},${run.body.id}`, holder.key))
+      .status,
+  ).toBe(200);
+  const rows = await p.ctx.db.job.findMany({
+    where: { endpointId },
+    select: { id: true, seq: true, lastSeenAt: true },
+  });
   expect(rows.every((r) => r.lastSeenAt !== null)).toBe(true);
   const seqOf = (id: string): number => rows.find((r) => r.id === id)!.seq;
   const other = await createWorker(p, endpointId);
   const take = workerCall(p.url, 'GET', `/v2/${endpointId}/job-take/${other.id}?gpu=T`, other.key);
   await new Promise((resolve) => setTimeout(resolve, 300)); // the take is waiting
   notifications.length = 0;
-  return { endpointId, lost: holder, lastLoss: { id: syncId, seq: seqOf(syncId), answer }, firstLoss: { id: run.body.id as string, seq: seqOf(run.body.id as string) }, take };
+  return {
+    endpointId,
+    lost: holder,
+    lastLoss: { id: syncId, seq: seqOf(syncId), answer },
+    firstLoss: { id: run.body.id as string, seq: seqOf(run.body.id as string) },
+    take,
+  };
 }
 
 /** What every caller must leave behind. */
 async function expectTheRule(s: Scenario, tag: RegExp): Promise<void> {
   const failed = await p.ctx.db.job.findUniqueOrThrow({ where: { id: s.lastLoss.id } });
-  expect(failed).toMatchObject({ status: 'FAILED', error: WORKER_LOST_ERROR, retries: MAX_WORKER_LOSSES, seq: s.lastLoss.seq + 1, workerId: s.lost.id });
+  expect(failed).toMatchObject({
+    status: 'FAILED',
+    error: WORKER_LOST_ERROR,
+    retries: MAX_WORKER_LOSSES,
+    seq: s.lastLoss.seq + 1,
+    workerId: s.lost.id,
+  });
   expect(failed.completedAt).not.toBeNull();
   // Kept for the retention of finished runsync jobs (compat.md: 1 min), not /run's 30 min.
   const retention = jobSettings().retention.syncMs;
@@ -140,7 +170,10 @@ describe('a lost worker: one rule, every caller (domain/jobs/queue.ts requeueLos
 
   it("a worker's final state (finishWorker)", async () => {
     const s = await scenario();
-    const result = await createWorkerActivities(orchestration()).finishWorker(s.lost.id, { status: 'FAILED', reason: 'its container exited' });
+    const result = await createWorkerActivities(orchestration()).finishWorker(s.lost.id, {
+      status: 'FAILED',
+      reason: 'its container exited',
+    });
     expect(result.requeued).toBe(2);
     await expectTheRule(s, /orchestration/);
   });
@@ -169,10 +202,11 @@ describe('a lost worker: one rule, every caller (domain/jobs/queue.ts requeueLos
     const lost = { id, key: await registerWorkerCredential(p.ctx.db, { workerId: id, endpointId }) };
     const s = await scenario({ endpointId, lost });
     const { reconcileHostContainers } = createHostActivities(orchestration());
-    const result = (await new MockActivityEnvironment().run(reconcileHostContainers, hostId)) as Awaited<ReturnType<typeof reconcileHostContainers>>;
+    const result = (await new MockActivityEnvironment().run(reconcileHostContainers, hostId)) as Awaited<
+      ReturnType<typeof reconcileHostContainers>
+    >;
     expect(result.closed).toEqual([id]);
     expect((await p.ctx.db.worker.findUniqueOrThrow({ where: { id } })).status).toBe('FAILED');
     await expectTheRule(s, /orchestration/);
   }, 120_000);
 });
-

@@ -54,7 +54,9 @@ const dir = path.join(here, 'histories');
 const workflowsPath = path.join(here, '..', '..', 'workflows', 'index.ts');
 const binary = resolveTemporalBinary(loadConfig());
 if (!binary) throw new Error('no Temporal CLI');
-const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: binary }, searchAttributes: [...GANTRY_SEARCH_ATTRIBUTES] } });
+const env = await TestWorkflowEnvironment.createLocal({
+  server: { executable: { type: 'existing-path', path: binary }, searchAttributes: [...GANTRY_SEARCH_ATTRIBUTES] },
+});
 
 /**
  * A small in-memory world for the orchestration workflows: workers become ready at once, the queue
@@ -72,11 +74,30 @@ const world = {
   /** Most workers placed at once per endpoint (unset: any number). */
   room: undefined as number | undefined,
 };
-const defaultRow = (endpointId: string): EndpointSpec => ({ endpointId, workersMin: 0, workersMax: 3, scalerType: 'QUEUE_DELAY', scalerValue: 4, idleTimeout: 5, timeoutMs: 600_000, releaseVersion: 1 });
+const defaultRow = (endpointId: string): EndpointSpec => ({
+  endpointId,
+  workersMin: 0,
+  workersMax: 3,
+  scalerType: 'QUEUE_DELAY',
+  scalerValue: 4,
+  idleTimeout: 5,
+  timeoutMs: 600_000,
+  releaseVersion: 1,
+});
 const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
-const fastSettings = { ...DEFAULT_ORCHESTRATION_SETTINGS, autoscaleActiveMs: 200, autoscaleRestMs: 1000, readyPollMs: 100, watchIntervalSec: 1, rolloutPollMs: 200 };
+const fastSettings = {
+  ...DEFAULT_ORCHESTRATION_SETTINGS,
+  autoscaleActiveMs: 200,
+  autoscaleRestMs: 1000,
+  readyPollMs: 100,
+  watchIntervalSec: 1,
+  rolloutPollMs: 200,
+};
 
-const orchestration: HostActivities & WorkerActivities & RolloutActivities & Pick<EndpointActivities, 'createWorkerRecords' | 'endpointScalingState' | 'closeOrphanWorkers'> = {
+const orchestration: HostActivities &
+  WorkerActivities &
+  RolloutActivities &
+  Pick<EndpointActivities, 'createWorkerRecords' | 'endpointScalingState' | 'closeOrphanWorkers'> = {
   async orchestrationSettings() {
     return fastSettings;
   },
@@ -91,24 +112,33 @@ const orchestration: HostActivities & WorkerActivities & RolloutActivities & Pic
   },
   async deleteHostRecord() {},
   async createWorkerRecords({ endpointId, releaseVersion, workerIds }) {
-    for (const id of workerIds) if (!world.workers.has(id)) world.workers.set(id, { endpointId, status: 'PENDING', releaseVersion });
+    for (const id of workerIds)
+      if (!world.workers.has(id)) world.workers.set(id, { endpointId, status: 'PENDING', releaseVersion });
     return workerIds.length;
   },
   async endpointScalingState(endpointId): Promise<EndpointScalingState> {
-    const workers = [...world.workers.entries()].filter(([, w]) => w.endpointId === endpointId && liveStatuses.includes(w.status));
+    const workers = [...world.workers.entries()].filter(
+      ([, w]) => w.endpointId === endpointId && liveStatuses.includes(w.status),
+    );
     return {
       exists: true,
       queue: { queued: world.queued, queuedLowPriority: 0, inProgress: 0, oldestQueuedAgeMs: world.queued ? 10 : null },
       workers: workers.map(([id, w]) => {
         const ready = w.status === 'IDLE' || w.status === 'RUNNING';
-        const state = w.status === 'DRAINING' ? 'draining' : w.status === 'RUNNING' ? 'busy' : ready ? 'idle' : 'starting';
+        const state =
+          w.status === 'DRAINING' ? 'draining' : w.status === 'RUNNING' ? 'busy' : ready ? 'idle' : 'starting';
         return { id, status: w.status, hostId: 'host1', ready, releaseVersion: w.releaseVersion, idleForMs: 0, state };
       }),
     };
   },
   async placeWorker(workerId) {
     const w = world.workers.get(workerId)!;
-    const placed = [...world.workers.entries()].filter(([id, o]) => id !== workerId && o.endpointId === w.endpointId && ['INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'].includes(o.status)).length;
+    const placed = [...world.workers.entries()].filter(
+      ([id, o]) =>
+        id !== workerId &&
+        o.endpointId === w.endpointId &&
+        ['INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'].includes(o.status),
+    ).length;
     if (world.room !== undefined && placed >= world.room) return { placed: false, reason: 'no room' };
     w.status = 'INITIALIZING';
     return { placed: true, hostId: 'host1' };
@@ -120,7 +150,8 @@ const orchestration: HostActivities & WorkerActivities & RolloutActivities & Pic
     return { containerId: 'c0ffee', adopted: false };
   },
   async checkWorkerReady(workerId) {
-    if (world.failingVersions.has(world.workers.get(workerId)!.releaseVersion)) return { state: 'failed', reason: 'the container exited with code 1 before the worker was ready' };
+    if (world.failingVersions.has(world.workers.get(workerId)!.releaseVersion))
+      return { state: 'failed', reason: 'the container exited with code 1 before the worker was ready' };
     if (world.stuckVersions.has(world.workers.get(workerId)!.releaseVersion)) return { state: 'waiting' };
     world.workers.get(workerId)!.status = 'IDLE';
     return { state: 'ready' };
@@ -149,7 +180,12 @@ const orchestration: HostActivities & WorkerActivities & RolloutActivities & Pic
 };
 
 /** The job workflow's activities over one job whose state the scenario sets. */
-const jobWorld: { snapshot: JobSnapshot | null; supervised: number; webhooks: number; onWebhook?: () => Promise<void> } = { snapshot: null, supervised: 0, webhooks: 0 };
+const jobWorld: {
+  snapshot: JobSnapshot | null;
+  supervised: number;
+  webhooks: number;
+  onWebhook?: () => Promise<void>;
+} = { snapshot: null, supervised: 0, webhooks: 0 };
 const jobActivities: JobActivities = {
   async readJob() {
     return jobWorld.snapshot as JobSnapshot;
@@ -171,7 +207,12 @@ const jobActivities: JobActivities = {
 const deployWorld = { halt: false, reverted: 0, outcome: '' };
 const deployActivities: DeployActivities = {
   async applyDeployment() {
-    return { releases: [{ endpointId: 'recorded-ep-1', resource: 'api', version: 2, created: false }, { endpointId: 'recorded-ep-2', resource: 'worker', version: 1, created: true }] };
+    return {
+      releases: [
+        { endpointId: 'recorded-ep-1', resource: 'api', version: 2, created: false },
+        { endpointId: 'recorded-ep-2', resource: 'worker', version: 1, created: true },
+      ],
+    };
   },
   async waitForReleases() {
     return { failed: deployWorld.halt ? [{ resource: 'api', reason: 'workers of v2 never became ready' }] : [] };
@@ -225,7 +266,11 @@ function patchMarked(history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>
     const marker = e.markerRecordedEventAttributes;
     if (marker?.markerName !== 'core_patch') return false;
     const payloads = Object.values(marker.details ?? {}).flatMap((d) => d.payloads ?? []);
-    return payloads.some((pl) => Buffer.from(pl.data ?? new Uint8Array()).toString('utf8').includes(patchId));
+    return payloads.some((pl) =>
+      Buffer.from(pl.data ?? new Uint8Array())
+        .toString('utf8')
+        .includes(patchId),
+    );
   });
 }
 
@@ -240,7 +285,12 @@ async function recordMany(names: string[], scenario: () => Promise<string[]>): P
     for (const f of files) console.log(`kept ${f} (histories are never overwritten)`);
     return;
   }
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue: 'record', workflowsPath, activities });
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue: 'record',
+    workflowsPath,
+    activities,
+  });
   const workflowIds = await worker.runUntil(scenario);
   files.forEach((file, i) => {
     if (existsSync(file)) {
@@ -248,7 +298,11 @@ async function recordMany(names: string[], scenario: () => Promise<string[]>): P
       return;
     }
     // The CLI writes the standard JSON history format (the one the Temporal UI downloads).
-    const shown = spawnSync(binary as string, ['workflow', 'show', '--address', env.address, '--workflow-id', workflowIds[i]!, '--output', 'json'], { encoding: 'utf8' });
+    const shown = spawnSync(
+      binary as string,
+      ['workflow', 'show', '--address', env.address, '--workflow-id', workflowIds[i]!, '--output', 'json'],
+      { encoding: 'utf8' },
+    );
     if (shown.status !== 0) throw new Error(`temporal workflow show failed: ${shown.stderr}`);
     writeFileSync(file, shown.stdout);
     console.log(`wrote ${file}`);
@@ -258,7 +312,11 @@ async function recordMany(names: string[], scenario: () => Promise<string[]>): P
 try {
   await record('endpointWorkflow-v1-update-and-delete', async () => {
     const workflowId = 'endpoint:recorded00000001';
-    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId, taskQueue: 'record', args: [{ endpointId: 'recorded00000001' }] });
+    const handle = await env.client.workflow.start('endpointWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ endpointId: 'recorded00000001' }],
+    });
     await handle.executeUpdate(updateSpec, { args: [{ workersMin: 1, workersMax: 4 }] });
     // A rejected update leaves no trace in the history but must not disturb it either.
     await handle.executeUpdate(updateSpec, { args: [{ workersMin: 9, workersMax: 1 }] }).catch(() => undefined);
@@ -269,17 +327,29 @@ try {
   });
 
   // The autoscaler: a queued job at zero workers starts one; a release rolls it over; deletion drains.
-  const autoscaleReleaseDelete = async (endpointId: string, labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> }): Promise<string[]> => {
-    const handle = await env.client.workflow.start('endpointWorkflow', { workflowId: endpointWorkflowId(endpointId), taskQueue: 'record', args: [{ endpointId }], ...labels });
+  const autoscaleReleaseDelete = async (
+    endpointId: string,
+    labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> },
+  ): Promise<string[]> => {
+    const handle = await env.client.workflow.start('endpointWorkflow', {
+      workflowId: endpointWorkflowId(endpointId),
+      taskQueue: 'record',
+      args: [{ endpointId }],
+      ...labels,
+    });
     await until('the spec', async () => (await handle.query(getSpec)) !== null);
     world.queued = 1;
     await handle.signal(queueNonEmpty);
-    await until('a ready worker', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'));
+    await until('a ready worker', () =>
+      [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'),
+    );
     const firstWorker = [...world.workers.entries()].find(([, w]) => w.endpointId === endpointId)![0];
     world.queued = 0;
     await handle.executeUpdate(updateSpec, { args: [{ releaseVersion: 2 }] });
     await until('release 2 everywhere', () => {
-      const mine = [...world.workers.values()].filter((w) => w.endpointId === endpointId && liveStatuses.includes(w.status));
+      const mine = [...world.workers.values()].filter(
+        (w) => w.endpointId === endpointId && liveStatuses.includes(w.status),
+      );
       return mine.length === 1 && mine[0]!.releaseVersion === 2 && mine[0]!.status === 'IDLE';
     });
     await until('the rollout to finish', async () => (await handle.query(getScalingStatus))?.rollout === null);
@@ -288,22 +358,44 @@ try {
     await env.client.workflow.getHandle(workerWorkflowId(firstWorker)).result();
     return [endpointWorkflowId(endpointId), workerWorkflowId(firstWorker), rolloutWorkflowId(endpointId, 2)];
   };
-  await recordMany(['endpointWorkflow-v2-autoscale-release-delete', 'workerWorkflow-v1-start-ready-drain', 'rolloutWorkflow-v1-replace-one'], () =>
-    autoscaleReleaseDelete('recorded00000002', {}),
+  await recordMany(
+    [
+      'endpointWorkflow-v2-autoscale-release-delete',
+      'workerWorkflow-v1-start-ready-drain',
+      'rolloutWorkflow-v1-replace-one',
+    ],
+    () => autoscaleReleaseDelete('recorded00000002', {}),
   );
   // The same with search attributes and memo (contracts/search-attributes.ts): the endpoint started
   // with them as domain/endpoints/endpoints.ts starts it, its worker and rollout inheriting them, the worker
   // upserting its host once placed.
-  await recordMany(['endpointWorkflow-v3-search-attributes', 'workerWorkflow-v3-host-search-attribute', 'rolloutWorkflow-v2-search-attributes'], () =>
-    autoscaleReleaseDelete('recorded00000004', {
-      typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId: 'recorded00000004', accountId: 'recordedaccount1' }),
-      memo: gantryMemo({ endpointName: 'recorded-endpoint' }),
-    }),
+  await recordMany(
+    [
+      'endpointWorkflow-v3-search-attributes',
+      'workerWorkflow-v3-host-search-attribute',
+      'rolloutWorkflow-v2-search-attributes',
+    ],
+    () =>
+      autoscaleReleaseDelete('recorded00000004', {
+        typedSearchAttributes: gantrySearchAttributes('endpoint', {
+          endpointId: 'recorded00000004',
+          accountId: 'recordedaccount1',
+        }),
+        memo: gantryMemo({ endpointName: 'recorded-endpoint' }),
+      }),
   );
 
-  const probeRemove = async (hostId: string, labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> }): Promise<string> => {
+  const probeRemove = async (
+    hostId: string,
+    labels: { typedSearchAttributes?: ReturnType<typeof gantrySearchAttributes>; memo?: Record<string, string> },
+  ): Promise<string> => {
     const workflowId = hostWorkflowId(hostId);
-    const handle = await env.client.workflow.start('hostWorkflow', { workflowId, taskQueue: 'record', args: [{ hostId }], ...labels });
+    const handle = await env.client.workflow.start('hostWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ hostId }],
+      ...labels,
+    });
     await handle.executeUpdate(probeHostNow, { args: [{}] });
     await handle.signal(removeHost);
     await handle.result();
@@ -314,7 +406,10 @@ try {
   await record('hostWorkflow-v2-labels-old-run', () => probeRemove('recorded00000005', {}));
   // Started as domain/hosts/hosts.ts starts it now.
   await record('hostWorkflow-v3-search-attributes', () =>
-    probeRemove('recorded00000006', { typedSearchAttributes: gantrySearchAttributes('host', { hostId: 'recorded00000006' }), memo: gantryMemo({ hostName: 'recorded-host' }) }),
+    probeRemove('recorded00000006', {
+      typedSearchAttributes: gantrySearchAttributes('host', { hostId: 'recorded00000006' }),
+      memo: gantryMemo({ hostName: 'recorded-host' }),
+    }),
   );
 
   // A job: queued, taken, a liveness check while it runs, completed, its webhook delivered.
@@ -323,9 +418,23 @@ try {
     const now = Date.now();
     jobWorld.supervised = 0;
     jobWorld.webhooks = 0;
-    const queued: JobSnapshot = { seq: 0, status: 'IN_QUEUE', ttlDeadline: now + 86_400_000, startedAt: null, livenessDeadline: null, executionDeadline: null, webhookPending: true };
+    const queued: JobSnapshot = {
+      seq: 0,
+      status: 'IN_QUEUE',
+      ttlDeadline: now + 86_400_000,
+      startedAt: null,
+      livenessDeadline: null,
+      executionDeadline: null,
+      webhookPending: true,
+    };
     // As domain/jobs.ts starts it: endpoint, account and the status of the state it carries.
-    const typedSearchAttributes = withAttributes ? gantrySearchAttributes('job', { endpointId: 'recorded00000004', accountId: 'recordedaccount1', jobStatus: 'IN_QUEUE' }) : undefined;
+    const typedSearchAttributes = withAttributes
+      ? gantrySearchAttributes('job', {
+          endpointId: 'recorded00000004',
+          accountId: 'recordedaccount1',
+          jobStatus: 'IN_QUEUE',
+        })
+      : undefined;
     const handle = await env.client.workflow.signalWithStart('jobWorkflow', {
       workflowId,
       taskQueue: 'record',
@@ -334,7 +443,14 @@ try {
       signal: jobChanged,
       signalArgs: [queued],
     });
-    const running: JobSnapshot = { ...queued, seq: 1, status: 'IN_PROGRESS', startedAt: now, livenessDeadline: now + 1_500, executionDeadline: now + 600_000 };
+    const running: JobSnapshot = {
+      ...queued,
+      seq: 1,
+      status: 'IN_PROGRESS',
+      startedAt: now,
+      livenessDeadline: now + 1_500,
+      executionDeadline: now + 600_000,
+    };
     // The liveness check finds the worker alive: a later deadline.
     jobWorld.snapshot = { ...running, livenessDeadline: now + 600_000 };
     await handle.signal(jobChanged, running);
@@ -364,11 +480,15 @@ try {
     });
     world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1 });
     await handle.signal(endpointChanged);
-    await until('a ready worker', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'));
+    await until('a ready worker', () =>
+      [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'),
+    );
     world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1, releaseVersion: 2 });
     await handle.signal(endpointChanged);
     await until('release 2 everywhere', () => {
-      const mine = [...world.workers.values()].filter((w) => w.endpointId === endpointId && liveStatuses.includes(w.status));
+      const mine = [...world.workers.values()].filter(
+        (w) => w.endpointId === endpointId && liveStatuses.includes(w.status),
+      );
       return mine.length === 1 && mine[0]!.releaseVersion === 2 && mine[0]!.status === 'IDLE';
     });
     await until('the rollout to finish', async () => (await handle.query(getScalingStatus))?.rollout === null);
@@ -391,10 +511,16 @@ try {
       signalArgs: [],
     });
     const latest = env.client.workflow.getHandle(workflowId);
-    await until('a ready worker', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'));
+    await until('a ready worker', () =>
+      [...world.workers.values()].some((w) => w.endpointId === endpointId && w.status === 'IDLE'),
+    );
     world.rows.set(endpointId, { ...defaultRow(endpointId), workersMin: 1, releaseVersion: 2 });
     await latest.signal(endpointChanged);
-    await until('release 2 rolled out and taken in', async () => (await latest.query(getSpec))?.releaseVersion === 2 && (await latest.query(getScalingStatus))?.rollout === null);
+    await until(
+      'release 2 rolled out and taken in',
+      async () =>
+        (await latest.query(getSpec))?.releaseVersion === 2 && (await latest.query(getScalingStatus))?.rollout === null,
+    );
     await latest.signal(deleteEndpoint);
     await latest.result();
     return workflowId;
@@ -405,9 +531,19 @@ try {
     const workflowId = rolloutWorkflowId(endpointId, 2);
     world.workers.set('recordedold0001', { endpointId, status: 'IDLE', releaseVersion: 1 });
     world.stuckVersions.add(2);
-    const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: fastSettings, drainTimeoutMs: 1000, test: { continueAsNewEvery: 'step' } };
+    const input: RolloutInput = {
+      endpointId,
+      version: 2,
+      previousVersion: 1,
+      rollback: false,
+      settings: fastSettings,
+      drainTimeoutMs: 1000,
+      test: { continueAsNewEvery: 'step' },
+    };
     await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
-    await until('a replacement starting', () => [...world.workers.values()].some((w) => w.endpointId === endpointId && w.releaseVersion === 2));
+    await until('a replacement starting', () =>
+      [...world.workers.values()].some((w) => w.endpointId === endpointId && w.releaseVersion === 2),
+    );
     const latest = env.client.workflow.getHandle(workflowId);
     await latest.signal(cancelRollout);
     const result = await latest.result();
@@ -418,7 +554,15 @@ try {
   await record('jobWorkflow-v3-continued-recheck', async () => {
     const jobId = 'recorded-job-00000003';
     const workflowId = jobWorkflowId(jobId);
-    const done: JobSnapshot = { seq: 3, status: 'COMPLETED', ttlDeadline: Date.now() + 3_600_000, startedAt: Date.now(), livenessDeadline: null, executionDeadline: null, webhookPending: true };
+    const done: JobSnapshot = {
+      seq: 3,
+      status: 'COMPLETED',
+      ttlDeadline: Date.now() + 3_600_000,
+      startedAt: Date.now(),
+      livenessDeadline: null,
+      executionDeadline: null,
+      webhookPending: true,
+    };
     jobWorld.snapshot = done;
     jobWorld.webhooks = 0;
     // A recheck while the webhook is on its way: the run that follows carries it, and the webhook is not sent twice.
@@ -442,27 +586,60 @@ try {
   await record('jobWorkflow-v4-first-look', async () => {
     const jobId = 'recorded-job-00000004';
     const workflowId = jobWorkflowId(jobId);
-    jobWorld.snapshot = { seq: 3, status: 'COMPLETED', ttlDeadline: Date.now() + 86_400_000, startedAt: Date.now(), livenessDeadline: null, executionDeadline: null, webhookPending: false };
-    const stale: JobSnapshot = { seq: 1, status: 'IN_QUEUE', ttlDeadline: Date.now() + 86_400_000, startedAt: null, livenessDeadline: null, executionDeadline: null, webhookPending: false };
-    await env.client.workflow.signalWithStart('jobWorkflow', { workflowId, taskQueue: 'record', args: [{ jobId, lostAfterMs: 30_000 } satisfies JobRunInput], signal: jobChanged, signalArgs: [stale] });
+    jobWorld.snapshot = {
+      seq: 3,
+      status: 'COMPLETED',
+      ttlDeadline: Date.now() + 86_400_000,
+      startedAt: Date.now(),
+      livenessDeadline: null,
+      executionDeadline: null,
+      webhookPending: false,
+    };
+    const stale: JobSnapshot = {
+      seq: 1,
+      status: 'IN_QUEUE',
+      ttlDeadline: Date.now() + 86_400_000,
+      startedAt: null,
+      livenessDeadline: null,
+      executionDeadline: null,
+      webhookPending: false,
+    };
+    await env.client.workflow.signalWithStart('jobWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ jobId, lostAfterMs: 30_000 } satisfies JobRunInput],
+      signal: jobChanged,
+      signalArgs: [stale],
+    });
     await env.client.workflow.getHandle(workflowId).result();
-    if (!patchMarked(await env.client.workflow.getHandle(workflowId).fetchHistory(), 'job-first-look-v1')) throw new Error('expected the first-look patch marker');
+    if (!patchMarked(await env.client.workflow.getHandle(workflowId).fetchHistory(), 'job-first-look-v1'))
+      throw new Error('expected the first-look patch marker');
     return workflowId;
   });
 
   await record('deployWorkflow-v1-released', async () => {
     deployWorld.halt = false;
     const workflowId = deployWorkflowId('recorded', 'production', 'build00000001');
-    const result = await env.client.workflow.execute('deployWorkflow', { workflowId, taskQueue: 'record', args: [{ deploymentId: 'recorded-deployment-1' }] });
-    if (result.status !== 'SUCCEEDED' || deployWorld.outcome !== 'SUCCEEDED') throw new Error(`expected a successful deployment, got ${JSON.stringify(result)}`);
+    const result = await env.client.workflow.execute('deployWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ deploymentId: 'recorded-deployment-1' }],
+    });
+    if (result.status !== 'SUCCEEDED' || deployWorld.outcome !== 'SUCCEEDED')
+      throw new Error(`expected a successful deployment, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 
   await record('deployWorkflow-v1-halted-reverted', async () => {
     deployWorld.halt = true;
     const workflowId = deployWorkflowId('recorded', 'production', 'build00000002');
-    const result = await env.client.workflow.execute('deployWorkflow', { workflowId, taskQueue: 'record', args: [{ deploymentId: 'recorded-deployment-2' }] });
-    if (result.status !== 'FAILED' || deployWorld.reverted !== 1) throw new Error(`expected a reverted deployment, got ${JSON.stringify(result)}`);
+    const result = await env.client.workflow.execute('deployWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ deploymentId: 'recorded-deployment-2' }],
+    });
+    if (result.status !== 'FAILED' || deployWorld.reverted !== 1)
+      throw new Error(`expected a reverted deployment, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 
@@ -473,10 +650,25 @@ try {
     const workflowId = rolloutWorkflowId(endpointId, 2);
     world.room = 1;
     world.workers.set('recordedold0002', { endpointId, status: 'RUNNING', releaseVersion: 1 });
-    const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500 }, drainTimeoutMs: 1000 };
-    const handle = await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
+    const input: RolloutInput = {
+      endpointId,
+      version: 2,
+      previousVersion: 1,
+      rollback: false,
+      settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500 },
+      drainTimeoutMs: 1000,
+    };
+    const handle = await env.client.workflow.start('rolloutWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [input],
+    });
     // The old worker has no workflow here: once the rollout let it go (the marker is in its history), it stops.
-    await until('the busy old worker let go', async () => patchMarked(await handle.fetchHistory(), 'rollout-make-room-when-busy-v1'), 30_000);
+    await until(
+      'the busy old worker let go',
+      async () => patchMarked(await handle.fetchHistory(), 'rollout-make-room-when-busy-v1'),
+      30_000,
+    );
     world.workers.get('recordedold0002')!.status = 'STOPPED';
     const result = await handle.result();
     world.room = undefined;
@@ -492,9 +684,24 @@ try {
     world.room = 1;
     world.failingVersions.add(2);
     world.workers.set('recordedold0003', { endpointId, status: 'RUNNING', releaseVersion: 1 });
-    const input: RolloutInput = { endpointId, version: 2, previousVersion: 1, rollback: false, settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500, releaseMaxFailures: 2 }, drainTimeoutMs: 1000 };
-    const handle = await env.client.workflow.start('rolloutWorkflow', { workflowId, taskQueue: 'record', args: [input] });
-    await until('the busy old worker let go', async () => patchMarked(await handle.fetchHistory(), 'rollout-make-room-when-busy-v1'), 30_000);
+    const input: RolloutInput = {
+      endpointId,
+      version: 2,
+      previousVersion: 1,
+      rollback: false,
+      settings: { ...fastSettings, surgeWaitSec: 1, placementRetryMaxMs: 500, releaseMaxFailures: 2 },
+      drainTimeoutMs: 1000,
+    };
+    const handle = await env.client.workflow.start('rolloutWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [input],
+    });
+    await until(
+      'the busy old worker let go',
+      async () => patchMarked(await handle.fetchHistory(), 'rollout-make-room-when-busy-v1'),
+      30_000,
+    );
     world.workers.get('recordedold0003')!.status = 'STOPPED';
     const result = await handle.result();
     world.room = undefined;
@@ -507,7 +714,11 @@ try {
   await record('purgeExpiredOutputsWorkflow-v1-three-batches', async () => {
     purgeWorld.expired = 2_345;
     const workflowId = 'purge-expired-outputs:recorded-1';
-    const result = await env.client.workflow.execute('purgeExpiredOutputsWorkflow', { workflowId, taskQueue: 'record', args: [] });
+    const result = await env.client.workflow.execute('purgeExpiredOutputsWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [],
+    });
     if (result.deleted !== 2_345) throw new Error(`expected 2345 deleted, got ${JSON.stringify(result)}`);
     return workflowId;
   });

@@ -17,7 +17,10 @@ describe('replay of committed workflow histories', () => {
   // One bundle for every history (bundling takes seconds; a replay, milliseconds).
   let workflowBundle: WorkflowBundleWithSourceMap;
   beforeAll(async () => {
-    workflowBundle = await bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} } });
+    workflowBundle = await bundleWorkflowCode({
+      workflowsPath,
+      logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
+    });
   }, 120_000);
 
   it('has histories to replay', () => {

@@ -27,7 +27,12 @@ export interface GantryProcess {
  * Starts `node --import tsx infra/start.ts` as its own OS process with `env` over this process's
  * environment, and waits for its "Gantry is up" line.
  */
-export async function startGantryProcess(name: string, role: 'api' | 'worker', env: Record<string, string>, port?: number): Promise<GantryProcess> {
+export async function startGantryProcess(
+  name: string,
+  role: 'api' | 'worker',
+  env: Record<string, string>,
+  port?: number,
+): Promise<GantryProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'infra', 'start.ts')], {
     cwd: REPO_ROOT,
     env: {
@@ -46,7 +51,9 @@ export async function startGantryProcess(name: string, role: 'api' | 'worker', e
   };
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   // A test process that dies leaves no Gantry behind.
   const killOnExit = (): void => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -56,7 +63,8 @@ export async function startGantryProcess(name: string, role: 'api' | 'worker', e
 
   const deadline = Date.now() + 180_000;
   while (!out.includes('Gantry is up')) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was up: ${out}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before it was up: ${out}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`${name} not up within 180 s: ${out}`);

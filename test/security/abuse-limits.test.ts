@@ -114,7 +114,8 @@ describe('abuse limits on every surface', () => {
     const [a, b] = [await createQueueEndpoint(p), await createQueueEndpoint(p)];
     await awayFromMinuteEdge();
     const answers = [];
-    for (let i = 0; i < 6; i++) answers.push(await call(p.url, 'GET', `/v2/${a}/status/nosuchjob${i}`, { key: p.adminKey }));
+    for (let i = 0; i < 6; i++)
+      answers.push(await call(p.url, 'GET', `/v2/${a}/status/nosuchjob${i}`, { key: p.adminKey }));
     expect(answers.slice(0, 5).map((r) => r.status)).toEqual([404, 404, 404, 404, 404]);
     expect(answers[0]!.headers.get('ratelimit')).toContain('"minute";r=4');
     expect(answers[5]!.status).toBe(429);
@@ -128,7 +129,8 @@ describe('abuse limits on every surface', () => {
     const ep = await createQueueEndpoint(p);
     await awayFromMinuteEdge();
     const runs = [];
-    for (let i = 0; i < 4; i++) runs.push(await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { i } } }));
+    for (let i = 0; i < 4; i++)
+      runs.push(await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { i } } }));
     expect(runs.slice(0, 3).map((r) => r.status)).toEqual([200, 200, 200]);
     expect(runs[3]!.status).toBe(429);
     expect(runs[3]!.body.detail).toMatch(/already holds 3 queued jobs/);
@@ -138,7 +140,14 @@ describe('abuse limits on every surface', () => {
   it('the load-balancing proxy has its own quota per account and endpoint', async () => {
     const created = await call(p.url, 'POST', '/v2/serverless', {
       key: p.adminKey,
-      body: { name: 'lb-quota', type: 'LOAD_BALANCING', image: 'localhost/lb-test:1', gpu: { pools: ['AMPERE_24'] }, workers: { min: 0, max: 0 }, timeout: 1000 },
+      body: {
+        name: 'lb-quota',
+        type: 'LOAD_BALANCING',
+        image: 'localhost/lb-test:1',
+        gpu: { pools: ['AMPERE_24'] },
+        workers: { min: 0, max: 0 },
+        timeout: 1000,
+      },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     await awayFromMinuteEdge();
@@ -156,7 +165,10 @@ describe('abuse limits on every surface', () => {
   it('keys in query strings never reach a log line, and a configured admin key is never returned for printing', async () => {
     const lines: string[] = [];
     // Its own context object: the job runtime is per context, and this app's must not replace the platform's.
-    const app = buildApp({ ...p.ctx }, { logLevel: 'info', logStream: { write: (line: string) => void lines.push(line) } });
+    const app = buildApp(
+      { ...p.ctx },
+      { logLevel: 'info', logStream: { write: (line: string) => void lines.push(line) } },
+    );
     await app.ready();
     try {
       const secret = 'gntr_thisisaverysecretkeyvalue1234567890';
@@ -188,9 +200,13 @@ describe('abuse limits on every surface', () => {
     // Earlier tests of this file made a few failures of their own in this window: at most five in
     // all are answered, the next is refused.
     const bad: number[] = [];
-    for (let i = 0; i < 6 && bad.at(-1) !== 429; i++) bad.push((await call(p.url, 'GET', '/v2/serverless', { key: `gntr_wrong_${'k'.repeat(20)}${i}` })).status);
+    for (let i = 0; i < 6 && bad.at(-1) !== 429; i++)
+      bad.push((await call(p.url, 'GET', '/v2/serverless', { key: `gntr_wrong_${'k'.repeat(20)}${i}` })).status);
     expect(bad.at(-1), bad.join(',')).toBe(429);
-    expect(bad.slice(0, -1).every((s) => s === 401), bad.join(',')).toBe(true);
+    expect(
+      bad.slice(0, -1).every((s) => s === 401),
+      bad.join(','),
+    ).toBe(true);
     // The address is refused for the rest of the window, whatever it presents and wherever.
     const refused = await call(p.url, 'GET', '/v2/serverless', { key: p.adminKey });
     expect(refused.status).toBe(429);

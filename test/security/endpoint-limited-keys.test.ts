@@ -19,11 +19,16 @@ describe('keys limited to endpoints', () => {
   beforeAll(async () => {
     p = await startTestPlatform();
     accountId = (await p.ctx.db.account.findFirstOrThrow({ where: { isAdmin: true } })).id;
-    own = (await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'own', image: 'img:1' } })).body.id;
-    templateId = (await p.ctx.db.template.create({ data: { id: newId(), accountId, name: 'account-template', imageName: 'img:1' } })).id;
+    own = (await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'own', image: 'img:1' } })).body
+      .id;
+    templateId = (
+      await p.ctx.db.template.create({ data: { id: newId(), accountId, name: 'account-template', imageName: 'img:1' } })
+    ).id;
     limitedKey = (await issueApiKey(p.ctx.db, accountId, 'limited', ['READ', 'WRITE', 'RUN'], undefined, [own])).key;
     // Even a key of the admin account with every scope is limited once it names endpoints.
-    limitedAdminKey = (await issueApiKey(p.ctx.db, accountId, 'limited admin', ['READ', 'WRITE', 'RUN', 'ADMIN'], undefined, [own])).key;
+    limitedAdminKey = (
+      await issueApiKey(p.ctx.db, accountId, 'limited admin', ['READ', 'WRITE', 'RUN', 'ADMIN'], undefined, [own])
+    ).key;
   });
   afterAll(async () => {
     await p?.stop();
@@ -83,8 +88,13 @@ describe('keys limited to endpoints', () => {
   });
 
   it('the same key still changes its own endpoint, and a key for the whole account still creates', async () => {
-    expect((await call(p.url, 'PATCH', `/v2/serverless/${own}`, { key: limitedKey, body: { workers: { min: 0, max: 2 } } })).status).toBe(200);
+    expect(
+      (await call(p.url, 'PATCH', `/v2/serverless/${own}`, { key: limitedKey, body: { workers: { min: 0, max: 2 } } }))
+        .status,
+    ).toBe(200);
     const whole = (await issueApiKey(p.ctx.db, accountId, 'whole', ['READ', 'WRITE'])).key;
-    expect((await call(p.url, 'POST', '/v2/templates', { key: whole, body: { name: 'by-whole', image: 'img:1' } })).status).toBe(201);
+    expect(
+      (await call(p.url, 'POST', '/v2/templates', { key: whole, body: { name: 'by-whole', image: 'img:1' } })).status,
+    ).toBe(201);
   });
 });

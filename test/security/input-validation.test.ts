@@ -21,9 +21,12 @@ describe('input a tenant writes', () => {
     await p?.stop();
   });
 
-  const rest = (method: string, route: string, body?: unknown, key = p.adminKey) => call(p.url, method, route, { key, body });
-  const gql = (query: string, variables?: unknown, key = p.adminKey) => call(p.url, 'POST', '/graphql', { key, body: { query, variables } });
-  const endpoint = (extra: Record<string, unknown>) => rest('POST', '/v2/serverless', { name: `in-${Math.random().toString(36).slice(2, 8)}`, image: 'img:1', ...extra });
+  const rest = (method: string, route: string, body?: unknown, key = p.adminKey) =>
+    call(p.url, method, route, { key, body });
+  const gql = (query: string, variables?: unknown, key = p.adminKey) =>
+    call(p.url, 'POST', '/graphql', { key, body: { query, variables } });
+  const endpoint = (extra: Record<string, unknown>) =>
+    rest('POST', '/v2/serverless', { name: `in-${Math.random().toString(36).slice(2, 8)}`, image: 'img:1', ...extra });
 
   it('NUL characters, deep nesting and integers beyond int4 are 4xx naming the field, never 500', async () => {
     const ep = await createQueueEndpoint(p);
@@ -35,7 +38,10 @@ describe('input a tenant writes', () => {
     expect(nulInput.status).toBe(422);
     expect(nulInput.body.errors).toEqual(['$.input.a: must not contain NUL characters']);
 
-    const deep = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, rawBody: `{"input":${'['.repeat(100_000)}${']'.repeat(100_000)}}` });
+    const deep = await call(p.url, 'POST', `/v2/${ep}/run`, {
+      key: p.adminKey,
+      rawBody: `{"input":${'['.repeat(100_000)}${']'.repeat(100_000)}}`,
+    });
     expect(deep.status).toBe(422);
     expect(deep.body.errors[0]).toMatch(/^\$\.input(\[0\])+: nested deeper than 64 levels$/);
 
@@ -46,9 +52,15 @@ describe('input a tenant writes', () => {
     const literal = await gql('mutation { saveTemplate(input: {name: "a\\u0000b", imageName: "img:1"}) { id } }');
     expect(literal.body.errors[0].message).toMatch(/NUL/);
     expect(literal.body.errors[0].extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
-    const variable = await gql('mutation T($name: String!) { saveTemplate(input: {name: $name, imageName: "img:1"}) { id } }', { name: 'a\u0000b' });
+    const variable = await gql(
+      'mutation T($name: String!) { saveTemplate(input: {name: $name, imageName: "img:1"}) { id } }',
+      { name: 'a\u0000b' },
+    );
     expect(variable.status).toBe(400);
-    expect(variable.body.errors[0]).toMatchObject({ message: '$variables.name: must not contain NUL characters', extensions: { code: 'BAD_USER_INPUT' } });
+    expect(variable.body.errors[0]).toMatchObject({
+      message: '$variables.name: must not contain NUL characters',
+      extensions: { code: 'BAD_USER_INPUT' },
+    });
     expect(await p.ctx.db.template.count({ where: { name: { contains: 'a' } } })).toBe(0);
   });
 
@@ -60,17 +72,29 @@ describe('input a tenant writes', () => {
     }
     const template = await rest('POST', '/v2/templates', { name: 'opt-image', image: '--privileged' });
     expect(template.status).toBe(422);
-    const pod = await gql('mutation { podFindAndDeployOnDemand(input: {name: "p", imageName: "--privileged", gpuCount: 0}) { id } }');
+    const pod = await gql(
+      'mutation { podFindAndDeployOnDemand(input: {name: "p", imageName: "--privileged", gpuCount: 0}) { id } }',
+    );
     expect(pod.body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
     expect(JSON.stringify(pod.body.errors[0].extensions.errors)).toContain('$.imageName');
     expect(await p.ctx.db.pod.count()).toBe(0);
-    for (const image of ['docker.io/library/alpine:3.20', 'ghcr.io/team/app@sha256:' + 'a'.repeat(64), 'localhost:5000/x/y:z']) {
+    for (const image of [
+      'docker.io/library/alpine:3.20',
+      'ghcr.io/team/app@sha256:' + 'a'.repeat(64),
+      'localhost:5000/x/y:z',
+    ]) {
       expect((await endpoint({ image })).status, image).toBe(201);
     }
   });
 
   it('environment, args and mount paths a worker could not start with are 422s', async () => {
-    for (const env of [{ 'A=B': 'x' }, { '': 'x' }, { 'a.b': 'x' }, { A: 'line\nbreak' }, Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`K${i}`, 'v']))]) {
+    for (const env of [
+      { 'A=B': 'x' },
+      { '': 'x' },
+      { 'a.b': 'x' },
+      { A: 'line\nbreak' },
+      Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`K${i}`, 'v'])),
+    ]) {
       const r = await endpoint({ env });
       expect(r.status, JSON.stringify(env).slice(0, 60)).toBe(422);
       expect(r.body.errors[0]).toMatch(/^\$\.env/);
@@ -80,9 +104,15 @@ describe('input a tenant writes', () => {
     expect(heavy.status).toBe(422);
     expect(heavy.body.errors).toEqual(['$.env: must hold at most 65536 bytes of names and values (has 90003)']);
     expect((await endpoint({ args: 'x '.repeat(5_000) })).status).toBe(422);
-    const templateEnv = await rest('POST', '/v2/templates', { name: 'bad-env', image: 'img:1', env: { 'not-a-name': 'x' } });
+    const templateEnv = await rest('POST', '/v2/templates', {
+      name: 'bad-env',
+      image: 'img:1',
+      env: { 'not-a-name': 'x' },
+    });
     expect(templateEnv.status).toBe(422);
-    const mount = await gql('mutation { saveTemplate(input: {name: "m", imageName: "img:1", volumeInGb: 1, volumeMountPath: "/data\\nx"}) { id } }');
+    const mount = await gql(
+      'mutation { saveTemplate(input: {name: "m", imageName: "img:1", volumeInGb: 1, volumeMountPath: "/data\\nx"}) { id } }',
+    );
     expect(mount.body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
     expect(JSON.stringify(mount.body.errors[0].extensions.errors)).toContain('$.volumeMountPath');
   });
@@ -92,30 +122,52 @@ describe('input a tenant writes', () => {
     const limited = await issueApiKey(p.ctx.db, accountId, 'limited', ['READ', 'WRITE', 'RUN'], undefined, [own]);
     const r = await rest('POST', '/v2/serverless', { name: 'by-limited', image: 'img:1' }, limited.key);
     expect(r.status).toBe(403);
-    const template = (await p.ctx.db.template.create({ data: { id: `tpl${Date.now()}`, accountId, name: `tpl-${Date.now()}`, imageName: 'img:1', isServerless: true } })).id;
-    const g = await gql(`mutation { saveEndpoint(input: {name: "by-limited", templateId: "${template}", gpuIds: "AMPERE_24"}) { id } }`, undefined, limited.key);
+    const template = (
+      await p.ctx.db.template.create({
+        data: { id: `tpl${Date.now()}`, accountId, name: `tpl-${Date.now()}`, imageName: 'img:1', isServerless: true },
+      })
+    ).id;
+    const g = await gql(
+      `mutation { saveEndpoint(input: {name: "by-limited", templateId: "${template}", gpuIds: "AMPERE_24"}) { id } }`,
+      undefined,
+      limited.key,
+    );
     expect(g.body.errors[0].extensions.code).toBe('FORBIDDEN');
     expect(await p.ctx.db.endpoint.count({ where: { name: { startsWith: 'by-limited' } } })).toBe(0);
     // Its own endpoint it may still change.
-    expect((await rest('PATCH', `/v2/serverless/${own}`, { workers: { min: 0, max: 1 } }, limited.key)).status).toBe(200);
+    expect((await rest('PATCH', `/v2/serverless/${own}`, { workers: { min: 0, max: 1 } }, limited.key)).status).toBe(
+      200,
+    );
   });
 
   it('a registry credential is bound to its registry: an image elsewhere cannot use it', async () => {
-    const ghcr = await rest('POST', '/v2/registries', { name: 'team-ghcr', username: 'bot', password: 'pw-secret', registry: 'ghcr.io' });
+    const ghcr = await rest('POST', '/v2/registries', {
+      name: 'team-ghcr',
+      username: 'bot',
+      password: 'pw-secret',
+      registry: 'ghcr.io',
+    });
     expect(ghcr.status).toBe(201);
     expect(ghcr.body.registry).toBe('ghcr.io');
     // A name that is a registry host binds to it; any other name to Docker Hub.
-    expect((await rest('POST', '/v2/registries', { name: 'registry.example.com:5000', username: 'u', password: 'p' })).body.registry).toBe('registry.example.com:5000');
+    expect(
+      (await rest('POST', '/v2/registries', { name: 'registry.example.com:5000', username: 'u', password: 'p' })).body
+        .registry,
+    ).toBe('registry.example.com:5000');
 
     const elsewhere = await endpoint({ image: 'attacker.example/app:1', registry: ghcr.body.id });
     expect(elsewhere.status).toBe(422);
-    expect(elsewhere.body.errors).toEqual([`$.registry: registry credential '${ghcr.body.id}' is bound to ghcr.io, and the image 'attacker.example/app:1' is on attacker.example`]);
+    expect(elsewhere.body.errors).toEqual([
+      `$.registry: registry credential '${ghcr.body.id}' is bound to ghcr.io, and the image 'attacker.example/app:1' is on attacker.example`,
+    ]);
     const right = await endpoint({ image: 'ghcr.io/team/app:1', registry: ghcr.body.id });
     expect(right.status).toBe(201);
     // Changing only the image of an endpoint that uses the credential is checked as well.
     const moved = await rest('PATCH', `/v2/serverless/${right.body.id}`, { image: 'attacker.example/app:2' });
     expect(moved.status).toBe(422);
-    const tpl = await gql(`mutation { saveTemplate(input: {name: "t-reg", imageName: "docker.io/library/alpine:3", containerRegistryAuthId: "${ghcr.body.id}"}) { id } }`);
+    const tpl = await gql(
+      `mutation { saveTemplate(input: {name: "t-reg", imageName: "docker.io/library/alpine:3", containerRegistryAuthId: "${ghcr.body.id}"}) { id } }`,
+    );
     expect(tpl.body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
     const listed = await gql('{ myself { containerRegistryCreds { id registry } } }');
     expect(listed.body.data.myself.containerRegistryCreds).toContainEqual({ id: ghcr.body.id, registry: 'ghcr.io' });

@@ -9,7 +9,14 @@ import { promisify } from 'node:util';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureOrchestrationWorkerImage, managedContainers, type OneHostPlatform, ORCHESTRATION_WORKER_IMAGE, startOneHostPlatform, until } from '../integration/orchestration-support.ts';
+import {
+  ensureOrchestrationWorkerImage,
+  managedContainers,
+  type OneHostPlatform,
+  ORCHESTRATION_WORKER_IMAGE,
+  startOneHostPlatform,
+  until,
+} from '../integration/orchestration-support.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
@@ -36,31 +43,56 @@ async function fromInside(container: string, target: string): Promise<string> {
     ? `fetch(${JSON.stringify(target)}, { signal: AbortSignal.timeout(3000) }).then((r) => console.log(r.status), (e) => console.log('error ' + (e.cause?.code ?? e.name)))`
     : `const [h, p] = ${JSON.stringify(target.split(':'))}; const s = require('net').connect({ host: h, port: Number(p), timeout: 3000 });
        s.on('connect', () => { console.log('open'); s.destroy(); }); s.on('error', (e) => console.log(e.code)); s.on('timeout', () => { console.log('timeout'); s.destroy(); });`;
-  const r = await promisify(execFile)('podman', ['exec', container, 'node', '-e', script], { encoding: 'utf8', timeout: 30_000 }).catch((e: { stdout?: string; stderr?: string }) => e);
+  const r = await promisify(execFile)('podman', ['exec', container, 'node', '-e', script], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  }).catch((e: { stdout?: string; stderr?: string }) => e);
   return (r.stdout || r.stderr || '').trim();
 }
 
 it('a worker container reaches the worker protocol and nothing else of the platform', async () => {
-  const created = await call(p.url, 'POST', '/v2/serverless', { key: p.adminKey, body: { name: 'isolated', image: IMAGE, workers: { min: 1, max: 1 } } });
+  const created = await call(p.url, 'POST', '/v2/serverless', {
+    key: p.adminKey,
+    body: { name: 'isolated', image: IMAGE, workers: { min: 1, max: 1 } },
+  });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   const ep = created.body.id as string;
 
   // The worker protocol works from the container: a job is taken and done.
-  const run = await call(p.url, 'POST', `/v2/${ep}/runsync`, { key: p.adminKey, body: { input: { hello: 'isolated' } } });
-  expect(run.body, JSON.stringify(run.body)).toMatchObject({ status: 'COMPLETED', output: { echo: { hello: 'isolated' } } });
+  const run = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+    key: p.adminKey,
+    body: { input: { hello: 'isolated' } },
+  });
+  expect(run.body, JSON.stringify(run.body)).toMatchObject({
+    status: 'COMPLETED',
+    output: { echo: { hello: 'isolated' } },
+  });
 
-  const container = await until('the worker container', async () => managedContainers(hostId).find((c) => c.endpointId === ep));
+  const container = await until('the worker container', async () =>
+    managedContainers(hostId).find((c) => c.endpointId === ep),
+  );
   const inspect = JSON.parse(spawnSync('podman', ['inspect', container.id], { encoding: 'utf8' }).stdout)[0];
   expect(inspect.HostConfig.NetworkMode).not.toBe('host');
-  expect(inspect.HostConfig.CapDrop.map((c: string) => c.toUpperCase())).toEqual(expect.arrayContaining(['CAP_NET_RAW']));
+  expect(inspect.HostConfig.CapDrop.map((c: string) => c.toUpperCase())).toEqual(
+    expect.arrayContaining(['CAP_NET_RAW']),
+  );
 
   // What the platform runs on, at every address of this machine the container could try.
   const pgPort = new URL(p.databaseUrl).port || '5432';
   const temporalPort = inject('temporalAddress').split(':').pop()!;
   const apiPort = new URL(p.url).port;
-  const hostAddresses = ['127.0.0.1', ...Object.values(networkInterfaces()).flatMap((list) => (list ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address))];
+  const hostAddresses = [
+    '127.0.0.1',
+    ...Object.values(networkInterfaces()).flatMap((list) =>
+      (list ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address),
+    ),
+  ];
   for (const address of new Set(hostAddresses)) {
-    for (const [what, port] of [['PostgreSQL', pgPort], ['Temporal', temporalPort], ['the API', apiPort]] as const) {
+    for (const [what, port] of [
+      ['PostgreSQL', pgPort],
+      ['Temporal', temporalPort],
+      ['the API', apiPort],
+    ] as const) {
       expect(await fromInside(container.id, `${address}:${port}`), `${what} at ${address}:${port}`).not.toBe('open');
     }
   }

@@ -62,7 +62,9 @@ describe('the revocation bound', () => {
 
   beforeAll(async () => {
     t = await startTestApp({ revocationBoundMs: BOUND_MS });
-    accountId = (await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'revocation' } })).id;
+    accountId = (
+      await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: 'revocation' } })
+    ).id;
   });
   afterAll(async () => {
     await t?.stop();
@@ -73,11 +75,24 @@ describe('the revocation bound', () => {
     t.call(method, route, { key, body, remoteAddress: `10.99.${Math.floor(++addresses / 250)}.${addresses % 250}` });
 
   async function queueEndpoint(): Promise<string> {
-    return (await t.ctx.db.endpoint.create({ data: { id: newId(), accountId, name: `q-${randomString(6)}`, image: 'img:1' } })).id;
+    return (
+      await t.ctx.db.endpoint.create({ data: { id: newId(), accountId, name: `q-${randomString(6)}`, image: 'img:1' } })
+    ).id;
   }
   /** A load-balancing endpoint with workers.max 0: an admitted request is answered at once with 503 (no worker will start). */
   async function lbEndpoint(): Promise<string> {
-    return (await t.ctx.db.endpoint.create({ data: { id: newId(), accountId, name: `lb-${randomString(6)}`, image: 'img:1', type: 'LOAD_BALANCING', workersMax: 0 } })).id;
+    return (
+      await t.ctx.db.endpoint.create({
+        data: {
+          id: newId(),
+          accountId,
+          name: `lb-${randomString(6)}`,
+          image: 'img:1',
+          type: 'LOAD_BALANCING',
+          workersMax: 0,
+        },
+      })
+    ).id;
   }
 
   const jobApi = (endpointId: string, key: () => string, refusedStatus: number): Probe => ({
@@ -125,15 +140,24 @@ describe('the revocation bound', () => {
       // Not before the bound allows: the path remembers the record it read, so right after the
       // change it still admits (this is what the bound bounds).
       expect(early.length, `${p.name}: calls answered within the bound`).toBeGreaterThan(0);
-      for (const s of early) expect(p.admitted(s.r), `${p.name} ${s.answered - changed} ms after the change, within the bound: ${show(s.r)}`).toBe(true);
+      for (const s of early)
+        expect(
+          p.admitted(s.r),
+          `${p.name} ${s.answered - changed} ms after the change, within the bound: ${show(s.r)}`,
+        ).toBe(true);
       // Within the bound: every call sent once the bound ran out is refused.
       expect(late.length, `${p.name}: calls sent after the bound`).toBeGreaterThan(0);
-      for (const s of late) expect(p.refused(s.r), `${p.name} ${s.sent - changed} ms after the change, past the bound: ${show(s.r)}`).toBe(true);
+      for (const s of late)
+        expect(p.refused(s.r), `${p.name} ${s.sent - changed} ms after the change, past the bound: ${show(s.r)}`).toBe(
+          true,
+        );
       // In between, either answer, never another one.
       for (const s of list) expect(p.admitted(s.r) || p.refused(s.r), `${p.name}: ${show(s.r)}`).toBe(true);
       // The headline: nothing is admitted that was sent more than the bound after the change.
       const lastAdmitted = list.filter((s) => p.admitted(s.r)).at(-1)!;
-      expect(lastAdmitted.sent - changed, `${p.name}: last admission after the change`).toBeLessThanOrEqual(BOUND_MS + 2);
+      expect(lastAdmitted.sent - changed, `${p.name}: last admission after the change`).toBeLessThanOrEqual(
+        BOUND_MS + 2,
+      );
     }
   }
 
@@ -159,7 +183,8 @@ describe('the revocation bound', () => {
       const list = samples.filter((s) => s.p === p);
       const late = list.filter((s) => s.sent >= changed + NOTIFIED_MS);
       expect(late.length, `${p.name}: calls sent after the notice`).toBeGreaterThan(0);
-      for (const s of late) expect(p.refused(s.r), `${p.name} ${s.sent - changed} ms after the change: ${show(s.r)}`).toBe(true);
+      for (const s of late)
+        expect(p.refused(s.r), `${p.name} ${s.sent - changed} ms after the change: ${show(s.r)}`).toBe(true);
       for (const s of list) expect(p.admitted(s.r) || p.refused(s.r), `${p.name}: ${show(s.r)}`).toBe(true);
     }
   }
@@ -185,16 +210,23 @@ describe('the revocation bound', () => {
   it('is the one bound of every cache', () => {
     const records = recordCachesOf(t.ctx);
     expect(records.boundMs).toBe(BOUND_MS);
-    expect([records.keys.ttlMs, records.workers.ttlMs, records.endpoints.ttlMs]).toEqual([BOUND_MS, BOUND_MS, BOUND_MS]);
+    expect([records.keys.ttlMs, records.workers.ttlMs, records.endpoints.ttlMs]).toEqual([
+      BOUND_MS,
+      BOUND_MS,
+      BOUND_MS,
+    ]);
   });
 
   it('a revoked key: every path refuses it as soon as the change notification arrives, long before the bound', async () => {
     const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
     const issued = await issueApiKey(t.ctx.db, accountId, 'to revoke', ['READ', 'RUN']);
     const key = () => issued.key;
-    await expectRefusedOnNotice([jobApi(queue, key, 401), proxy(lb, key, 401), ...managementProbes(issued.key, true)], async () => {
-      await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
-    });
+    await expectRefusedOnNotice(
+      [jobApi(queue, key, 401), proxy(lb, key, 401), ...managementProbes(issued.key, true)],
+      async () => {
+        await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
+      },
+    );
   });
 
   it('a revoked key while the process hears no key changes: management REST and GraphQL at once, the job API and the proxy within the bound', async () => {
@@ -206,9 +238,12 @@ describe('the revocation bound', () => {
     await t.ctx.db.$executeRawUnsafe('ALTER TABLE "ApiKey" DISABLE TRIGGER "ApiKey_notify_change"');
     records.changeFeed(false);
     try {
-      await expectBound([jobApi(queue, key, 401), proxy(lb, key, 401), ...managementProbes(issued.key, false)], async () => {
-        await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
-      });
+      await expectBound(
+        [jobApi(queue, key, 401), proxy(lb, key, 401), ...managementProbes(issued.key, false)],
+        async () => {
+          await t.ctx.db.apiKey.update({ where: { id: issued.id }, data: { revokedAt: new Date() } });
+        },
+      );
     } finally {
       await t.ctx.db.$executeRawUnsafe('ALTER TABLE "ApiKey" ENABLE TRIGGER "ApiKey_notify_change"');
       records.changeFeed(true);
@@ -219,7 +254,8 @@ describe('the revocation bound', () => {
     const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
     const issued = await issueApiKey(t.ctx.db, accountId, 'narrowed', ['READ', 'RUN'], undefined, [queue, lb]);
     const key = () => issued.key;
-    const listsQueue = (endpoints: unknown): boolean => Array.isArray(endpoints) && endpoints.some((e: { id?: string }) => e.id === queue);
+    const listsQueue = (endpoints: unknown): boolean =>
+      Array.isArray(endpoints) && endpoints.some((e: { id?: string }) => e.id === queue);
     await expectRefusedOnNotice(
       [
         jobApi(queue, key, 403),
@@ -236,7 +272,10 @@ describe('the revocation bound', () => {
           cached: false,
           call: () => call('POST', '/graphql', issued.key, { query: '{ myself { endpoints { id } } }' }),
           admitted: (r) => r.status === 200 && listsQueue(r.body?.data?.myself?.endpoints),
-          refused: (r) => r.status === 200 && Array.isArray(r.body?.data?.myself?.endpoints) && !listsQueue(r.body.data.myself.endpoints),
+          refused: (r) =>
+            r.status === 200 &&
+            Array.isArray(r.body?.data?.myself?.endpoints) &&
+            !listsQueue(r.body.data.myself.endpoints),
         },
       ],
       async () => {
@@ -260,7 +299,13 @@ describe('the revocation bound', () => {
     await t.ctx.db.worker.create({ data: { id: workerId, endpointId: queue, status: 'IDLE' } });
     const old = await registerWorkerCredential(t.ctx.db, { workerId, endpointId: queue });
     let fresh = '';
-    const ping = (key: string) => t.app.inject({ method: 'GET', url: `/v2/${queue}/ping/${workerId}`, headers: { authorization: key }, remoteAddress: `10.98.0.${++addresses % 250}` });
+    const ping = (key: string) =>
+      t.app.inject({
+        method: 'GET',
+        url: `/v2/${queue}/ping/${workerId}`,
+        headers: { authorization: key },
+        remoteAddress: `10.98.0.${++addresses % 250}`,
+      });
     await expectBound(
       [
         {
@@ -296,7 +341,11 @@ describe('the revocation bound', () => {
     expect(expiresAt + 300).toBeLessThan(primed + BOUND_MS);
     for (const s of samples) {
       if (s.answered < expiresAt) expect(s.p.admitted(s.r), `${s.p.name} before the expiry: ${show(s.r)}`).toBe(true);
-      if (s.sent >= expiresAt) expect(s.p.refused(s.r) && s.r.body?.detail === 'expired bearer token', `${s.p.name} after the expiry: ${show(s.r)}`).toBe(true);
+      if (s.sent >= expiresAt)
+        expect(
+          s.p.refused(s.r) && s.r.body?.detail === 'expired bearer token',
+          `${s.p.name} after the expiry: ${show(s.r)}`,
+        ).toBe(true);
     }
     expect(samples.filter((s) => s.sent >= expiresAt).length).toBeGreaterThan(0);
   });
@@ -310,15 +359,36 @@ describe('the revocation bound', () => {
     await issueApiKey(t.ctx.db, accountId, 'late', ['RUN'], presented);
     expect((await call('GET', `/v2/${queueId}/health`, presented)).status).toBe(404);
     expect((await call('GET', `/lb/${lbId}/ping`, presented)).status).toBe(404);
-    await t.ctx.db.endpoint.create({ data: { id: queueId, accountId, name: `late-q-${randomString(6)}`, image: 'img:1' } });
-    await t.ctx.db.endpoint.create({ data: { id: lbId, accountId, name: `late-lb-${randomString(6)}`, image: 'img:1', type: 'LOAD_BALANCING', workersMax: 0 } });
-    expect(jobApi(queueId, () => presented, 0).admitted(await call('GET', `/v2/${queueId}/health`, presented))).toBe(true);
+    await t.ctx.db.endpoint.create({
+      data: { id: queueId, accountId, name: `late-q-${randomString(6)}`, image: 'img:1' },
+    });
+    await t.ctx.db.endpoint.create({
+      data: {
+        id: lbId,
+        accountId,
+        name: `late-lb-${randomString(6)}`,
+        image: 'img:1',
+        type: 'LOAD_BALANCING',
+        workersMax: 0,
+      },
+    });
+    expect(jobApi(queueId, () => presented, 0).admitted(await call('GET', `/v2/${queueId}/health`, presented))).toBe(
+      true,
+    );
     expect(proxy(lbId, () => presented, 0).admitted(await call('GET', `/lb/${lbId}/ping`, presented))).toBe(true);
 
     const workerId = `wk${randomString(10)}`;
     const credential = `gntr_wk_${randomString(40)}`;
     await t.ctx.db.worker.create({ data: { id: workerId, endpointId: queueId, status: 'IDLE' } });
-    const ping = async () => (await t.app.inject({ method: 'GET', url: `/v2/${queueId}/ping/${workerId}`, headers: { authorization: credential }, remoteAddress: '10.97.0.1' })).statusCode;
+    const ping = async () =>
+      (
+        await t.app.inject({
+          method: 'GET',
+          url: `/v2/${queueId}/ping/${workerId}`,
+          headers: { authorization: credential },
+          remoteAddress: '10.97.0.1',
+        })
+      ).statusCode;
     expect(await ping()).toBe(401);
     await t.ctx.db.worker.update({ where: { id: workerId }, data: { credentialHash: hashKey(credential) } });
     expect(await ping()).toBe(200);

@@ -48,13 +48,18 @@ function listener(): Promise<{ server: Server; url: string; hits: string[] }> {
     hits.push(`${req.method} ${req.url}`);
     res.writeHead(200).end();
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`, hits })));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`, hits }),
+    ),
+  );
 }
 
 describe('webhook targets', () => {
   it('refuses every non-public spelling before any look-up, and takes public ones', () => {
     for (const url of REFUSED) expect(webhookUrlProblem(url, NONE), url).toBeDefined();
-    for (const url of ['https://hooks.example.com/x', 'http://8.8.8.8/', 'http://[2606:4700::1]/']) expect(webhookUrlProblem(url, NONE), url).toBeUndefined();
+    for (const url of ['https://hooks.example.com/x', 'http://8.8.8.8/', 'http://[2606:4700::1]/'])
+      expect(webhookUrlProblem(url, NONE), url).toBeUndefined();
   });
 
   it('lets through what the operator allows, and nothing more', () => {
@@ -78,11 +83,21 @@ describe('webhook targets', () => {
       ],
       'public.example': [{ address: '93.184.216.34', family: 4 }],
     };
-    const stub = (host: string, _o: { all: true }, cb: (err: NodeJS.ErrnoException | null, a: Array<{ address: string; family: number }>) => void) => cb(null, answers[host] ?? []);
+    const stub = (
+      host: string,
+      _o: { all: true },
+      cb: (err: NodeJS.ErrnoException | null, a: Array<{ address: string; family: number }>) => void,
+    ) => cb(null, answers[host] ?? []);
     const guarded = guardedLookup(stub, () => NONE);
     const ask = (host: string, all: boolean) =>
       new Promise<{ err: (Error & { code?: string }) | null; result: unknown }>((resolve) =>
-        (guarded as unknown as (h: string, o: { all: boolean }, cb: (err: Error | null, result?: unknown) => void) => void)(host, { all }, (err, result) => resolve({ err, result })),
+        (
+          guarded as unknown as (
+            h: string,
+            o: { all: boolean },
+            cb: (err: Error | null, result?: unknown) => void,
+          ) => void
+        )(host, { all }, (err, result) => resolve({ err, result })),
       );
     for (const host of ['rebind.example', 'mixed.example']) {
       for (const all of [true, false]) expect((await ask(host, all)).err?.code, host).toBe('EWEBHOOKREFUSED');
@@ -94,9 +109,13 @@ describe('webhook targets', () => {
   it('a real connection through the guard to a name that resolves to loopback never reaches the listener', async () => {
     const l = await listener();
     try {
-      const agent = new Agent({ connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0], () => NONE) } });
+      const agent = new Agent({
+        connect: { lookup: guardedLookup(lookup as Parameters<typeof guardedLookup>[0], () => NONE) },
+      });
       const port = (l.server.address() as { port: number }).port;
-      const err = await fetch(`http://localhost:${port}/hook`, { method: 'POST', dispatcher: agent }).catch((e: unknown) => e);
+      const err = await fetch(`http://localhost:${port}/hook`, { method: 'POST', dispatcher: agent }).catch(
+        (e: unknown) => e,
+      );
       expect((err as { cause?: { code?: string } }).cause?.code).toBe('EWEBHOOKREFUSED');
       expect(l.hits).toEqual([]);
       await agent.close();
@@ -133,27 +152,52 @@ describe('webhooks through the job API', () => {
     const l = await listener();
     const worker = await createWorker(p, ep);
     const finish = async (): Promise<string> => {
-      const taken = await workerCall(p.url, 'GET', `/v2/${ep}/job-take/${worker.id}?gpu=X&job_in_progress=0`, worker.key);
+      const taken = await workerCall(
+        p.url,
+        'GET',
+        `/v2/${ep}/job-take/${worker.id}?gpu=X&job_in_progress=0`,
+        worker.key,
+      );
       expect(taken.status).toBe(200);
       const id = taken.body.id as string;
-      expect((await workerCall(p.url, 'POST', `/v2/${ep}/job-done/${worker.id}/${id}?gpu=X&isStream=false`, worker.key, { output: { ok: true } })).status).toBe(200);
+      expect(
+        (
+          await workerCall(p.url, 'POST', `/v2/${ep}/job-done/${worker.id}/${id}?gpu=X&isStream=false`, worker.key, {
+            output: { ok: true },
+          })
+        ).status,
+      ).toBe(200);
       return id;
     };
     try {
       // What GANTRY_WEBHOOK_ALLOW sets at start, changed on the running platform (API and activities read it there).
       p.ctx.settings.webhookAllow = parseWebhookAllowList('127.0.0.1/32');
-      const allowed = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { n: 1 }, webhook: l.url } });
+      const allowed = await call(p.url, 'POST', `/v2/${ep}/run`, {
+        key: p.adminKey,
+        body: { input: { n: 1 }, webhook: l.url },
+      });
       expect(allowed.status).toBe(200);
       await finish();
       await eventually(async () => l.hits.length === 1, 30_000, 'the allowed webhook delivered');
 
-      const second = await call(p.url, 'POST', `/v2/${ep}/run`, { key: p.adminKey, body: { input: { n: 2 }, webhook: l.url } });
+      const second = await call(p.url, 'POST', `/v2/${ep}/run`, {
+        key: p.adminKey,
+        body: { input: { n: 2 }, webhook: l.url },
+      });
       expect(second.status).toBe(200);
       p.ctx.settings.webhookAllow = parseWebhookAllowList(undefined);
       const id = await finish();
       // The delivery is tried once, refused, and not retried: the listener hears nothing more.
-      await eventually(async () => (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).webhookAttempts >= 1, 30_000, 'the refused webhook attempted');
-      await eventually(async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED', 30_000, 'the job workflow done');
+      await eventually(
+        async () => (await p.ctx.db.job.findUniqueOrThrow({ where: { id } })).webhookAttempts >= 1,
+        30_000,
+        'the refused webhook attempted',
+      );
+      await eventually(
+        async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED',
+        30_000,
+        'the job workflow done',
+      );
       expect(l.hits).toHaveLength(1);
       const row = await p.ctx.db.job.findUniqueOrThrow({ where: { id } });
       expect(row.webhookDeliveredAt).toBeNull();

@@ -36,14 +36,25 @@ export interface CallOptions {
 }
 
 /** `call` (./platform.ts) through `app.inject`: the whole request lifecycle of the app, no socket. */
-export async function injectCall(app: FastifyInstance, method: string, route: string, opts: CallOptions = {}): Promise<Answer> {
+export async function injectCall(
+  app: FastifyInstance,
+  method: string,
+  route: string,
+  opts: CallOptions = {},
+): Promise<Answer> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
   let payload: string | undefined;
   if (opts.rawBody !== undefined) payload = opts.rawBody;
   else if (opts.body !== undefined) payload = JSON.stringify(opts.body);
   if (payload !== undefined) headers['content-type'] ??= 'application/json';
-  const res = await app.inject({ method: method as 'GET', url: route, headers, ...(payload !== undefined ? { payload } : {}), ...(opts.remoteAddress ? { remoteAddress: opts.remoteAddress } : {}) });
+  const res = await app.inject({
+    method: method as 'GET',
+    url: route,
+    headers,
+    ...(payload !== undefined ? { payload } : {}),
+    ...(opts.remoteAddress ? { remoteAddress: opts.remoteAddress } : {}),
+  });
   const answerHeaders = new Headers();
   for (const [name, value] of Object.entries(res.headers)) {
     if (value === undefined) continue;
@@ -77,7 +88,9 @@ export interface TestApp {
  * no background tasks and no listening socket. Starts in about a second, where startTestPlatform
  * bundles workflows and starts a worker.
  */
-export async function startTestApp(options: Partial<AppOptions> & { revocationBoundMs?: number } = {}): Promise<TestApp> {
+export async function startTestApp(
+  options: Partial<AppOptions> & { revocationBoundMs?: number } = {},
+): Promise<TestApp> {
   // A test may shorten or lengthen the record caches' revocation bound (domain/shared/record-cache.ts).
   const { revocationBoundMs, ...opts } = options;
   const databaseUrl = await freshDatabase();
@@ -95,7 +108,11 @@ export async function startTestApp(options: Partial<AppOptions> & { revocationBo
     records: new RecordCaches(revocationBoundMs),
     // The settings the environment gives (a test sets GANTRY_* variables before it starts the app).
     settings: config.settings,
-    blobs: createBlobStore(config.blobStore.kind === 'directory' ? { kind: 'directory', dir: mkdtempSync(path.join(tmpdir(), 'gantry-blobs-')) } : config.blobStore),
+    blobs: createBlobStore(
+      config.blobStore.kind === 'directory'
+        ? { kind: 'directory', dir: mkdtempSync(path.join(tmpdir(), 'gantry-blobs-')) }
+        : config.blobStore,
+    ),
     signingKey: secrets.derive('signed-urls'),
   };
   const adminKey = `gntr_test_${randomString(32)}`;
@@ -122,7 +139,10 @@ export async function startTestApp(options: Partial<AppOptions> & { revocationBo
     async another(anotherOpts = {}) {
       const anotherDb = createDb(databaseUrl, 4);
       // Its own context object: the job runtime and the record caches are per context.
-      const other = await start({ ...ctx, db: anotherDb, records: new RecordCaches(revocationBoundMs), rateLimiter: undefined }, anotherOpts);
+      const other = await start(
+        { ...ctx, db: anotherDb, records: new RecordCaches(revocationBoundMs), rateLimiter: undefined },
+        anotherOpts,
+      );
       let closed = false;
       const close = async (): Promise<void> => {
         if (closed) return;

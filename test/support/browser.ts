@@ -9,12 +9,22 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  * (background networking, component updates, sync), which this machine's closed network refuses.
  */
 export async function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: \`npm test\` installs Debian's chromium package; or set CHROMIUM_PATH`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `no Chromium at ${CHROMIUM}: \`npm test\` installs Debian's chromium package; or set CHROMIUM_PATH`,
+    );
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
     chromiumSandbox: false,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
 }
 

@@ -38,7 +38,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let postgres: RunningPostgres | undefined;
   let temporal: RunningTemporal | undefined;
 
-  const adminUrl = process.env.TEST_DATABASE_URL ?? (postgres = await startPostgresServer(path.join(dir, 'pg'), await freePort())).url;
+  const adminUrl =
+    process.env.TEST_DATABASE_URL ?? (postgres = await startPostgresServer(path.join(dir, 'pg'), await freePort())).url;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   await admin.query(`drop database if exists ${TEMPLATE_DB}`);
@@ -50,7 +51,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   if (!binary) throw new Error('no Temporal CLI: set TEMPORAL_CLI_PATH, or install Go so it can be built');
   const temporalAddress =
     process.env.TEST_TEMPORAL_ADDRESS ??
-    (temporal = await startTemporalDevServer({ binary, port: await freePort(), uiPort: undefined, dbFile: undefined, namespace: 'default' })).address;
+    (temporal = await startTemporalDevServer({
+      binary,
+      port: await freePort(),
+      uiPort: undefined,
+      dbFile: undefined,
+      namespace: 'default',
+    })).address;
 
   project.provide('postgresAdminUrl', adminUrl);
   project.provide('templateDatabase', TEMPLATE_DB);

@@ -44,7 +44,8 @@ export async function call(
   method: string,
   route: string,
   opts: { key?: string; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
-): Promise<{ status: number; headers: Headers; body: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON
+): Promise<{ status: number; headers: Headers; body: any }> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
   let body: string | undefined;

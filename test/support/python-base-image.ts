@@ -82,13 +82,24 @@ function tail(text: string, lines = 30): string {
 }
 
 function contentHash(version: PythonBaseVersion, mirror: string): string {
-  const recipe = { RECIPE, version, suite: PYTHON_BASE_SUITES[version], packages: PYTHON_BASE_PACKAGES, mirror, trim: TRIM };
+  const recipe = {
+    RECIPE,
+    version,
+    suite: PYTHON_BASE_SUITES[version],
+    packages: PYTHON_BASE_PACKAGES,
+    mirror,
+    trim: TRIM,
+  };
   return createHash('sha256').update(JSON.stringify(recipe)).digest('hex').slice(0, 32);
 }
 
 function existingImage(podman: string, name: string): { id: string; label: string } | undefined {
   if (spawnSync(podman, ['image', 'exists', name]).status !== 0) return undefined;
-  const r = spawnSync(podman, ['image', 'inspect', '--format', `{{.Id}} {{ index .Labels "${CONTENT_LABEL}" }}`, name], { encoding: 'utf8' });
+  const r = spawnSync(
+    podman,
+    ['image', 'inspect', '--format', `{{.Id}} {{ index .Labels "${CONTENT_LABEL}" }}`, name],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) return undefined;
   const [id = '', label = ''] = r.stdout.trim().split(/\s+/);
   return { id, label };
@@ -108,7 +119,13 @@ async function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
 
 async function debootstrap(version: PythonBaseVersion, root: string, mirror: string): Promise<void> {
   const suite = PYTHON_BASE_SUITES[version];
-  const r = await run('debootstrap', ['--variant=minbase', `--include=${PYTHON_BASE_PACKAGES.join(',')}`, suite, root, mirror]);
+  const r = await run('debootstrap', [
+    '--variant=minbase',
+    `--include=${PYTHON_BASE_PACKAGES.join(',')}`,
+    suite,
+    root,
+    mirror,
+  ]);
   if (r.status !== 0) {
     let detail = tail(`${r.stdout}\n${r.stderr}`);
     try {
@@ -144,10 +161,14 @@ function trim(root: string): void {
  * Builds `localhost/gantry-python:<version>` unless an image of that name built from the same
  * recipe is there. Needs root (debootstrap); installs debootstrap, podman and runc when missing.
  */
-export async function ensurePythonBaseImage(version: PythonBaseVersion, options: PythonBaseImageOptions = {}): Promise<PythonBaseImage> {
+export async function ensurePythonBaseImage(
+  version: PythonBaseVersion,
+  options: PythonBaseImageOptions = {},
+): Promise<PythonBaseImage> {
   const started = Date.now();
   const name = pythonBaseImageName(version);
-  if (!(version in PYTHON_BASE_SUITES)) throw new Error(`no Python base image recipe for ${version}; known: ${Object.keys(PYTHON_BASE_SUITES).join(', ')}`);
+  if (!(version in PYTHON_BASE_SUITES))
+    throw new Error(`no Python base image recipe for ${version}; known: ${Object.keys(PYTHON_BASE_SUITES).join(', ')}`);
   const mirror = options.mirror ?? DEFAULT_DEBIAN_MIRROR;
   const log = options.log ?? ((msg: string) => console.error(msg));
   if (!options.podman) {
@@ -161,7 +182,8 @@ export async function ensurePythonBaseImage(version: PythonBaseVersion, options:
   return withLock(name, async () => {
     const previous = existingImage(podman, name);
     if (previous?.label === hash) return { name, built: false, ms: Date.now() - started };
-    if (process.getuid?.() !== 0) throw new Error(`building ${name} needs root (debootstrap creates a root filesystem)`);
+    if (process.getuid?.() !== 0)
+      throw new Error(`building ${name} needs root (debootstrap creates a root filesystem)`);
     // debian-archive-keyring: debootstrap verifies the release against it.
     ensureHostPackages(['debootstrap', 'debian-archive-keyring'], log);
     log(`Building ${name} (debootstrap ${PYTHON_BASE_SUITES[version]}; a few minutes when cold)`);
@@ -179,8 +201,17 @@ export async function ensurePythonBaseImage(version: PythonBaseVersion, options:
         `LABEL io.gantry.python-base.version=${version}`,
       ];
       // tar streams into podman import: no second copy of the root filesystem on disk.
-      const script = 'set -o pipefail; root="$1"; podman="$2"; name="$3"; shift 3; tar --numeric-owner -C "$root" -c . | "$podman" import "$@" - "$name" >/dev/null';
-      const r = await run('bash', ['-c', script, 'bash', root, podman, name, ...changes.flatMap((c) => ['--change', c])]);
+      const script =
+        'set -o pipefail; root="$1"; podman="$2"; name="$3"; shift 3; tar --numeric-owner -C "$root" -c . | "$podman" import "$@" - "$name" >/dev/null';
+      const r = await run('bash', [
+        '-c',
+        script,
+        'bash',
+        root,
+        podman,
+        name,
+        ...changes.flatMap((c) => ['--change', c]),
+      ]);
       if (r.status !== 0) throw new Error(`tar | podman import ${name} failed (exit ${r.status}): ${tail(r.stderr)}`);
       // The replaced image lost its name; drop it unless a container still uses it.
       if (previous?.id) spawnSync(podman, ['rmi', previous.id], { stdio: 'ignore' });

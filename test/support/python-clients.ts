@@ -14,7 +14,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 import { loadConfig } from '../../infra/config.ts';
 
-export const PYTHON_CLIENTS_REQUIREMENTS = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'image-model', 'requirements.txt');
+export const PYTHON_CLIENTS_REQUIREMENTS = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'fixtures',
+  'image-model',
+  'requirements.txt',
+);
 
 function run(cmd: string, args: string[]): Promise<{ status: number | null; output: string }> {
   return new Promise((resolve, reject) => {
@@ -28,12 +34,16 @@ function run(cmd: string, args: string[]): Promise<{ status: number | null; outp
 }
 
 /** The venv's python3, built first when missing. `python` is the interpreter the venv is made from (python3 on PATH). */
-export async function ensurePythonClients(opts: { cacheDir?: string; python?: string; log?: (msg: string) => void } = {}): Promise<string> {
+export async function ensurePythonClients(
+  opts: { cacheDir?: string; python?: string; log?: (msg: string) => void } = {},
+): Promise<string> {
   const cacheDir = opts.cacheDir ?? loadConfig().cacheDir;
   const python = opts.python ?? 'python3';
   const log = opts.log ?? ((msg: string) => console.error(msg));
   const requirements = readFileSync(PYTHON_CLIENTS_REQUIREMENTS);
-  const version = spawnSync(python, ['-c', 'import sys; print(sys.version_info[:2])'], { encoding: 'utf8' }).stdout.trim();
+  const version = spawnSync(python, ['-c', 'import sys; print(sys.version_info[:2])'], {
+    encoding: 'utf8',
+  }).stdout.trim();
   const hash = createHash('sha256').update(requirements).update(version).digest('hex').slice(0, 16);
   const dir = path.join(cacheDir, `python-clients-${hash}`);
   const bin = path.join(dir, 'bin', 'python3');
@@ -48,8 +58,18 @@ export async function ensurePythonClients(opts: { cacheDir?: string; python?: st
     rmSync(work, { recursive: true, force: true });
     let r = await run(python, ['-m', 'venv', work]);
     if (r.status !== 0) throw new Error(`${python} -m venv failed: ${r.output.trim()}`);
-    r = await run(path.join(work, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', '--no-input', '-r', PYTHON_CLIENTS_REQUIREMENTS]);
-    if (r.status !== 0) throw new Error(`pip install -r ${PYTHON_CLIENTS_REQUIREMENTS} failed: ${r.output.trim().split('\n').slice(-20).join('\n')}`);
+    r = await run(path.join(work, 'bin', 'pip'), [
+      'install',
+      '--quiet',
+      '--disable-pip-version-check',
+      '--no-input',
+      '-r',
+      PYTHON_CLIENTS_REQUIREMENTS,
+    ]);
+    if (r.status !== 0)
+      throw new Error(
+        `pip install -r ${PYTHON_CLIENTS_REQUIREMENTS} failed: ${r.output.trim().split('\n').slice(-20).join('\n')}`,
+      );
     // Built aside, then renamed: a half-built venv is never taken for a whole one. Only its python3
     // is used (console scripts' shebangs name the build path; the interpreter finds its venv itself).
     rmSync(dir, { recursive: true, force: true });

@@ -67,15 +67,24 @@ function installedPackages(names: readonly string[]): Set<string> {
  * Installs the Debian packages that are missing (no-op, a few milliseconds, when all are there).
  * Waits for the dpkg lock so that parallel test files do not fail on each other.
  */
-export function ensureHostPackages(packages: readonly string[] = HOST_PACKAGES, log: (msg: string) => void = console.error): void {
+export function ensureHostPackages(
+  packages: readonly string[] = HOST_PACKAGES,
+  log: (msg: string) => void = console.error,
+): void {
   const have = installedPackages(packages);
   const missing = packages.filter((p) => !have.has(p));
   if (missing.length === 0) return;
-  if (process.getuid?.() !== 0) throw new Error(`missing Debian packages ${missing.join(' ')}; install them as root (apt-get install ${missing.join(' ')})`);
+  if (process.getuid?.() !== 0)
+    throw new Error(
+      `missing Debian packages ${missing.join(' ')}; install them as root (apt-get install ${missing.join(' ')})`,
+    );
   log(`Installing Debian packages: ${missing.join(' ')}`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const install = (): SpawnSyncReturns<string> =>
-    spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', '--no-install-recommends', ...missing], { env, encoding: 'utf8' });
+    spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', '--no-install-recommends', ...missing], {
+      env,
+      encoding: 'utf8',
+    });
   let r = install();
   if (r.status !== 0) {
     // A fresh machine often has no (or stale) package lists.
@@ -116,7 +125,6 @@ function keygen(file: string, comment: string): void {
   const r = spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', comment, '-f', file], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`ssh-keygen failed: ${r.stderr}`);
 }
-
 
 /** True once something on the port speaks SSH (sends its `SSH-2.0-` banner). */
 function answersSsh(port: number): Promise<boolean> {

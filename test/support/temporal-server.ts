@@ -38,7 +38,12 @@ export interface TemporalServerBinaries {
   schemaDir: string;
 }
 
-function run(command: string, args: string[], env: NodeJS.ProcessEnv, log: (line: string) => void): Promise<{ code: number; output: string }> {
+function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  log: (line: string) => void,
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -59,7 +64,10 @@ function goEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return {
     ...process.env,
     CGO_ENABLED: '0',
-    GOFLAGS: (process.env.GOFLAGS ?? '').split(/\s+/).filter((f) => f && !f.startsWith('-mod=')).join(' '),
+    GOFLAGS: (process.env.GOFLAGS ?? '')
+      .split(/\s+/)
+      .filter((f) => f && !f.startsWith('-mod='))
+      .join(' '),
     ...extra,
   };
 }
@@ -72,14 +80,21 @@ function goEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 async function moduleSchemaDir(log: (line: string) => void): Promise<string> {
   const { code, output } = await run('go', ['env', 'GOMODCACHE'], goEnv(), () => {});
   if (code !== 0) throw new Error(`go env GOMODCACHE failed: ${output}`);
-  const schemaDir = path.join(output.trim(), `go.temporal.io/server@${TEMPORAL_SERVER_VERSION}`, 'schema', 'postgresql', 'v12');
+  const schemaDir = path.join(
+    output.trim(),
+    `go.temporal.io/server@${TEMPORAL_SERVER_VERSION}`,
+    'schema',
+    'postgresql',
+    'v12',
+  );
   if (!existsSync(schemaDir)) {
     const tmp = mkdtempSync(path.join(tmpdir(), 'gantry-temporal-mod-'));
     try {
       // `go mod download` outside a module needs a go.mod to hang on; an empty one does.
       writeFileSync(path.join(tmp, 'go.mod'), 'module gantry.local/temporal-schema\n');
       const r = await run('go', ['mod', 'download', `go.temporal.io/server@${TEMPORAL_SERVER_VERSION}`], goEnv(), log);
-      if (r.code !== 0) throw new Error(`go mod download go.temporal.io/server@${TEMPORAL_SERVER_VERSION} failed: ${r.output}`);
+      if (r.code !== 0)
+        throw new Error(`go mod download go.temporal.io/server@${TEMPORAL_SERVER_VERSION} failed: ${r.output}`);
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
@@ -93,7 +108,9 @@ async function moduleSchemaDir(log: (line: string) => void): Promise<string> {
  * are not there yet (about 4 minutes the first time on a 2-core machine). Several processes
  * (parallel test files) may call this at once: a lock directory lets one build while the others wait.
  */
-export async function ensureTemporalServerBinaries(options: { log?: (line: string) => void; cacheDir?: string } = {}): Promise<TemporalServerBinaries> {
+export async function ensureTemporalServerBinaries(
+  options: { log?: (line: string) => void; cacheDir?: string } = {},
+): Promise<TemporalServerBinaries> {
   const log = options.log ?? ((line: string) => console.error(line));
   const binDir = path.join(options.cacheDir ?? loadConfig().cacheDir, 'bin');
   const server = path.join(binDir, `temporal-server-${TEMPORAL_SERVER_VERSION}`);
@@ -112,12 +129,19 @@ export async function ensureTemporalServerBinaries(options: { log?: (line: strin
         // cached binaries must appear under their versioned names only when whole (the renames below;
         // the SQL tool first, so that `built()` never sees a server without its tool).
         const buildBin = path.join(lock, 'bin');
-        const modules = [`${SERVER_PACKAGE}@${TEMPORAL_SERVER_VERSION}`, `${SQL_TOOL_PACKAGE}@${TEMPORAL_SERVER_VERSION}`];
-        log(`Building Temporal's server and SQL tool (${modules.join(', ')}) from the Go module proxy into ${binDir}; this happens once per machine and takes about 4 minutes.`);
+        const modules = [
+          `${SERVER_PACKAGE}@${TEMPORAL_SERVER_VERSION}`,
+          `${SQL_TOOL_PACKAGE}@${TEMPORAL_SERVER_VERSION}`,
+        ];
+        log(
+          `Building Temporal's server and SQL tool (${modules.join(', ')}) from the Go module proxy into ${binDir}; this happens once per machine and takes about 4 minutes.`,
+        );
         const started = Date.now();
-        const { code } = await run('go', ['install', ...modules], goEnv({ GOBIN: buildBin }), log).catch((err: unknown) => {
-          throw new Error(`cannot run go to build the Temporal server (install Go 1.24 or later): ${String(err)}`);
-        });
+        const { code } = await run('go', ['install', ...modules], goEnv({ GOBIN: buildBin }), log).catch(
+          (err: unknown) => {
+            throw new Error(`cannot run go to build the Temporal server (install Go 1.24 or later): ${String(err)}`);
+          },
+        );
         if (code !== 0 || !existsSync(path.join(buildBin, 'server')) || !existsSync(path.join(buildBin, 'sql'))) {
           throw new Error(`building the Temporal server failed (go install exited with ${code})`);
         }
@@ -164,7 +188,18 @@ function clusterConfig(o: {
   databases: { temporal: string; visibility: string };
   historyShards: number;
   maxConns: number;
-  ports: Record<'frontend' | 'frontendMembership' | 'frontendHttp' | 'history' | 'historyMembership' | 'matching' | 'matchingMembership' | 'worker' | 'workerMembership', number>;
+  ports: Record<
+    | 'frontend'
+    | 'frontendMembership'
+    | 'frontendHttp'
+    | 'history'
+    | 'historyMembership'
+    | 'matching'
+    | 'matchingMembership'
+    | 'worker'
+    | 'workerMembership',
+    number
+  >;
   dynamicConfigFile: string;
 }): Record<string, unknown> {
   const sql = (databaseName: string, maxConns: number): Record<string, unknown> => ({
@@ -180,7 +215,11 @@ function clusterConfig(o: {
       maxConnLifetime: '1h',
     },
   });
-  const service = (grpcPort: number, membershipPort: number, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  const service = (
+    grpcPort: number,
+    membershipPort: number,
+    extra: Record<string, unknown> = {},
+  ): Record<string, unknown> => ({
     rpc: { grpcPort, membershipPort, bindOnLocalHost: true, ...extra },
   });
   return {
@@ -189,7 +228,10 @@ function clusterConfig(o: {
       defaultStore: 'postgres-default',
       visibilityStore: 'postgres-visibility',
       numHistoryShards: o.historyShards,
-      datastores: { 'postgres-default': sql(o.databases.temporal, o.maxConns), 'postgres-visibility': sql(o.databases.visibility, 2) },
+      datastores: {
+        'postgres-default': sql(o.databases.temporal, o.maxConns),
+        'postgres-visibility': sql(o.databases.visibility, 2),
+      },
     },
     // Membership (ringpop) over loopback: the four services find each other as a cluster's hosts do.
     global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
@@ -204,7 +246,14 @@ function clusterConfig(o: {
       failoverVersionIncrement: 10,
       masterClusterName: 'active',
       currentClusterName: 'active',
-      clusterInformation: { active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: `127.0.0.1:${o.ports.frontend}` } },
+      clusterInformation: {
+        active: {
+          enabled: true,
+          initialFailoverVersion: 1,
+          rpcName: 'frontend',
+          rpcAddress: `127.0.0.1:${o.ports.frontend}`,
+        },
+      },
     },
     dcRedirectionPolicy: { policy: 'noop' },
     dynamicConfigClient: { filepath: o.dynamicConfigFile, pollInterval: '10s' },
@@ -245,7 +294,10 @@ async function waitForNamespace(connection: Connection, namespace: string, timeo
     try {
       // A workflow that does not exist: the history service answers "workflow not found" once it
       // knows the namespace, "namespace ... not found" before.
-      await connection.workflowService.describeWorkflowExecution({ namespace, execution: { workflowId: `gantry-readiness-probe-${randomString(8)}` } });
+      await connection.workflowService.describeWorkflowExecution({
+        namespace,
+        execution: { workflowId: `gantry-readiness-probe-${randomString(8)}` },
+      });
       return;
     } catch (err) {
       last = grpcMessage(err);
@@ -320,7 +372,8 @@ export async function startTemporalCluster(options: TemporalClusterOptions): Pro
         ['update-schema', '-d', path.join(binaries.schemaDir, schema, 'versioned')],
       ]) {
         const r = await run(binaries.sqlTool, args, sqlEnv(database), () => {});
-        if (r.code !== 0) throw new Error(`temporal-sql-tool ${args[0]} on ${database} failed (${r.code}): ${r.output}`);
+        if (r.code !== 0)
+          throw new Error(`temporal-sql-tool ${args[0]} on ${database} failed (${r.code}): ${r.output}`);
       }
     }
 
@@ -340,22 +393,37 @@ export async function startTemporalCluster(options: TemporalClusterOptions): Pro
     mkdirSync(configDir, { mode: 0o700 });
     const dynamicConfigFile = path.join(configDir, 'dynamic.yaml');
     // Dynamic config values are lists of {value, constraints}; none given is the server's defaults.
-    const dynamic = Object.fromEntries(Object.entries(options.dynamicConfig ?? {}).map(([k, v]) => [k, [{ value: v }]]));
+    const dynamic = Object.fromEntries(
+      Object.entries(options.dynamicConfig ?? {}).map(([k, v]) => [k, [{ value: v }]]),
+    );
     writeFileSync(dynamicConfigFile, Object.keys(dynamic).length ? YAML.stringify(dynamic) : '{}\n', { mode: 0o600 });
     // The config holds the database password: owner-only.
     writeFileSync(
       path.join(configDir, 'development.yaml'),
-      YAML.stringify(clusterConfig({ pg: pgUrl, databases, historyShards, maxConns: options.maxConns ?? 10, ports, dynamicConfigFile })),
+      YAML.stringify(
+        clusterConfig({
+          pg: pgUrl,
+          databases,
+          historyShards,
+          maxConns: options.maxConns ?? 10,
+          ports,
+          dynamicConfigFile,
+        }),
+      ),
       { mode: 0o600 },
     );
 
     let output = '';
     // Detached: its own process group, so a terminal's Ctrl-C reaches it only through stop().
-    const started = spawn(binaries.server, ['--root', dir, '--config', 'config', '--env', 'development', '--allow-no-auth', 'start'], {
-      cwd: dir,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const started = spawn(
+      binaries.server,
+      ['--root', dir, '--config', 'config', '--env', 'development', '--allow-no-auth', 'start'],
+      {
+        cwd: dir,
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child = started;
     const keep = (chunk: Buffer): void => {
       output = (output + chunk.toString('utf8')).slice(-8000);
@@ -376,7 +444,10 @@ export async function startTemporalCluster(options: TemporalClusterOptions): Pro
     const connection = await Connection.connect({ address });
     try {
       try {
-        await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs(24 * 3600_000) });
+        await connection.workflowService.registerNamespace({
+          namespace,
+          workflowExecutionRetentionPeriod: msToTs(24 * 3600_000),
+        });
       } catch (err) {
         if ((err as { code?: number }).code !== 6) throw err; // ALREADY_EXISTS
       }

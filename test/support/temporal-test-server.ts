@@ -97,18 +97,32 @@ export function resolveTemporalTestServer(cacheDir: string, log: (line: string) 
     if (built && java) return writeWrapper(wrapper, wrapperScript(java, built));
     const mvn = onPath('mvn');
     if (!java || !mvn) {
-      throw new Error(`Temporal's time-skipping test server needs Java 17+ and Maven on PATH (missing: ${[java ? '' : 'java', mvn ? '' : 'mvn'].filter(Boolean).join(', ')}); on Debian: apt-get install openjdk-17-jre-headless maven`);
+      throw new Error(
+        `Temporal's time-skipping test server needs Java 17+ and Maven on PATH (missing: ${[java ? '' : 'java', mvn ? '' : 'mvn'].filter(Boolean).join(', ')}); on Debian: apt-get install openjdk-17-jre-headless maven`,
+      );
     }
-    log(`Resolving Temporal's time-skipping test server (io.temporal:temporal-test-server:${TEMPORAL_TEST_SERVER_VERSION}) from Maven Central into ${dir}; this happens once per machine.`);
+    log(
+      `Resolving Temporal's time-skipping test server (io.temporal:temporal-test-server:${TEMPORAL_TEST_SERVER_VERSION}) from Maven Central into ${dir}; this happens once per machine.`,
+    );
     const started = Date.now();
     writeFileSync(path.join(dir, 'pom.xml'), pom(TEMPORAL_TEST_SERVER_VERSION));
     const r = spawnSync(
       mvn,
-      ['-q', '-B', '-f', path.join(dir, 'pom.xml'), `-Dmaven.repo.local=${path.join(cacheDir, 'maven-repository')}`, DEPENDENCY_PLUGIN, `-Dmdep.outputFile=${classpathFile}`],
+      [
+        '-q',
+        '-B',
+        '-f',
+        path.join(dir, 'pom.xml'),
+        `-Dmaven.repo.local=${path.join(cacheDir, 'maven-repository')}`,
+        DEPENDENCY_PLUGIN,
+        `-Dmdep.outputFile=${classpathFile}`,
+      ],
       { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
     );
     if (r.status !== 0 || !existsSync(classpathFile)) {
-      throw new Error(`mvn dependency:build-classpath failed (exit ${r.status}):\n${`${r.stdout ?? ''}${r.stderr ?? ''}`.trim().slice(-4000)}`);
+      throw new Error(
+        `mvn dependency:build-classpath failed (exit ${r.status}):\n${`${r.stdout ?? ''}${r.stderr ?? ''}`.trim().slice(-4000)}`,
+      );
     }
     log(`Resolved Temporal's time-skipping test server in ${((Date.now() - started) / 1000).toFixed(1)} s.`);
     return writeWrapper(wrapper, wrapperScript(java, readFileSync(classpathFile, 'utf8').trim()));

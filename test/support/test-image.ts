@@ -5,7 +5,19 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
@@ -78,7 +90,11 @@ function contentHash(node: string, appDir: string | undefined, cmd: string[]): s
 /** The image's id and content label, when an image of that name exists. */
 function existingImage(podman: string, name: string): { id: string; label: string } | undefined {
   if (spawnSync(podman, ['image', 'exists', name]).status !== 0) return undefined;
-  const r = spawnSync(podman, ['image', 'inspect', '--format', `{{.Id}} {{ index .Labels "${CONTENT_LABEL}" }}`, name], { encoding: 'utf8' });
+  const r = spawnSync(
+    podman,
+    ['image', 'inspect', '--format', `{{.Id}} {{ index .Labels "${CONTENT_LABEL}" }}`, name],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) return undefined;
   const [id = '', label = ''] = r.stdout.trim().split(/\s+/);
   return { id, label };
@@ -86,7 +102,8 @@ function existingImage(podman: string, name: string): { id: string; label: strin
 
 /** Lays out the image's root filesystem in `root`. */
 function buildRootfs(root: string, node: string, appDir: string | undefined): void {
-  for (const d of ['usr/bin', 'etc', 'tmp', 'app', 'root', 'proc', 'sys', 'dev']) mkdirSync(path.join(root, d), { recursive: true });
+  for (const d of ['usr/bin', 'etc', 'tmp', 'app', 'root', 'proc', 'sys', 'dev'])
+    mkdirSync(path.join(root, d), { recursive: true });
   chmodSync(path.join(root, 'tmp'), 0o1777);
   copyFileSync(node, path.join(root, 'usr/bin/node'));
   chmodSync(path.join(root, 'usr/bin/node'), 0o755);
@@ -98,7 +115,10 @@ function buildRootfs(root: string, node: string, appDir: string | undefined): vo
     copyFileSync(realpathSync(lib), target);
     chmodSync(target, 0o755);
   }
-  writeFileSync(path.join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n');
+  writeFileSync(
+    path.join(root, 'etc/passwd'),
+    'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n',
+  );
   writeFileSync(path.join(root, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
   // glibc >= 2.34 has the files and dns NSS modules built in; this makes the lookup order explicit.
   writeFileSync(path.join(root, 'etc/nsswitch.conf'), 'passwd: files\ngroup: files\nhosts: files dns\n');

@@ -39,7 +39,9 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, log: (line
  * yet. Several processes (parallel test files) may call this at once: a lock directory lets one
  * build while the others wait for its result.
  */
-export async function ensureVersityGw(options: { log?: (line: string) => void; cacheDir?: string } = {}): Promise<string> {
+export async function ensureVersityGw(
+  options: { log?: (line: string) => void; cacheDir?: string } = {},
+): Promise<string> {
   const log = options.log ?? ((line: string) => console.error(line));
   const binDir = path.join(options.cacheDir ?? loadConfig().cacheDir, 'bin');
   const binary = path.join(binDir, BINARY_NAME);
@@ -55,17 +57,27 @@ export async function ensureVersityGw(options: { log?: (line: string) => void; c
     // GOBIN is a directory of its own: `go install` names the output after the command, and the
     // cached binary must appear under its versioned name only when it is whole (the rename below).
     const buildBin = path.join(lock, 'bin');
-    log(`Building versitygw (${VERSITYGW_MODULE}) from the Go module proxy into ${binDir}; this happens once per machine and takes a minute or two.`);
+    log(
+      `Building versitygw (${VERSITYGW_MODULE}) from the Go module proxy into ${binDir}; this happens once per machine and takes a minute or two.`,
+    );
     const started = Date.now();
-    const code = await run('go', ['install', VERSITYGW_MODULE], {
-      ...process.env,
-      GOBIN: buildBin,
-      // Pure Go: no C toolchain needed, and the binary does not depend on this machine's libc.
-      CGO_ENABLED: '0',
-      // `go install pkg@version` ignores any go.mod around it; a -mod setting inherited from the
-      // caller's environment would make it refuse to run.
-      GOFLAGS: (process.env.GOFLAGS ?? '').split(/\s+/).filter((f) => f && !f.startsWith('-mod=')).join(' '),
-    }, log).catch((err: unknown) => {
+    const code = await run(
+      'go',
+      ['install', VERSITYGW_MODULE],
+      {
+        ...process.env,
+        GOBIN: buildBin,
+        // Pure Go: no C toolchain needed, and the binary does not depend on this machine's libc.
+        CGO_ENABLED: '0',
+        // `go install pkg@version` ignores any go.mod around it; a -mod setting inherited from the
+        // caller's environment would make it refuse to run.
+        GOFLAGS: (process.env.GOFLAGS ?? '')
+          .split(/\s+/)
+          .filter((f) => f && !f.startsWith('-mod='))
+          .join(' '),
+      },
+      log,
+    ).catch((err: unknown) => {
       throw new Error(`cannot run go to build versitygw (install Go 1.24 or later): ${String(err)}`);
     });
     const built = path.join(buildBin, 'versitygw');
@@ -86,7 +98,12 @@ export interface RunningVersityGw {
 }
 
 /** Polls until the gateway answers HTTP (any status: an unsigned request gets an S3 error), or the child exits. */
-async function waitForGateway(endpoint: string, child: ChildProcess, timeoutMs: number, output: () => string): Promise<void> {
+async function waitForGateway(
+  endpoint: string,
+  child: ChildProcess,
+  timeoutMs: number,
+  output: () => string,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -104,7 +121,6 @@ async function waitForGateway(endpoint: string, child: ChildProcess, timeoutMs: 
   }
   throw new Error(`versitygw at ${endpoint} did not answer within ${timeoutMs} ms: ${String(lastError)}; ${output()}`);
 }
-
 
 /**
  * Starts versitygw's POSIX backend over `dir` on a loopback port, with one root account, and waits

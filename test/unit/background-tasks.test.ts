@@ -4,7 +4,13 @@
  * tasks are subscribed while running. The list itself names every task once.
  */
 import { describe, expect, it } from 'vitest';
-import { backgroundTasks, startBackgroundTasks, TASK_LOCKS, type BackgroundTask, type TaskRunner } from '../../infra/background-tasks.ts';
+import {
+  backgroundTasks,
+  startBackgroundTasks,
+  TASK_LOCKS,
+  type BackgroundTask,
+  type TaskRunner,
+} from '../../infra/background-tasks.ts';
 import type { JobRuntime } from '../../domain/jobs/index.ts';
 import { jobSettings } from '../../domain/jobs/index.ts';
 
@@ -48,8 +54,22 @@ describe('background tasks', () => {
           concurrent--;
         },
       },
-      { kind: 'timed', name: 'once', does: 'runs once', schedule: { onceAfterMs: 10 }, lock: null, run: async () => void once++ },
-      { kind: 'timed', name: 'broken', does: 'fails', schedule: { onceAfterMs: 10 }, lock: null, run: async () => Promise.reject(new Error('boom')) },
+      {
+        kind: 'timed',
+        name: 'once',
+        does: 'runs once',
+        schedule: { onceAfterMs: 10 },
+        lock: null,
+        run: async () => void once++,
+      },
+      {
+        kind: 'timed',
+        name: 'broken',
+        does: 'fails',
+        schedule: { onceAfterMs: 10 },
+        lock: null,
+        run: async () => Promise.reject(new Error('boom')),
+      },
     ];
     const r = runner();
     const running = startBackgroundTasks(tasks, r);
@@ -67,7 +87,14 @@ describe('background tasks', () => {
     let finished = false;
     const running = startBackgroundTasks(
       [
-        { kind: 'timed', name: 'locked elsewhere', does: '', schedule: { everyMs: 10 }, lock: 1, run: async () => void lockedRuns++ },
+        {
+          kind: 'timed',
+          name: 'locked elsewhere',
+          does: '',
+          schedule: { everyMs: 10 },
+          lock: 1,
+          run: async () => void lockedRuns++,
+        },
         {
           kind: 'timed',
           name: 'long',
@@ -93,8 +120,21 @@ describe('background tasks', () => {
     let subscribed = 0;
     const running = startBackgroundTasks(
       [
-        { kind: 'listener', name: 'l', does: '', on: 'an event', subscribe: () => (subscribed++, () => void subscribed--) },
-        { kind: 'listed', name: 'elsewhere', does: '', schedule: 'every minute', lock: 'each process', where: 'somewhere.ts' },
+        {
+          kind: 'listener',
+          name: 'l',
+          does: '',
+          on: 'an event',
+          subscribe: () => (subscribed++, () => void subscribed--),
+        },
+        {
+          kind: 'listed',
+          name: 'elsewhere',
+          does: '',
+          schedule: 'every minute',
+          lock: 'each process',
+          where: 'somewhere.ts',
+        },
       ],
       runner(),
     );
@@ -108,14 +148,28 @@ describe('background tasks', () => {
     const tasks = backgroundTasks({ ctx: {} as never, jobs });
     const names = tasks.map((t) => t.name);
     expect(new Set(names).size).toBe(names.length);
-    expect(names).toEqual(expect.arrayContaining(['expired jobs', 'overdue running jobs', 'undelivered webhooks', 'unsignalled jobs', 'autoscaler wake-up', 'load-balancer load rows', 'rate-limit counters']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'expired jobs',
+        'overdue running jobs',
+        'undelivered webhooks',
+        'unsignalled jobs',
+        'autoscaler wake-up',
+        'load-balancer load rows',
+        'rate-limit counters',
+      ]),
+    );
     const locks = tasks.flatMap((t) => (t.kind === 'timed' && t.lock !== null ? [t.lock] : []));
     expect(new Set(locks)).toEqual(new Set(Object.values(TASK_LOCKS)));
   });
 
   it('sweeps for unsignalled job states as often as their grace, between 5 s and 60 s', () => {
     const everyMs = (unsignalledGraceMs: number) => {
-      const jobs = { settings: jobSettings({ unsignalledGraceMs }), onQueued: () => () => {}, log: () => {} } as unknown as JobRuntime;
+      const jobs = {
+        settings: jobSettings({ unsignalledGraceMs }),
+        onQueued: () => () => {},
+        log: () => {},
+      } as unknown as JobRuntime;
       const task = backgroundTasks({ ctx: {} as never, jobs }).find((t) => t.name === 'unsignalled jobs');
       return task?.kind === 'timed' && 'everyMs' in task.schedule ? task.schedule.everyMs : undefined;
     };

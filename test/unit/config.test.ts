@@ -8,14 +8,34 @@ import { specProblems } from '../../contracts/workflows.ts';
 describe('loadConfig', () => {
   it('has embedded defaults when nothing is set', () => {
     const c = loadConfig({});
-    expect(c).toMatchObject({ role: 'all', port: 8080, host: '127.0.0.1', temporalAddress: undefined, databaseUrl: undefined, temporalUiPort: 8233, taskQueue: 'gantry' });
+    expect(c).toMatchObject({
+      role: 'all',
+      port: 8080,
+      host: '127.0.0.1',
+      temporalAddress: undefined,
+      databaseUrl: undefined,
+      temporalUiPort: 8233,
+      taskQueue: 'gantry',
+    });
     expect(c.publicUrl).toBe('http://127.0.0.1:8080');
     expect(c.dataDir.endsWith('.gantry/data')).toBe(true);
   });
 
   it('reads the documented variables', () => {
-    const c = loadConfig({ PORT: '9000', GANTRY_ROLE: 'api', TEMPORAL_ADDRESS: 'temporal:7233', DATABASE_URL: 'postgresql://x/y', GANTRY_PUBLIC_URL: 'https://gantry.example/' });
-    expect(c).toMatchObject({ port: 9000, role: 'api', temporalAddress: 'temporal:7233', databaseUrl: 'postgresql://x/y', publicUrl: 'https://gantry.example' });
+    const c = loadConfig({
+      PORT: '9000',
+      GANTRY_ROLE: 'api',
+      TEMPORAL_ADDRESS: 'temporal:7233',
+      DATABASE_URL: 'postgresql://x/y',
+      GANTRY_PUBLIC_URL: 'https://gantry.example/',
+    });
+    expect(c).toMatchObject({
+      port: 9000,
+      role: 'api',
+      temporalAddress: 'temporal:7233',
+      databaseUrl: 'postgresql://x/y',
+      publicUrl: 'https://gantry.example',
+    });
   });
 
   it('refuses nonsense with a message naming the variable, every problem at once', () => {
@@ -23,16 +43,22 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ GANTRY_ROLE: 'both' })).toThrow(/GANTRY_ROLE/);
     const all = (() => {
       try {
-        loadConfig({ GANTRY_RATE_LIMITS: 'week=3', GANTRY_ORCHESTRATION: '{"nope": 1}', GANTRY_WEBHOOK_ALLOW: '10.0.0.0/99', PORT: '70000' });
+        loadConfig({
+          GANTRY_RATE_LIMITS: 'week=3',
+          GANTRY_ORCHESTRATION: '{"nope": 1}',
+          GANTRY_WEBHOOK_ALLOW: '10.0.0.0/99',
+          PORT: '70000',
+        });
       } catch (err) {
         return String(err);
       }
       return '';
     })();
-    for (const name of ['GANTRY_RATE_LIMITS', 'GANTRY_ORCHESTRATION', 'GANTRY_WEBHOOK_ALLOW', 'PORT']) expect(all).toContain(name);
+    for (const name of ['GANTRY_RATE_LIMITS', 'GANTRY_ORCHESTRATION', 'GANTRY_WEBHOOK_ALLOW', 'PORT'])
+      expect(all).toContain(name);
   });
 
-  it('parses every subsystem\'s settings once, into the settings the domain runs with', () => {
+  it("parses every subsystem's settings once, into the settings the domain runs with", () => {
     const c = loadConfig({
       GANTRY_LB_DOMAIN: '.Lb.Example.',
       GANTRY_JOB_TAKE_HOLD_MS: '1500',
@@ -55,19 +81,31 @@ describe('loadConfig', () => {
 
   it('gives workers one ping interval, which worker-loss detection uses too', () => {
     // Told through the orchestration settings: the job API detects losses by the same interval.
-    expect(loadConfig({ GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' }).settings.jobs).toMatchObject({ pingIntervalMs: 1000, lostAfterMs: 3000 });
+    expect(loadConfig({ GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' }).settings.jobs).toMatchObject({
+      pingIntervalMs: 1000,
+      lostAfterMs: 3000,
+    });
     expect(loadConfig({ GANTRY_WORKER_PING_INTERVAL_MS: '2000' }).settings.orchestration.pingIntervalMs).toBe(2000);
-    expect(() => loadConfig({ GANTRY_WORKER_PING_INTERVAL_MS: '2000', GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' })).toThrow(/disagree/);
+    expect(() =>
+      loadConfig({ GANTRY_WORKER_PING_INTERVAL_MS: '2000', GANTRY_ORCHESTRATION: '{"pingIntervalMs": 1000}' }),
+    ).toThrow(/disagree/);
   });
 
   it('is the one list of variables: the table of docs/configuration.md names exactly these', () => {
-    const page = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '../../docs/configuration.md'), 'utf8');
+    const page = readFileSync(
+      path.join(path.dirname(fileURLToPath(import.meta.url)), '../../docs/configuration.md'),
+      'utf8',
+    );
     // The table: from its header row to the first blank line after it.
     const start = page.indexOf('| variable | default | meaning |');
     expect(start).toBeGreaterThanOrEqual(0);
     const end = page.indexOf('\n\n', start);
     const table = page.slice(start, end < 0 ? undefined : end);
-    const documented = new Set([...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((m) => [...m[1]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((v) => v[1]!)));
+    const documented = new Set(
+      [...table.matchAll(/^\| ([^|]+) \|/gm)].flatMap((m) =>
+        [...m[1]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((v) => v[1]!),
+      ),
+    );
     documented.delete('TEST_DATABASE_URL');
     documented.delete('TEST_TEMPORAL_ADDRESS');
     expect([...documented].sort()).toEqual(Object.keys(ENVIRONMENT_SCHEMA.properties).sort());
@@ -75,10 +113,22 @@ describe('loadConfig', () => {
 });
 
 describe('specProblems', () => {
-  const ok = { endpointId: 'e', workersMin: 0, workersMax: 2, scalerType: 'QUEUE_DELAY' as const, scalerValue: 4, idleTimeout: 5, timeoutMs: 1000, releaseVersion: 1 };
+  const ok = {
+    endpointId: 'e',
+    workersMin: 0,
+    workersMax: 2,
+    scalerType: 'QUEUE_DELAY' as const,
+    scalerValue: 4,
+    idleTimeout: 5,
+    timeoutMs: 1000,
+    releaseVersion: 1,
+  };
   it('accepts a valid spec and names each broken rule', () => {
     expect(specProblems(ok)).toEqual([]);
     expect(specProblems({ ...ok, workersMin: 3 })).toEqual(['workers.min must not exceed workers.max']);
-    expect(specProblems({ ...ok, scalerValue: 0.4, idleTimeout: -1 })).toEqual(['scaling.value must be >= 0.5', 'scaling.idleTimeout must be an integer >= 0']);
+    expect(specProblems({ ...ok, scalerValue: 0.4, idleTimeout: -1 })).toEqual([
+      'scaling.value must be >= 0.5',
+      'scaling.idleTimeout must be an integer >= 0',
+    ]);
   });
 });

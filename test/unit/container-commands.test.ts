@@ -6,7 +6,15 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { ensureImage, inspectContainer, logsCommand, runArgs, type ContainerSpec, type HostHandle, type RuntimeName } from '../../hostctl/containers.ts';
+import {
+  ensureImage,
+  inspectContainer,
+  logsCommand,
+  runArgs,
+  type ContainerSpec,
+  type HostHandle,
+  type RuntimeName,
+} from '../../hostctl/containers.ts';
 import type { ExecResult, SshPool } from '../../hostctl/ssh.ts';
 import { prepareTestHostMachine } from '../support/ssh-test-host.ts';
 
@@ -27,7 +35,11 @@ class LocalShell {
   }
 }
 
-const handle = (runtime: RuntimeName): HostHandle => ({ hostId: 'h1', runtime, target: { host: '127.0.0.1', port: 22, user: 'root', privateKey: '' } });
+const handle = (runtime: RuntimeName): HostHandle => ({
+  hostId: 'h1',
+  runtime,
+  target: { host: '127.0.0.1', port: 22, user: 'root', privateKey: '' },
+});
 const has = (bin: string): boolean => spawnSync(bin, ['--version'], { encoding: 'utf8' }).status === 0;
 
 // Podman is part of the suite's machine (installed here when missing, as the SSH host tests do), so
@@ -57,18 +69,25 @@ describe('container runtime command lines', () => {
   });
 
   it('logs: the container name follows --', () => {
-    expect(logsCommand('podman', '--all', { follow: true, tail: 10 })).toBe('podman logs --timestamps --follow --tail 10 -- --all');
+    expect(logsCommand('podman', '--all', { follow: true, tail: 10 })).toBe(
+      'podman logs --timestamps --follow --tail 10 -- --all',
+    );
     expect(logsCommand('docker', 'gantry-w1', { follow: false })).toMatch(/ -- gantry-w1$/);
   });
 
   for (const runtime of ['podman', 'docker'] as const) {
-    it.skipIf(!has(runtime))(`${runtime}: an option-shaped image is pulled as a (bad) reference, never read as an option`, async () => {
-      const shell = new LocalShell();
-      // Without `--`, podman would answer "unknown flag: --version"; docker the same.
-      await expect(ensureImage(shell as unknown as SshPool, handle(runtime), '--version', undefined, { timeoutMs: 30_000 })).rejects.toThrow(/invalid reference format/);
-      expect(shell.commands.at(-1)).toBe(`${runtime} pull --quiet -- --version`);
-      expect(shell.commands[0]).toContain(' -- --version');
-    });
+    it.skipIf(!has(runtime))(
+      `${runtime}: an option-shaped image is pulled as a (bad) reference, never read as an option`,
+      async () => {
+        const shell = new LocalShell();
+        // Without `--`, podman would answer "unknown flag: --version"; docker the same.
+        await expect(
+          ensureImage(shell as unknown as SshPool, handle(runtime), '--version', undefined, { timeoutMs: 30_000 }),
+        ).rejects.toThrow(/invalid reference format/);
+        expect(shell.commands.at(-1)).toBe(`${runtime} pull --quiet -- --version`);
+        expect(shell.commands[0]).toContain(' -- --version');
+      },
+    );
   }
 
   it('podman: an option-shaped container name is looked up as a name', async () => {
@@ -88,7 +107,9 @@ describe('registry login at pull', () => {
       ['ghcr.io/team/app:1', null],
     ] as const) {
       const shell = new LocalShell();
-      await expect(ensureImage(shell as unknown as SshPool, handle('podman'), image, login(registry), { timeoutMs: 30_000 })).rejects.toThrow(/registry credential is (bound to ghcr.io|not bound)/);
+      await expect(
+        ensureImage(shell as unknown as SshPool, handle('podman'), image, login(registry), { timeoutMs: 30_000 }),
+      ).rejects.toThrow(/registry credential is (bound to ghcr.io|not bound)/);
       // Only the local presence check ran: no login, no pull.
       expect(shell.commands.join('\n')).not.toMatch(/login|pull/);
     }
@@ -96,7 +117,11 @@ describe('registry login at pull', () => {
 
   it('logs in to the bound registry only, the server after --, the password over stdin', async () => {
     const shell = new LocalShell();
-    await expect(ensureImage(shell as unknown as SshPool, handle('podman'), '127.0.0.1:9/team/app:1', login('127.0.0.1:9'), { timeoutMs: 30_000 })).rejects.toThrow(/127\.0\.0\.1:9/);
+    await expect(
+      ensureImage(shell as unknown as SshPool, handle('podman'), '127.0.0.1:9/team/app:1', login('127.0.0.1:9'), {
+        timeoutMs: 30_000,
+      }),
+    ).rejects.toThrow(/127\.0\.0\.1:9/);
     const script = shell.commands.at(-1)!;
     expect(script).toContain('podman login --authfile "$f" --username bot --password-stdin -- 127.0.0.1:9');
     expect(script).toContain('podman pull --quiet --authfile "$f" -- 127.0.0.1:9/team/app:1');

@@ -75,7 +75,8 @@ function linksOf(page: string): Link[] {
   const links: Link[] = [];
   proseLines(readFileSync(path.join(root, page), 'utf8')).forEach((line, i) => {
     const prose = line.replace(/(`+)[^`]*?\1/g, '');
-    for (const m of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) links.push({ page, line: i + 1, target: m[1]! });
+    for (const m of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g))
+      links.push({ page, line: i + 1, target: m[1]! });
   });
   return links;
 }
@@ -84,7 +85,10 @@ function linksOf(page: string): Link[] {
 function problemOf(link: Link): string | undefined {
   if (/^[a-z][a-z0-9+.-]*:/i.test(link.target)) return undefined;
   const [filePart, fragment] = link.target.split('#', 2) as [string, string | undefined];
-  const file = filePart === '' ? path.join(root, link.page) : path.resolve(root, path.dirname(link.page), decodeURIComponent(filePart));
+  const file =
+    filePart === ''
+      ? path.join(root, link.page)
+      : path.resolve(root, path.dirname(link.page), decodeURIComponent(filePart));
   if (!file.startsWith(root + path.sep)) return 'points outside the repository';
   if (!existsSync(file)) return 'no such file';
   if (fragment === undefined) return undefined;
@@ -110,7 +114,9 @@ describe('the manual', () => {
 
   it('finds what it checks (the slug rules and the scan are not vacuous)', () => {
     expect(slug('`npm start`, step by step')).toBe('npm-start-step-by-step');
-    expect(slug("An endpoint's settings: its row and its workflow")).toBe('an-endpoints-settings-its-row-and-its-workflow');
+    expect(slug("An endpoint's settings: its row and its workflow")).toBe(
+      'an-endpoints-settings-its-row-and-its-workflow',
+    );
     expect(docsPages.length).toBeGreaterThan(0);
     expect(linksOf('README.md').length).toBeGreaterThan(docsPages.length - 1);
   });

@@ -31,13 +31,47 @@ const ALLOWED: Record<string, readonly string[]> = {
   // The `gantry` command-line tool: its own package, talks to the platform over HTTP only.
   cli: [],
   // Benchmarks: may start anything, including the test machinery.
-  bench: ['infra', 'api', 'domain', 'activities', 'workflows', 'contracts', 'hostctl', 'generated', 'test', 'cli', 'tooling'],
+  bench: [
+    'infra',
+    'api',
+    'domain',
+    'activities',
+    'workflows',
+    'contracts',
+    'hostctl',
+    'generated',
+    'test',
+    'cli',
+    'tooling',
+  ],
   // The suite: may reach everything.
-  test: ['infra', 'api', 'domain', 'activities', 'workflows', 'contracts', 'hostctl', 'generated', 'cli', 'tooling', 'bench'],
+  test: [
+    'infra',
+    'api',
+    'domain',
+    'activities',
+    'workflows',
+    'contracts',
+    'hostctl',
+    'generated',
+    'cli',
+    'tooling',
+    'bench',
+  ],
 };
 
 /** Top folders that hold no TypeScript of the platform (checked below: a new top folder must be placed). */
-const NOT_LAYERS = new Set(['node_modules', 'generated', 'prisma', 'sdk', 'docs', '.git', '.gantry', '.ci', 'coverage']);
+const NOT_LAYERS = new Set([
+  'node_modules',
+  'generated',
+  'prisma',
+  'sdk',
+  'docs',
+  '.git',
+  '.gantry',
+  '.ci',
+  'coverage',
+]);
 
 /** Pure modules of other layers that workflow code may import as values (no I/O, no clock). */
 const WORKFLOW_VALUE_IMPORTS = new Set(['domain/endpoints/scaling.ts']);
@@ -85,10 +119,15 @@ describe('layers', () => {
           if (targetLayer === layer) continue;
           if (layer === 'workflows') {
             if (imp.typeOnly || WORKFLOW_VALUE_IMPORTS.has(target) || WORKFLOW_VALUE_LAYERS.has(targetLayer)) continue;
-            violations.push(`${file}: imports ${target} (workflow code imports values from workflows/ and contracts/ only)`);
+            violations.push(
+              `${file}: imports ${target} (workflow code imports values from workflows/ and contracts/ only)`,
+            );
             continue;
           }
-          if (!ALLOWED[layer]!.includes(targetLayer)) violations.push(`${file}: imports ${target} (${layer}/ may import ${ALLOWED[layer]!.join(', ') || 'nothing of the project'})`);
+          if (!ALLOWED[layer]!.includes(targetLayer))
+            violations.push(
+              `${file}: imports ${target} (${layer}/ may import ${ALLOWED[layer]!.join(', ') || 'nothing of the project'})`,
+            );
         }
       }
     }
@@ -99,7 +138,9 @@ describe('layers', () => {
     const unplaced = readdirSync(root, { withFileTypes: true })
       .filter((e) => e.isDirectory() && !NOT_LAYERS.has(e.name) && !(e.name in ALLOWED))
       .map((e) => e.name);
-    expect(unplaced, 'a new top folder needs its place in ALLOWED (or NOT_LAYERS) and in docs/architecture.md').toEqual([]);
+    expect(unplaced, 'a new top folder needs its place in ALLOWED (or NOT_LAYERS) and in docs/architecture.md').toEqual(
+      [],
+    );
   });
 
   it('reach a domain area through its index.ts from outside domain/', () => {
@@ -111,7 +152,8 @@ describe('layers', () => {
           if (!imp.specifier.startsWith('.')) continue;
           const target = path.relative(root, path.resolve(root, path.dirname(file), imp.specifier)).split(path.sep);
           // domain/<area>/<file>: only index.ts is the area's public face.
-          if (target[0] === 'domain' && target.length === 3 && target[2] !== 'index.ts') deep.push(`${file}: imports ${target.join('/')}`);
+          if (target[0] === 'domain' && target.length === 3 && target[2] !== 'index.ts')
+            deep.push(`${file}: imports ${target.join('/')}`);
         }
       }
     }
@@ -121,8 +163,15 @@ describe('layers', () => {
   it('keep domain/ in feature folders, each with its index.ts', () => {
     const entries = readdirSync(path.join(root, 'domain'), { withFileTypes: true });
     // The context every operation takes and the errors every skin maps are the only shared top-level files.
-    expect(entries.filter((e) => e.isFile()).map((e) => e.name).sort()).toEqual(['context.ts', 'errors.ts']);
-    const withoutIndex = entries.filter((e) => e.isDirectory() && !readdirSync(path.join(root, 'domain', e.name)).includes('index.ts')).map((e) => e.name);
+    expect(
+      entries
+        .filter((e) => e.isFile())
+        .map((e) => e.name)
+        .sort(),
+    ).toEqual(['context.ts', 'errors.ts']);
+    const withoutIndex = entries
+      .filter((e) => e.isDirectory() && !readdirSync(path.join(root, 'domain', e.name)).includes('index.ts'))
+      .map((e) => e.name);
     expect(withoutIndex).toEqual([]);
   });
 

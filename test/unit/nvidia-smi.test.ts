@@ -8,7 +8,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { NvidiaSmiParseError, parseNvidiaSmi, parseProbeOutput, PROBE_SCRIPT } from '../../activities/host-probe.ts';
-import { describeGpu, GPU_MODELS, GPU_POOL_IDS, GPU_POOLS, gpuTypeId, isGpuPoolId, poolForGpu } from '../../domain/catalog/index.ts';
+import {
+  describeGpu,
+  GPU_MODELS,
+  GPU_POOL_IDS,
+  GPU_POOLS,
+  gpuTypeId,
+  isGpuPoolId,
+  poolForGpu,
+} from '../../domain/catalog/index.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/nvidia-smi');
 const fixture = (name: string): string => readFileSync(path.join(fixtures, name), 'utf8');
@@ -16,7 +24,12 @@ const fixture = (name: string): string => readFileSync(path.join(fixtures, name)
 describe('parseNvidiaSmi', () => {
   it('parses one H100 80GB HBM3', () => {
     expect(parseNvidiaSmi(fixture('h100-80gb-hbm3.csv'))).toEqual([
-      { name: 'NVIDIA H100 80GB HBM3', memoryMb: 81559, uuid: 'GPU-5b8e2c3a-4f1d-9e7b-2a6c-0d3f8e1b7c45', driverVersion: '550.54.15' },
+      {
+        name: 'NVIDIA H100 80GB HBM3',
+        memoryMb: 81559,
+        uuid: 'GPU-5b8e2c3a-4f1d-9e7b-2a6c-0d3f8e1b7c45',
+        driverVersion: '550.54.15',
+      },
     ]);
   });
 
@@ -48,13 +61,20 @@ describe('parseNvidiaSmi', () => {
 
   it('accepts CRLF line ends and spaces around fields', () => {
     expect(parseNvidiaSmi('NVIDIA L4 ,  23034 , GPU-11111111-2222-3333-4444-555555555555 , 535.104.05\r\n')).toEqual([
-      { name: 'NVIDIA L4', memoryMb: 23034, uuid: 'GPU-11111111-2222-3333-4444-555555555555', driverVersion: '535.104.05' },
+      {
+        name: 'NVIDIA L4',
+        memoryMb: 23034,
+        uuid: 'GPU-11111111-2222-3333-4444-555555555555',
+        driverVersion: '535.104.05',
+      },
     ]);
   });
 
   it('rejects what is not GPU data rather than dropping a card', () => {
     expect(() => parseNvidiaSmi(fixture('driver-not-loaded.txt'))).toThrow(NvidiaSmiParseError);
-    expect(() => parseNvidiaSmi('NVIDIA H100 80GB HBM3, [N/A], GPU-5b8e2c3a-4f1d-9e7b-2a6c-0d3f8e1b7c45, 550.54.15')).toThrow(/memory/);
+    expect(() =>
+      parseNvidiaSmi('NVIDIA H100 80GB HBM3, [N/A], GPU-5b8e2c3a-4f1d-9e7b-2a6c-0d3f8e1b7c45, 550.54.15'),
+    ).toThrow(/memory/);
     expect(() => parseNvidiaSmi('NVIDIA H100 80GB HBM3, 81559, not-a-uuid, 550.54.15')).toThrow(/uuid/);
   });
 });
@@ -113,7 +133,15 @@ describe('GPU pools', () => {
       expect(pool.displayName).toMatch(/GB/);
     }
     // The seven tiers the API reference documents.
-    expect(GPU_POOLS.filter((p) => p.documented).map((p) => p.id)).toEqual(['AMPERE_16', 'AMPERE_24', 'ADA_24', 'AMPERE_48', 'ADA_48_PRO', 'AMPERE_80', 'ADA_80_PRO']);
+    expect(GPU_POOLS.filter((p) => p.documented).map((p) => p.id)).toEqual([
+      'AMPERE_16',
+      'AMPERE_24',
+      'ADA_24',
+      'AMPERE_48',
+      'ADA_48_PRO',
+      'AMPERE_80',
+      'ADA_80_PRO',
+    ]);
     for (const m of GPU_MODELS) {
       expect(isGpuPoolId(m.pool)).toBe(true);
       // Each model's own nvidia-smi name and size maps back to its pool.
@@ -123,8 +151,18 @@ describe('GPU pools', () => {
   });
 
   it('describes cards for the catalog', () => {
-    expect(describeGpu('NVIDIA GeForce RTX 4090', 24564)).toEqual({ gpuTypeId: 'NVIDIA GeForce RTX 4090', displayName: 'RTX 4090', memoryGb: 24, pool: 'ADA_24' });
-    expect(describeGpu('NVIDIA GeForce RTX 3060', 12288)).toEqual({ gpuTypeId: 'NVIDIA GeForce RTX 3060', displayName: 'RTX 3060', memoryGb: 12, pool: undefined });
+    expect(describeGpu('NVIDIA GeForce RTX 4090', 24564)).toEqual({
+      gpuTypeId: 'NVIDIA GeForce RTX 4090',
+      displayName: 'RTX 4090',
+      memoryGb: 24,
+      pool: 'ADA_24',
+    });
+    expect(describeGpu('NVIDIA GeForce RTX 3060', 12288)).toEqual({
+      gpuTypeId: 'NVIDIA GeForce RTX 3060',
+      displayName: 'RTX 3060',
+      memoryGb: 12,
+      pool: undefined,
+    });
     expect(gpuTypeId('  Tesla   V100-SXM2-16GB ')).toBe('Tesla V100-SXM2-16GB');
   });
 });
@@ -171,27 +209,70 @@ ${fixture('8x-h100-80gb-hbm3.csv')}
 describe('parseProbeOutput', () => {
   it('reads a Docker GPU host', () => {
     const p = parseProbeOutput(DOCKER_GPU_HOST);
-    expect(p).toMatchObject({ hostname: 'gpu-box-1', arch: 'x86_64', os: 'Ubuntu 22.04.4 LTS', uid: 0, cpuCount: 64, memoryMb: 515882, cudaVersion: '12.4', gpuError: undefined });
-    expect(p.containerRuntime).toMatchObject({ name: 'docker', version: '26.1.3', usable: true, rootDir: '/data/docker', dockerRuntimes: ['io.containerd.runc.v2', 'nvidia', 'runc'] });
+    expect(p).toMatchObject({
+      hostname: 'gpu-box-1',
+      arch: 'x86_64',
+      os: 'Ubuntu 22.04.4 LTS',
+      uid: 0,
+      cpuCount: 64,
+      memoryMb: 515882,
+      cudaVersion: '12.4',
+      gpuError: undefined,
+    });
+    expect(p.containerRuntime).toMatchObject({
+      name: 'docker',
+      version: '26.1.3',
+      usable: true,
+      rootDir: '/data/docker',
+      dockerRuntimes: ['io.containerd.runc.v2', 'nvidia', 'runc'],
+    });
     expect(p.diskPath).toBe('/data/docker');
     expect(p.diskFreeGb).toBeCloseTo(6009.5, 1);
-    expect(p.gpuPassthrough).toMatchObject({ method: 'docker-gpus', nvidiaCtkVersion: '1.15.0', nvidiaContainerCliVersion: '1.15.0', hint: undefined });
+    expect(p.gpuPassthrough).toMatchObject({
+      method: 'docker-gpus',
+      nvidiaCtkVersion: '1.15.0',
+      nvidiaContainerCliVersion: '1.15.0',
+      hint: undefined,
+    });
     expect(p.gpus).toHaveLength(8);
-    expect(p.gpus[0]).toMatchObject({ name: 'NVIDIA H100 80GB HBM3', gpuTypeId: 'NVIDIA H100 80GB HBM3', pool: 'ADA_80_PRO' });
+    expect(p.gpus[0]).toMatchObject({
+      name: 'NVIDIA H100 80GB HBM3',
+      gpuTypeId: 'NVIDIA H100 80GB HBM3',
+      pool: 'ADA_80_PRO',
+    });
   });
 
   it('reads a Podman host with CDI, a Podman docker wrapper, and a failed nvidia-smi', () => {
     const out = [
-      '@@gantry-probe:nproc', '16', '@@gantry-probe:meminfo', 'MemTotal: 65536000 kB',
-      '@@gantry-probe:disk:/', '/dev/sda1 1000000 500000 500000 50% /',
-      '@@gantry-probe:runtime:docker', 'path=/usr/bin/docker', 'version=podman version 4.9.3',
-      '@@gantry-probe:runtime:podman', 'path=/usr/bin/podman', 'version=podman version 4.9.3', 'usable=1', 'root=/var/lib/containers/storage',
+      '@@gantry-probe:nproc',
+      '16',
+      '@@gantry-probe:meminfo',
+      'MemTotal: 65536000 kB',
+      '@@gantry-probe:disk:/',
+      '/dev/sda1 1000000 500000 500000 50% /',
+      '@@gantry-probe:runtime:docker',
+      'path=/usr/bin/docker',
+      'version=podman version 4.9.3',
+      '@@gantry-probe:runtime:podman',
+      'path=/usr/bin/podman',
+      'version=podman version 4.9.3',
+      'usable=1',
+      'root=/var/lib/containers/storage',
       'disk=/dev/sda1 1000000 500000 500000 50% /',
-      '@@gantry-probe:nvidia-ctk', 'NVIDIA Container Toolkit CLI version 1.16.2',
-      '@@gantry-probe:cdi-specs', '/etc/cdi/nvidia.yaml',
-      '@@gantry-probe:cdi-devices', 'nvidia.com/gpu=0', 'nvidia.com/gpu=GPU-5b8e2c3a-4f1d-9e7b-2a6c-0d3f8e1b7c45', 'nvidia.com/gpu=all',
-      '@@gantry-probe:nvidia-smi', fixture('driver-not-loaded.txt'), '@@gantry-probe:nvidia-smi-exit', '9',
-      '@@gantry-probe:end', '',
+      '@@gantry-probe:nvidia-ctk',
+      'NVIDIA Container Toolkit CLI version 1.16.2',
+      '@@gantry-probe:cdi-specs',
+      '/etc/cdi/nvidia.yaml',
+      '@@gantry-probe:cdi-devices',
+      'nvidia.com/gpu=0',
+      'nvidia.com/gpu=GPU-5b8e2c3a-4f1d-9e7b-2a6c-0d3f8e1b7c45',
+      'nvidia.com/gpu=all',
+      '@@gantry-probe:nvidia-smi',
+      fixture('driver-not-loaded.txt'),
+      '@@gantry-probe:nvidia-smi-exit',
+      '9',
+      '@@gantry-probe:end',
+      '',
     ].join('\n');
     const p = parseProbeOutput(out);
     expect(p.runtimes.find((r) => r.name === 'docker')).toMatchObject({ podmanWrapper: true, usable: false });

@@ -6,9 +6,19 @@ import { describe, expect, it } from 'vitest';
 import { runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
 import { diskLimitOf, parseProbeOutput } from '../../activities/host-probe.ts';
 import { effectiveDiskLimit } from '../../activities/host.ts';
-import { cpuInstanceId, cpuInstanceProblems, DEFAULT_CPU_INSTANCE, parseCpuInstanceId } from '../../domain/catalog/index.ts';
+import {
+  cpuInstanceId,
+  cpuInstanceProblems,
+  DEFAULT_CPU_INSTANCE,
+  parseCpuInstanceId,
+} from '../../domain/catalog/index.ts';
 import { sharedVolumeDir, volumeStorage } from '../../domain/catalog/index.ts';
-import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/index.ts';
+import {
+  placeWorker,
+  type PlacedWorker,
+  type PlacementHost,
+  type PlacementRequest,
+} from '../../domain/workers/index.ts';
 
 const host = (id: string, extra: Partial<PlacementHost> = {}): PlacementHost => ({
   id,
@@ -21,17 +31,32 @@ const host = (id: string, extra: Partial<PlacementHost> = {}): PlacementHost => 
   memoryMb: 32 * 1024,
   ...extra,
 });
-const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({ endpointId: 'ep', gpuPools: [], gpuCount: 1, dataCenterIds: [], ...extra });
+const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({
+  endpointId: 'ep',
+  gpuPools: [],
+  gpuCount: 1,
+  dataCenterIds: [],
+  ...extra,
+});
 
 describe('placement constraints', () => {
   it('keeps workers in the countries asked for, and says how many hosts were outside them', () => {
-    const hosts = [host('us-1', { country: 'US' }), host('cz-1', { country: 'CZ', dataCenterId: 'dc-cz' }), host('none-1', { country: null })];
+    const hosts = [
+      host('us-1', { country: 'US' }),
+      host('cz-1', { country: 'CZ', dataCenterId: 'dc-cz' }),
+      host('none-1', { country: null }),
+    ];
     expect(placeWorker(request({ countries: ['CZ'] }), hosts, [])).toMatchObject({ ok: true, hostId: 'cz-1' });
-    expect(placeWorker(request({ countries: ['US', 'CZ'] }), hosts, [{ hostId: 'cz-1', endpointId: 'ep', gpuUuids: [] }])).toMatchObject({ ok: true, hostId: 'us-1' });
+    expect(
+      placeWorker(request({ countries: ['US', 'CZ'] }), hosts, [{ hostId: 'cz-1', endpointId: 'ep', gpuUuids: [] }]),
+    ).toMatchObject({ ok: true, hostId: 'us-1' });
     // Empty: anywhere, hosts without a country included.
     expect(placeWorker(request({ countries: [] }), [host('none-1')], [])).toMatchObject({ ok: true });
     const none = placeWorker(request({ countries: ['FR'] }), hosts, []);
-    expect(none).toEqual({ ok: false, reason: 'no capacity: no READY host has room for a CPU worker (3 of 3 hosts READY, 3 outside the locations FR)' });
+    expect(none).toEqual({
+      ok: false,
+      reason: 'no capacity: no READY host has room for a CPU worker (3 of 3 hosts READY, 3 outside the locations FR)',
+    });
   });
 
   it('keeps workers where their network volume is', () => {
@@ -42,7 +67,7 @@ describe('placement constraints', () => {
     expect(!none.ok && none.reason).toMatch(/3 not where the network volume is/);
   });
 
-  it('reserves CPU instances against the host\'s CPUs and memory, times its overcommit; GPU workers reserve none', () => {
+  it("reserves CPU instances against the host's CPUs and memory, times its overcommit; GPU workers reserve none", () => {
     const box = host('box', { cpuCount: 8, memoryMb: 16 * 1024 });
     const cpu = { vcpus: 4, memoryMb: 8 * 1024 };
     const placed: PlacedWorker[] = [];
@@ -53,17 +78,27 @@ describe('placement constraints', () => {
     }
     placed.push({ hostId: 'box', endpointId: 'gpu-ep', gpuUuids: ['GPU-1'], cpu: null });
     const third = placeWorker(request({ cpu }), [box], placed);
-    expect(third).toEqual({ ok: false, reason: 'no capacity: no READY host has room for a CPU worker of 4 vCPUs and 8 GB (1 of 1 host READY, 1 without free vCPUs or memory for it)' });
+    expect(third).toEqual({
+      ok: false,
+      reason:
+        'no capacity: no READY host has room for a CPU worker of 4 vCPUs and 8 GB (1 of 1 host READY, 1 without free vCPUs or memory for it)',
+    });
     expect(placeWorker(request({ cpu }), [{ ...box, cpuOvercommit: 2 }], placed).ok).toBe(true);
     // Memory binds too.
-    expect(placeWorker(request({ cpu: { vcpus: 2, memoryMb: 17 * 1024 } }), [host('m', { cpuCount: 8, memoryMb: 16 * 1024 })], []).ok).toBe(false);
+    expect(
+      placeWorker(
+        request({ cpu: { vcpus: 2, memoryMb: 17 * 1024 } }),
+        [host('m', { cpuCount: 8, memoryMb: 16 * 1024 })],
+        [],
+      ).ok,
+    ).toBe(false);
     // A host whose size was never probed takes none.
     expect(placeWorker(request({ cpu }), [host('unknown', { cpuCount: null, memoryMb: null })], []).ok).toBe(false);
   });
 });
 
 describe('CPU instances', () => {
-  it('reads and writes the hosted service\'s instance ids', () => {
+  it("reads and writes the hosted service's instance ids", () => {
     expect(parseCpuInstanceId('cpu3c-2-4')).toEqual({ flavorId: 'cpu3c', vcpus: 2, memoryGb: 4 });
     expect(cpuInstanceId({ flavorId: 'cpu3m', vcpus: 8, memoryGb: 64 })).toBe('cpu3m-8-64');
     expect(parseCpuInstanceId('cpu3c-2')).toBeUndefined();
@@ -71,23 +106,43 @@ describe('CPU instances', () => {
     expect(cpuInstanceId(DEFAULT_CPU_INSTANCE)).toBe('cpu3c-2-4');
   });
 
-  it('holds the spec\'s rules: vCPUs a power of two >= 2, memory as the flavor gives per vCPU', () => {
+  it("holds the spec's rules: vCPUs a power of two >= 2, memory as the flavor gives per vCPU", () => {
     expect(cpuInstanceProblems({ flavorId: 'cpu3g', vcpus: 16, memoryGb: 64 })).toEqual([]);
     expect(cpuInstanceProblems({ flavorId: 'cpu3c', vcpus: 6, memoryGb: 12 })[0]).toMatch(/power of two/);
     expect(cpuInstanceProblems({ flavorId: 'cpu3c', vcpus: 1, memoryGb: 2 })[0]).toMatch(/power of two from 2/);
-    expect(cpuInstanceProblems({ flavorId: 'cpu3m', vcpus: 2, memoryGb: 4 })[0]).toMatch(/8 GB per vCPU: 2 vCPUs come with 16 GB, not 4/);
+    expect(cpuInstanceProblems({ flavorId: 'cpu3m', vcpus: 2, memoryGb: 4 })[0]).toMatch(
+      /8 GB per vCPU: 2 vCPUs come with 16 GB, not 4/,
+    );
     expect(cpuInstanceProblems({ flavorId: 'gpu1', vcpus: 2, memoryGb: 4 })[0]).toMatch(/unknown CPU flavor/);
   });
 });
 
 describe('network volume storage', () => {
-  it('lives on shared storage, else on its data center\'s single host, else nowhere', () => {
-    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, { networkVolumePath: '/mnt/nv' }, ['h1', 'h2'])).toEqual({ kind: 'shared-path', dataCenterId: 'd', path: '/mnt/nv' });
-    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, null, ['h1'])).toEqual({ kind: 'host', dataCenterId: 'd', hostId: 'h1', bindTo: 'h1' });
+  it("lives on shared storage, else on its data center's single host, else nowhere", () => {
+    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, { networkVolumePath: '/mnt/nv' }, ['h1', 'h2'])).toEqual({
+      kind: 'shared-path',
+      dataCenterId: 'd',
+      path: '/mnt/nv',
+    });
+    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, null, ['h1'])).toEqual({
+      kind: 'host',
+      dataCenterId: 'd',
+      hostId: 'h1',
+      bindTo: 'h1',
+    });
     // Once bound, it stays on its host, even after shared storage was added.
-    expect(volumeStorage({ dataCenterId: 'd', hostId: 'h1' }, { networkVolumePath: '/mnt/nv' }, ['h1', 'h2'])).toEqual({ kind: 'host', dataCenterId: 'd', hostId: 'h1' });
-    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, { networkVolumePath: null }, ['h1', 'h2'])).toMatchObject({ kind: 'none', reason: expect.stringMatching(/2 hosts and no shared storage/) });
-    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, null, [])).toMatchObject({ kind: 'none', reason: expect.stringMatching(/no host/) });
+    expect(volumeStorage({ dataCenterId: 'd', hostId: 'h1' }, { networkVolumePath: '/mnt/nv' }, ['h1', 'h2'])).toEqual({
+      kind: 'host',
+      dataCenterId: 'd',
+      hostId: 'h1',
+    });
+    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, { networkVolumePath: null }, ['h1', 'h2'])).toMatchObject(
+      { kind: 'none', reason: expect.stringMatching(/2 hosts and no shared storage/) },
+    );
+    expect(volumeStorage({ dataCenterId: 'd', hostId: null }, null, [])).toMatchObject({
+      kind: 'none',
+      reason: expect.stringMatching(/no host/),
+    });
     expect(sharedVolumeDir('/mnt/nv/', 'v1')).toBe('/mnt/nv/gantry-nv-v1');
   });
 
@@ -116,27 +171,58 @@ describe('network volume storage', () => {
 });
 
 describe('container disk limits', () => {
-  it('uses the runtime\'s size option only where the storage has quotas', () => {
-    expect(diskLimitOf({ name: 'podman', storageDriver: 'overlay', storageFs: 'xfs rw,relatime,prjquota' })).toMatchObject({ method: 'storage-opt' });
-    expect(diskLimitOf({ name: 'docker', storageDriver: 'overlay2', storageFs: 'xfs rw,pquota' })).toMatchObject({ method: 'storage-opt' });
-    expect(diskLimitOf({ name: 'docker', storageDriver: 'zfs', storageFs: 'zfs rw' })).toMatchObject({ method: 'storage-opt' });
-    expect(diskLimitOf({ name: 'podman', storageDriver: 'overlay', storageFs: 'xfs rw,relatime' })).toEqual({ method: 'watchdog', why: "podman's overlay storage on xfs without project quotas has no size option" });
-    expect(diskLimitOf({ name: 'podman', storageDriver: 'overlay', storageFs: 'ext4 rw,relatime' })).toMatchObject({ method: 'watchdog' });
-    expect(diskLimitOf({ name: 'podman', storageDriver: 'vfs', storageFs: undefined })).toMatchObject({ method: 'watchdog' });
+  it("uses the runtime's size option only where the storage has quotas", () => {
+    expect(
+      diskLimitOf({ name: 'podman', storageDriver: 'overlay', storageFs: 'xfs rw,relatime,prjquota' }),
+    ).toMatchObject({ method: 'storage-opt' });
+    expect(diskLimitOf({ name: 'docker', storageDriver: 'overlay2', storageFs: 'xfs rw,pquota' })).toMatchObject({
+      method: 'storage-opt',
+    });
+    expect(diskLimitOf({ name: 'docker', storageDriver: 'zfs', storageFs: 'zfs rw' })).toMatchObject({
+      method: 'storage-opt',
+    });
+    expect(diskLimitOf({ name: 'podman', storageDriver: 'overlay', storageFs: 'xfs rw,relatime' })).toEqual({
+      method: 'watchdog',
+      why: "podman's overlay storage on xfs without project quotas has no size option",
+    });
+    expect(diskLimitOf({ name: 'podman', storageDriver: 'overlay', storageFs: 'ext4 rw,relatime' })).toMatchObject({
+      method: 'watchdog',
+    });
+    expect(diskLimitOf({ name: 'podman', storageDriver: 'vfs', storageFs: undefined })).toMatchObject({
+      method: 'watchdog',
+    });
     expect(diskLimitOf(undefined)).toMatchObject({ method: 'watchdog' });
   });
 
-  it('reads the storage driver and file system from the probe, and lets the operator\'s label decide', () => {
+  it("reads the storage driver and file system from the probe, and lets the operator's label decide", () => {
     const out = [
-      '@@gantry-probe:nproc', '4', '@@gantry-probe:meminfo', 'MemTotal: 8000000 kB', '@@gantry-probe:disk:/', '/dev/sda1 1000000 500000 500000 50% /',
-      '@@gantry-probe:runtime:podman', 'path=/usr/bin/podman', 'version=podman version 4.3.1', 'usable=1', 'root=/var/lib/containers/storage', 'driver=overlay',
-      'disk=/dev/sdb1 1000000 500000 500000 50% /var/lib/containers', 'fs=xfs rw,relatime,attr2,inode64,prjquota',
-      '@@gantry-probe:end', '',
+      '@@gantry-probe:nproc',
+      '4',
+      '@@gantry-probe:meminfo',
+      'MemTotal: 8000000 kB',
+      '@@gantry-probe:disk:/',
+      '/dev/sda1 1000000 500000 500000 50% /',
+      '@@gantry-probe:runtime:podman',
+      'path=/usr/bin/podman',
+      'version=podman version 4.3.1',
+      'usable=1',
+      'root=/var/lib/containers/storage',
+      'driver=overlay',
+      'disk=/dev/sdb1 1000000 500000 500000 50% /var/lib/containers',
+      'fs=xfs rw,relatime,attr2,inode64,prjquota',
+      '@@gantry-probe:end',
+      '',
     ].join('\n');
     const probe = parseProbeOutput(out);
-    expect(probe.containerRuntime).toMatchObject({ storageDriver: 'overlay', storageFs: 'xfs rw,relatime,attr2,inode64,prjquota' });
+    expect(probe.containerRuntime).toMatchObject({
+      storageDriver: 'overlay',
+      storageFs: 'xfs rw,relatime,attr2,inode64,prjquota',
+    });
     expect(probe.diskLimit).toEqual({ method: 'storage-opt', why: 'overlay on xfs with project quotas' });
     expect(effectiveDiskLimit(probe, { 'gantry.io/disk-quota': 'false' }).method).toBe('watchdog');
-    expect(effectiveDiskLimit({ ...probe, diskLimit: { method: 'watchdog', why: 'x' } }, { 'gantry.io/disk-quota': 'true' }).method).toBe('storage-opt');
+    expect(
+      effectiveDiskLimit({ ...probe, diskLimit: { method: 'watchdog', why: 'x' } }, { 'gantry.io/disk-quota': 'true' })
+        .method,
+    ).toBe('storage-opt');
   });
 });

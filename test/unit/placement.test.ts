@@ -10,21 +10,49 @@ import { envFile, isMutableReference, registryOf, runArgs, type ContainerSpec } 
 import { splitArgs } from '../../domain/containers/index.ts';
 import { parseNvidiaSmi } from '../../activities/host-probe.ts';
 import { describeGpu } from '../../domain/catalog/index.ts';
-import { placeWorker, type PlacedWorker, type PlacementHost, type PlacementRequest } from '../../domain/workers/index.ts';
+import {
+  placeWorker,
+  type PlacedWorker,
+  type PlacementHost,
+  type PlacementRequest,
+} from '../../domain/workers/index.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/nvidia-smi');
 
 function host(id: string, fixture: string | null, extra: Partial<PlacementHost> = {}): PlacementHost {
   const gpus = fixture
-    ? parseNvidiaSmi(readFileSync(path.join(fixtures, fixture), 'utf8')).map((g) => ({ uuid: g.uuid, name: g.name, pool: describeGpu(g.name, g.memoryMb).pool }))
+    ? parseNvidiaSmi(readFileSync(path.join(fixtures, fixture), 'utf8')).map((g) => ({
+        uuid: g.uuid,
+        name: g.name,
+        pool: describeGpu(g.name, g.memoryMb).pool,
+      }))
     : [];
-  return { id, status: 'READY', dataCenterId: 'dc-a', gpus, gpuMethod: gpus.length ? 'cdi' : 'none', maxWorkers: null, ...extra };
+  return {
+    id,
+    status: 'READY',
+    dataCenterId: 'dc-a',
+    gpus,
+    gpuMethod: gpus.length ? 'cdi' : 'none',
+    maxWorkers: null,
+    ...extra,
+  };
 }
 
-const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({ endpointId: 'ep1', gpuPools: [], gpuCount: 1, dataCenterIds: [], ...extra });
+const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({
+  endpointId: 'ep1',
+  gpuPools: [],
+  gpuCount: 1,
+  dataCenterIds: [],
+  ...extra,
+});
 
 /** Places `n` workers one after another, as the serialized placement activity does. */
-function placeMany(n: number, req: PlacementRequest, hosts: PlacementHost[], workers: PlacedWorker[] = []): PlacedWorker[] {
+function placeMany(
+  n: number,
+  req: PlacementRequest,
+  hosts: PlacementHost[],
+  workers: PlacedWorker[] = [],
+): PlacedWorker[] {
   const placed = [...workers];
   for (let i = 0; i < n; i++) {
     const p = placeWorker(req, hosts, placed);
@@ -43,7 +71,12 @@ describe('placeWorker', () => {
     expect(new Set(uuids).size).toBe(8);
     expect(new Set(uuids)).toEqual(new Set(box.gpus.map((g) => g.uuid)));
     const ninth = placeWorker(request({ gpuPools: ['ADA_80_PRO'] }), [box], placed);
-    expect(ninth).toEqual({ ok: false, reason: expect.stringMatching(/^no capacity: no READY host has 1 free GPU of pool ADA_80_PRO on one host \(1 of 1 host READY, 8 GPUs of those pools\)$/) });
+    expect(ninth).toEqual({
+      ok: false,
+      reason: expect.stringMatching(
+        /^no capacity: no READY host has 1 free GPU of pool ADA_80_PRO on one host \(1 of 1 host READY, 8 GPUs of those pools\)$/,
+      ),
+    });
   });
 
   it('takes gpu.count devices on one host and never splits a worker over hosts', () => {
@@ -60,7 +93,12 @@ describe('placeWorker', () => {
   });
 
   it('places only on pools the endpoint lists, in any listed pool with capacity', () => {
-    const hosts = [host('rtx4090', 'rtx-4090.csv'), host('l40s', 'l40s.csv'), host('a100', 'a100-sxm4-80gb.csv'), host('a100-40', 'a100-pcie-40gb.csv')];
+    const hosts = [
+      host('rtx4090', 'rtx-4090.csv'),
+      host('l40s', 'l40s.csv'),
+      host('a100', 'a100-sxm4-80gb.csv'),
+      host('a100-40', 'a100-pcie-40gb.csv'),
+    ];
     const ada24 = placeWorker(request({ gpuPools: ['ADA_24'] }), hosts, []);
     expect(ada24).toMatchObject({ ok: true, hostId: 'rtx4090', pool: 'ADA_24', gpuName: 'NVIDIA GeForce RTX 4090' });
     const either = placeMany(2, request({ gpuPools: ['AMPERE_80', 'ADA_48_PRO'] }), hosts);
@@ -70,11 +108,16 @@ describe('placeWorker', () => {
   });
 
   it('uses the old-driver RTX 3090 (name without NVIDIA prefix) in AMPERE_24', () => {
-    expect(placeWorker(request({ gpuPools: ['AMPERE_24'] }), [host('old', 'rtx-3090-old-driver.csv')], [])).toMatchObject({ ok: true, hostId: 'old', pool: 'AMPERE_24' });
+    expect(
+      placeWorker(request({ gpuPools: ['AMPERE_24'] }), [host('old', 'rtx-3090-old-driver.csv')], []),
+    ).toMatchObject({ ok: true, hostId: 'old', pool: 'AMPERE_24' });
   });
 
   it('prefers the listed data centers, but uses others when they are full', () => {
-    const hosts = [host('a', 'h100-80gb-hbm3.csv', { dataCenterId: 'dc-a' }), host('b', 'h100-80gb-hbm3.csv', { dataCenterId: 'dc-b' })];
+    const hosts = [
+      host('a', 'h100-80gb-hbm3.csv', { dataCenterId: 'dc-a' }),
+      host('b', 'h100-80gb-hbm3.csv', { dataCenterId: 'dc-b' }),
+    ];
     const req = request({ gpuPools: ['ADA_80_PRO'], dataCenterIds: ['dc-b'] });
     const [first, second] = placeMany(2, req, hosts);
     expect(first!.hostId).toBe('b');
@@ -82,7 +125,11 @@ describe('placeWorker', () => {
   });
 
   it("spreads an endpoint's workers over hosts, then fills", () => {
-    const hosts = [host('x', '8x-h100-80gb-hbm3.csv'), host('y', '8x-h100-80gb-hbm3.csv'), host('z', '8x-h100-80gb-hbm3.csv')];
+    const hosts = [
+      host('x', '8x-h100-80gb-hbm3.csv'),
+      host('y', '8x-h100-80gb-hbm3.csv'),
+      host('z', '8x-h100-80gb-hbm3.csv'),
+    ];
     const placed = placeMany(6, request({ gpuPools: ['ADA_80_PRO'] }), hosts);
     const perHost = (id: string): number => placed.filter((w) => w.hostId === id).length;
     expect([perHost('x'), perHost('y'), perHost('z')]).toEqual([2, 2, 2]);
@@ -116,7 +163,10 @@ describe('placeWorker', () => {
     expect(placed.every((w) => w.gpuUuids.length === 0)).toBe(true);
     const fourth = placeWorker(request(), hosts, placed);
     expect(fourth).toMatchObject({ ok: true, hostId: 'gpu' });
-    expect(placeWorker(request(), [], [])).toEqual({ ok: false, reason: 'no capacity: no READY host has room for a CPU worker (0 of 0 hosts READY)' });
+    expect(placeWorker(request(), [], [])).toEqual({
+      ok: false,
+      reason: 'no capacity: no READY host has room for a CPU worker (0 of 0 hosts READY)',
+    });
   });
 
   it('keeps one worker on one GPU model when a pool holds two models', () => {
@@ -157,14 +207,28 @@ describe('from placement to container flags', () => {
     const cdi = runArgs(spec({ gpuUuids: p.gpuUuids, gpuMethod: 'cdi' }), '/tmp/env');
     expect(cdi.join(' ')).toContain(`--device nvidia.com/gpu=${a} --device nvidia.com/gpu=${b}`);
     const docker = runArgs(spec({ gpuUuids: p.gpuUuids, gpuMethod: 'docker-gpus' }), '/tmp/env');
-    expect(docker.slice(docker.indexOf('--gpus'), docker.indexOf('--gpus') + 2)).toEqual(['--gpus', `"device=${a},${b}"`]);
+    expect(docker.slice(docker.indexOf('--gpus'), docker.indexOf('--gpus') + 2)).toEqual([
+      '--gpus',
+      `"device=${a},${b}"`,
+    ]);
     expect(runArgs(spec({ gpuUuids: [a], gpuMethod: 'docker-gpus' }), '/tmp/env')).toContain(`device=${a}`);
     expect(() => runArgs(spec({ gpuUuids: [a], gpuMethod: 'none' }), '/tmp/env')).toThrow(/cannot pass GPUs/);
   });
 
   it('builds the rest of the run command: no restart, env file, labels, network, ports, disk, args', () => {
     const args = runArgs(spec({ args: ['python', 'handler.py'], publish: ['8000/tcp'], diskGb: 20 }), '/tmp/env');
-    expect(args.slice(0, 10)).toEqual(['run', '--detach', '--name', 'gantry-w1', '--restart', 'no', '--pull', 'never', '--env-file', '/tmp/env']);
+    expect(args.slice(0, 10)).toEqual([
+      'run',
+      '--detach',
+      '--name',
+      'gantry-w1',
+      '--restart',
+      'no',
+      '--pull',
+      'never',
+      '--env-file',
+      '/tmp/env',
+    ]);
     expect(args).toContain('gantry.worker=w1');
     expect(args.join(' ')).toContain('--publish 8000/tcp');
     expect(args.join(' ')).toContain('--storage-opt size=20G');
@@ -179,7 +243,17 @@ describe('from placement to container flags', () => {
   });
 
   it('splits args like a shell, without expansion', () => {
-    expect(splitArgs(`python handler.py --name "a b" --q 'it''s' \\$HOME "x\\"y" ''`)).toEqual(['python', 'handler.py', '--name', 'a b', '--q', 'its', '$HOME', 'x"y', '']);
+    expect(splitArgs(`python handler.py --name "a b" --q 'it''s' \\$HOME "x\\"y" ''`)).toEqual([
+      'python',
+      'handler.py',
+      '--name',
+      'a b',
+      '--q',
+      'its',
+      '$HOME',
+      'x"y',
+      '',
+    ]);
     expect(splitArgs('  ')).toEqual([]);
     expect(() => splitArgs('"open')).toThrow(/unterminated/);
   });

@@ -11,7 +11,11 @@ const root = path.resolve(import.meta.dirname, '../..');
 function run(cmd: string, args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     // No .pyc files in the working tree; -b keeps the runtime's log lines out of passing tests.
-    const child = spawn(cmd, args, { cwd: root, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, {
+      cwd: root,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));

@@ -86,14 +86,27 @@ describe('RecordCache', () => {
   it('gives every kind of record the one bound and the one size bound', () => {
     const caches = new RecordCaches();
     expect(caches.boundMs).toBe(REVOCATION_BOUND_MS);
-    expect([caches.keys.ttlMs, caches.workers.ttlMs, caches.endpoints.ttlMs]).toEqual([REVOCATION_BOUND_MS, REVOCATION_BOUND_MS, REVOCATION_BOUND_MS]);
+    expect([caches.keys.ttlMs, caches.workers.ttlMs, caches.endpoints.ttlMs]).toEqual([
+      REVOCATION_BOUND_MS,
+      REVOCATION_BOUND_MS,
+      REVOCATION_BOUND_MS,
+    ]);
     expect(RECORD_CACHE_MAX).toBe(10_000);
   });
 
   it("forgets a key, or every key of an account, on the key-change channel's notice; and all of them when the channel comes or goes", async () => {
     const caches = new RecordCaches();
-    const key = (accountId: string) => async () => ({ principal: { accountId, keyId: accountId, scopes: new Set<never>(), endpointIds: [], isAdmin: false }, expiresAt: null });
-    for (const [hash, account] of [['h1', 'a1'], ['h2', 'a1'], ['h3', 'a2'], ['h4', 'a3']] as const) await caches.keys.get(hash, key(account));
+    const key = (accountId: string) => async () => ({
+      principal: { accountId, keyId: accountId, scopes: new Set<never>(), endpointIds: [], isAdmin: false },
+      expiresAt: null,
+    });
+    for (const [hash, account] of [
+      ['h1', 'a1'],
+      ['h2', 'a1'],
+      ['h3', 'a2'],
+      ['h4', 'a3'],
+    ] as const)
+      await caches.keys.get(hash, key(account));
     expect(caches.keysFollowChanges).toBe(false);
     caches.recordChanged('key:h4');
     caches.recordChanged('account:a1');

@@ -5,7 +5,14 @@ import { describe, expect, it } from 'vitest';
 import { bucketShift, bucketStart } from '../../domain/billing/index.ts';
 import { availabilityLevel, regionOf } from '../../domain/catalog/index.ts';
 import { CPU_FLAVORS, maxVcpusOnHost, recordedCpuInstance } from '../../domain/catalog/index.ts';
-import { cpuRate, DEFAULT_PRICES, gpuRate, loadPriceFile, poolOfGpuType, priceTable } from '../../domain/billing/index.ts';
+import {
+  cpuRate,
+  DEFAULT_PRICES,
+  gpuRate,
+  loadPriceFile,
+  poolOfGpuType,
+  priceTable,
+} from '../../domain/billing/index.ts';
 
 const d = (iso: string): Date => new Date(iso);
 const flavor = (id: string) => CPU_FLAVORS.find((f) => f.id === id)!;
@@ -45,23 +52,41 @@ describe('price table', () => {
     expect(gpuRate(DEFAULT_PRICES, 'NVIDIA H100 80GB HBM3')).toEqual(DEFAULT_PRICES.gpuPools.ADA_80_PRO);
     expect(gpuRate(DEFAULT_PRICES, 'NVIDIA Tesla T4')).toEqual(DEFAULT_PRICES.otherGpu);
     const table = { ...DEFAULT_PRICES, gpuTypes: { 'NVIDIA H100 NVL': { serverlessPerHour: 5 } } };
-    expect(gpuRate(table, 'NVIDIA H100 NVL')).toEqual({ serverlessPerHour: 5, podPerHour: DEFAULT_PRICES.gpuPools.ADA_80_PRO.podPerHour });
+    expect(gpuRate(table, 'NVIDIA H100 NVL')).toEqual({
+      serverlessPerHour: 5,
+      podPerHour: DEFAULT_PRICES.gpuPools.ADA_80_PRO.podPerHour,
+    });
     expect(cpuRate(DEFAULT_PRICES, 'cpu5x')).toEqual(DEFAULT_PRICES.otherCpu);
   });
 
   it('merges a price file over the defaults and re-reads it when it changes', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'gantry-prices-unit-'));
     const file = path.join(dir, 'prices.json');
-    writeFileSync(file, JSON.stringify({ gpuPools: { AMPERE_16: { podPerHour: 0.2 } }, cpuFlavors: { cpu5c: { serverlessPerVcpuHour: 0.1 } } }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        gpuPools: { AMPERE_16: { podPerHour: 0.2 } },
+        cpuFlavors: { cpu5c: { serverlessPerVcpuHour: 0.1 } },
+      }),
+    );
     const table = loadPriceFile(file);
-    expect(table.gpuPools.AMPERE_16).toEqual({ serverlessPerHour: DEFAULT_PRICES.gpuPools.AMPERE_16.serverlessPerHour, podPerHour: 0.2 });
+    expect(table.gpuPools.AMPERE_16).toEqual({
+      serverlessPerHour: DEFAULT_PRICES.gpuPools.AMPERE_16.serverlessPerHour,
+      podPerHour: 0.2,
+    });
     expect(table.gpuPools.ADA_24).toEqual(DEFAULT_PRICES.gpuPools.ADA_24);
-    expect(table.cpuFlavors.cpu5c).toEqual({ serverlessPerVcpuHour: 0.1, podPerVcpuHour: DEFAULT_PRICES.otherCpu.podPerVcpuHour });
+    expect(table.cpuFlavors.cpu5c).toEqual({
+      serverlessPerVcpuHour: 0.1,
+      podPerVcpuHour: DEFAULT_PRICES.otherCpu.podPerVcpuHour,
+    });
     expect(table.cpuFlavors.cpu3c).toEqual(DEFAULT_PRICES.cpuFlavors.cpu3c);
 
     expect(priceTable(undefined)).toBe(DEFAULT_PRICES);
     expect(priceTable(file).gpuPools.AMPERE_16.podPerHour).toBe(0.2);
-    writeFileSync(file, JSON.stringify({ gpuPools: { AMPERE_16: { podPerHour: 0.25 } }, otherGpu: { podPerHour: 0.3 } }));
+    writeFileSync(
+      file,
+      JSON.stringify({ gpuPools: { AMPERE_16: { podPerHour: 0.25 } }, otherGpu: { podPerHour: 0.3 } }),
+    );
     expect(priceTable(file).gpuPools.AMPERE_16.podPerHour).toBe(0.25);
   });
 
@@ -69,7 +94,9 @@ describe('price table', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'gantry-prices-unit-'));
     const file = path.join(dir, 'bad.json');
     writeFileSync(file, JSON.stringify({ gpuPools: { AMPERE_16: { serverlessPerHour: -1 } }, currency: 'EUR' }));
-    expect(() => loadPriceFile(file)).toThrow(`GANTRY_PRICES_FILE ${file}: $.currency: must be equal to constant; $.gpuPools.AMPERE_16.serverlessPerHour: must be >= 0`);
+    expect(() => loadPriceFile(file)).toThrow(
+      `GANTRY_PRICES_FILE ${file}: $.currency: must be equal to constant; $.gpuPools.AMPERE_16.serverlessPerHour: must be >= 0`,
+    );
     writeFileSync(file, '{ not json');
     expect(() => loadPriceFile(file)).toThrow(/^GANTRY_PRICES_FILE .*bad\.json: /);
     expect(() => priceTable(path.join(dir, 'missing.json'))).toThrow(/no such file/);

@@ -1,8 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { decideScaling, nextCheckMs, type ScalingInput, type ScalingWorker } from '../../domain/endpoints/index.ts';
 
-const queue = (q: Partial<ScalingInput['queue']> = {}): ScalingInput['queue'] => ({ queued: 0, queuedLowPriority: 0, inProgress: 0, oldestQueuedAgeMs: null, ...q });
-const w = (id: string, state: ScalingWorker['state'], idleForMs = 0, releaseVersion = 1): ScalingWorker => ({ id, state, idleForMs, releaseVersion });
+const queue = (q: Partial<ScalingInput['queue']> = {}): ScalingInput['queue'] => ({
+  queued: 0,
+  queuedLowPriority: 0,
+  inProgress: 0,
+  oldestQueuedAgeMs: null,
+  ...q,
+});
+const w = (id: string, state: ScalingWorker['state'], idleForMs = 0, releaseVersion = 1): ScalingWorker => ({
+  id,
+  state,
+  idleForMs,
+  releaseVersion,
+});
 
 function input(extra: Partial<ScalingInput>): ScalingInput {
   return {
@@ -33,23 +44,36 @@ describe('decideScaling: QUEUE_DELAY', () => {
     // At most half the fleet (at least one) per decision.
     expect(d).toMatchObject({ desired: 3, start: 1 });
     const big = Array.from({ length: 6 }, (_, i) => w(`w${i}`, 'busy'));
-    expect(decideScaling(input({ workersMax: 100, workers: big, queue: queue({ queued: 50, oldestQueuedAgeMs: 9000 }) }))).toMatchObject({ desired: 9, start: 3 });
+    expect(
+      decideScaling(input({ workersMax: 100, workers: big, queue: queue({ queued: 50, oldestQueuedAgeMs: 9000 }) })),
+    ).toMatchObject({ desired: 9, start: 3 });
   });
 
   it('does not add workers for jobs that starting workers will take', () => {
-    const d = decideScaling(input({ workers: [w('a', 'busy'), w('s', 'starting')], queue: queue({ queued: 1, oldestQueuedAgeMs: 60_000 }) }));
+    const d = decideScaling(
+      input({ workers: [w('a', 'busy'), w('s', 'starting')], queue: queue({ queued: 1, oldestQueuedAgeMs: 60_000 }) }),
+    );
     expect(d.start).toBe(0);
   });
 
   it('never exceeds workers.max and keeps workers.min', () => {
     const busy = Array.from({ length: 5 }, (_, i) => w(`w${i}`, 'busy'));
-    expect(decideScaling(input({ workers: busy, queue: queue({ queued: 9, oldestQueuedAgeMs: 60_000 }) }))).toMatchObject({ desired: 5, start: 0 });
+    expect(
+      decideScaling(input({ workers: busy, queue: queue({ queued: 9, oldestQueuedAgeMs: 60_000 }) })),
+    ).toMatchObject({ desired: 5, start: 0 });
     expect(decideScaling(input({ workersMin: 2 }))).toMatchObject({ desired: 2, start: 2, drain: [] });
-    expect(decideScaling(input({ workersMin: 0, workersMax: 0, queue: queue({ queued: 4, oldestQueuedAgeMs: 60_000 }) }))).toMatchObject({ desired: 0, start: 0 });
+    expect(
+      decideScaling(input({ workersMin: 0, workersMax: 0, queue: queue({ queued: 4, oldestQueuedAgeMs: 60_000 }) })),
+    ).toMatchObject({ desired: 0, start: 0 });
   });
 
   it('removes only idle workers, only after idleTimeout, down to workers.min, older releases first', () => {
-    const workers = [w('young', 'idle', 4_000, 2), w('busy', 'busy'), w('oldRelease', 'idle', 6_000, 1), w('long', 'idle', 60_000, 2)];
+    const workers = [
+      w('young', 'idle', 4_000, 2),
+      w('busy', 'busy'),
+      w('oldRelease', 'idle', 6_000, 1),
+      w('long', 'idle', 60_000, 2),
+    ];
     const d = decideScaling(input({ releaseVersion: 2, workers }));
     expect(d.drain).toEqual(['oldRelease', 'long']);
     expect(d.start).toBe(0);
@@ -67,7 +91,9 @@ describe('decideScaling: QUEUE_DELAY', () => {
 
   it('never scales up for low-priority jobs', () => {
     expect(decideScaling(input({ queue: queue({ queuedLowPriority: 100 }) }))).toMatchObject({ desired: 0, start: 0 });
-    const d = decideScaling(input({ workers: [w('a', 'busy')], queue: queue({ queuedLowPriority: 100, inProgress: 1 }) }));
+    const d = decideScaling(
+      input({ workers: [w('a', 'busy')], queue: queue({ queuedLowPriority: 100, inProgress: 1 }) }),
+    );
     expect(d.start).toBe(0);
   });
 
@@ -78,16 +104,33 @@ describe('decideScaling: QUEUE_DELAY', () => {
 });
 
 describe('decideScaling: REQUEST_COUNT', () => {
-  const rc = (extra: Partial<ScalingInput>): ScalingInput => input({ scalerType: 'REQUEST_COUNT', scalerValue: 2, ...extra });
+  const rc = (extra: Partial<ScalingInput>): ScalingInput =>
+    input({ scalerType: 'REQUEST_COUNT', scalerValue: 2, ...extra });
 
   it('wants ceil((queued + in progress) / value) workers', () => {
-    expect(decideScaling(rc({ queue: queue({ queued: 5, inProgress: 0, oldestQueuedAgeMs: 1 }) }))).toMatchObject({ desired: 3, start: 3 });
-    expect(decideScaling(rc({ workers: [w('a', 'busy'), w('b', 'busy')], queue: queue({ queued: 3, inProgress: 4, oldestQueuedAgeMs: 1 }) }))).toMatchObject({ desired: 4, start: 2 });
-    expect(decideScaling(rc({ scalerValue: 0.5, queue: queue({ queued: 1, oldestQueuedAgeMs: 1 }) }))).toMatchObject({ desired: 2, start: 2 });
+    expect(decideScaling(rc({ queue: queue({ queued: 5, inProgress: 0, oldestQueuedAgeMs: 1 }) }))).toMatchObject({
+      desired: 3,
+      start: 3,
+    });
+    expect(
+      decideScaling(
+        rc({
+          workers: [w('a', 'busy'), w('b', 'busy')],
+          queue: queue({ queued: 3, inProgress: 4, oldestQueuedAgeMs: 1 }),
+        }),
+      ),
+    ).toMatchObject({ desired: 4, start: 2 });
+    expect(decideScaling(rc({ scalerValue: 0.5, queue: queue({ queued: 1, oldestQueuedAgeMs: 1 }) }))).toMatchObject({
+      desired: 2,
+      start: 2,
+    });
   });
 
   it('clamps to workers.max and workers.min', () => {
-    expect(decideScaling(rc({ workersMax: 2, queue: queue({ queued: 100, oldestQueuedAgeMs: 1 }) }))).toMatchObject({ desired: 2, start: 2 });
+    expect(decideScaling(rc({ workersMax: 2, queue: queue({ queued: 100, oldestQueuedAgeMs: 1 }) }))).toMatchObject({
+      desired: 2,
+      start: 2,
+    });
     expect(decideScaling(rc({ workersMin: 1 }))).toMatchObject({ desired: 1, start: 1 });
   });
 

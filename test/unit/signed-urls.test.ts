@@ -30,7 +30,9 @@ describe('signed URLs', () => {
   it('says expired once the moment has come', () => {
     const { path, query } = request(signUrl('http://h', PATH, secret, inAnHour, 'artifact-upload'));
     expect(verifySignedUrl(path, query, secret, 'artifact-upload', inAnHour)).toBe('expired');
-    expect(verifySignedUrl(path, query, secret, 'artifact-upload', new Date(inAnHour.getTime() + 86_400_000))).toBe('expired');
+    expect(verifySignedUrl(path, query, secret, 'artifact-upload', new Date(inAnHour.getTime() + 86_400_000))).toBe(
+      'expired',
+    );
   });
 
   it('refuses a changed path', () => {
@@ -63,7 +65,9 @@ describe('signed URLs', () => {
     const twice = new URLSearchParams(query);
     twice.append('expires', query.get('expires')!);
     expect(verifySignedUrl(path, twice, secret, 'artifact-upload', now)).toBe('invalid');
-    expect(verifySignedUrl(path, { expires: query.get('expires'), sig: [sig] }, secret, 'artifact-upload', now)).toBe('invalid');
+    expect(verifySignedUrl(path, { expires: query.get('expires'), sig: [sig] }, secret, 'artifact-upload', now)).toBe(
+      'invalid',
+    );
   });
 
   it('refuses a non-canonical spelling of the signature', () => {
@@ -80,8 +84,12 @@ describe('signed URLs', () => {
     expect(verifySignedUrl(path, q, secret, 'artifact-upload', now)).toBe('invalid');
   });
 
-  it('keeps a base URL\'s own path and refuses to sign what it could not verify', () => {
-    expect(signUrl('https://example.com/gantry/', '/x', secret, inAnHour, 'p').startsWith('https://example.com/gantry/x?expires=')).toBe(true);
+  it("keeps a base URL's own path and refuses to sign what it could not verify", () => {
+    expect(
+      signUrl('https://example.com/gantry/', '/x', secret, inAnHour, 'p').startsWith(
+        'https://example.com/gantry/x?expires=',
+      ),
+    ).toBe(true);
     expect(() => signUrl('http://h', 'x', secret, inAnHour, 'p')).toThrow(/start with/);
     expect(() => signUrl('http://h', '/x', Buffer.alloc(0), inAnHour, 'p')).toThrow(/secret/);
     expect(() => signUrl('http://h', '/x', secret, new Date(Number.NaN), 'p')).toThrow(/expiry/);

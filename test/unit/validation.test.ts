@@ -16,7 +16,9 @@ function failures(body: unknown): string[] {
 describe('request validation messages', () => {
   it('names an unknown property exactly as the spec does, at any depth', () => {
     expect(failures({ name: 'a', image: 'b', extra: 1 })).toEqual(["$: additional properties 'extra' not allowed"]);
-    expect(failures({ name: 'a', image: 'b', workers: { min: 0, max: 1, burst: 2 } })).toEqual(["$.workers: additional properties 'burst' not allowed"]);
+    expect(failures({ name: 'a', image: 'b', workers: { min: 0, max: 1, burst: 2 } })).toEqual([
+      "$.workers: additional properties 'burst' not allowed",
+    ]);
   });
 
   it('lists every failure with its JSON path', () => {

@@ -23,7 +23,11 @@ function standInTemporal(hold: boolean): { ctx: Pick<DomainContext, 'temporal' |
     workflow: {
       signalWithStart: (_type: string, opts: { workflowId: string; signalArgs?: Array<{ status: string }> }) =>
         new Promise<void>((resolve) => {
-          sent.push({ workflowId: opts.workflowId, status: opts.signalArgs?.[0]?.status ?? 'recheck', release: resolve });
+          sent.push({
+            workflowId: opts.workflowId,
+            status: opts.signalArgs?.[0]?.status ?? 'recheck',
+            release: resolve,
+          });
           if (!hold) resolve();
         }),
     },

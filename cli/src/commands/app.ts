@@ -18,7 +18,9 @@ function checkAppName(name: string): string {
 }
 
 export function registerApp(program: Command): void {
-  const app = program.command('app').description('manage apps (a project deployed under one name, with its environments)');
+  const app = program
+    .command('app')
+    .description('manage apps (a project deployed under one name, with its environments)');
 
   app
     .command('list')
@@ -31,7 +33,13 @@ export function registerApp(program: Command): void {
       say(
         table(
           ['NAME', 'ID', 'ENVIRONMENTS', 'ENDPOINTS', 'CREATED'],
-          apps.map((a) => [a.name, a.id, a.environments.map((e) => e.name).join(', ') || '-', String(a.environments.reduce((n, e) => n + e.endpoints.length, 0)), a.createdAt]),
+          apps.map((a) => [
+            a.name,
+            a.id,
+            a.environments.map((e) => e.name).join(', ') || '-',
+            String(a.environments.reduce((n, e) => n + e.endpoints.length, 0)),
+            a.createdAt,
+          ]),
         ),
       );
     });
@@ -43,7 +51,10 @@ export function registerApp(program: Command): void {
     .option('-e, --env <name>', 'create its first environment too')
     .option('--json', 'print JSON')
     .action(async (name: string, flags: { env?: string; json?: boolean }) => {
-      const created = await clientForProject().createApp(checkAppName(name), flags.env !== undefined ? checkEnvironmentName(flags.env) : undefined);
+      const created = await clientForProject().createApp(
+        checkAppName(name),
+        flags.env !== undefined ? checkEnvironmentName(flags.env) : undefined,
+      );
       if (flags.json) return printJson(created);
       say(`Created the app ${created.name} (${created.id})${flags.env ? ` with the environment ${flags.env}` : ''}.`);
     });
@@ -57,7 +68,10 @@ export function registerApp(program: Command): void {
       const client = clientForProject();
       const found = await getAppOrExplain(client, name);
       const endpoints = deployedEndpoints(found, undefined).length;
-      await confirmOrStop(`Delete the app ${found.name}, its ${found.environments.length} environment(s) and ${endpoints} endpoint(s)?`, flags.yes);
+      await confirmOrStop(
+        `Delete the app ${found.name}, its ${found.environments.length} environment(s) and ${endpoints} endpoint(s)?`,
+        flags.yes,
+      );
       await client.deleteApp(found.id);
       say(`Deleted the app ${found.name}.`);
     });

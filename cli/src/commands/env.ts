@@ -7,7 +7,10 @@ import { checkEnvironmentName, resolveAppName } from '../project.ts';
 import { confirmOrStop } from '../prompt.ts';
 import { deployedEndpoints, endpointTable, getAppOrExplain } from './undeploy.ts';
 
-const APP_OPTION = ['-a, --app <name>', 'app name (default: gantry.toml project name, else the directory name)'] as const;
+const APP_OPTION = [
+  '-a, --app <name>',
+  'app name (default: gantry.toml project name, else the directory name)',
+] as const;
 
 export function registerEnv(program: Command): void {
   const env = program.command('env').description("manage an app's environments (each runs its own endpoints)");
@@ -62,8 +65,14 @@ export function registerEnv(program: Command): void {
       const client = clientForProject();
       const app = await getAppOrExplain(client, resolveAppName(process.cwd(), flags.app));
       const target = app.environments.find((e) => e.name === name || e.id === name);
-      if (!target) throw new CliError(`The app ${app.name} has no environment ${name} (it has: ${app.environments.map((e) => e.name).join(', ') || 'none'}).`);
-      await confirmOrStop(`Delete the environment ${app.name}/${target.name} and its ${target.endpoints.length} endpoint(s)?`, flags.yes);
+      if (!target)
+        throw new CliError(
+          `The app ${app.name} has no environment ${name} (it has: ${app.environments.map((e) => e.name).join(', ') || 'none'}).`,
+        );
+      await confirmOrStop(
+        `Delete the environment ${app.name}/${target.name} and its ${target.endpoints.length} endpoint(s)?`,
+        flags.yes,
+      );
       await client.deleteEnvironment(app.id, target.id);
       say(`Deleted the environment ${target.name} of ${app.name}.`);
     });
@@ -77,7 +86,10 @@ export function registerEnv(program: Command): void {
     .action(async (name: string, flags: { app?: string; json?: boolean }) => {
       const app = await getAppOrExplain(clientForProject(), resolveAppName(process.cwd(), flags.app));
       const target = app.environments.find((e) => e.name === name || e.id === name);
-      if (!target) throw new CliError(`The app ${app.name} has no environment ${name} (it has: ${app.environments.map((e) => e.name).join(', ') || 'none'}).`);
+      if (!target)
+        throw new CliError(
+          `The app ${app.name} has no environment ${name} (it has: ${app.environments.map((e) => e.name).join(', ') || 'none'}).`,
+        );
       if (flags.json) return printJson({ app: app.name, ...target });
       say(`environment  ${app.name}/${target.name}`);
       say(`id           ${target.id}`);

@@ -25,7 +25,9 @@ const TEMPLATES: Array<[string, string]> = [
 export function registerInit(program: Command): void {
   program
     .command('init')
-    .description('create a project: three example workers, requirements, settings and a readme (nothing on the platform)')
+    .description(
+      'create a project: three example workers, requirements, settings and a readme (nothing on the platform)',
+    )
     .argument('<project>', "directory to create, or '.' for the current one")
     .option('-f, --force', 'overwrite files that already exist')
     .action((project: string, opts: { force?: boolean }) => {
@@ -37,11 +39,16 @@ function initProject(project: string, force: boolean): void {
   const dir = path.resolve(project);
   if (existsSync(dir) && !statSync(dir).isDirectory()) throw new CliError(`${project} exists and is not a directory.`);
   const name = normaliseName(path.basename(dir));
-  if (!name) throw new CliError(`Cannot make a project name out of '${path.basename(dir)}' (${NAME_RULE}); choose another directory name.`);
+  if (!name)
+    throw new CliError(
+      `Cannot make a project name out of '${path.basename(dir)}' (${NAME_RULE}); choose another directory name.`,
+    );
 
   const existing = TEMPLATES.map(([, target]) => target).filter((t) => existsSync(path.join(dir, t)));
   if (existing.length > 0 && !force) {
-    throw new CliError(`Not overwriting ${existing.join(', ')} in ${dir}; pass --force to replace ${existing.length === 1 ? 'it' : 'them'}.`);
+    throw new CliError(
+      `Not overwriting ${existing.join(', ')} in ${dir}; pass --force to replace ${existing.length === 1 ? 'it' : 'them'}.`,
+    );
   }
 
   const values: Record<string, string> = {
@@ -51,7 +58,10 @@ function initProject(project: string, force: boolean): void {
   };
   mkdirSync(dir, { recursive: true });
   for (const [template, target] of TEMPLATES) {
-    const text = readFileSync(path.join(CLI_ROOT, 'templates', template), 'utf8').replace(/\{\{(\w+)\}\}/g, (all, key: string) => values[key] ?? all);
+    const text = readFileSync(path.join(CLI_ROOT, 'templates', template), 'utf8').replace(
+      /\{\{(\w+)\}\}/g,
+      (all, key: string) => values[key] ?? all,
+    );
     writeFileSync(path.join(dir, target), text);
   }
 

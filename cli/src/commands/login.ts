@@ -20,12 +20,17 @@ export function registerLogin(program: Command): void {
   program
     .command('login')
     .description('store an API key (checked against the platform) for every project on this machine')
-    .option('--api-url <url>', 'the platform address (default: GANTRY_API_URL, the stored login, or http://127.0.0.1:8080)')
+    .option(
+      '--api-url <url>',
+      'the platform address (default: GANTRY_API_URL, the stored login, or http://127.0.0.1:8080)',
+    )
     .option('--api-key <key>', 'the API key (asked for when not given)')
     .action(async (flags: { apiUrl?: string; apiKey?: string }) => {
       const interactive = canPrompt();
       const suggested = resolveApiUrl(process.cwd());
-      const apiUrl = checkApiUrl(flags.apiUrl ?? (interactive ? await askText('Platform address', suggested) : suggested));
+      const apiUrl = checkApiUrl(
+        flags.apiUrl ?? (interactive ? await askText('Platform address', suggested) : suggested),
+      );
       let apiKey = flags.apiKey;
       if (!apiKey) {
         if (!interactive) throw new CliError('No API key given and no terminal to ask on: pass --api-key KEY.');
@@ -37,7 +42,8 @@ export function registerLogin(program: Command): void {
         await new PlatformClient(apiUrl, apiKey).listApps();
       } catch (err) {
         step.fail();
-        if (err instanceof ApiError && err.status === 401) throw new CliError(`The key was refused by ${apiUrl} (401); nothing was stored.`);
+        if (err instanceof ApiError && err.status === 401)
+          throw new CliError(`The key was refused by ${apiUrl} (401); nothing was stored.`);
         throw err;
       }
       step.succeed(`The key works with ${apiUrl}`);

@@ -21,16 +21,22 @@ export interface DeployedEndpoint extends AppEndpoint {
 export function registerUndeploy(program: Command): void {
   program
     .command('undeploy')
-    .description("list the app's endpoints (`undeploy list`), remove one by endpoint or resource name, or remove them all (--all)")
+    .description(
+      "list the app's endpoints (`undeploy list`), remove one by endpoint or resource name, or remove them all (--all)",
+    )
     .argument('[target]', "'list', or the endpoint (or resource) name to remove")
-    .option('--all', "remove every endpoint of the app (of one environment with --env)")
+    .option('--all', 'remove every endpoint of the app (of one environment with --env)')
     .option('-y, --yes', 'do not ask for confirmation')
     .option('-a, --app <name>', 'app name (default: gantry.toml project name, else the directory name)')
     .option('-e, --env <name>', 'only this environment')
     .option('--json', 'print the list as JSON')
     .action(async (target: string | undefined, flags: UndeployFlags) => {
       if (flags.all && target !== undefined) throw new CliError(`Give either an endpoint name or --all, not both.`, 2);
-      if (!flags.all && target === undefined) throw new CliError('Say what to undeploy: `gantry undeploy list`, `gantry undeploy NAME` or `gantry undeploy --all`.', 2);
+      if (!flags.all && target === undefined)
+        throw new CliError(
+          'Say what to undeploy: `gantry undeploy list`, `gantry undeploy NAME` or `gantry undeploy --all`.',
+          2,
+        );
       const projectDir = process.cwd();
       const auth = resolveAuth(projectDir);
       const client = new PlatformClient(auth.apiUrl, auth.apiKey);
@@ -48,16 +54,21 @@ export async function getAppOrExplain(client: PlatformClient, name: string): Pro
   try {
     return await client.getApp(name);
   } catch (err) {
-    if (err instanceof ApiError && err.status === 404) throw new CliError(`There is no app named ${name}; name one with --app (see \`gantry app list\`).`);
+    if (err instanceof ApiError && err.status === 404)
+      throw new CliError(`There is no app named ${name}; name one with --app (see \`gantry app list\`).`);
     throw err;
   }
 }
 
 export function deployedEndpoints(app: App, env: string | undefined): DeployedEndpoint[] {
   if (env !== undefined && !app.environments.some((e) => e.name === env)) {
-    throw new CliError(`The app ${app.name} has no environment ${env} (it has: ${app.environments.map((e) => e.name).join(', ') || 'none'}).`);
+    throw new CliError(
+      `The app ${app.name} has no environment ${env} (it has: ${app.environments.map((e) => e.name).join(', ') || 'none'}).`,
+    );
   }
-  return app.environments.filter((e) => env === undefined || e.name === env).flatMap((e) => e.endpoints.map((ep) => ({ ...ep, environment: e.name })));
+  return app.environments
+    .filter((e) => env === undefined || e.name === env)
+    .flatMap((e) => e.endpoints.map((ep) => ({ ...ep, environment: e.name })));
 }
 
 export function endpointTable(endpoints: DeployedEndpoint[]): string {
@@ -69,33 +80,54 @@ export function endpointTable(endpoints: DeployedEndpoint[]): string {
 
 function listEndpoints(app: string, endpoints: DeployedEndpoint[], flags: UndeployFlags): void {
   if (flags.json) return printJson({ app, endpoints });
-  if (endpoints.length === 0) return say(`The app ${app} has no deployed endpoints${flags.env ? ` in ${flags.env}` : ''}.`);
+  if (endpoints.length === 0)
+    return say(`The app ${app} has no deployed endpoints${flags.env ? ` in ${flags.env}` : ''}.`);
   say(endpointTable(endpoints));
 }
 
-async function removeAll(client: PlatformClient, app: string, endpoints: DeployedEndpoint[], flags: UndeployFlags): Promise<void> {
+async function removeAll(
+  client: PlatformClient,
+  app: string,
+  endpoints: DeployedEndpoint[],
+  flags: UndeployFlags,
+): Promise<void> {
   const where = flags.env ? `${app}/${flags.env}` : app;
   if (endpoints.length === 0) return say(`The app ${where} has no deployed endpoints; nothing to remove.`);
   note(endpointTable(endpoints));
-  await confirmOrStop(`Remove these ${endpoints.length} endpoint${endpoints.length === 1 ? '' : 's'} of ${where}?`, flags.yes);
+  await confirmOrStop(
+    `Remove these ${endpoints.length} endpoint${endpoints.length === 1 ? '' : 's'} of ${where}?`,
+    flags.yes,
+  );
   for (const e of endpoints) {
     await client.deleteEndpoint(e.id);
     say(`Removed ${e.name} (${e.resource} in ${e.environment})`);
   }
 }
 
-async function removeOne(client: PlatformClient, app: string, endpoints: DeployedEndpoint[], name: string, flags: UndeployFlags): Promise<void> {
+async function removeOne(
+  client: PlatformClient,
+  app: string,
+  endpoints: DeployedEndpoint[],
+  name: string,
+  flags: UndeployFlags,
+): Promise<void> {
   const byName = endpoints.filter((e) => e.name === name || e.id === name);
   const matches = byName.length > 0 ? byName : endpoints.filter((e) => e.resource === name);
   if (matches.length === 0) {
     const known = endpoints.map((e) => e.name).join(', ') || 'none';
-    throw new CliError(`The app ${app} has no endpoint ${name}${flags.env ? ` in ${flags.env}` : ''} (deployed: ${known}).`);
+    throw new CliError(
+      `The app ${app} has no endpoint ${name}${flags.env ? ` in ${flags.env}` : ''} (deployed: ${known}).`,
+    );
   }
   if (matches.length > 1) {
-    throw new CliError(`${name} is deployed in several environments (${matches.map((e) => e.environment).join(', ')}); choose one with --env NAME.`);
+    throw new CliError(
+      `${name} is deployed in several environments (${matches.map((e) => e.environment).join(', ')}); choose one with --env NAME.`,
+    );
   }
   const e = matches[0]!;
   await client.deleteEndpoint(e.id);
   const again = e.environment === 'live' ? 'the next `gantry dev` call to it' : `the next deploy of ${e.environment}`;
-  say(`Removed ${e.name} (${e.resource} in ${e.environment}); ${again} creates it again while the code still declares it.`);
+  say(
+    `Removed ${e.name} (${e.resource} in ${e.environment}); ${again} creates it again while the code still declares it.`,
+  );
 }

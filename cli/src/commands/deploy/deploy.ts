@@ -32,7 +32,10 @@ export function registerDeploy(program: Command): void {
     .action(async (flags: DeployFlags) => {
       if (flags.preview) {
         // A preview has no platform, so no environment to deploy to.
-        if (flags.env !== undefined) throw new CliError('--env has no meaning with --preview: a preview runs on this machine, not in an environment.');
+        if (flags.env !== undefined)
+          throw new CliError(
+            '--env has no meaning with --preview: a preview runs on this machine, not in an environment.',
+          );
         await runPreview(flags);
         return;
       }
@@ -62,7 +65,11 @@ async function deploy(flags: DeployFlags): Promise<void> {
 
   const target = await applyPlan(client, plan);
   let step = progress(`Uploading ${formatBytes(built.size)} to ${target.app}`);
-  const prepared = await client.prepareUpload(target.app, { sha256: built.sha256, size: built.size, manifest: built.manifest });
+  const prepared = await client.prepareUpload(target.app, {
+    sha256: built.sha256,
+    size: built.size,
+    manifest: built.manifest,
+  });
   if (prepared.build.status !== 'READY') {
     await client.upload(prepared.upload, built.path);
     await client.finalizeUpload(target.app, prepared.build.id);
@@ -82,20 +89,35 @@ async function deploy(flags: DeployFlags): Promise<void> {
     } catch (err) {
       if (err instanceof ApiError && err.status !== 429 && err.status < 500) throw err;
       if (++failures > POLL_FAILURES_TOLERATED) {
-        throw new CliError(`Lost track of deployment ${deployment.id} (${describeError(err)}); it may still finish: see \`gantry env show ${target.env}\`.`);
+        throw new CliError(
+          `Lost track of deployment ${deployment.id} (${describeError(err)}); it may still finish: see \`gantry env show ${target.env}\`.`,
+        );
       }
     }
   }
   if (deployment.status === 'FAILED') {
     step.fail(`Deployment ${deployment.id} failed`);
-    throw new CliError(`The deployment to ${target.app}/${target.env} failed: ${deployment.error ?? 'the platform gave no reason'}.`);
+    throw new CliError(
+      `The deployment to ${target.app}/${target.env} failed: ${deployment.error ?? 'the platform gave no reason'}.`,
+    );
   }
   step.succeed(`Deployed build ${prepared.build.id} to ${target.app}/${target.env}`);
   // Where the time went, for scripts and bench/apps.ts: the release includes the CLI's 1 s polls.
-  const timings = { buildMs: Math.round(builtAt - started), uploadMs: Math.round(uploadedAt - builtAt), releaseMs: Math.round(performance.now() - uploadedAt) };
+  const timings = {
+    buildMs: Math.round(builtAt - started),
+    uploadMs: Math.round(uploadedAt - builtAt),
+    releaseMs: Math.round(performance.now() - uploadedAt),
+  };
 
   if (flags.json) {
-    printJson({ app: target.app, environment: target.env, build: buildSummary(built), buildId: prepared.build.id, deployment, timings });
+    printJson({
+      app: target.app,
+      environment: target.env,
+      build: buildSummary(built),
+      buildId: prepared.build.id,
+      deployment,
+      timings,
+    });
     return;
   }
   printSummary(deployment, built);
@@ -118,10 +140,13 @@ async function findApp(client: PlatformClient, name: string): Promise<App | unde
 export function planTarget(app: string, envFlag: string | undefined, existing: App | undefined): Plan {
   if (!existing) return { app, env: envFlag ?? DEFAULT_ENVIRONMENT, createApp: true, createEnv: false };
   const names = existing.environments.map((e) => e.name);
-  if (envFlag !== undefined) return { app: existing.name, env: envFlag, createApp: false, createEnv: !names.includes(envFlag) };
+  if (envFlag !== undefined)
+    return { app: existing.name, env: envFlag, createApp: false, createEnv: !names.includes(envFlag) };
   if (names.length === 1) return { app: existing.name, env: names[0]!, createApp: false, createEnv: false };
   if (names.length === 0) return { app: existing.name, env: DEFAULT_ENVIRONMENT, createApp: false, createEnv: true };
-  throw new CliError(`The app ${existing.name} has ${names.length} environments (${names.join(', ')}); choose one with --env NAME.`);
+  throw new CliError(
+    `The app ${existing.name} has ${names.length} environments (${names.join(', ')}); choose one with --env NAME.`,
+  );
 }
 
 async function applyPlan(client: PlatformClient, plan: Plan): Promise<{ app: string; env: string }> {
@@ -136,7 +161,10 @@ async function applyPlan(client: PlatformClient, plan: Plan): Promise<{ app: str
 }
 
 function waitingOn(d: Deployment, target: { app: string; env: string }): string {
-  const endpoints = d.endpoints.length > 0 ? `; endpoints: ${d.endpoints.map((e) => e.name).join(', ')}` : '; waiting for the endpoints';
+  const endpoints =
+    d.endpoints.length > 0
+      ? `; endpoints: ${d.endpoints.map((e) => e.name).join(', ')}`
+      : '; waiting for the endpoints';
   return `Deploying to ${target.app}/${target.env}: ${d.status.toLowerCase()}${endpoints}`;
 }
 

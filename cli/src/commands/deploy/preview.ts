@@ -93,7 +93,9 @@ export async function runPreview(flags: PreviewFlags): Promise<void> {
     const artifactDir = await extractArtifact(engine, projectDir, built);
     checkAborted(abort.signal);
 
-    const step = progress(`Starting ${built.manifest.resources.length} container${built.manifest.resources.length === 1 ? '' : 's'} on the network gantry-preview-${app}`);
+    const step = progress(
+      `Starting ${built.manifest.resources.length} container${built.manifest.resources.length === 1 ? '' : 's'} on the network gantry-preview-${app}`,
+    );
     const network = `gantry-preview-${app}`;
     await check(engine, ['network', 'create', '--label', `${LABEL}=${app}`, network]);
     const discovery = await discoveryMode(engine, network);
@@ -105,11 +107,25 @@ export async function runPreview(flags: PreviewFlags): Promise<void> {
       port: ports[i]!,
       ...(ips[i] ? { ip: ips[i] } : {}),
     }));
-    const endpoints = Object.fromEntries(planned.map((p) => [p.resource.name, `http://${p.container}:${CONTAINER_PORT}`]));
+    const endpoints = Object.fromEntries(
+      planned.map((p) => [p.resource.name, `http://${p.container}:${CONTAINER_PORT}`]),
+    );
 
     for (const p of planned) {
       checkAborted(abort.signal);
-      await check(engine, runArgs({ app, network, image: image.name, artifactDir, sha256: built.sha256, planned: p, all: planned, endpoints }));
+      await check(
+        engine,
+        runArgs({
+          app,
+          network,
+          image: image.name,
+          artifactDir,
+          sha256: built.sha256,
+          planned: p,
+          all: planned,
+          endpoints,
+        }),
+      );
       followers.push(followLogs(engine, p));
     }
     // One container failing ends the others' waits too (else they would poll on after the cleanup).
@@ -141,7 +157,16 @@ export async function runPreview(flags: PreviewFlags): Promise<void> {
     };
     const rows = planned.map((p) => describe(p, endpoints));
     if (flags.json) {
-      printJson({ app, runtime: engine.kind, network, discovery: discovery.mode, image: image.name, artifact: { sha256: built.sha256, dir: artifactDir }, endpoints: rows, timings });
+      printJson({
+        app,
+        runtime: engine.kind,
+        network,
+        discovery: discovery.mode,
+        image: image.name,
+        artifact: { sha256: built.sha256, dir: artifactDir },
+        endpoints: rows,
+        timings,
+      });
     } else {
       printTable(rows, discovery.mode);
     }
@@ -155,7 +180,10 @@ export async function runPreview(flags: PreviewFlags): Promise<void> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     for (const f of followers) f.kill();
-    if (touched) await removeLabelled(engine, app).catch((err: unknown) => note(`Could not remove everything (${describeError(err)}); the next preview of ${app} removes the rest.`));
+    if (touched)
+      await removeLabelled(engine, app).catch((err: unknown) =>
+        note(`Could not remove everything (${describeError(err)}); the next preview of ${app} removes the rest.`),
+      );
   }
   if (!up) throw new CliError('Interrupted before the preview was up; removed what had started.', 130);
   note(`Stopped and removed the preview of ${app}.`);
@@ -174,7 +202,9 @@ function findEngine(): Engine {
     const globalArgs = kind === 'podman' ? (process.env.GANTRY_PODMAN_ARGS ?? '').split(/\s+/).filter(Boolean) : [];
     return { kind, bin, globalArgs };
   }
-  throw new CliError('`gantry deploy --preview` runs the endpoints in local containers and needs Podman or Docker; neither podman nor docker is on PATH.');
+  throw new CliError(
+    '`gantry deploy --preview` runs the endpoints in local containers and needs Podman or Docker; neither podman nor docker is on PATH.',
+  );
 }
 
 function onPath(name: string): string | undefined {
@@ -207,7 +237,10 @@ const lastLines = (text: string, n = 15): string => text.trim().split('\n').slic
 
 async function check(engine: Engine, args: string[]): Promise<string> {
   const r = await exec(engine, args);
-  if (r.code !== 0) throw new CliError(`\`${engine.kind} ${args.slice(0, 2).join(' ')}\` failed (exit ${r.code}):\n${lastLines(r.stderr || r.stdout)}`);
+  if (r.code !== 0)
+    throw new CliError(
+      `\`${engine.kind} ${args.slice(0, 2).join(' ')}\` failed (exit ${r.code}):\n${lastLines(r.stderr || r.stdout)}`,
+    );
   return r.stdout;
 }
 
@@ -227,7 +260,10 @@ async function removeLabelled(engine: Engine, app: string): Promise<void> {
 /** The build context's files: the Containerfile and the gantry package, as the image gets them. */
 function contextFiles(root: string): Array<{ rel: string; content: Buffer }> {
   const containerfile = path.join(root, 'Containerfile');
-  if (!existsSync(containerfile)) throw new CliError(`The runtime's Containerfile is missing from this installation (${containerfile}); reinstall the CLI.`);
+  if (!existsSync(containerfile))
+    throw new CliError(
+      `The runtime's Containerfile is missing from this installation (${containerfile}); reinstall the CLI.`,
+    );
   const files = [{ rel: 'Containerfile', content: readFileSync(containerfile) }];
   const walk = (rel: string): void => {
     for (const e of readdirSync(path.join(root, rel), { withFileTypes: true })) {
@@ -261,10 +297,21 @@ async function runtimeImage(engine: Engine, pythonVersion: string): Promise<{ na
       await mkdir(path.dirname(path.join(context, f.rel)), { recursive: true });
       await writeFile(path.join(context, f.rel), f.content);
     }
-    const r = await exec(engine, ['build', '--build-arg', `BASE_IMAGE=${base}`, '-t', name, '-f', path.join(context, 'Containerfile'), context]);
+    const r = await exec(engine, [
+      'build',
+      '--build-arg',
+      `BASE_IMAGE=${base}`,
+      '-t',
+      name,
+      '-f',
+      path.join(context, 'Containerfile'),
+      context,
+    ]);
     if (r.code !== 0) {
       step.fail(`Building ${name} failed`);
-      throw new CliError(`Building the runtime image on ${base} failed (exit ${r.code}); set GANTRY_PREVIEW_BASE_IMAGE to a Python image you have ({python} is replaced by ${pythonVersion}):\n${lastLines(r.stderr || r.stdout)}`);
+      throw new CliError(
+        `Building the runtime image on ${base} failed (exit ${r.code}); set GANTRY_PREVIEW_BASE_IMAGE to a Python image you have ({python} is replaced by ${pythonVersion}):\n${lastLines(r.stderr || r.stdout)}`,
+      );
     }
   } finally {
     await rm(context, { recursive: true, force: true });
@@ -303,7 +350,8 @@ async function extractArtifact(engine: Engine, projectDir: string, built: BuildR
       if (age > 86_400_000) await rm(path.join(root, entry), { recursive: true, force: true });
       continue;
     }
-    if (words(await check(engine, ['ps', '-a', '-q', '--filter', `label=${ARTIFACT_LABEL}=${entry}`])).length > 0) continue;
+    if (words(await check(engine, ['ps', '-a', '-q', '--filter', `label=${ARTIFACT_LABEL}=${entry}`])).length > 0)
+      continue;
     await rm(path.join(root, entry), { recursive: true, force: true });
   }
   return dir;
@@ -323,10 +371,16 @@ type Discovery = { mode: 'dns' } | { mode: 'hosts'; subnet: string; gateway?: st
  */
 async function discoveryMode(engine: Engine, network: string): Promise<Discovery> {
   if (engine.kind === 'docker') return { mode: 'dns' };
-  const [info] = JSON.parse(await check(engine, ['network', 'inspect', network])) as Array<{ dns_enabled?: boolean; subnets?: Array<{ subnet?: string; gateway?: string }> }>;
+  const [info] = JSON.parse(await check(engine, ['network', 'inspect', network])) as Array<{
+    dns_enabled?: boolean;
+    subnets?: Array<{ subnet?: string; gateway?: string }>;
+  }>;
   if (info?.dns_enabled) return { mode: 'dns' };
   const v4 = (info?.subnets ?? []).find((s) => s.subnet && /^\d+\.\d+\.\d+\.\d+\/\d+$/.test(s.subnet));
-  if (!v4?.subnet) throw new CliError(`The network ${network} resolves no container names and has no IPv4 subnet to give fixed addresses from.`);
+  if (!v4?.subnet)
+    throw new CliError(
+      `The network ${network} resolves no container names and has no IPv4 subnet to give fixed addresses from.`,
+    );
   return { mode: 'hosts', subnet: v4.subnet, ...(v4.gateway ? { gateway: v4.gateway } : {}) };
 }
 
@@ -343,7 +397,8 @@ export function addressesIn(subnet: string, gateway: string | undefined, count: 
     const ip = intToIp(base + i);
     if (ip !== gateway) out.push(ip);
   }
-  if (out.length < count) throw new CliError(`The subnet ${subnet} has room for ${out.length} containers, not ${count}.`);
+  if (out.length < count)
+    throw new CliError(`The subnet ${subnet} has room for ${out.length} containers, not ${count}.`);
   return out;
 }
 
@@ -431,7 +486,9 @@ function runArgs(input: RunInput): string[] {
 
 /** The containers' output on stderr, one `[resource]` prefix per line, while the preview runs. */
 function followLogs(engine: Engine, p: Planned): ChildProcess {
-  const child = spawn(engine.bin, [...engine.globalArgs, 'logs', '--follow', p.container], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(engine.bin, [...engine.globalArgs, 'logs', '--follow', p.container], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const prefix = `[${p.resource.name}] `;
   for (const stream of [child.stdout, child.stderr]) {
     let pending = '';
@@ -462,9 +519,15 @@ async function waitReady(engine: Engine, p: Planned, signal: AbortSignal): Promi
     if (Date.now() - lastCheck > 1000) {
       lastCheck = Date.now();
       const state = await exec(engine, ['inspect', '--format', '{{.State.Running}}', p.container]);
-      if (state.stdout.trim() === 'false') throw new CliError(`${p.resource.name} stopped before it answered GET /ping; its logs:\n${await logsOf(engine, p.container)}`);
+      if (state.stdout.trim() === 'false')
+        throw new CliError(
+          `${p.resource.name} stopped before it answered GET /ping; its logs:\n${await logsOf(engine, p.container)}`,
+        );
     }
-    if (Date.now() > deadline) throw new CliError(`${p.resource.name} did not answer GET /ping within ${READY_TIMEOUT_MS / 1000} s; its logs:\n${await logsOf(engine, p.container)}`);
+    if (Date.now() > deadline)
+      throw new CliError(
+        `${p.resource.name} did not answer GET /ping within ${READY_TIMEOUT_MS / 1000} s; its logs:\n${await logsOf(engine, p.container)}`,
+      );
     await sleep(250);
   }
 }
@@ -479,7 +542,9 @@ function checkAborted(signal: AbortSignal): void {
 }
 
 const aborted = (signal: AbortSignal): Promise<void> =>
-  signal.aborted ? Promise.resolve() : new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+  signal.aborted
+    ? Promise.resolve()
+    : new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 
 // ---------------------------------------------------------------------------------------------
 // The result
@@ -506,7 +571,10 @@ const QUEUE_ROUTES = [
 
 function describe(p: Planned, endpoints: Record<string, string>): PreviewRow {
   const r = p.resource;
-  const compute = 'gpu' in r.compute ? `no GPU here (asks for ${r.compute.gpu.pools.join('|')} x${r.compute.gpu.count})` : `cpu (${r.compute.cpu})`;
+  const compute =
+    'gpu' in r.compute
+      ? `no GPU here (asks for ${r.compute.gpu.pools.join('|')} x${r.compute.gpu.count})`
+      : `cpu (${r.compute.cpu})`;
   return {
     resource: r.name,
     kind: r.kind,
@@ -524,10 +592,19 @@ function printTable(rows: PreviewRow[], mode: Discovery['mode']): void {
   say(
     table(
       ['RESOURCE', 'KIND', 'LOCAL URL', 'COMPUTE', 'ROUTES'],
-      rows.map((r) => [r.resource, r.kind === 'lb' ? 'load-balanced' : 'queue', r.url, r.compute, r.routes.map((x) => `${x.method} ${x.path}`).join(', ')]),
+      rows.map((r) => [
+        r.resource,
+        r.kind === 'lb' ? 'load-balanced' : 'queue',
+        r.url,
+        r.compute,
+        r.routes.map((x) => `${x.method} ${x.path}`).join(', '),
+      ]),
     ),
   );
   say('');
-  say(`Inside the containers, each endpoint is at its GANTRY_ENDPOINT_<NAME> (e.g. ${rows[0]!.variable}=${rows[0]!.internalUrl})${mode === 'hosts' ? ', through /etc/hosts entries' : ''}.`);
-  if (rows.some((r) => r.gpuRequested)) say('GPU resources run on the CPU in a preview: it checks the wiring, not the speed.');
+  say(
+    `Inside the containers, each endpoint is at its GANTRY_ENDPOINT_<NAME> (e.g. ${rows[0]!.variable}=${rows[0]!.internalUrl})${mode === 'hosts' ? ', through /etc/hosts entries' : ''}.`,
+  );
+  if (rows.some((r) => r.gpuRequested))
+    say('GPU resources run on the CPU in a preview: it checks the wiring, not the speed.');
 }

@@ -30,7 +30,8 @@ const ALWAYS_RELEVANT = new Set(['.gantryignore', 'requirements.txt', 'gantry.to
 
 function parsePort(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 65_535) throw new InvalidArgumentError('a port is a whole number from 1 to 65535.');
+  if (!Number.isInteger(n) || n < 1 || n > 65_535)
+    throw new InvalidArgumentError('a port is a whole number from 1 to 65535.');
   return n;
 }
 
@@ -47,7 +48,13 @@ function configure(command: Command): Command {
 }
 
 export function registerDev(program: Command): void {
-  configure(program.command('dev').description('serve the functions locally, each call running on a live endpoint (live-<name>) that reloads on save'));
+  configure(
+    program
+      .command('dev')
+      .description(
+        'serve the functions locally, each call running on a live endpoint (live-<name>) that reloads on save',
+      ),
+  );
   // The spec's hidden alias: same command, not listed in --help.
   configure(program.command('run', { hidden: true }).description('alias of dev'));
 }
@@ -55,7 +62,8 @@ export function registerDev(program: Command): void {
 /** The scanner's answer without turning errors into an exception: a reload reports them and goes on. */
 async function scan(python: string, projectDir: string): Promise<{ resources: Resource[]; errors: ScanError[] }> {
   const r = await runProgram(python, [scannerPath(), projectDir]);
-  if (r.code !== 0) throw new CliError(`The scanner failed (${python}, exit ${r.code}): ${lastMeaningfulLine(r.stderr)}.`);
+  if (r.code !== 0)
+    throw new CliError(`The scanner failed (${python}, exit ${r.code}): ${lastMeaningfulLine(r.stderr)}.`);
   try {
     const answer = JSON.parse(r.stdout) as { resources?: Resource[]; errors?: ScanError[] };
     return { resources: answer.resources ?? [], errors: answer.errors ?? [] };
@@ -70,7 +78,8 @@ const where = (e: ScanError): string => `${e.file}:${e.line}`;
 function scanProblem(result: { resources: Resource[]; errors: ScanError[] }): string | undefined {
   const [first, ...rest] = result.errors;
   if (first) return `${where(first)}: ${first.message}${rest.length > 0 ? ` (and ${rest.map(where).join(', ')})` : ''}`;
-  if (result.resources.length === 0) return 'No resources found: decorate a function with @endpoint(name=...) or create an Endpoint(name=...)';
+  if (result.resources.length === 0)
+    return 'No resources found: decorate a function with @endpoint(name=...) or create an Endpoint(name=...)';
   return undefined;
 }
 
@@ -87,13 +96,21 @@ async function dev(flags: DevFlags): Promise<void> {
   let resources = first.resources;
 
   const client = new PlatformClient(auth.apiUrl, auth.apiKey);
-  const live = await LiveEndpoints.open({ client, projectDir, app, python, interpreter, trace: Boolean(process.env.GANTRY_DEV_TRACE) }, resources);
+  const live = await LiveEndpoints.open(
+    { client, projectDir, app, python, interpreter, trace: Boolean(process.env.GANTRY_DEV_TRACE) },
+    resources,
+  );
 
-  for (const name of live.outdated()) note(`resource ${name} configuration changed since live-${name} was made: ${flags.autoProvision ? 'updating it now' : 'it is updated on its next call'}`);
+  for (const name of live.outdated())
+    note(
+      `resource ${name} configuration changed since live-${name} was made: ${flags.autoProvision ? 'updating it now' : 'it is updated on its next call'}`,
+    );
   const toProvision = flags.autoProvision ? resources.map((r) => r.name).filter((n) => !live.current(n)) : [];
   const toCreate = toProvision.filter((n) => !(n in live.state.resources));
   if (toCreate.length > CONFIRM_ABOVE) {
-    note(`--auto-provision would create ${toCreate.length} live endpoints: ${toCreate.map((n) => `live-${n}`).join(', ')}`);
+    note(
+      `--auto-provision would create ${toCreate.length} live endpoints: ${toCreate.map((n) => `live-${n}`).join(', ')}`,
+    );
     await confirmOrStop(`Create ${toCreate.length} live endpoints in ${app}/${LIVE_ENVIRONMENT}?`, flags.yes);
   }
 
@@ -160,10 +177,16 @@ async function dev(flags: DevFlags): Promise<void> {
     resources = result.resources;
     live.setResources(resources);
     document = openApiDocument(app, resources);
-    for (const r of resources) if (!before.has(r.name)) note(`new resource ${r.name}: /${r.kind === 'queue' ? `${r.name}/runsync` : r.name} (its live endpoint is made on its first call)`);
+    for (const r of resources)
+      if (!before.has(r.name))
+        note(
+          `new resource ${r.name}: /${r.kind === 'queue' ? `${r.name}/runsync` : r.name} (its live endpoint is made on its first call)`,
+        );
     for (const name of before.keys()) {
       if (resources.some((r) => r.name === name)) continue;
-      note(`resource ${name} is no longer in the code${name in live.state.resources ? `; live-${name} stays until \`gantry undeploy live-${name}\`` : ''}`);
+      note(
+        `resource ${name} is no longer in the code${name in live.state.resources ? `; live-${name} stays until \`gantry undeploy live-${name}\`` : ''}`,
+      );
     }
 
     // The files first: every live endpoint gets them within about a second, whatever else follows.
@@ -172,7 +195,9 @@ async function dev(flags: DevFlags): Promise<void> {
 
     if (live.depsHash !== depsBefore) {
       const again = live.provisioned();
-      note(`dependencies changed: rebuilding${again.length > 0 ? ` and updating ${again.map((n) => `live-${n}`).join(', ')}` : ''}`);
+      note(
+        `dependencies changed: rebuilding${again.length > 0 ? ` and updating ${again.map((n) => `live-${n}`).join(', ')}` : ''}`,
+      );
       if (again.length > 0) await report(live.provisionAll(again, 'dependencies changed'));
       return;
     }
@@ -181,12 +206,17 @@ async function dev(flags: DevFlags): Promise<void> {
 
   const schedule = (paths: Set<string>): void => {
     for (const p of paths) pending.add(p);
-    reloading = reloading.then(() => (pending.size > 0 ? reload() : undefined)).catch((err: unknown) => note(`reload failed: ${describeError(err)}`));
+    reloading = reloading
+      .then(() => (pending.size > 0 ? reload() : undefined))
+      .catch((err: unknown) => note(`reload failed: ${describeError(err)}`));
   };
 
-  if (flags.reload !== false) watcher = watchProject(projectDir, schedule, (err) => note(`watching the files stopped: ${describeError(err)}`));
+  if (flags.reload !== false)
+    watcher = watchProject(projectDir, schedule, (err) => note(`watching the files stopped: ${describeError(err)}`));
   // Said last, once edits are watched: from this line on the server is fully there.
-  say(`Gantry dev server listening on ${server.url} (app ${app}, environment ${LIVE_ENVIRONMENT}; explorer: ${server.url}/docs)`);
+  say(
+    `Gantry dev server listening on ${server.url} (app ${app}, environment ${LIVE_ENVIRONMENT}; explorer: ${server.url}/docs)`,
+  );
   printRoutes(server.url, resources, live, Boolean(flags.autoProvision));
   if (watcher) note('Watching the project: saved changes reach the live endpoints without a redeploy.');
 
@@ -203,8 +233,16 @@ async function dev(flags: DevFlags): Promise<void> {
 async function report(outcome: ReturnType<LiveEndpoints['provisionAll']>, total?: number): Promise<void> {
   try {
     const r = await outcome;
-    const parts = [`${r.created} created`, `${r.updated} updated`, ...(total !== undefined ? [`${total - r.created - r.updated - r.failed.length} reused`] : [])];
-    note(r.failed.length > 0 ? `Live endpoints: ${parts.join(', ')}; failed: ${r.failed.join(', ')}` : `Live endpoints ready: ${parts.join(', ')}`);
+    const parts = [
+      `${r.created} created`,
+      `${r.updated} updated`,
+      ...(total !== undefined ? [`${total - r.created - r.updated - r.failed.length} reused`] : []),
+    ];
+    note(
+      r.failed.length > 0
+        ? `Live endpoints: ${parts.join(', ')}; failed: ${r.failed.join(', ')}`
+        : `Live endpoints ready: ${parts.join(', ')}`,
+    );
   } catch (err) {
     note(`Provisioning failed: ${describeError(err)}`);
   }
@@ -214,6 +252,7 @@ function printRoutes(url: string, resources: Resource[], live: LiveEndpoints, au
   for (const r of resources) {
     const state = `live-${r.name} (${live.current(r.name) ? 'live' : autoProvision ? 'being made now' : 'made on the first call'})`;
     if (r.kind === 'queue') say(`  POST ${url}/${r.name}/runsync  -> ${state}`);
-    else for (const route of r.routes ?? []) say(`  ${route.method.padEnd(6)} ${url}/${r.name}${route.path}  -> ${state}`);
+    else
+      for (const route of r.routes ?? []) say(`  ${route.method.padEnd(6)} ${url}/${r.name}${route.path}  -> ${state}`);
   }
 }

@@ -58,7 +58,8 @@ function exampleValue(annotation: string | null): unknown {
   }
 }
 
-const summaryOf = (summary: string | null | undefined, fn: string | undefined): string => summary || `${fn ?? 'function'}()`;
+const summaryOf = (summary: string | null | undefined, fn: string | undefined): string =>
+  summary || `${fn ?? 'function'}()`;
 
 function queueOperation(r: Resource): Operation {
   const signature = `${r.function}(${(r.params ?? []).map((p) => p.name).join(', ')})`;
@@ -69,19 +70,33 @@ function queueOperation(r: Resource): Operation {
     description: `Runs \`${signature}\` (${r.file}:${r.line}) on the live endpoint \`live-${r.name}\`, created on the first call. The members of \`input\` are the function's parameters.`,
     requestBody: {
       required: true,
-      content: { 'application/json': { schema: { type: 'object', required: ['input'], properties: { input: inputSchema(r) } } } },
+      content: {
+        'application/json': { schema: { type: 'object', required: ['input'], properties: { input: inputSchema(r) } } },
+      },
     },
     responses: {
       200: {
         description: "The platform's /runsync answer: `status` COMPLETED with `output`, or FAILED with `error`.",
-        content: { 'application/json': { schema: { type: 'object', properties: { id: { type: 'string' }, status: { type: 'string' }, output: {}, error: {} } } } },
+        content: {
+          'application/json': {
+            schema: {
+              type: 'object',
+              properties: { id: { type: 'string' }, status: { type: 'string' }, output: {}, error: {} },
+            },
+          },
+        },
       },
     },
   };
 }
 
 function routeOperation(r: Resource, route: NonNullable<Resource['routes']>[number]): Operation {
-  const pathParams = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
+  const pathParams = [...route.path.matchAll(/\{([^}]+)\}/g)].map((m) => ({
+    name: m[1],
+    in: 'path',
+    required: true,
+    schema: { type: 'string' },
+  }));
   const withBody = route.method !== 'GET' && route.method !== 'DELETE';
   return {
     tags: [r.name],
@@ -90,7 +105,9 @@ function routeOperation(r: Resource, route: NonNullable<Resource['routes']>[numb
     description: `\`${route.function}\` of \`${r.object}\` (${r.file}) on the live load-balanced endpoint \`live-${r.name}\`, created on the first call. ${withBody ? 'The body is the JSON the function gets.' : 'The query parameters are what the function gets.'}`,
     ...(pathParams.length > 0 ? { parameters: pathParams } : {}),
     ...(withBody ? { requestBody: { content: { 'application/json': { schema: { type: 'object' } } } } } : {}),
-    responses: { 200: { description: "The function's answer (JSON).", content: { 'application/json': { schema: {} } } } },
+    responses: {
+      200: { description: "The function's answer (JSON).", content: { 'application/json': { schema: {} } } },
+    },
   };
 }
 
@@ -102,7 +119,12 @@ export function openApiDocument(app: string, resources: Resource[]): Record<stri
         tags: ['dev server'],
         operationId: 'health',
         summary: 'Health: the resources and their live endpoints',
-        responses: { 200: { description: 'The dev server is up.', content: { 'application/json': { schema: { type: 'object' } } } } },
+        responses: {
+          200: {
+            description: 'The dev server is up.',
+            content: { 'application/json': { schema: { type: 'object' } } },
+          },
+        },
       },
     },
   };
@@ -121,9 +143,13 @@ export function openApiDocument(app: string, resources: Resource[]): Record<stri
     info: {
       title: `${app}: gantry dev`,
       version: 'live',
-      description: 'Calls run on real workers: each resource has a live endpoint (`live-<name>`), made on its first call. Queue-based functions take `{"input": {...}}`; load-balanced routes take their body as it is.',
+      description:
+        'Calls run on real workers: each resource has a live endpoint (`live-<name>`), made on its first call. Queue-based functions take `{"input": {...}}`; load-balanced routes take their body as it is.',
     },
-    tags: resources.map((r) => ({ name: r.name, description: `${r.kind === 'lb' ? 'load-balanced' : 'queue-based'}, ${r.file}` })),
+    tags: resources.map((r) => ({
+      name: r.name,
+      description: `${r.kind === 'lb' ? 'load-balanced' : 'queue-based'}, ${r.file}`,
+    })),
     paths,
   };
 }

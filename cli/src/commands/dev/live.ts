@@ -3,7 +3,17 @@ import path from 'node:path';
 import { ApiError, type PlatformClient } from '../../api.ts';
 import { buildArtifact } from '../../artifact.ts';
 import { snapshot, sourceTarball } from './source.ts';
-import { configHash, depsHash, LIVE_ENVIRONMENT, readState, stateDir, writeState, type LiveBuild, type LiveResource, type LiveState } from './state.ts';
+import {
+  configHash,
+  depsHash,
+  LIVE_ENVIRONMENT,
+  readState,
+  stateDir,
+  writeState,
+  type LiveBuild,
+  type LiveResource,
+  type LiveState,
+} from './state.ts';
 import { CliError, describeError } from '../../errors.ts';
 import { note } from '../../output.ts';
 import type { Resource } from '../../scan.ts';
@@ -137,7 +147,10 @@ export class LiveEndpoints {
   async endpointFor(name: string): Promise<LiveResource> {
     const now = this.current(name);
     if (now && !this.inFlight.has(name)) return now;
-    const why = name in this.state.resources ? `resource ${name} configuration changed (the call waits)` : `First call to ${name} (the call waits; usually 30-60 s)`;
+    const why =
+      name in this.state.resources
+        ? `resource ${name} configuration changed (the call waits)`
+        : `First call to ${name} (the call waits; usually 30-60 s)`;
     return (await this.provision(name, why)).entry;
   }
 
@@ -191,12 +204,19 @@ export class LiveEndpoints {
       answer = await this.put(name, build);
     }
     const { endpoint, created } = answer;
-    const entry: LiveResource = { endpointId: endpoint.id, url: endpoint.url, kind: endpoint.kind, configHash: build.resources?.[name] ?? '', buildId: build.id };
+    const entry: LiveResource = {
+      endpointId: endpoint.id,
+      url: endpoint.url,
+      kind: endpoint.kind,
+      configHash: build.resources?.[name] ?? '',
+      buildId: build.id,
+    };
     this.state.resources[name] = entry;
     this.save();
     note(`${endpointName(name)} ${created ? 'created' : 'updated'} in ${seconds(started)} (endpoint ${endpoint.id})`);
     const up = await this.syncSource({ provisioned: true });
-    if (up) note(`source uploaded as version ${up.version}, so ${endpointName(name)} runs the current files like the others`);
+    if (up)
+      note(`source uploaded as version ${up.version}, so ${endpointName(name)} runs the current files like the others`);
     return { entry, created };
   }
 
@@ -277,10 +297,20 @@ export class LiveEndpoints {
     const reuse = existsSync(depsMarker) && readFileSync(depsMarker, 'utf8').trim() === wanted;
     if (!reuse) rmSync(depsMarker, { force: true });
     const output = path.join(dir, 'live-artifact.tar.gz');
-    const built = await buildArtifact({ projectDir, output, deps: true, exclude: [], depsCache: { dir: depsDir, reuse } });
+    const built = await buildArtifact({
+      projectDir,
+      output,
+      deps: true,
+      exclude: [],
+      depsCache: { dir: depsDir, reuse },
+    });
     try {
       if (!reuse) writeFileSync(depsMarker, `${wanted}\n`);
-      const prepared = await client.prepareUpload(app, { sha256: built.sha256, size: built.size, manifest: built.manifest });
+      const prepared = await client.prepareUpload(app, {
+        sha256: built.sha256,
+        size: built.size,
+        manifest: built.manifest,
+      });
       if (prepared.build.status !== 'READY') {
         await client.upload(prepared.upload, built.path);
         await client.finalizeUpload(app, prepared.build.id);
@@ -309,7 +339,9 @@ export class LiveEndpoints {
    * same, current, code. `files`: the source files when the caller has just listed them. Returns
    * the new version, or undefined when nothing was uploaded.
    */
-  syncSource(opts: { provisioned?: boolean; files?: string[] } = {}): Promise<{ version: number; ms: number } | undefined> {
+  syncSource(
+    opts: { provisioned?: boolean; files?: string[] } = {},
+  ): Promise<{ version: number; ms: number } | undefined> {
     const next = this.sourceQueue.then(() => this.syncSourceNow(opts));
     this.sourceQueue = next.catch(() => undefined);
     return next;
@@ -320,7 +352,9 @@ export class LiveEndpoints {
     if (this.state.source) {
       if (!this.provisionedAfterUpload) return this.state.source.fingerprint;
       // Provisioned since the upload: those run their build's files; the rest the upload's.
-      return this.builtFingerprints().every((f) => f === this.state.source!.fingerprint) ? this.state.source.fingerprint : undefined;
+      return this.builtFingerprints().every((f) => f === this.state.source!.fingerprint)
+        ? this.state.source.fingerprint
+        : undefined;
     }
     const built = new Set(this.builtFingerprints());
     return built.size === 1 ? [...built][0] : undefined;
@@ -329,12 +363,17 @@ export class LiveEndpoints {
   /** The src/ fingerprint of each endpoint's build, where that build is the one on record (else undefined). */
   private builtFingerprints(): Array<string | undefined> {
     const build = this.state.build;
-    return Object.values(this.state.resources).map((r) => (build && r.buildId === build.id ? build.fingerprint : undefined));
+    return Object.values(this.state.resources).map((r) =>
+      build && r.buildId === build.id ? build.fingerprint : undefined,
+    );
   }
 
   private provisionedAfterUpload = false;
 
-  private async syncSourceNow(opts: { provisioned?: boolean; files?: string[] }): Promise<{ version: number; ms: number } | undefined> {
+  private async syncSourceNow(opts: {
+    provisioned?: boolean;
+    files?: string[];
+  }): Promise<{ version: number; ms: number } | undefined> {
     if (opts.provisioned) this.provisionedAfterUpload = true;
     // Nothing runs yet: the first provisioning's build carries the files.
     if (!this.state.build || Object.keys(this.state.resources).length === 0) return undefined;

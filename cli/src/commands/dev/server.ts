@@ -39,7 +39,12 @@ interface Forwarded {
 }
 
 const trimSlash = (url: string): string => url.replace(/\/+$/, '');
-const jsonError = (reply: FastifyReply, status: number, error: string, extra: Record<string, unknown> = {}): FastifyReply => reply.code(status).send({ error, ...extra });
+const jsonError = (
+  reply: FastifyReply,
+  status: number,
+  error: string,
+  extra: Record<string, unknown> = {},
+): FastifyReply => reply.code(status).send({ error, ...extra });
 
 /** `/items/{id}` as a pattern for one path. */
 function routePattern(path: string): RegExp {
@@ -60,7 +65,10 @@ function localRoutes(r: Resource): Array<{ method: string; path: string }> {
  * loopback address only this machine reaches it; anywhere else, whoever reaches it spends that key.
  */
 export function exposureWarning(host: string): string | undefined {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   if (h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h)) return undefined;
   return `Listening on ${host}: anyone who reaches this address calls your live endpoints with your API key (keep --host on localhost unless that is what you want).`;
 }
@@ -74,7 +82,10 @@ function buildApp(opts: DevServerOptions): FastifyInstance {
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
   // Static mode with a stand-in document: the explorer reads the current one through transformSpecification.
-  void app.register(swagger, { mode: 'static', specification: { document: { openapi: '3.0.3', info: { title: 'gantry dev', version: 'live' }, paths: {} } } });
+  void app.register(swagger, {
+    mode: 'static',
+    specification: { document: { openapi: '3.0.3', info: { title: 'gantry dev', version: 'live' }, paths: {} } },
+  });
   void app.register(swaggerUi, {
     routePrefix: '/docs',
     transformSpecification: () => opts.document(),
@@ -90,7 +101,15 @@ function buildApp(opts: DevServerOptions): FastifyInstance {
     environment: LIVE_ENVIRONMENT,
     resources: opts.resources().map((r) => {
       const entry = opts.live.current(r.name);
-      return { name: r.name, kind: r.kind, endpoint: `live-${r.name}`, provisioned: entry !== undefined, endpointId: entry?.endpointId ?? null, url: entry?.url ?? null, routes: localRoutes(r) };
+      return {
+        name: r.name,
+        kind: r.kind,
+        endpoint: `live-${r.name}`,
+        provisioned: entry !== undefined,
+        endpointId: entry?.endpointId ?? null,
+        url: entry?.url ?? null,
+        routes: localRoutes(r),
+      };
     }),
   }));
 
@@ -114,7 +133,8 @@ async function dispatch(opts: DevServerOptions, request: FastifyRequest, reply: 
   const body = Buffer.isBuffer(request.body) ? request.body : undefined;
 
   if (resource.kind === 'queue') {
-    if (routePath !== '/runsync') return jsonError(reply, 404, `${name} is queue-based: call POST /${name}/runsync with {"input": {...}}.`);
+    if (routePath !== '/runsync')
+      return jsonError(reply, 404, `${name} is queue-based: call POST /${name}/runsync with {"input": {...}}.`);
     if (request.method !== 'POST') return jsonError(reply, 405, `Use POST /${name}/runsync.`);
     return answer(reply, await call(opts, name, reply, (entry, signal) => runSync(entry, body, opts.apiKey, signal)));
   }
@@ -122,21 +142,31 @@ async function dispatch(opts: DevServerOptions, request: FastifyRequest, reply: 
   const routes = resource.routes ?? [];
   const matching = routes.filter((r) => routePattern(r.path).test(routePath));
   if (matching.length === 0) {
-    return jsonError(reply, 404, `${name} has no route ${routePath}.`, { routes: routes.map((r) => `${r.method} /${name}${r.path}`) });
+    return jsonError(reply, 404, `${name} has no route ${routePath}.`, {
+      routes: routes.map((r) => `${r.method} /${name}${r.path}`),
+    });
   }
   if (!matching.some((r) => r.method === request.method)) {
     reply.header('allow', matching.map((r) => r.method).join(', '));
     return jsonError(reply, 405, `${routePath} of ${name} takes ${matching.map((r) => r.method).join(', ')}.`);
   }
   const target = `${routePath}${url.search}`;
-  return answer(reply, await call(opts, name, reply, (entry, signal) => forwardRoute(entry, request, target, body, opts.apiKey, signal)));
+  return answer(
+    reply,
+    await call(opts, name, reply, (entry, signal) => forwardRoute(entry, request, target, body, opts.apiKey, signal)),
+  );
 }
 
 /**
  * The call on the resource's live endpoint, made first when it has none (the call waits). An
  * endpoint removed while dev runs answers 404: it is made again and the call goes there once.
  */
-async function call(opts: DevServerOptions, name: string, reply: FastifyReply, send: (entry: LiveResource, signal: AbortSignal) => Promise<Forwarded>): Promise<Forwarded> {
+async function call(
+  opts: DevServerOptions,
+  name: string,
+  reply: FastifyReply,
+  send: (entry: LiveResource, signal: AbortSignal) => Promise<Forwarded>,
+): Promise<Forwarded> {
   // The caller hung up before the answer: stop waiting on the platform for it.
   const hangup = new AbortController();
   reply.raw.once('close', () => {
@@ -146,7 +176,12 @@ async function call(opts: DevServerOptions, name: string, reply: FastifyReply, s
     for (let attempt = 0; ; attempt++) {
       const entry = await opts.live.endpointFor(name);
       const result = await send(entry, hangup.signal);
-      if (result.status === 404 && attempt === 0 && isProblem(result) && (await opts.live.confirmGone(name, entry.endpointId))) {
+      if (
+        result.status === 404 &&
+        attempt === 0 &&
+        isProblem(result) &&
+        (await opts.live.confirmGone(name, entry.endpointId))
+      ) {
         note(`live-${name} was removed from the platform; making it again`);
         continue;
       }
@@ -156,7 +191,11 @@ async function call(opts: DevServerOptions, name: string, reply: FastifyReply, s
     if (hangup.signal.aborted) return { status: 499, contentType: null, body: Buffer.alloc(0) };
     const status = err instanceof CliError ? 502 : 500;
     note(`A call to ${name} failed: ${describeError(err)}`);
-    return { status, contentType: 'application/json', body: Buffer.from(JSON.stringify({ error: describeError(err) })) };
+    return {
+      status,
+      contentType: 'application/json',
+      body: Buffer.from(JSON.stringify({ error: describeError(err) })),
+    };
   }
 }
 
@@ -176,7 +215,11 @@ async function fetchForwarded(url: string, init: RequestInit): Promise<Forwarded
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     throw new CliError(`Cannot reach ${new URL(url).origin} (${cause?.code ?? cause?.message ?? describeError(err)}).`);
   }
-  return { status: res.status, contentType: res.headers.get('content-type'), body: Buffer.from(await res.arrayBuffer()) };
+  return {
+    status: res.status,
+    contentType: res.headers.get('content-type'),
+    body: Buffer.from(await res.arrayBuffer()),
+  };
 }
 
 /**
@@ -184,10 +227,20 @@ async function fetchForwarded(url: string, init: RequestInit): Promise<Forwarded
  * job still queued (a first call waits for a worker to start): the job is then followed with
  * /status-sync until it ends, so the local call answers the result as the user expects.
  */
-async function runSync(entry: LiveResource, body: Buffer | undefined, apiKey: string, signal: AbortSignal): Promise<Forwarded> {
+async function runSync(
+  entry: LiveResource,
+  body: Buffer | undefined,
+  apiKey: string,
+  signal: AbortSignal,
+): Promise<Forwarded> {
   const base = trimSlash(entry.url);
   const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', accept: 'application/json' };
-  let result = await fetchForwarded(`${base}/runsync`, { method: 'POST', headers, body: body ?? Buffer.from('{}'), signal });
+  let result = await fetchForwarded(`${base}/runsync`, {
+    method: 'POST',
+    headers,
+    body: body ?? Buffer.from('{}'),
+    signal,
+  });
   for (;;) {
     if (result.status !== 200) return result;
     let job: { id?: string; status?: string };
@@ -197,17 +250,36 @@ async function runSync(entry: LiveResource, body: Buffer | undefined, apiKey: st
       return result;
     }
     if (!job.id || !UNFINISHED.has(job.status ?? '')) return result;
-    result = await fetchForwarded(`${base}/status-sync/${encodeURIComponent(job.id)}?wait=${STATUS_WAIT_MS}`, { method: 'GET', headers: { authorization: headers.authorization, accept: headers.accept }, signal });
+    result = await fetchForwarded(`${base}/status-sync/${encodeURIComponent(job.id)}?wait=${STATUS_WAIT_MS}`, {
+      method: 'GET',
+      headers: { authorization: headers.authorization, accept: headers.accept },
+      signal,
+    });
   }
 }
 
 /** The same method, path, query and body on the load-balanced endpoint (the proxy waits for a worker). */
-function forwardRoute(entry: LiveResource, request: FastifyRequest, target: string, body: Buffer | undefined, apiKey: string, signal: AbortSignal): Promise<Forwarded> {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, accept: String(request.headers.accept ?? 'application/json') };
+function forwardRoute(
+  entry: LiveResource,
+  request: FastifyRequest,
+  target: string,
+  body: Buffer | undefined,
+  apiKey: string,
+  signal: AbortSignal,
+): Promise<Forwarded> {
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${apiKey}`,
+    accept: String(request.headers.accept ?? 'application/json'),
+  };
   const type = request.headers['content-type'];
   if (type) headers['content-type'] = type;
   const withBody = body !== undefined && body.length > 0 && request.method !== 'GET';
-  return fetchForwarded(`${trimSlash(entry.url)}${target}`, { method: request.method, headers, body: withBody ? body : undefined, signal });
+  return fetchForwarded(`${trimSlash(entry.url)}${target}`, {
+    method: request.method,
+    headers,
+    body: withBody ? body : undefined,
+    signal,
+  });
 }
 
 /**
@@ -223,12 +295,15 @@ export async function startDevServer(opts: DevServerOptions): Promise<DevServer>
       await app.close().catch(() => undefined);
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EADDRINUSE' || code === 'EACCES') continue;
-      if (code === 'ENOTFOUND' || code === 'EADDRNOTAVAIL') throw new CliError(`Cannot listen on ${opts.host}: there is no such local address (--host).`);
+      if (code === 'ENOTFOUND' || code === 'EADDRNOTAVAIL')
+        throw new CliError(`Cannot listen on ${opts.host}: there is no such local address (--host).`);
       throw err;
     }
     if (port !== opts.port) note(`Port ${opts.port} is in use; using ${port} instead.`);
     const shown = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
     return { url: `http://${shown}:${port}`, port, close: () => app.close() };
   }
-  throw new CliError(`Ports ${opts.port} to ${Math.min(opts.port + PORT_TRIES - 1, 65_535)} are all in use on ${opts.host}; choose another with --port.`);
+  throw new CliError(
+    `Ports ${opts.port} to ${Math.min(opts.port + PORT_TRIES - 1, 65_535)} are all in use on ${opts.host}; choose another with --port.`,
+  );
 }

@@ -29,7 +29,12 @@ export async function sourceFiles(python: string, projectDir: string): Promise<s
 export async function snapshot(python: string, projectDir: string, listed?: string[]): Promise<SourceSnapshot> {
   const files = listed ? [...listed].sort(sortBytes) : await sourceFiles(python, projectDir);
   const hash = createHash('sha256');
-  for (const rel of files) hash.update(rel).update('\0').update(await readFile(path.join(projectDir, ...rel.split('/')))).update('\0');
+  for (const rel of files)
+    hash
+      .update(rel)
+      .update('\0')
+      .update(await readFile(path.join(projectDir, ...rel.split('/'))))
+      .update('\0');
   return { files, fingerprint: hash.digest('hex') };
 }
 
@@ -42,7 +47,9 @@ export async function sourceTarball(projectDir: string, files: string[]): Promis
     const buf = Buffer.from(chunk as Uint8Array);
     size += buf.length;
     if (size > MAX_SOURCE_BYTES) {
-      throw new CliError(`The source files are over ${formatBytes(MAX_SOURCE_BYTES)} compressed; list large data files in .gantryignore (dependencies belong in requirements.txt).`);
+      throw new CliError(
+        `The source files are over ${formatBytes(MAX_SOURCE_BYTES)} compressed; list large data files in .gantryignore (dependencies belong in requirements.txt).`,
+      );
     }
     chunks.push(buf);
   }

@@ -40,7 +40,12 @@ export interface LiveState {
   source?: { version: number; fingerprint: string };
 }
 
-export const emptyState = (app: string): LiveState => ({ app, environment: LIVE_ENVIRONMENT, build: null, resources: {} });
+export const emptyState = (app: string): LiveState => ({
+  app,
+  environment: LIVE_ENVIRONMENT,
+  build: null,
+  resources: {},
+});
 
 /**
  * The saved state when it belongs to this app; anything unreadable or for another app (the project
@@ -49,8 +54,20 @@ export const emptyState = (app: string): LiveState => ({ app, environment: LIVE_
 export function readState(projectDir: string, app: string): LiveState {
   try {
     const data = JSON.parse(readFileSync(statePath(projectDir), 'utf8')) as Partial<LiveState>;
-    if (data.app !== app || data.environment !== LIVE_ENVIRONMENT || typeof data.resources !== 'object' || data.resources === null) return emptyState(app);
-    return { app, environment: LIVE_ENVIRONMENT, build: data.build ?? null, resources: data.resources, ...(data.source ? { source: data.source } : {}) };
+    if (
+      data.app !== app ||
+      data.environment !== LIVE_ENVIRONMENT ||
+      typeof data.resources !== 'object' ||
+      data.resources === null
+    )
+      return emptyState(app);
+    return {
+      app,
+      environment: LIVE_ENVIRONMENT,
+      build: data.build ?? null,
+      resources: data.resources,
+      ...(data.source ? { source: data.source } : {}),
+    };
   } catch {
     return emptyState(app);
   }
@@ -74,7 +91,10 @@ function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
-    return `{${entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+    return `{${entries
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
 }
@@ -138,7 +158,14 @@ function sdkDigest(): string {
   if (sdkDigestMemo) return sdkDigestMemo;
   const dir = path.join(sdkRoot(), 'gantry');
   const hash = createHash('sha256');
-  for (const name of readdirSync(dir).filter((n) => n.endsWith('.py')).sort()) hash.update(name).update('\0').update(readFileSync(path.join(dir, name))).update('\0');
+  for (const name of readdirSync(dir)
+    .filter((n) => n.endsWith('.py'))
+    .sort())
+    hash
+      .update(name)
+      .update('\0')
+      .update(readFileSync(path.join(dir, name)))
+      .update('\0');
   sdkDigestMemo = hash.digest('hex');
   return sdkDigestMemo;
 }

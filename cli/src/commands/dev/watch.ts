@@ -2,7 +2,16 @@ import { watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
 
 /** Never source, whatever the ignore file says (the scanner's ALWAYS_IGNORED), and their churn is noise. */
-const IGNORED_PARTS = new Set(['.git', '.gantry', '.venv', 'venv', '__pycache__', 'node_modules', '.mypy_cache', '.pytest_cache']);
+const IGNORED_PARTS = new Set([
+  '.git',
+  '.gantry',
+  '.venv',
+  'venv',
+  '__pycache__',
+  'node_modules',
+  '.mypy_cache',
+  '.pytest_cache',
+]);
 
 export const DEBOUNCE_MS = 100;
 
@@ -11,7 +20,8 @@ export interface Watcher {
 }
 
 /** True when a project-relative path is under a folder that never holds source. */
-export const ignoredPath = (rel: string): boolean => rel.split(/[\\/]/).some((part) => IGNORED_PARTS.has(part)) || rel.endsWith('.pyc');
+export const ignoredPath = (rel: string): boolean =>
+  rel.split(/[\\/]/).some((part) => IGNORED_PARTS.has(part)) || rel.endsWith('.pyc');
 
 /**
  * Calls `onChange` with the project-relative paths that changed, once things have been quiet for
@@ -20,7 +30,11 @@ export const ignoredPath = (rel: string): boolean => rel.split(/[\\/]/).some((pa
  * run into the inotify limit; the events from those are dropped here, and what counts as source
  * is decided by the caller (the scanner's --files applies the ignore file).
  */
-export function watchProject(projectDir: string, onChange: (paths: Set<string>) => void, onError: (err: Error) => void): Watcher {
+export function watchProject(
+  projectDir: string,
+  onChange: (paths: Set<string>) => void,
+  onError: (err: Error) => void,
+): Watcher {
   let pending = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
   const flush = (): void => {
