@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The two README commands. Plain JavaScript with no dependencies, because it runs before `npm ci`:
 //   npm start -> install what is missing, generate the Prisma client, run infra/start.ts
-//   npm test  -> the same, plus a PostgreSQL server and Chromium for the suite, then vitest
+//   npm test  -> the same, plus a PostgreSQL server, Chromium and jq for the suite, then vitest
 // and `npm run prisma:generate` -> regenerate the Prisma client now (after editing the schema).
 // All of it runs on a supported Node.js (tooling/node-runtime.mjs): where the machine's node is older,
 // the first run fetches Node 22 from the npm registry once, and everything below runs on that.
@@ -109,6 +109,12 @@ function ensureChromium() {
   aptInstall(['chromium'], "Chromium (Debian package) for the suite's browser test");
 }
 
+/** The README tour's test runs the README's curl lines as written, and one pipes into jq. */
+function ensureJq() {
+  if (spawnSync('sh', ['-c', 'command -v jq'], { stdio: 'ignore' }).status === 0) return;
+  aptInstall(['jq'], "jq (Debian package) for the README tour's test");
+}
+
 let aptUpdated = false;
 function aptInstall(packages, what) {
   say(`installing ${what}...`);
@@ -182,6 +188,7 @@ if (command === 'start') {
 } else if (command === 'test') {
   ensurePostgresServer();
   ensureChromium();
+  ensureJq();
   say(
     `running the suite on Node.js ${spawnSync(runtime.node, ['--version'], { encoding: 'utf8' }).stdout.trim()} (${runtime.node})`,
   );
