@@ -78,7 +78,8 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
       validateFn(data) ? { value: data } : { error: validationFailed(formatErrors(validateFn.errors)) };
   });
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)),
+    // The path as logged: a credential in it (`/graphql;api_key=...`) is never echoed.
+    sendProblem(reply, problem(404, `no route ${request.method} ${redactUrl(request.url.split('?')[0]!)}`)),
   );
 
   registerMetrics(app);

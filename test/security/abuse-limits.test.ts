@@ -43,6 +43,21 @@ async function healthzStall(url: string, during: Promise<unknown>): Promise<numb
   return worst;
 }
 
+/**
+ * The machine's own pace right now: the median of a few `/healthz` round trips. Time bounds below
+ * add a multiple of it, so that they hold on a machine busy with other work (a loaded CI run) and
+ * still fail when the refused request does the work it must not do (seconds, not milliseconds).
+ */
+async function floorMs(url: string): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    await fetch(`${url}/healthz`).then((r) => r.arrayBuffer());
+    times.push(performance.now() - t);
+  }
+  return times.sort((a, b) => a - b)[2]!;
+}
+
 describe('abuse limits on every surface', () => {
   let p: TestPlatform;
   const savedNodeEnv = process.env.NODE_ENV;
@@ -64,6 +79,7 @@ describe('abuse limits on every surface', () => {
     const query = `query Q(${vars}) { myself { id } }`;
     expect(query.length).toBeLessThan(256 * 1024);
     let answer: Awaited<ReturnType<typeof gql>> | undefined;
+    const floor = await floorMs(p.url);
     const started = performance.now();
     const stall = await healthzStall(
       p.url,
@@ -71,8 +87,8 @@ describe('abuse limits on every surface', () => {
     );
     expect(answer!.status).toBe(400);
     expect(answer!.body.errors[0].message).toMatch(/Document contains more tha[nt] 5000 tokens/);
-    expect(performance.now() - started).toBeLessThan(1_000);
-    expect(stall).toBeLessThan(250);
+    expect(performance.now() - started).toBeLessThan(1_000 + 20 * floor);
+    expect(stall).toBeLessThan(250 + 20 * floor);
   });
 
   it('GraphQL: a body over 256 KiB is 413 before it is read, directives are bounded, errors carry no stack trace', async () => {
@@ -156,10 +172,12 @@ describe('abuse limits on every surface', () => {
     const second = await call(p.url, 'GET', `/lb/${created.body.id}/x`, { key: p.adminKey });
     expect([first.status, second.status]).toEqual([503, 503]);
     expect(first.headers.get('ratelimit')).toContain('"minute";r=1');
+    const floor = await floorMs(p.url);
     const t = performance.now();
     const third = await call(p.url, 'GET', `/lb/${created.body.id}/x`, { key: p.adminKey });
     expect(third.status).toBe(429);
-    expect(performance.now() - t).toBeLessThan(500);
+    // At once, not after the endpoint's 1 s wait for a worker.
+    expect(performance.now() - t).toBeLessThan(Math.min(950, 500 + 20 * floor));
   });
 
   it('keys in query strings never reach a log line, and a configured admin key is never returned for printing', async () => {
@@ -179,7 +197,22 @@ describe('abuse limits on every surface', () => {
       // The signature of a signed artifact URL is a credential too.
       const sig = 'SiGnAtUrEsIgNaTuReSiGnAtUrEsIgNaTuReSiGnAtU';
       await app.inject({ method: 'GET', url: `/v2/artifacts/somebuild?expires=4102444800&sig=${sig}` });
+      // Every spelling the query parser decodes to api_key authenticates, so every one is redacted;
+      // a matrix parameter (`;api_key=`) is read by no route and echoed by none.
+      for (const name of ['api%5Fkey', 'api%5fkey', '%61pi_key', 'api_k%65y', 'API_KEY']) {
+        await app.inject({
+          method: 'POST',
+          url: `/graphql?${name}=${secret}`,
+          payload: { query: '{ myself { id } }' },
+        });
+      }
+      const matrix = await app.inject({ method: 'GET', url: `/graphql;api_key=${secret}` });
+      expect(matrix.statusCode).toBe(404);
+      expect(matrix.body).not.toContain(secret);
       const log = lines.join('');
+      expect(log).toContain('api%5Fkey=[redacted]');
+      expect(log).toContain('%61pi_key=[redacted]');
+      expect(log).toContain('/graphql;[redacted]');
       expect(log).toContain('sig=[redacted]');
       expect(log).not.toContain(sig);
       expect(lines.length).toBeGreaterThan(4);
