@@ -10,6 +10,8 @@ import ipaddr from 'ipaddr.js';
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
+
 export interface WebhookAllowList {
   cidrs: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   hosts: Set<string>;
@@ -40,7 +42,7 @@ export function parseWebhookAllowList(value: string | undefined): WebhookAllowLi
 /**
  * Why an address may not be a webhook target, or undefined when it may: anything but public
  * unicast (loopback, private, link-local and metadata, CGNAT, unspecified, multicast, reserved,
- * and IPv6 forms that embed IPv4: mapped, NAT64, 6to4, Teredo) unless the allow-list covers it.
+ * and IPv6 forms that embed IPv4: mapped, compatible, NAT64, 6to4, Teredo) unless the allow-list covers it.
  */
 export function refusedAddress(address: string, allow: WebhookAllowList): string | undefined {
   let addr: ipaddr.IPv4 | ipaddr.IPv6;
@@ -51,7 +53,11 @@ export function refusedAddress(address: string, allow: WebhookAllowList): string
   }
   if (allow.cidrs.some(([net, bits]) => net.kind() === addr.kind() && addr.match(net, bits))) return undefined;
   const range = addr.range();
-  return range === 'unicast' ? undefined : `${addr.toString()} is a ${range} address`;
+  if (range !== 'unicast') return `${addr.toString()}, a ${range} address`;
+  // `::a.b.c.d`, IPv4-compatible IPv6 (deprecated by RFC 4291): ipaddr.js counts it as unicast, but a
+  // stack that still maps it reaches the IPv4 address it carries (`::7f00:1` is 127.0.0.1).
+  if (addr.kind() === 'ipv6' && addr.match(IPV4_COMPATIBLE)) return `${addr.toString()}, an IPv4-compatible address`;
+  return undefined;
 }
 
 /** The URL's host as a bare name or address (IPv6 brackets removed, lower case, no trailing dot). */

@@ -22,6 +22,9 @@ const REFUSED = [
   'http://0177.0.0.1/',
   'http://127.1/',
   'http://[::ffff:127.0.0.1]/',
+  'http://[::7f00:1]/',
+  'http://[::127.0.0.1]/',
+  'http://[::a9fe:a9fe]/',
   'http://[::1]/',
   'http://localhost/',
   'http://LOCALHOST./',
@@ -58,6 +61,10 @@ function listener(): Promise<{ server: Server; url: string; hits: string[] }> {
 describe('webhook targets', () => {
   it('refuses every non-public spelling before any look-up, and takes public ones', () => {
     for (const url of REFUSED) expect(webhookUrlProblem(url, NONE), url).toBeDefined();
+    // The refusal reads as a sentence (it is shown to the tenant as `$.webhook: ...`).
+    expect(webhookUrlProblem('http://10.1.2.3/', NONE)).toBe(
+      'may not target 10.1.2.3, a private address (operators allow such targets with GANTRY_WEBHOOK_ALLOW)',
+    );
     for (const url of ['https://hooks.example.com/x', 'http://8.8.8.8/', 'http://[2606:4700::1]/'])
       expect(webhookUrlProblem(url, NONE), url).toBeUndefined();
   });
