@@ -345,5 +345,6 @@ export async function endpointHealth(
   endpointId: string,
 ): Promise<HealthCounts> {
   const t = await jobTarget(jobs, principal, endpointId);
-  return jobs.store.health(t.endpoint.id);
+  // A public model's callers share its workers, not their jobs: each counts its own.
+  return jobs.store.health(t.endpoint.id, t.jobsOf);
 }

@@ -353,11 +353,12 @@ export class JobStore {
     return rows.map((r) => r.id);
   }
 
-  async health(endpointId: string): Promise<HealthCounts> {
+  /** Job counts of the endpoint (of `accountId`'s jobs alone when given: a public model's caller) and its workers. */
+  async health(endpointId: string, accountId: string | null = null): Promise<HealthCounts> {
     const jobs = await this.rows<{ status: JobStatus; n: number; retried: number }>(
       `SELECT status, count(*)::int AS n, count(*) FILTER (WHERE retries > 0)::int AS retried
-       FROM "Job" WHERE "endpointId" = $1 AND "expiresAt" > now() GROUP BY status`,
-      [endpointId],
+       FROM "Job" j WHERE j."endpointId" = $1 AND j."expiresAt" > now() AND ${OF_ACCOUNT('$2')} GROUP BY status`,
+      [endpointId, accountId],
     );
     const workers = await this.rows<{ status: string; busy: boolean }>(
       `SELECT w.status, EXISTS (SELECT 1 FROM "Job" j WHERE j."workerId" = w.id AND j.status = 'IN_PROGRESS') AS busy

@@ -256,7 +256,7 @@ describe('public models', () => {
       expect(r.body).toMatchObject({ status: 'COMPLETED', output: { seed: 42, width: 512, height: 512 } });
     });
 
-    it('keeps each caller to its own jobs: status, cancel, stream and purge see nothing of others', async () => {
+    it('keeps each caller to its own jobs: status, cancel, stream, purge and health see nothing of others', async () => {
       const status = await call(f.url, 'GET', `/v2/${f.modelId}/status/${jobId}`, { key: f.callerKey });
       expect(status.body).toMatchObject({ id: jobId, status: 'COMPLETED', output: { image_url: imageUrl } });
       // The operator's account calls the same model: it is another caller.
@@ -278,6 +278,12 @@ describe('public models', () => {
         (await call(f.url, 'POST', `/v2/${f.endpointId}/run`, { key: thirdKey, body: { input: { prompt: 'x' } } }))
           .status,
       ).toBe(404);
+      // /health counts the caller's own jobs: the caller sees its completed job, the third account none.
+      const mine = await call(f.url, 'GET', `/v2/${f.modelId}/health`, { key: f.callerKey });
+      expect(mine.body.jobs.completed).toBeGreaterThanOrEqual(1);
+      const theirs = await call(f.url, 'GET', `/v2/${f.modelId}/health`, { key: thirdKey });
+      expect(theirs.status).toBe(200);
+      expect(theirs.body.jobs).toEqual({ completed: 0, failed: 0, inProgress: 0, inQueue: 0, retried: 0 });
       const purged = await call(f.url, 'POST', `/v2/${f.modelId}/purge-queue`, { key: thirdKey });
       expect(purged.body).toEqual({ removed: 0, status: 'completed' });
       // A key limited to some endpoints reaches a model only if its list names it.
