@@ -552,12 +552,17 @@ describe('Gantry on a Temporal cluster, scaled out', () => {
       lbRetried: lb!.retried,
     });
     log(`figures: ${JSON.stringify(figures)}`);
-    // Outside the kill's window a stray connection-level failure was seen once in several runs (during
-    // the rollout, "other side closed" from the surviving API): counted and bounded here, not hidden.
+    // Outside the kill's window nothing fails, proxied or submitted. (The "other side closed" seen
+    // there in some runs, up to 30 s after the kill, was this test's own balancer closing a new
+    // connection unanswered: load-balancer.test.ts.)
+    const lateSubmitFailures = submitFailures.filter((f) => f.t > killedAt + recoveredAfterMs || f.t < killedAt);
     figures.proxiedFailedOutsideKillWindow = lateFailures.map((r) => ({ atMsAfterKill: r.t - killedAt, what: r.what }));
-    expect(lateFailures.length, JSON.stringify(lateFailures.slice(0, 5))).toBeLessThanOrEqual(
-      Math.max(2, Math.floor(afterKill.length / 200)),
-    );
+    figures.submitFailedOutsideKillWindow = lateSubmitFailures.map((f) => ({
+      atMsAfterKill: f.t - killedAt,
+      what: f.what,
+    }));
+    expect(figures.proxiedFailedOutsideKillWindow).toEqual([]);
+    expect(figures.submitFailedOutsideKillWindow).toEqual([]);
     expect(afterKill.length).toBeGreaterThan(20);
     // Requests went to release 1's containers before the release, and to release 2's by the end, through the surviving API.
     const v2Workers = new Set(

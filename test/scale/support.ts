@@ -107,8 +107,9 @@ export interface LoadBalancer {
 /**
  * A round-robin TCP load balancer on loopback, as a cloud one in front of several API processes:
  * each client connection goes to the next backend; a backend that refuses the connection (a dead
- * process) is skipped and the next one tried, with the client's first bytes held until one accepts.
- * Connections already open to a backend that dies are reset, as a real one would.
+ * process) is skipped and the next one tried, each backend at most once per connection, with the
+ * client's first bytes held until one accepts. Connections already open to a backend that dies are
+ * reset, as a real one would.
  */
 export async function startLoadBalancer(backends: Array<{ host: string; port: number }>): Promise<LoadBalancer> {
   let next = 0;
@@ -120,12 +121,16 @@ export async function startLoadBalancer(backends: Array<{ host: string; port: nu
     client.pause();
     // A client gone before a backend took it: nothing to forward (and no unhandled 'error').
     client.on('error', () => client.destroy());
+    // The connection's own sequence from its turn on: a retry drawn from the shared counter could
+    // land on the dead backend again (other connections move the counter meanwhile), and a
+    // connection that had tried it twice was closed unanswered although a live backend was there.
+    const first = next++;
     const tryBackend = (attempt: number): void => {
       if (attempt >= backends.length) {
         client.destroy();
         return;
       }
-      const index = next++ % backends.length;
+      const index = (first + attempt) % backends.length;
       const backend = backends[index]!;
       const upstream = net.connect(backend.port, backend.host);
       sockets.add(upstream);
