@@ -14,6 +14,7 @@ import {
   waitJobStatus,
 } from '../../domain/jobs/index.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
+import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER, type Submitted } from '../../domain/jobs/index.ts';
 import {
   HealthSchema,
   JobStatusSchema,
@@ -32,6 +33,12 @@ import { RequestWaits } from '../request-signals.ts';
 const EndpointParams = Type.Object({ endpointId: Type.String() });
 const JobParams = Type.Object({ endpointId: Type.String(), jobId: Type.String() });
 const JobAck = Type.Object({ id: Type.String(), status: JobStatusSchema });
+
+/** A submit's answer; a repeat under an idempotency key says so in a header (docs/jobs.md). */
+function answer<T>(reply: FastifyReply, submitted: Submitted<T>): T {
+  if (submitted.replayed) reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
+  return submitted.answer;
+}
 
 /** compat.md payload caps: 10 MB for /run, 20 MB for /runsync (413 beyond). */
 const RUN_BODY_LIMIT = 10 * 1024 * 1024;
@@ -69,7 +76,13 @@ export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
       attachValidation: true,
       schema: { params: EndpointParams, body: RunJobBodySchema, response: { 200: JobAck } },
     },
-    async (request) => runJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body),
+    async (request, reply) =>
+      answer(
+        reply,
+        await runJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body, {
+          idempotencyKey: request.headers[IDEMPOTENCY_KEY_HEADER],
+        }),
+      ),
   );
 
   scope.post<{ Params: { endpointId: string } }>(
@@ -85,13 +98,17 @@ export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
       },
     },
     async (request, reply) =>
-      runJobSync(
-        jobs,
-        await cachedPrincipalOf(ctx, request),
-        request.params.endpointId,
-        request.body,
-        request.query,
-        waits.signal(reply),
+      answer(
+        reply,
+        await runJobSync(
+          jobs,
+          await cachedPrincipalOf(ctx, request),
+          request.params.endpointId,
+          request.body,
+          request.query,
+          waits.signal(reply),
+          { idempotencyKey: request.headers[IDEMPOTENCY_KEY_HEADER] },
+        ),
       ),
   );
 

@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { DomainError, notFound, RetryLater, validationFailed } from '../errors.ts';
-import { isTerminal, type HealthCounts, type JobRow, type JobStatus } from './rows.ts';
+import { idempotencyKeyOf, requestFingerprint } from './idempotency.ts';
+import { isTerminal, type HealthCounts, type JobRow, type JobStatus, type NewJob } from './rows.ts';
 import { validate } from '../shared/validation.ts';
 import { webhookUrlProblem } from './webhook-targets.ts';
 import { isModelId, validateModelInput, type CachedModel } from '../public-models/models.ts';
@@ -79,14 +80,26 @@ function refuseWhenBacklogged(jobs: JobRuntime): void {
   );
 }
 
+/** What a submit may carry besides its body: the request's `Idempotency-Key` header, as it came. */
+export interface SubmitOptions {
+  idempotencyKey?: string | string[];
+}
+
+/** A submit's answer, and whether it is an earlier submit's (a repeat under the same idempotency key). */
+export interface Submitted<T> {
+  answer: T;
+  replayed: boolean;
+}
+
 async function submit(
   jobs: JobRuntime,
   principal: Principal,
   target: JobTarget,
   body: unknown,
   sync: boolean,
+  idempotencyKey: string | undefined,
   id = newJobId(sync),
-): Promise<JobRow> {
+): Promise<{ row: JobRow; replayed: boolean }> {
   const { endpoint, model } = target;
   refuseWhenBacklogged(jobs);
   const endpointId = endpoint.id;
@@ -102,29 +115,50 @@ async function submit(
       'the request body must be a JSON object with an "input" property: {"input": {...}}',
     );
   }
+  // Of the body as it came, before a model's schema fills in its defaults.
+  const fingerprint =
+    idempotencyKey === undefined
+      ? undefined
+      : requestFingerprint(sync ? 'runsync' : 'run', model?.id ?? endpointId, body);
   const req = validate(RunJobBodySchema, body);
   const webhookProblem =
     req.webhook !== undefined ? webhookUrlProblem(req.webhook, jobs.platform.webhookAllow) : undefined;
   if (webhookProblem) throw validationFailed([`$.webhook: ${webhookProblem}`]);
   // A model's input is checked against its schema (and gets the schema's defaults) before it is queued.
   if (model) validateModelInput(model, req.input);
+  const job: NewJob = {
+    id,
+    endpointId,
+    modelId: model?.id ?? null,
+    accountId: principal.accountId,
+    inputJson: JSON.stringify(req.input),
+    webhook: req.webhook ?? null,
+    executionTimeoutMs: req.policy?.executionTimeout ?? endpoint.timeoutMs,
+    ttlMs: req.policy?.ttl ?? 86_400_000,
+    lowPriority: req.policy?.lowPriority ?? false,
+    sync,
+  };
   let row: JobRow | undefined;
   try {
-    row = await jobs.store.insert(
-      {
-        id,
-        endpointId,
-        modelId: model?.id ?? null,
-        accountId: principal.accountId,
-        inputJson: JSON.stringify(req.input),
-        webhook: req.webhook ?? null,
-        executionTimeoutMs: req.policy?.executionTimeout ?? endpoint.timeoutMs,
-        ttlMs: req.policy?.ttl ?? 86_400_000,
-        lowPriority: req.policy?.lowPriority ?? false,
+    if (idempotencyKey === undefined || fingerprint === undefined) {
+      row = await jobs.store.insert(job, jobs.settings.maxQueuedPerEndpoint);
+    } else {
+      // A runsync repeat may answer with the job's result: read it with its output.
+      const r = await jobs.store.insertOnce(
+        job,
+        { key: idempotencyKey, hash: fingerprint },
+        jobs.settings.maxQueuedPerEndpoint,
         sync,
-      },
-      jobs.settings.maxQueuedPerEndpoint,
-    );
+      );
+      if (r.kind === 'mismatch') {
+        throw new DomainError(
+          'validation',
+          'the Idempotency-Key header names a job submitted with another request (body, endpoint or call); a new request needs a new key',
+        );
+      }
+      if (r.kind === 'replayed') return { row: r.row, replayed: true };
+      row = r.kind === 'created' ? r.row : undefined;
+    }
   } catch (err) {
     // The endpoint was deleted since it was cached.
     if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
@@ -138,18 +172,23 @@ async function submit(
   jobs.wakeups.wake('q', endpointId);
   jobs.signals.state(row);
   jobs.queued({ endpointId, jobId: row.id, lowPriority: row.lowPriority });
-  return row;
+  return { row, replayed: false };
 }
 
-/** POST /run: queued and committed; answers at once. */
+/**
+ * POST /run: queued and committed; answers at once. A repeat under the same idempotency key
+ * answers the job the first submit made, as it stands now.
+ */
 export async function runJob(
   jobs: JobRuntime,
   principal: Principal,
   endpointId: string,
   body: unknown,
-): Promise<{ id: string; status: JobStatus }> {
-  const row = await submit(jobs, principal, await jobTarget(jobs, principal, endpointId), body, false);
-  return { id: row.id, status: row.status };
+  opts: SubmitOptions = {},
+): Promise<Submitted<{ id: string; status: JobStatus }>> {
+  const target = await jobTarget(jobs, principal, endpointId);
+  const { row, replayed } = await submit(jobs, principal, target, body, false, idempotencyKeyOf(opts.idempotencyKey));
+  return { answer: { id: row.id, status: row.status }, replayed };
 }
 
 /**
@@ -188,7 +227,36 @@ async function awaitFinal(
   }
 }
 
-/** POST /runsync?wait=: the final job when it finishes in time, else `{id, status}` to poll. */
+/**
+ * The job as it stands once final or at `deadline`, watched before it is read; null: it is gone
+ * (or never was).
+ */
+async function watchUntilFinal(
+  jobs: JobRuntime,
+  jobId: string,
+  target: JobTarget,
+  deadline: number,
+  abort?: AbortSignal,
+): Promise<JobRow | null> {
+  const waiter = jobs.wakeups.watch('j', jobId);
+  let row: JobRow | null;
+  try {
+    row = await jobs.store.get(jobId, target.endpoint.id, true, target.jobsOf);
+  } catch (err) {
+    waiter.release();
+    throw err;
+  }
+  if (!row || isTerminal(row.status)) {
+    waiter.release();
+    return row;
+  }
+  return awaitFinal(jobs, jobId, target, deadline, waiter, abort);
+}
+
+/**
+ * POST /runsync?wait=: the final job when it finishes in time, else `{id, status}` to poll. A repeat
+ * under the same idempotency key waits for the job the first submit made, as that one did.
+ */
 export async function runJobSync(
   jobs: JobRuntime,
   principal: Principal,
@@ -196,24 +264,34 @@ export async function runJobSync(
   body: unknown,
   query: unknown,
   abort?: AbortSignal,
-): Promise<JobView> {
+  opts: SubmitOptions = {},
+): Promise<Submitted<JobView>> {
   const wait = parseWait(query, 90_000);
   const deadline = Date.now() + wait;
   const target = await jobTarget(jobs, principal, endpointId);
+  const key = idempotencyKeyOf(opts.idempotencyKey);
   const id = newJobId(true);
   const waiter = jobs.wakeups.watch('j', id);
-  let row: JobRow | null;
+  let submitted: { row: JobRow; replayed: boolean };
   try {
-    row = await submit(jobs, principal, target, body, true, id);
+    submitted = await submit(jobs, principal, target, body, true, key, id);
   } catch (err) {
     waiter.release();
     throw err;
   }
-  row = (await awaitFinal(jobs, id, target, deadline, waiter, abort)) ?? row;
-  if (isTerminal(row.status)) return jobView(row);
-  // The job was queued with a relaxed commit (JobStore.insert): durable before its id is given out.
+  let row = submitted.row;
+  const { replayed } = submitted;
+  if (replayed) {
+    waiter.release();
+    if (!isTerminal(row.status)) row = (await watchUntilFinal(jobs, row.id, target, deadline, abort)) ?? row;
+  } else {
+    row = (await awaitFinal(jobs, id, target, deadline, waiter, abort)) ?? row;
+  }
+  if (isTerminal(row.status)) return { answer: jobView(row), replayed };
+  // The job was queued with a relaxed commit (JobStore.insert): durable before its id is given out
+  // (a repeat's too: the first submit may not have answered).
   await jobs.store.flush();
-  return { id: row.id, status: row.status };
+  return { answer: { id: row.id, status: row.status }, replayed };
 }
 
 /** GET /status/{id}: 404 once the job expired (TTL, retention) or never existed. */
@@ -240,23 +318,7 @@ export async function waitJobStatus(
 ): Promise<JobView> {
   const t = await jobTarget(jobs, principal, endpointId);
   const deadline = Date.now() + parseWait(query, 90_000);
-  const waiter = jobs.wakeups.watch('j', jobId);
-  let row: JobRow | null;
-  try {
-    row = await jobs.store.get(jobId, t.endpoint.id, true, t.jobsOf);
-  } catch (err) {
-    waiter.release();
-    throw err;
-  }
-  if (!row) {
-    waiter.release();
-    throw notFound('job');
-  }
-  if (isTerminal(row.status)) {
-    waiter.release();
-    return jobView(row);
-  }
-  row = await awaitFinal(jobs, jobId, t, deadline, waiter, abort);
+  const row = await watchUntilFinal(jobs, jobId, t, deadline, abort);
   if (!row) throw notFound('job');
   return jobView(row);
 }

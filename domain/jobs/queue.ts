@@ -21,6 +21,7 @@ import {
   statementName,
   type HealthCounts,
   type JobRow,
+  type KeyedInsert,
   type ModelCharge,
   type NewJob,
   type Outcome,
@@ -94,6 +95,81 @@ export class JobStore {
       ],
     );
     return row;
+  }
+
+  /**
+   * insert for a request with an idempotency key (idempotency.ts): the job is queued with its key
+   * and request fingerprint unless the account already has a job under that key on the endpoint,
+   * which is then read instead, in the same statement. The key's unique index decides, so two
+   * concurrent submits, in one process or two, create one job. Only submits with a key come here:
+   * `insert`'s statement, the path of every other job, is unchanged by keys.
+   *
+   * A job past its expiry still holds its key until the sweep deletes it: its key is released and
+   * the insert tried again, so that a key is bound to its job exactly while the job can be read.
+   */
+  async insertOnce(
+    job: NewJob,
+    key: { key: string; hash: Buffer },
+    maxQueued: number,
+    withOutput: boolean,
+  ): Promise<KeyedInsert> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const [found] = await this.rows<
+        JobRow & { created: boolean; sameRequest: boolean; live: boolean; notified: unknown }
+      >(
+        `WITH ${relaxedCommit('$9::boolean')}, ins AS (
+           INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt", "modelId", "idempotencyKey", "idempotencyHash")
+           SELECT $1, $2, $3, 'IN_QUEUE', $4::jsonb, $5, $6::int, $7::int, $8::boolean, $9::boolean, now(), now() + $7::int * interval '1 millisecond', now(), $12, $13, $14::bytea
+           WHERE (SELECT count(*) FROM (SELECT 1 FROM "Job" WHERE "endpointId" = $2 AND status = 'IN_QUEUE' LIMIT $11::int) queued) < $11::int
+           ON CONFLICT ("accountId", "endpointId", "idempotencyKey") WHERE "idempotencyKey" IS NOT NULL DO NOTHING
+           RETURNING *)
+         SELECT ${COLS_LEAN}, true AS created, true AS "sameRequest", true AS live,
+           pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId")::text AS notified
+         FROM ins j CROSS JOIN relaxed
+         UNION ALL
+         -- The job already under the key (seen from this statement's snapshot: one committed while
+         -- the insert waited on its key is read by the next attempt).
+         SELECT ${withOutput ? COLS : COLS_LEAN}, false, j."idempotencyHash" = $14::bytea, j."expiresAt" > now(), NULL
+         FROM "Job" j
+         WHERE j."accountId" = $3 AND j."endpointId" = $2 AND j."idempotencyKey" = $13 AND NOT EXISTS (SELECT 1 FROM ins)`,
+        [
+          job.id,
+          job.endpointId,
+          job.accountId,
+          job.inputJson,
+          job.webhook,
+          job.executionTimeoutMs,
+          job.ttlMs,
+          job.lowPriority,
+          job.sync,
+          this.tag,
+          maxQueued,
+          job.modelId ?? null,
+          key.key,
+          key.hash,
+        ],
+      );
+      if (!found) {
+        // Neither inserted nor read: the queue is full, unless another submit committed a job under
+        // the key after this statement's snapshot was taken (then the next attempt reads it).
+        const [held] = await this.rows<{ id: string }>(
+          `SELECT id FROM "Job" WHERE "accountId" = $1 AND "endpointId" = $2 AND "idempotencyKey" = $3`,
+          [job.accountId, job.endpointId, key.key],
+        );
+        if (!held) return { kind: 'full' };
+        continue;
+      }
+      const { created, sameRequest, live, notified: _notified, ...row } = found;
+      if (created) return { kind: 'created', row };
+      if (live) return sameRequest ? { kind: 'replayed', row } : { kind: 'mismatch' };
+      // Expired but not yet swept: the key goes free, and the next attempt inserts.
+      await this.pool.query({
+        text: `UPDATE "Job" SET "idempotencyKey" = NULL, "idempotencyHash" = NULL
+               WHERE id = $1 AND "idempotencyKey" = $2 AND "expiresAt" <= now()`,
+        values: [row.id, key.key],
+      });
+    }
+    throw new Error('the job under an idempotency key changed three times while it was submitted');
   }
 
   /**

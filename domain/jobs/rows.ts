@@ -172,6 +172,16 @@ export interface NewJob {
   modelId?: string | null;
 }
 
+/** What a submit with an idempotency key came to (JobStore.insertOnce). */
+export type KeyedInsert =
+  | { kind: 'created'; row: JobRow }
+  /** The key's job, from an earlier submit of the same request. */
+  | { kind: 'replayed'; row: JobRow }
+  /** The key's job came from another request. */
+  | { kind: 'mismatch' }
+  /** No job under the key, and the endpoint's queue is full. */
+  | { kind: 'full' };
+
 export interface Outcome {
   status: 'COMPLETED' | 'FAILED';
   outputJson: string | null;
