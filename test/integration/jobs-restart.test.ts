@@ -355,6 +355,63 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     await expectSettled(s, ids, 'COMPLETED', [w]);
     await w.kill();
   }, 180_000);
+
+  it('submits with an Idempotency-Key across an API kill -9: after the restart every repeat answers its first job, and no key has two', async () => {
+    const keys = Array.from({ length: 60 }, (_, i) => `kill-${randomString(10)}-${i}`);
+    // Every fifth a runsync (its insert commits relaxed; nothing takes it, so it waits out its second).
+    const keyed = (i: number) => {
+      const path = i % 5 === 4 ? 'runsync?wait=1000' : 'run';
+      return call(s.url, 'POST', `/v2/${s.endpointId}/${path}`, {
+        key: s.adminKey,
+        body: { input: { op: 'echo', i, tag: 'idempotent' } },
+        headers: { 'idempotency-key': keys[i]! },
+      });
+    };
+    // Six clients submitting one after another, the API killed once ten answers are in.
+    const firsts: Array<{ status: number; id?: string } | Error> = [];
+    let next = 0;
+    const client = async (): Promise<void> => {
+      for (let i = next++; i < keys.length; i = next++) {
+        firsts[i] = await keyed(i).then(
+          (r) => ({ status: r.status, id: r.body?.id as string | undefined }),
+          (err: unknown) => err as Error,
+        );
+      }
+    };
+    const clients = Promise.all(Array.from({ length: 6 }, client));
+    await eventually(async () => firsts.filter((r) => r && !(r instanceof Error)).length >= 10, 30_000, 'answers');
+    await kill9(api);
+    await clients;
+    const acked = new Map<number, string>();
+    for (const [i, r] of firsts.entries()) {
+      if (r instanceof Error) continue;
+      expect(r.status, keys[i]).toBe(200);
+      acked.set(i, r.id!);
+    }
+    // The kill landed mid-load: some submits got no answer.
+    expect(acked.size).toBeLessThan(keys.length);
+
+    api = await startGantry({ ...s.env, GANTRY_ROLE: 'api' });
+    const repeats = await Promise.all(keys.map((_, i) => keyed(i)));
+    const rows = await s.db.job.findMany({
+      where: { idempotencyKey: { in: keys } },
+      select: { id: true, idempotencyKey: true },
+    });
+    // One job per key, and the repeat's answer is that job.
+    expect(rows).toHaveLength(keys.length);
+    const jobOf = new Map(rows.map((r) => [r.idempotencyKey, r.id]));
+    for (const [i, r] of repeats.entries()) {
+      expect(r.status, keys[i]).toBe(200);
+      expect(r.body.id, keys[i]).toBe(jobOf.get(keys[i]!));
+      if (acked.has(i)) {
+        expect(r.body.id, keys[i]).toBe(acked.get(i));
+        expect(r.headers.get('idempotent-replayed'), keys[i]).toBe('true');
+      }
+    }
+    // None of these jobs is for the tests that follow.
+    const purged = await call(s.url, 'POST', `/v2/${s.endpointId}/purge-queue`, { key: s.adminKey });
+    expect(purged.status).toBe(200);
+  }, 180_000);
 });
 
 describe('PostgreSQL restarted mid-job', () => {
