@@ -3,4 +3,6 @@
  * cost, from UsageRecord rows. Owns UsageRecord.
  */
 export * from './billing.ts';
+export * from './metering.ts';
 export * from './pricing.ts';
+export * from './schemas.ts';

@@ -1,27 +1,11 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { Endpoint, WorkerStatus } from '../../generated/prisma/client.ts';
+import type { Endpoint } from '../../generated/prisma/client.ts';
 import { Prisma } from '../../generated/prisma/client.ts';
-import {
-  deleteEndpoint as deleteEndpointSignal,
-  endpointChanged,
-  endpointWorkflowId,
-  specProblems,
-  type EndpointWorkflow,
-} from '../../contracts/workflows.ts';
-import { gantryMemo, gantrySearchAttributes } from '../../contracts/search-attributes.ts';
+import { specProblems } from '../../contracts/workflows.ts';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
 import type { DomainContext } from '../context.ts';
-import {
-  CreateEndpointSchema,
-  UpdateEndpointSchema,
-  type EndpointView,
-  type ListEndpointReleasesResponse,
-  type ListEndpointWorkersResponse,
-  type ReleaseDiffEntry,
-  type WorkerSummary,
-  type WorkerView,
-} from './schemas.ts';
+import { CreateEndpointSchema, UpdateEndpointSchema, type EndpointView, type ReleaseDiffEntry } from './schemas.ts';
+import { signalDeletion, tellEndpointWorkflow, WORKFLOW_CALL_BUDGET_MS } from './workflow-signals.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { isGpuPoolId } from '../catalog/gpu-pools.ts';
 import { newId } from '../shared/ids.ts';
@@ -66,101 +50,7 @@ export function endpointView(e: Endpoint, ctx: Pick<DomainContext, 'publicUrl' |
   };
 }
 
-/**
- * The row is the one truth about an endpoint's settings; its workflow (workflows/endpoint.ts) is
- * their executor. Every change is committed here first, then the workflow is told "your row
- * changed, read it again" with signal-with-start (`endpointChanged`, which carries nothing), which
- * also starts the workflow when it is missing. The signal is durable once Temporal has answered,
- * and the workflow reads the row after it: changes that race (several requests, several API
- * processes) all end in a read of the newest row, with nothing to order or compare here.
- */
-
-/** How long a request waits for Temporal before it answers 503 (the row stays the truth). */
-const WORKFLOW_CALL_BUDGET_MS = 8_000;
-
 const unavailable = (detail: string): DomainError => new DomainError('unavailable', detail);
-
-type EndpointLabels = Pick<Endpoint, 'id' | 'accountId' | 'name'>;
-
-/**
- * The search attributes and memo an endpoint's workflow starts with (contracts/search-attributes.ts);
- * the workers and rollouts it starts inherit the account and name from them.
- */
-function endpointWorkflowLabels(e: EndpointLabels): {
-  typedSearchAttributes: ReturnType<typeof gantrySearchAttributes>;
-  memo: Record<string, string>;
-} {
-  return {
-    typedSearchAttributes: gantrySearchAttributes('endpoint', { endpointId: e.id, accountId: e.accountId }),
-    memo: gantryMemo({ endpointName: e.name }),
-  };
-}
-
-/**
- * Signals the endpoint's workflow (`signal`, no arguments), starting it if it is not running.
- * Answers false when a finished run holds the id: the endpoint was deleted, nobody is left to tell.
- */
-async function signalEndpointWorkflow(
-  ctx: DomainContext,
-  e: EndpointLabels,
-  signal: typeof endpointChanged | typeof deleteEndpointSignal,
-  deadline: number,
-): Promise<boolean> {
-  try {
-    await ctx.temporal.withDeadline(deadline, () =>
-      ctx.temporal.workflow.signalWithStart<EndpointWorkflow, []>('endpointWorkflow', {
-        workflowId: endpointWorkflowId(e.id),
-        taskQueue: ctx.taskQueue,
-        args: [{ endpointId: e.id }],
-        ...endpointWorkflowLabels(e),
-        signal,
-        signalArgs: [],
-        // A finished run means a deleted endpoint: never start another under its id.
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      }),
-    );
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
-    throw err;
-  }
-}
-
-/** Tells the endpoint's workflow that its row changed (starting the workflow if need be). */
-function tellEndpointWorkflow(
-  ctx: DomainContext,
-  e: EndpointLabels,
-  deadline = Date.now() + WORKFLOW_CALL_BUDGET_MS,
-): Promise<boolean> {
-  return signalEndpointWorkflow(ctx, e, endpointChanged, deadline);
-}
-
-/**
- * Run at process start: every live endpoint's workflow is made sure to exist and told to read its
- * row (a change committed while Temporal could not be reached, or a crash between a commit and the
- * workflow start, is mended so), and endpoints being deleted get their deletion again. One Temporal
- * call per endpoint and no worker needed; idempotent, so several processes may run it at once.
- * The first failure (Temporal unreachable) ends it with that error.
- */
-export async function reconcileEndpointWorkflows(ctx: DomainContext): Promise<number> {
-  const live = await ctx.db.endpoint.findMany({
-    where: { deletingAt: null },
-    select: { id: true, accountId: true, name: true },
-  });
-  await inBatches(live, 8, async (e) => {
-    await tellEndpointWorkflow(ctx, e);
-  });
-  const deleting = await ctx.db.endpoint.findMany({
-    where: { deletingAt: { not: null } },
-    select: { id: true, accountId: true, name: true },
-  });
-  await inBatches(deleting, 8, (e) => signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS));
-  return live.length;
-}
-
-async function inBatches<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
-}
 
 /**
  * How an endpoint's workers are sized when the REST body cannot say it: GraphQL `saveEndpoint`
@@ -288,7 +178,7 @@ export async function createEndpoint(
  * part of a GET's CPU), else Prisma; every column comes back as Prisma reads it (none is mapped,
  * JSON is parsed, timestamps are UTC).
  */
-async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
+export async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
   const store = ctx.jobs?.store;
   const e = store
     ? (
@@ -506,17 +396,6 @@ export async function updateEndpoint(
 }
 
 /**
- * Asks the endpoint's workflow to drain and remove the endpoint, starting the workflow if it is not
- * running (its first act is then the deletion). A workflow that has already finished cannot do it:
- * its endpoint has nothing left to drain, so the row is removed here.
- */
-async function signalDeletion(ctx: DomainContext, e: EndpointLabels, deadline: number): Promise<void> {
-  if (!(await signalEndpointWorkflow(ctx, e, deleteEndpointSignal, deadline))) {
-    await ctx.db.endpoint.deleteMany({ where: { id: e.id, deletingAt: { not: null } } });
-  }
-}
-
-/**
  * DELETE /v2/serverless/{id}: marks the endpoint as being deleted (reads answer 404 from then on),
  * cancels its queued jobs, and signals its workflow, which drains the workers and removes the row.
  * Repeating it while the deletion runs sends the signal again (and answers 204).
@@ -544,131 +423,4 @@ export async function deleteEndpoint(ctx: DomainContext, principal: Principal, i
       'the deletion is recorded but the endpoint workflow did not answer in time; repeat the request, or it completes when the API next starts',
     );
   }
-}
-
-type PublicWorkerStatus = WorkerView['status'];
-
-/** Stored lifecycle state → public state; stopped and failed workers are not listed. */
-const PUBLIC_WORKER_STATUS: Record<WorkerStatus, PublicWorkerStatus | null> = {
-  PENDING: 'THROTTLED', // waiting for capacity
-  INITIALIZING: 'INITIALIZING',
-  IDLE: 'IDLE',
-  RUNNING: 'RUNNING',
-  UNHEALTHY: 'UNHEALTHY',
-  DRAINING: 'RUNNING', // finishing its jobs before it stops
-  STOPPED: null,
-  FAILED: null,
-};
-const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatus[]).filter(
-  (s) => PUBLIC_WORKER_STATUS[s] !== null,
-);
-
-const emptySummary = (): WorkerSummary => ({
-  running: 0,
-  idle: 0,
-  initializing: 0,
-  throttled: 0,
-  unhealthy: 0,
-  total: 0,
-});
-
-function countInto(summary: WorkerSummary, status: PublicWorkerStatus, n = 1): void {
-  summary[status.toLowerCase() as Exclude<keyof WorkerSummary, 'total'>] += n;
-  summary.total += n;
-}
-
-/** GET /v2/serverless/{id}/workers: the endpoint's allocated workers (not stopped or failed). */
-export async function listEndpointWorkers(
-  ctx: DomainContext,
-  principal: Principal,
-  id: string,
-): Promise<ListEndpointWorkersResponse> {
-  requireScope(principal, 'READ');
-  const endpoint = await findOwned(ctx, principal, id);
-  const [workers, releases] = await Promise.all([
-    ctx.db.worker.findMany({
-      where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } },
-      include: { host: { select: { dataCenterId: true } } },
-      orderBy: { createdAt: 'asc' },
-    }),
-    ctx.db.release.findMany({ where: { endpointId: id }, select: { version: true, image: true } }),
-  ]);
-  const imageOf = new Map(releases.map((r) => [r.version, r.image]));
-  const summary = emptySummary();
-  const now = Date.now();
-  const views = workers.map((w): WorkerView => {
-    const status = PUBLIC_WORKER_STATUS[w.status] as PublicWorkerStatus;
-    countInto(summary, status);
-    const placedGpus =
-      w.gpuUuids.length > 0 ? w.gpuUuids.length : endpoint.gpuPools.length > 0 ? (endpoint.gpuCount ?? 1) : 0;
-    return {
-      id: w.id,
-      status,
-      isStale: w.releaseVersion !== endpoint.currentReleaseVersion,
-      version: w.releaseVersion,
-      gpuCount: placedGpus,
-      image: imageOf.get(w.releaseVersion) ?? null,
-      uptimeSeconds: w.startedAt ? Math.max(0, Math.floor((now - w.startedAt.getTime()) / 1000)) : null,
-      gpuTypeId: w.gpuTypeId,
-      dataCenterId: w.host?.dataCenterId ?? null,
-      startedAt: w.startedAt?.toISOString() ?? null,
-    };
-  });
-  return { endpointVersion: endpoint.currentReleaseVersion, summary, workers: views };
-}
-
-/** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */
-export async function listEndpointReleases(
-  ctx: DomainContext,
-  principal: Principal,
-  id: string,
-): Promise<ListEndpointReleasesResponse> {
-  requireScope(principal, 'READ');
-  const endpoint = await findOwned(ctx, principal, id);
-  const [releases, counts] = await Promise.all([
-    ctx.db.release.findMany({ where: { endpointId: id }, orderBy: { version: 'desc' } }),
-    ctx.db.worker.groupBy({
-      by: ['releaseVersion', 'status'],
-      where: { endpointId: id, status: { in: LISTED_WORKER_STATUSES } },
-      _count: { _all: true },
-    }),
-  ]);
-  const byVersion = new Map<number, WorkerSummary>();
-  const total = emptySummary();
-  for (const c of counts) {
-    const status = PUBLIC_WORKER_STATUS[c.status] as PublicWorkerStatus;
-    let summary = byVersion.get(c.releaseVersion);
-    if (!summary) byVersion.set(c.releaseVersion, (summary = emptySummary()));
-    countInto(summary, status, c._count._all);
-    countInto(total, status, c._count._all);
-  }
-  const onLatest = byVersion.get(endpoint.currentReleaseVersion)?.total ?? 0;
-  return {
-    endpointVersion: endpoint.currentReleaseVersion,
-    rollout: {
-      inProgress: total.total > onLatest,
-      currentVersion: endpoint.currentReleaseVersion,
-      workersOnLatest: onLatest,
-      workersOnOlder: total.total - onLatest,
-      workersTotal: total.total,
-      percentOnLatest: total.total === 0 ? 0 : Math.round((onLatest * 100) / total.total),
-    },
-    releases: releases.map((r) => {
-      const workers = byVersion.get(r.version) ?? emptySummary();
-      return {
-        id: r.id,
-        version: r.version,
-        source: 'MANUAL' as const,
-        buildId: null,
-        createdByUserId: null,
-        status: r.status,
-        statusReason: r.statusReason,
-        createdAt: r.createdAt.toISOString(),
-        finishedAt: r.finishedAt?.toISOString() ?? null,
-        workerCount: workers.total,
-        workers,
-        diff: Array.isArray(r.changes) ? (r.changes as ReleaseDiffEntry[]) : [],
-      };
-    }),
-  };
 }

@@ -8,3 +8,5 @@ export * from './endpoints.ts';
 export * from './records.ts';
 export * from './scaling.ts';
 export * from './schemas.ts';
+export * from './workers-releases.ts';
+export * from './workflow-signals.ts';

@@ -8,6 +8,8 @@ export * from './client-api.ts';
 export * from './idempotency.ts';
 export * from './lost-workers.ts';
 export * from './queue-endpoints.ts';
+export * from './queue-base.ts';
+export * from './queue-supervision.ts';
 export * from './queue.ts';
 export * from './rows.ts';
 export * from './runtime.ts';
