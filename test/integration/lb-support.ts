@@ -181,3 +181,18 @@ export function rawRequest(
     req.end(opts.body);
   });
 }
+
+/** A worker's own counts (the fixture's /stats). */
+export const stats = async (w: LbWorkerProcess): Promise<{ served: number; inFlight: number; maxInFlight: number }> =>
+  (await fetch(`http://127.0.0.1:${w.port}/stats`)).json() as never;
+
+/** A problem+json answer of the platform: this status, a detail that matches. */
+export function expectProblem(
+  r: { status: number; headers: Headers | http.IncomingHttpHeaders; body?: unknown },
+  status: number,
+  detail: RegExp,
+): void {
+  const type = r.headers instanceof Headers ? r.headers.get('content-type') : r.headers['content-type'];
+  expect(type).toMatch(/^application\/problem\+json/);
+  expect(r.body).toMatchObject({ status, title: expect.any(String), detail: expect.stringMatching(detail) });
+}
