@@ -1,0 +1,203 @@
+/**
+ * Placement for the worker workflow (workflows/worker.ts): which host a worker runs on, its GPUs or
+ * CPU reservation, and its host ports. Assembled into the worker activities by activities/worker.ts.
+ */
+import { randomInt } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/activity';
+import { cpuInstanceId, gpuTypeId, recordedCpuInstance, type CpuInstance } from '../domain/catalog/index.ts';
+import { podPorts } from '../domain/pods/index.ts';
+import { liveWorker, placeWorker, type PlacementGpu, type PlacementHost } from '../domain/workers/index.ts';
+import { containerNameOf } from '../hostctl/containers.ts';
+import { networkVolumeHosts } from './network-volumes.ts';
+import type { OrchestrationRuntime } from './orchestration-runtime.ts';
+
+/** Host ports handed to load-balancing workers (their PORT) and to pods (their exposed ports). */
+const HOST_PORTS = { first: 20_000, last: 29_999 };
+
+/** The placement pool name a pod's GPUs of its GPU type are given (pods ask for a type, not a pool). */
+const POD_GPU_POOL = 'pod-gpu-type';
+
+/** A CPU endpoint's instance (its row's flavor and size). */
+function endpointCpuInstance(e: {
+  cpuFlavorId: string | null;
+  cpuVcpuCount: number | null;
+  cpuMemoryGb: number | null;
+}): CpuInstance {
+  return e.cpuVcpuCount && e.cpuMemoryGb
+    ? { flavorId: e.cpuFlavorId!, vcpus: e.cpuVcpuCount, memoryGb: e.cpuMemoryGb }
+    : recordedCpuInstance(e.cpuFlavorId!);
+}
+
+/** What a placed CPU worker holds on its host (GPU workers hold their GPUs, no CPUs). */
+function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: number } | null {
+  if (!cpuFlavorId) return null;
+  const i = recordedCpuInstance(cpuFlavorId);
+  return { vcpus: i.vcpus, memoryMb: i.memoryGb * 1024 };
+}
+
+export interface PlacementResult {
+  placed: boolean;
+  hostId?: string;
+  reason?: string;
+}
+
+export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
+  const { db } = rt;
+  return {
+    /**
+     * Finds the worker a place: serialized over all placements (an advisory lock), so that two
+     * workers never get one GPU. Leaves the worker PENDING with the reason when nothing fits.
+     */
+    async placeWorker(workerId: string, options: { avoidHostIds?: string[] } = {}): Promise<PlacementResult> {
+      return db.$transaction(
+        async (tx) => {
+          await tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
+          const worker = await tx.worker.findUnique({
+            where: { id: workerId },
+            include: { endpoint: true, pod: true },
+          });
+          if (!worker || (!worker.endpoint && !worker.pod))
+            throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
+          if (worker.hostId && worker.status !== 'PENDING') return { placed: true, hostId: worker.hostId };
+          const pending = async (reason: string): Promise<PlacementResult> => {
+            await tx.worker.update({ where: { id: workerId }, data: { status: 'PENDING', statusReason: reason } });
+            return { placed: false, reason };
+          };
+          // A pod's volume lives on one host: once it has one, the pod runs there or waits for it.
+          const volumeHostId = worker.pod?.volumeHostId ?? null;
+          const hosts = await tx.host.findMany({
+            where: { status: 'READY', ...(volumeHostId ? { id: volumeHostId } : {}) },
+          });
+          if (volumeHostId && hosts.length === 0)
+            return pending(`waiting for host ${volumeHostId}, which holds the pod's volume and is not ready`);
+          const e = worker.endpoint;
+          const pod = worker.pod;
+          // A network volume is where its data is: the worker runs there (and binds a single-host volume to its host).
+          const volumeIds = pod ? (pod.networkVolumeId ? [pod.networkVolumeId] : []) : e!.networkVolumeIds;
+          const volumes = await networkVolumeHosts(tx, volumeIds);
+          if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0)
+            return pending(
+              `no capacity: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`,
+            );
+          const placed = await tx.worker.findMany({
+            where: { hostId: { not: null }, ...liveWorker, id: { not: workerId } },
+            select: {
+              hostId: true,
+              endpointId: true,
+              gpuUuids: true,
+              hostPort: true,
+              cpuFlavorId: true,
+              pod: { select: { ports: true } },
+            },
+          });
+          const countries = await tx.dataCenter.findMany({
+            where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } },
+            select: { id: true, country: true },
+          });
+          const countryOf = new Map(countries.map((c) => [c.id, c.country]));
+          const candidates: PlacementHost[] = hosts.map((h) => {
+            const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
+            const overcommit = Number(((h.labels ?? {}) as Record<string, string>)['gantry.io/cpu-overcommit'] ?? 1);
+            return {
+              id: h.id,
+              name: h.name,
+              status: h.status,
+              dataCenterId: h.dataCenterId,
+              // A pod asks for a GPU type, not a pool: the matching cards form the one pool it asks for.
+              gpus: pod
+                ? gpus.map((g) => ({
+                    ...g,
+                    pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null,
+                  }))
+                : gpus,
+              gpuMethod: h.gpuMethod,
+              maxWorkers: h.maxWorkers,
+              country: countryOf.get(h.dataCenterId) ?? null,
+              cpuCount: h.cpuCount,
+              memoryMb: h.memoryMb,
+              cpuOvercommit: Number.isFinite(overcommit) && overcommit > 0 ? overcommit : 1,
+            };
+          });
+          const cpu = !pod && e!.gpuPools.length === 0 && e!.cpuFlavorId ? endpointCpuInstance(e!) : undefined;
+          const constraints = {
+            ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
+            ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
+          };
+          const request = pod
+            ? {
+                endpointId: `pod:${pod.id}`,
+                gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [],
+                gpuCount: pod.gpuCount,
+                dataCenterIds: [],
+                avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []),
+                ...constraints,
+              }
+            : {
+                endpointId: e!.id,
+                gpuPools: e!.gpuPools,
+                gpuCount: e!.gpuCount ?? 1,
+                dataCenterIds: e!.dataCenterIds,
+                avoidHostIds: options.avoidHostIds ?? [],
+                countries: e!.locations.split(',').filter(Boolean),
+                ...constraints,
+              };
+          const p = placeWorker(
+            request,
+            candidates,
+            placed.map((w) => ({
+              hostId: w.hostId!,
+              endpointId: w.endpointId,
+              gpuUuids: w.gpuUuids,
+              cpu: reservationOf(w.cpuFlavorId),
+            })),
+          );
+          if (!p.ok)
+            return pending(volumes.problems.length > 0 ? `${p.reason}; ${volumes.problems.join('; ')}` : p.reason);
+          const binding = volumes.bindings.get(p.hostId);
+          if (binding)
+            await tx.networkVolume.updateMany({ where: { id: binding, hostId: null }, data: { hostId: p.hostId } });
+          // Host ports: one for a load-balancing worker (its PORT), a block of consecutive ones for a
+          // pod (one per exposed port, in the order of its `ports`). A random free start rather than
+          // the first: other software (or another installation) on the host may use ports of the
+          // range that this database does not know of.
+          const wanted = pod ? podPorts(pod.ports).length : e!.type === 'LOAD_BALANCING' ? 1 : 0;
+          let hostPort: number | null = null;
+          if (wanted > 0) {
+            const taken = new Set<number>();
+            for (const w of placed) {
+              if (w.hostId !== p.hostId || !w.hostPort) continue;
+              const span = w.pod ? Math.max(1, podPorts(w.pod.ports).length) : 1;
+              for (let i = 0; i < span; i++) taken.add(w.hostPort + i);
+            }
+            const size = HOST_PORTS.last - HOST_PORTS.first + 2 - wanted;
+            const offset = randomInt(size);
+            for (let i = 0; i < size && hostPort === null; i++) {
+              const first = HOST_PORTS.first + ((offset + i) % size);
+              if (Array.from({ length: wanted }, (_, k) => first + k).every((port) => !taken.has(port)))
+                hostPort = first;
+            }
+            if (hostPort === null)
+              return pending(`no capacity: no ${wanted} free consecutive host ports on the chosen host`);
+          }
+          await tx.worker.update({
+            where: { id: workerId },
+            data: {
+              hostId: p.hostId,
+              gpuUuids: p.gpuUuids,
+              gpuTypeId: p.gpuName ? gpuTypeId(p.gpuName) : null,
+              cpuFlavorId: cpu ? cpuInstanceId(cpu) : null,
+              hostPort,
+              status: 'INITIALIZING',
+              statusReason: 'pulling the image',
+              containerName: containerNameOf(workerId),
+            },
+          });
+          if (pod && pod.volumeInGb > 0 && !volumeHostId)
+            await tx.pod.update({ where: { id: pod.id }, data: { volumeHostId: p.hostId } });
+          return { placed: true, hostId: p.hostId };
+        },
+        { timeout: 30_000, maxWait: 30_000 },
+      );
+    },
+  };
+}

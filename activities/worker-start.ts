@@ -1,0 +1,291 @@
+/**
+ * A worker's image and container for the worker workflow (workflows/worker.ts): the registry login
+ * and pull, and the container's start (an endpoint worker's with the worker protocol's environment,
+ * a pod's with its own). Assembled into the worker activities by activities/worker.ts.
+ */
+import { Context, ApplicationFailure } from '@temporalio/activity';
+import type { DomainContext } from '../domain/context.ts';
+import { splitArgs } from '../domain/containers/index.ts';
+import { ENDPOINT_VOLUME_MOUNT, recordedCpuInstance } from '../domain/catalog/index.ts';
+import { podPorts } from '../domain/pods/index.ts';
+import { artifactDownloadUrl } from '../domain/apps/index.ts';
+import { openRegistryCredential } from '../domain/registries/index.ts';
+import { registerWorkerCredential } from '../domain/workers/index.ts';
+import type { Pod } from '../generated/prisma/client.ts';
+import {
+  containerNameOf,
+  ensureImage,
+  inspectContainer,
+  LABELS,
+  podVolumeName,
+  registryOf,
+  removeContainer,
+  runContainer,
+  type ContainerSpec,
+} from '../hostctl/containers.ts';
+import { hostHandle, sshTrouble, type OrchestrationRuntime } from './orchestration-runtime.ts';
+import { networkVolumeMount } from './network-volumes.ts';
+import { ensureRuntimeImage } from './runtime-image.ts';
+
+/** Where a deployed app's worker finds its account's artifact cache (docs/apps.md). */
+const ARTIFACT_CACHE_MOUNT = '/var/cache/gantry/artifacts';
+
+/** Label of a pod's container (pod workers carry no endpoint label). */
+export const POD_LABEL = 'gantry.pod';
+
+export function createWorkerStartActivities(rt: OrchestrationRuntime) {
+  const { db } = rt;
+  // The registry lookup takes a domain context; it reads only the database and the secrets.
+  const registryCtx = { db: rt.db, secrets: rt.secrets } satisfies Pick<DomainContext, 'db' | 'secrets'>;
+
+  async function workerRow(workerId: string) {
+    const worker = await db.worker.findUnique({
+      where: { id: workerId },
+      include: { endpoint: true, host: true, pod: true },
+    });
+    if (!worker) throw ApplicationFailure.nonRetryable(`worker ${workerId} no longer exists`, 'WorkerGone');
+    return worker;
+  }
+
+  function endpointWorker(worker: Awaited<ReturnType<typeof workerRow>>) {
+    if (!worker.endpoint) throw ApplicationFailure.nonRetryable(`worker ${worker.id} has no endpoint`, 'WorkerGone');
+    return { ...worker, endpoint: worker.endpoint };
+  }
+
+  type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
+
+  /**
+   * A pod's container: its own image, command, environment and disk, its exposed ports published on
+   * the worker's block of host ports (always on a bridge network: a pod does not speak the worker
+   * protocol, so it needs no route to the API, and its ports must not collide with other pods'),
+   * and no worker credential. Idempotent as startWorkerContainer is.
+   */
+  async function startPodContainer(w: WorkerRow & { hostId: string; host: NonNullable<WorkerRow['host']>; pod: Pod }) {
+    const { pod } = w;
+    const h = await hostHandle(rt, w.hostId);
+    const name = containerNameOf(w.id);
+    const existing =
+      Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
+    if (existing?.running) {
+      await db.worker.update({ where: { id: w.id }, data: { containerId: existing.id, containerName: name } });
+      return { containerId: existing.id, adopted: true };
+    }
+    if (existing) await removeContainer(rt.pool, h, name, 0);
+
+    const ports = podPorts(pod.ports);
+    const platform: Record<string, string> = {
+      RUNPOD_POD_ID: pod.id,
+      RUNPOD_POD_HOSTNAME: name,
+      RUNPOD_GPU_COUNT: String(w.gpuUuids.length),
+      RUNPOD_GPU_TYPE_ID: w.gpuTypeId ?? '',
+      RUNPOD_DC_ID: w.host.dataCenterId,
+      RUNPOD_PUBLIC_IP: w.host.address,
+    };
+    // Where each exposed TCP port is reachable from outside, as the hosted service tells its pods.
+    ports.forEach((p, i) => {
+      if (p.protocol !== 'udp' && w.hostPort) platform[`RUNPOD_TCP_PORT_${p.port}`] = String(w.hostPort + i);
+    });
+    const spec: ContainerSpec = {
+      name,
+      image: pod.imageName,
+      args: splitArgs(pod.dockerArgs),
+      env: { ...(pod.env as Record<string, string>), ...platform },
+      labels: {
+        [POD_LABEL]: pod.id,
+        [LABELS.worker]: w.id,
+        [LABELS.release]: String(w.releaseVersion),
+        [LABELS.host]: w.hostId,
+      },
+      publish: [],
+      publishFixed: w.hostPort
+        ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`)
+        : [],
+      gpuUuids: w.gpuUuids,
+      gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
+      diskGb: w.host.diskLimitMethod === 'storage-opt' ? pod.containerDiskInGb : undefined,
+      // A network volume is the pod's volume; otherwise its own (volumeInGb) on this host.
+      ...(pod.networkVolumeId
+        ? await networkVolumeMount(db, [pod.networkVolumeId], w.host, pod.volumeMountPath)
+        : {
+            volumes: pod.volumeInGb > 0 ? [{ name: podVolumeName(w.hostId, pod.id), path: pod.volumeMountPath }] : [],
+          }),
+    };
+    return runWorkerContainer(w.id, w.hostId, h, spec, 'waiting for the container to run');
+  }
+
+  /**
+   * Marks the worker INITIALIZING, runs its container and records it. SSH trouble and a name already
+   * in use (an earlier attempt got further than it knew; the retry inspects and adopts) are thrown as
+   * they are, for the activity's retry; any other failure ends the start.
+   */
+  async function runWorkerContainer(
+    workerId: string,
+    hostId: string,
+    h: Awaited<ReturnType<typeof hostHandle>>,
+    spec: ContainerSpec,
+    waitingFor: string,
+  ) {
+    await db.worker.update({
+      where: { id: workerId },
+      data: { status: 'INITIALIZING', statusReason: 'starting the container', startedAt: new Date() },
+    });
+    try {
+      const containerId = await runContainer(rt.pool, h, spec);
+      await db.worker.update({
+        where: { id: workerId },
+        data: { containerId, containerName: spec.name, statusReason: waitingFor },
+      });
+      return { containerId, adopted: false };
+    } catch (err) {
+      const ssh = await sshTrouble(db, hostId, err);
+      if (ssh || (err instanceof Error && /already in use|Conflict/i.test(err.message))) throw err;
+      throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'StartFailed');
+    }
+  }
+
+  return {
+    /** Logs in (with the endpoint's or pod's stored registry credential) and pulls the worker's image. */
+    async prepareWorkerImage(workerId: string): Promise<{ image: string; outcome: string; ms: number }> {
+      const started = Date.now();
+      const row = await workerRow(workerId);
+      if (!row.hostId) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      let image: string;
+      let registryId: string | null;
+      let accountId: string;
+      if (row.pod) {
+        ({ imageName: image, registryId, accountId } = row.pod);
+      } else {
+        const w = endpointWorker(row);
+        const release = await db.release.findUnique({
+          where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } },
+        });
+        image = release?.image ?? w.endpoint.image;
+        registryId = release ? release.registryId : w.endpoint.registryId;
+        accountId = w.endpoint.accountId;
+      }
+      const w = { hostId: row.hostId };
+      const login = registryId ? await openRegistryCredential(registryCtx, accountId, registryId) : undefined;
+      // Checked when written too; here because this is where the password would leave.
+      if (login && (login.registry === null || registryOf(image) !== login.registry)) {
+        const why =
+          login.registry === null
+            ? 'is not bound to a registry yet (its owner gives the registry with the login)'
+            : `is bound to ${login.registry}`;
+        throw ApplicationFailure.nonRetryable(
+          `the registry credential ${why}; the image '${image}' is on ${registryOf(image)}`,
+          'RegistryMismatch',
+        );
+      }
+      const h = await hostHandle(rt, w.hostId);
+      const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
+      try {
+        const built = await ensureRuntimeImage(rt.pool, h, image, rt.platform.apps, rt.settings.pullTimeoutSec * 1000);
+        if (built !== 'not-runtime') return { image, outcome: built, ms: Date.now() - started };
+        const outcome = await ensureImage(rt.pool, h, image, login, {
+          timeoutMs: rt.settings.pullTimeoutSec * 1000,
+          signal: Context.current().cancellationSignal,
+        });
+        return { image, outcome, ms: Date.now() - started };
+      } catch (err) {
+        const ssh = await sshTrouble(db, w.hostId, err);
+        if (ssh) throw err;
+        throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'PullFailed');
+      } finally {
+        clearInterval(heartbeat);
+      }
+    },
+
+    /**
+     * Runs the worker's container with the endpoint environment plus the worker protocol's
+     * variables. Idempotent: a running container of this worker (a retry after a lost answer) is
+     * adopted, a stopped one replaced.
+     */
+    async startWorkerContainer(workerId: string): Promise<{ containerId: string; adopted: boolean }> {
+      const row = await workerRow(workerId);
+      if (!row.hostId || !row.host) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
+      if (row.pod) return startPodContainer({ ...row, hostId: row.hostId, host: row.host, pod: row.pod });
+      const w = { ...endpointWorker(row), hostId: row.hostId, host: row.host };
+      const e = w.endpoint;
+      const release = await db.release.findUnique({
+        where: { endpointId_version: { endpointId: e.id, version: w.releaseVersion } },
+      });
+      const config = release ?? { image: e.image, args: e.args, disk: e.disk, ports: e.ports, env: e.env };
+      const h = await hostHandle(rt, w.hostId);
+      const name = containerNameOf(workerId);
+
+      // Only a retry of this activity can have made the container (its name is the worker's own).
+      const existing =
+        Context.current().info.attempt > 1 || w.containerId ? await inspectContainer(rt.pool, h, name) : null;
+      if (existing?.running) {
+        await db.worker.update({ where: { id: workerId }, data: { containerId: existing.id, containerName: name } });
+        return { containerId: existing.id, adopted: true };
+      }
+      if (existing) await removeContainer(rt.pool, h, name, 0);
+
+      const credential = await registerWorkerCredential(db, { workerId, endpointId: e.id });
+      // The worker-facing address: the public URL, or with a loopback one the listener on the bridge.
+      const base = rt.workerUrl;
+      const gpuParam = encodeURIComponent(w.gpuTypeId ?? 'CPU');
+      const protocol: Record<string, string> = {
+        RUNPOD_WEBHOOK_GET_JOB: `${base}/v2/${e.id}/job-take/$ID?gpu=${gpuParam}`,
+        RUNPOD_WEBHOOK_POST_OUTPUT: `${base}/v2/${e.id}/job-done/$RUNPOD_POD_ID/$ID?gpu=${gpuParam}`,
+        RUNPOD_WEBHOOK_POST_STREAM: `${base}/v2/${e.id}/job-stream/$RUNPOD_POD_ID/$ID?gpu=${gpuParam}`,
+        RUNPOD_WEBHOOK_PING: `${base}/v2/${e.id}/ping/$RUNPOD_POD_ID`,
+        RUNPOD_PING_INTERVAL: String(rt.settings.pingIntervalMs),
+        RUNPOD_AI_API_KEY: credential,
+        RUNPOD_POD_ID: workerId,
+        RUNPOD_ENDPOINT_ID: e.id,
+        RUNPOD_POD_HOSTNAME: name,
+        RUNPOD_GPU_COUNT: String(w.gpuUuids.length),
+        RUNPOD_GPU_TYPE_ID: w.gpuTypeId ?? '',
+        RUNPOD_DC_ID: w.host.dataCenterId,
+      };
+      const env = config.env as Record<string, string>;
+      const artifact = env.GANTRY_BUILD_ID
+        ? await artifactDownloadUrl(rt, base, e.accountId, env.GANTRY_BUILD_ID)
+        : undefined;
+      const binds: NonNullable<ContainerSpec['binds']> = [];
+      if (artifact) {
+        // Workers of one account on one host share downloads; other accounts' artifacts are not there to read.
+        protocol.GANTRY_ARTIFACT_URL = artifact.url;
+        protocol.GANTRY_ARTIFACT_SHA256 = artifact.sha256;
+        protocol.GANTRY_ARTIFACT_CACHE = ARTIFACT_CACHE_MOUNT;
+        binds.push({ source: `${rt.platform.apps.artifactCacheDir}/${e.accountId}`, path: ARTIFACT_CACHE_MOUNT });
+      }
+      const publish: string[] = [];
+      const publishFixed: string[] = [];
+      if (e.type === 'LOAD_BALANCING') {
+        // The app keeps its own port; the proxy reaches it on the worker's host port.
+        const appPort = Number((config.ports.find((p) => p.endsWith('/http')) ?? '80/http').split('/')[0]);
+        protocol.PORT = String(appPort);
+        protocol.PORT_HEALTH = String(appPort);
+        publishFixed.push(`${w.hostPort}:${appPort}`);
+      }
+      for (const p of config.ports) publish.push(`${p.split('/')[0]}/${p.endsWith('/udp') ? 'udp' : 'tcp'}`);
+      const cpu = w.cpuFlavorId ? recordedCpuInstance(w.cpuFlavorId) : undefined;
+      const spec: ContainerSpec = {
+        name,
+        image: config.image,
+        args: splitArgs(config.args),
+        env: { ...env, ...protocol },
+        labels: {
+          [LABELS.endpoint]: e.id,
+          [LABELS.worker]: workerId,
+          [LABELS.release]: String(w.releaseVersion),
+          [LABELS.host]: w.hostId,
+        },
+        publish,
+        publishFixed: [...new Set(publishFixed)],
+        gpuUuids: w.gpuUuids,
+        gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
+        // The runtime's size option where the host's storage has quotas; elsewhere the watchdog (inspectWorker).
+        diskGb: w.host.diskLimitMethod === 'storage-opt' ? config.disk : undefined,
+        // The instance the worker was placed (and reserved) with, not the endpoint's current one.
+        ...(cpu ? { cpus: cpu.vcpus, memoryGb: cpu.memoryGb } : {}),
+        ...(await networkVolumeMount(db, e.networkVolumeIds, w.host, ENDPOINT_VOLUME_MOUNT)),
+      };
+      if (binds.length > 0) spec.binds = [...(spec.binds ?? []), ...binds];
+      return runWorkerContainer(workerId, w.hostId, h, spec, 'waiting for the worker to ask for a job');
+    },
+  };
+}
