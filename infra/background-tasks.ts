@@ -135,7 +135,7 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'load-balancer views',
       schedule: 'every 250 ms (REFRESH_MS)',
       lock: 'each process',
-      where: 'api/lb-proxy.ts, LoadBalancer.start',
+      where: 'api/lb-balancer.ts, LoadBalancer.start',
       does: "re-reads the routable workers of the load-balancing endpoints this process proxies to, and other processes' in-flight counts on them",
     },
     {
@@ -143,7 +143,7 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'load-balancer load rows',
       schedule: 'every 100 ms (PUBLISH_MS), and at once on a change',
       lock: 'each process',
-      where: 'api/lb-proxy.ts, LoadBalancer.start',
+      where: 'api/lb-balancer.ts, LoadBalancer.start',
       does: "writes this process's in-flight requests per worker (LbProxyLoad rows), so that every process chooses workers by the load of all",
     },
     {
@@ -151,7 +151,7 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'stale load rows',
       schedule: 'every 10 min',
       lock: 'every process, no lock (an idempotent DELETE)',
-      where: 'api/lb-proxy.ts, LoadBalancer.start (domain/load-balancing/load-balancing.ts purgeOldLoad)',
+      where: 'api/lb-balancer.ts, LoadBalancer.start (domain/load-balancing/load-balancing.ts purgeOldLoad)',
       does: 'deletes LbProxyLoad rows no process has refreshed for a day (processes that ended without retiring theirs)',
     },
     {
