@@ -5,15 +5,24 @@
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cancelRollout, endpointChanged, endpointWorkflowId, getScalingStatus, getSpec, queueNonEmpty, rolloutWorkflowId, type RolloutResult } from '../../contracts/workflows.ts';
+import {
+  cancelRollout,
+  endpointChanged,
+  endpointWorkflowId,
+  getScalingStatus,
+  getSpec,
+  queueNonEmpty,
+  rolloutWorkflowId,
+  type RolloutResult,
+} from '../../contracts/workflows.ts';
 import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
 import { testSettings, type FakeWorld } from './fake-world.ts';
 import { TestBed } from './support.ts';
 
-// A scenario the time-skipping server wedges runs again (test/workflows/support.ts): room for five runs.
-vi.setConfig({ testTimeout: 180_000 });
+// A wedged workflow task is reported within 35 s of wedging (support.ts), a loaded machine takes up to 10 s for a scenario.
+vi.setConfig({ testTimeout: 90_000 });
 
 let bed: TestBed;
 beforeAll(async () => {
@@ -26,18 +35,30 @@ afterAll(async () => {
 /** Starts the endpoint's workflow as the domain does: signal-with-start of `endpointChanged`. */
 async function startEndpoint(client: Client, taskQueue: string, endpointId: string, test?: RunTestOptions) {
   const input: EndpointRunInput = { endpointId, ...(test ? { test } : {}) };
-  await client.workflow.signalWithStart('endpointWorkflow', { workflowId: endpointWorkflowId(endpointId), taskQueue, args: [input], signal: endpointChanged, signalArgs: [] });
+  await client.workflow.signalWithStart('endpointWorkflow', {
+    workflowId: endpointWorkflowId(endpointId),
+    taskQueue,
+    args: [input],
+    signal: endpointChanged,
+    signalArgs: [],
+  });
   // Not bound to the first run: the handle follows continue-as-new.
   return client.workflow.getHandle(endpointWorkflowId(endpointId));
 }
 
 /** Commits a change to the endpoint's row and tells its workflow, as domain/endpoints/endpoints.ts does. */
-async function changeEndpoint(client: Client, world: FakeWorld, endpointId: string, change: Parameters<FakeWorld['changeRow']>[1]): Promise<void> {
+async function changeEndpoint(
+  client: Client,
+  world: FakeWorld,
+  endpointId: string,
+  change: Parameters<FakeWorld['changeRow']>[1],
+): Promise<void> {
   world.changeRow(endpointId, change);
   await client.workflow.getHandle(endpointWorkflowId(endpointId)).signal(endpointChanged);
 }
 
-const versions = (world: FakeWorld, endpointId: string): number[] => world.live(endpointId).map((w) => w.releaseVersion);
+const versions = (world: FakeWorld, endpointId: string): number[] =>
+  world.live(endpointId).map((w) => w.releaseVersion);
 const allReady = (world: FakeWorld, endpointId: string, count: number, version: number): boolean => {
   const live = world.live(endpointId);
   return live.length === count && live.every((w) => w.status === 'IDLE' && w.releaseVersion === version);
@@ -61,18 +82,31 @@ describe('endpoint workflow', () => {
       world.addEndpoint({ endpointId: 'halt', workersMin: 2, workersMax: 2 });
       const handle = await startEndpoint(env.client, taskQueue, 'halt');
       await advanceUntil('two ready workers of release 1', () => allReady(world, 'halt', 2, 1));
-      const good = world.live('halt').map((w) => w.id).sort();
+      const good = world
+        .live('halt')
+        .map((w) => w.id)
+        .sort();
 
       world.failingVersions.add(2);
       await changeEndpoint(env.client, world, 'halt', { newRelease: true });
       await advanceUntil('release 2 halted', () => world.release('halt', 2)?.status === 'HALTED');
-      expect(world.release('halt', 2)?.reason).toMatch(/^\d+ workers of release v2 failed to become ready; rolled back to v1$/);
+      expect(world.release('halt', 2)?.reason).toMatch(
+        /^\d+ workers of release v2 failed to become ready; rolled back to v1$/,
+      );
       expect(world.endpoints.get('halt')!.spec.releaseVersion).toBe(1);
       expect(world.release('halt', 1)?.status).toBe('COMPLETED');
-      await advanceUntil('the endpoint back on release 1 with no rollout', async () => (await handle.query(getScalingStatus))?.rollout === null);
+      await advanceUntil(
+        'the endpoint back on release 1 with no rollout',
+        async () => (await handle.query(getScalingStatus))?.rollout === null,
+      );
       expect((await handle.query(getSpec))?.releaseVersion).toBe(1);
       // The workers of release 1 were never touched; those of release 2 failed and are gone.
-      expect(world.live('halt').map((w) => w.id).sort()).toEqual(good);
+      expect(
+        world
+          .live('halt')
+          .map((w) => w.id)
+          .sort(),
+      ).toEqual(good);
       expect(world.drained.map((d) => d.id).filter((id) => good.includes(id))).toEqual([]);
       const failed = [...world.workers.values()].filter((w) => w.releaseVersion === 2);
       expect(failed.length).toBeGreaterThanOrEqual(2);
@@ -80,8 +114,16 @@ describe('endpoint workflow', () => {
 
       // A later good release rolls out from there, replacing the workers of release 1.
       await changeEndpoint(env.client, world, 'halt', { newRelease: true });
-      await advanceUntil('release 3 everywhere', () => allReady(world, 'halt', 2, 3) && world.release('halt', 3)?.status === 'COMPLETED');
-      expect(world.drained.map((d) => d.id).filter((id) => good.includes(id)).sort()).toEqual(good);
+      await advanceUntil(
+        'release 3 everywhere',
+        () => allReady(world, 'halt', 2, 3) && world.release('halt', 3)?.status === 'COMPLETED',
+      );
+      expect(
+        world.drained
+          .map((d) => d.id)
+          .filter((id) => good.includes(id))
+          .sort(),
+      ).toEqual(good);
     });
   });
 
@@ -97,7 +139,10 @@ describe('endpoint workflow', () => {
       old!.status = 'RUNNING';
 
       await changeEndpoint(env.client, world, 'busy', { newRelease: true });
-      await advanceUntil('release 2 completed', () => world.release('busy', 2)?.status === 'COMPLETED' && allReady(world, 'busy', 1, 2));
+      await advanceUntil(
+        'release 2 completed',
+        () => world.release('busy', 2)?.status === 'COMPLETED' && allReady(world, 'busy', 1, 2),
+      );
       const replacement = world.starts.find((s) => s.endpointId === 'busy' && s.releaseVersion === 2)!;
       const drained = world.drained.find((d) => d.id === old!.id)!;
       expect(drained).toBeDefined();
@@ -119,10 +164,14 @@ describe('endpoint workflow', () => {
       world.failingVersions.add(2);
       await changeEndpoint(env.client, world, 'letgo', { newRelease: true });
       // Not COMPLETED: with the old worker gone and its replacement failed, nothing of release 2 ran.
-      await advanceUntil('release 2 finished', () => ['HALTED', 'COMPLETED'].includes(world.release('letgo', 2)?.status ?? ''));
+      await advanceUntil('release 2 finished', () =>
+        ['HALTED', 'COMPLETED'].includes(world.release('letgo', 2)?.status ?? ''),
+      );
       expect(world.release('letgo', 2)).toMatchObject({ status: 'HALTED' });
       expect(world.drained.map((d) => d.id)).toContain(old!.id);
-      expect([...world.workers.values()].filter((w) => w.releaseVersion === 2).length).toBeGreaterThanOrEqual(testSettings.releaseMaxFailures);
+      expect([...world.workers.values()].filter((w) => w.releaseVersion === 2).length).toBeGreaterThanOrEqual(
+        testSettings.releaseMaxFailures,
+      );
       await advanceUntil('a ready worker of release 1 again', () => allReady(world, 'letgo', 1, 1), 120_000);
       expect((await handle.query(getSpec))?.releaseVersion).toBe(1);
     });
@@ -176,11 +225,22 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
 
       // Every step ends in continue-as-new: the rollout's end reaches a run that continues at once.
       await changeEndpoint(env.client, world, 'can', { newRelease: true });
-      await advanceUntil('release 2 rolled out', () => allReady(world, 'can', 1, 2) && world.release('can', 2)?.status === 'COMPLETED');
-      await advanceUntil('the endpoint to know that the rollout ended', async () => (await handle.query(getScalingStatus))?.rollout === null, 60_000);
+      await advanceUntil(
+        'release 2 rolled out',
+        () => allReady(world, 'can', 1, 2) && world.release('can', 2)?.status === 'COMPLETED',
+      );
+      await advanceUntil(
+        'the endpoint to know that the rollout ended',
+        async () => (await handle.query(getScalingStatus))?.rollout === null,
+        60_000,
+      );
 
       await changeEndpoint(env.client, world, 'can', { newRelease: true });
-      await advanceUntil(`release 3 rolled out (live workers of versions ${versions(world, 'can').join(', ')})`, () => allReady(world, 'can', 1, 3) && world.release('can', 3)?.status === 'COMPLETED', 120_000);
+      await advanceUntil(
+        `release 3 rolled out (live workers of versions ${versions(world, 'can').join(', ')})`,
+        () => allReady(world, 'can', 1, 3) && world.release('can', 3)?.status === 'COMPLETED',
+        120_000,
+      );
 
       await changeEndpoint(env.client, world, 'can', { workersMin: 0 });
       await advanceUntil('the idle worker scaled down', () => world.live('can').length === 0, 120_000);
@@ -193,17 +253,38 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
     await bed.scenario(async ({ env, world, taskQueue, advanceUntil }) => {
       world.addEndpoint({ endpointId: 'cancel', workersMin: 2, workersMax: 2 });
       world.changeRow('cancel', { newRelease: true });
-      for (const id of ['old1', 'old2']) world.workers.set(id, { id, endpointId: 'cancel', releaseVersion: 1, status: 'IDLE', idleSince: 0 });
+      for (const id of ['old1', 'old2'])
+        world.workers.set(id, { id, endpointId: 'cancel', releaseVersion: 1, status: 'IDLE', idleSince: 0 });
       // The new workers start but never become ready: the rollout keeps waiting for them.
       world.stuckVersions.add(2);
-      const input: RolloutInput = { endpointId: 'cancel', version: 2, previousVersion: 1, rollback: false, settings: testSettings, drainTimeoutMs: 1000, test: { continueAsNewEvery: 'step' } };
-      await env.client.workflow.start('rolloutWorkflow', { workflowId: rolloutWorkflowId('cancel', 2), taskQueue, args: [input] });
-      await advanceUntil('two replacements starting', () => versions(world, 'cancel').filter((v) => v === 2).length === 2);
+      const input: RolloutInput = {
+        endpointId: 'cancel',
+        version: 2,
+        previousVersion: 1,
+        rollback: false,
+        settings: testSettings,
+        drainTimeoutMs: 1000,
+        test: { continueAsNewEvery: 'step' },
+      };
+      await env.client.workflow.start('rolloutWorkflow', {
+        workflowId: rolloutWorkflowId('cancel', 2),
+        taskQueue,
+        args: [input],
+      });
+      await advanceUntil(
+        'two replacements starting',
+        () => versions(world, 'cancel').filter((v) => v === 2).length === 2,
+      );
 
       await env.client.workflow.getHandle(rolloutWorkflowId('cancel', 2)).signal(cancelRollout);
       // The latest run, not the first: the first one's result() would walk the whole chain of runs.
       const latest = env.client.workflow.getHandle(rolloutWorkflowId('cancel', 2));
-      await advanceUntil('the rollout to end', async () => (await latest.describe()).status.name !== 'RUNNING', 600_000, 5000);
+      await advanceUntil(
+        'the rollout to end',
+        async () => (await latest.describe()).status.name !== 'RUNNING',
+        600_000,
+        5000,
+      );
       const result: RolloutResult = await latest.result();
       expect(result).toMatchObject({ version: 2, status: 'SUPERSEDED' });
       expect(world.release('cancel', 2)?.status).toBe('SUPERSEDED');

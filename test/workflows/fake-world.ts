@@ -12,7 +12,14 @@ import type { HostActivities } from '../../activities/host.ts';
 import { DEFAULT_ORCHESTRATION_SETTINGS, type OrchestrationSettings } from '../../domain/shared/index.ts';
 import type { JobActivities } from '../../activities/job.ts';
 import type { WorkerActivities } from '../../activities/worker.ts';
-import { endpointWorkflowId, jobWorkflowId, rolloutWorkflowId, workerWorkflowId, type EndpointSpec, type JobSnapshot } from '../../contracts/workflows.ts';
+import {
+  endpointWorkflowId,
+  jobWorkflowId,
+  rolloutWorkflowId,
+  workerWorkflowId,
+  type EndpointSpec,
+  type JobSnapshot,
+} from '../../contracts/workflows.ts';
 
 export type FakeWorkerStatus = 'PENDING' | 'INITIALIZING' | 'IDLE' | 'RUNNING' | 'DRAINING' | 'STOPPED' | 'FAILED';
 
@@ -46,20 +53,12 @@ export interface FakeRelease {
 const LIVE: readonly FakeWorkerStatus[] = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
 
 /**
- * Orchestration timings of the tests: production's, with polling periods that do not divide one
- * another. The time-skipping test server wedges a workflow task when a workflow cancels a timer
- * that fired, in wall time, while that task ran (sdk-java#3088: the cancel is refused and the task
- * is never redelivered). Skipped time jumps from timer to timer, so timers of different workflows
- * that share a period (the endpoint's, its rollout's) come due within milliseconds of each other,
- * and a signal that one sends the other lands right on that race; periods that do not line up
- * keep the timers apart.
+ * Orchestration timings of the tests: production's, with a shorter deadline for a release's first
+ * ready worker. The polling periods are production's too, so timers of different workflows come due
+ * together as they do there.
  */
 export const testSettings: OrchestrationSettings = {
   ...DEFAULT_ORCHESTRATION_SETTINGS,
-  autoscaleActiveMs: 1000,
-  readyPollMs: 730,
-  rolloutPollMs: 1370,
-  watchIntervalSec: 5.3,
   releaseReadyDeadlineSec: 120,
 };
 
@@ -91,7 +90,16 @@ export class FakeWorld {
   }
 
   addEndpoint(spec: Partial<EndpointSpec> & { endpointId: string }): EndpointSpec {
-    const full: EndpointSpec = { workersMin: 0, workersMax: 3, scalerType: 'QUEUE_DELAY', scalerValue: 4, idleTimeout: 5, timeoutMs: 60_000, releaseVersion: 1, ...spec };
+    const full: EndpointSpec = {
+      workersMin: 0,
+      workersMax: 3,
+      scalerType: 'QUEUE_DELAY',
+      scalerValue: 4,
+      idleTimeout: 5,
+      timeoutMs: 60_000,
+      releaseVersion: 1,
+      ...spec,
+    };
     this.endpoints.set(full.endpointId, { spec: full, exists: true, queued: 0 });
     this.releases.set(full.endpointId, [{ version: full.releaseVersion, status: 'COMPLETED' }]);
     this.workflowIds.add(endpointWorkflowId(full.endpointId));
@@ -99,7 +107,10 @@ export class FakeWorld {
   }
 
   /** Changes the endpoint's row as the domain would (a container change makes release N+1). */
-  changeRow(endpointId: string, change: Partial<Omit<EndpointSpec, 'endpointId'>> & { newRelease?: boolean }): EndpointSpec {
+  changeRow(
+    endpointId: string,
+    change: Partial<Omit<EndpointSpec, 'endpointId'>> & { newRelease?: boolean },
+  ): EndpointSpec {
     const row = this.endpoints.get(endpointId)!;
     const { newRelease, ...fields } = change;
     row.spec = { ...row.spec, ...fields };
@@ -134,13 +145,21 @@ export class FakeWorld {
     const ids = new Set(this.workflowIds);
     for (const w of this.workers.values()) ids.add(workerWorkflowId(w.id));
     // Rollouts, rollbacks included (those converge on a version that already exists).
-    for (const [endpointId, releases] of this.releases) for (const r of releases) ids.add(rolloutWorkflowId(endpointId, r.version));
+    for (const [endpointId, releases] of this.releases)
+      for (const r of releases) ids.add(rolloutWorkflowId(endpointId, r.version));
     return [...ids];
   }
 
   /** Terminates every workflow the scenario started that is still running. */
   async stopAll(client: Client): Promise<void> {
-    await Promise.all(this.ids().map((id) => client.workflow.getHandle(id).terminate('test over').catch(() => undefined)));
+    await Promise.all(
+      this.ids().map((id) =>
+        client.workflow
+          .getHandle(id)
+          .terminate('test over')
+          .catch(() => undefined),
+      ),
+    );
   }
 
   private worker(id: string): FakeWorker {
@@ -181,15 +200,41 @@ export class FakeWorld {
           queue: { queued, queuedLowPriority: 0, inProgress: 0, oldestQueuedAgeMs: queued > 0 ? 600_000 : null },
           workers: this.live(endpointId).map((w) => {
             const ready = w.status === 'IDLE' || w.status === 'RUNNING';
-            const state = w.status === 'DRAINING' ? 'draining' : w.status === 'IDLE' ? 'idle' : w.status === 'RUNNING' ? 'busy' : 'starting';
-            return { id: w.id, status: w.status, hostId: 'host1', ready, releaseVersion: w.releaseVersion, idleForMs: w.status === 'IDLE' ? now - w.idleSince : 0, state };
+            const state =
+              w.status === 'DRAINING'
+                ? 'draining'
+                : w.status === 'IDLE'
+                  ? 'idle'
+                  : w.status === 'RUNNING'
+                    ? 'busy'
+                    : 'starting';
+            return {
+              id: w.id,
+              status: w.status,
+              hostId: 'host1',
+              ready,
+              releaseVersion: w.releaseVersion,
+              idleForMs: w.status === 'IDLE' ? now - w.idleSince : 0,
+              state,
+            };
           }),
         };
       },
-      createWorkerRecords: async (input: { endpointId: string; releaseVersion: number; workerIds: string[] }): Promise<number> => {
+      createWorkerRecords: async (input: {
+        endpointId: string;
+        releaseVersion: number;
+        workerIds: string[];
+      }): Promise<number> => {
         this.starts.push({ at: await this.now(), ...input });
         for (const id of input.workerIds) {
-          if (!this.workers.has(id)) this.workers.set(id, { id, endpointId: input.endpointId, releaseVersion: input.releaseVersion, status: 'PENDING', idleSince: 0 });
+          if (!this.workers.has(id))
+            this.workers.set(id, {
+              id,
+              endpointId: input.endpointId,
+              releaseVersion: input.releaseVersion,
+              status: 'PENDING',
+              idleSince: 0,
+            });
         }
         return input.workerIds.length;
       },
@@ -197,7 +242,9 @@ export class FakeWorld {
         return [];
       },
       placeWorker: async (workerId: string) => {
-        const placed = [...this.workers.values()].filter((w) => w.id !== workerId && LIVE.includes(w.status) && w.status !== 'PENDING').length;
+        const placed = [...this.workers.values()].filter(
+          (w) => w.id !== workerId && LIVE.includes(w.status) && w.status !== 'PENDING',
+        ).length;
         if (this.room !== undefined && placed >= this.room) return { placed: false, reason: 'no room on any host' };
         this.worker(workerId).status = 'INITIALIZING';
         return { placed: true, hostId: 'host1' };
@@ -207,7 +254,11 @@ export class FakeWorld {
       },
       startWorkerContainer: async (workerId: string) => {
         const w = this.worker(workerId);
-        if (this.failingVersions.has(w.releaseVersion)) throw ApplicationFailure.nonRetryable(`container of release v${w.releaseVersion} exited with code 3`, 'ContainerExited');
+        if (this.failingVersions.has(w.releaseVersion))
+          throw ApplicationFailure.nonRetryable(
+            `container of release v${w.releaseVersion} exited with code 3`,
+            'ContainerExited',
+          );
         return { containerId: `c-${workerId}`, adopted: false };
       },
       checkWorkerReady: async (workerId: string) => {
@@ -237,10 +288,17 @@ export class FakeWorld {
         w.statusReason = outcome.reason;
         return { requeued: 0 };
       },
-      finishRelease: async (input: { endpointId: string; version: number; previousVersion: number; outcome: 'COMPLETED' | 'HALTED' | 'SUPERSEDED'; reason?: string }): Promise<void> => {
+      finishRelease: async (input: {
+        endpointId: string;
+        version: number;
+        previousVersion: number;
+        outcome: 'COMPLETED' | 'HALTED' | 'SUPERSEDED';
+        reason?: string;
+      }): Promise<void> => {
         // As activities/worker.ts: the release's outcome; a halt puts the endpoint back on the previous release.
         const r = this.release(input.endpointId, input.version);
-        if (r && r.status === 'ROLLING_OUT') Object.assign(r, { status: input.outcome, ...(input.reason ? { reason: input.reason } : {}) });
+        if (r && r.status === 'ROLLING_OUT')
+          Object.assign(r, { status: input.outcome, ...(input.reason ? { reason: input.reason } : {}) });
         const row = this.endpoints.get(input.endpointId);
         if (input.outcome === 'HALTED' && row && row.spec.releaseVersion === input.version) {
           row.spec = { ...row.spec, releaseVersion: input.previousVersion };
@@ -257,7 +315,8 @@ export class FakeWorld {
         const job = this.jobs.get(jobId)!;
         const now = await this.now();
         job.expired.push(now);
-        if (job.snapshot.status === 'IN_QUEUE' && now >= job.snapshot.ttlDeadline) job.snapshot = { ...job.snapshot, seq: job.snapshot.seq + 1, status: 'GONE' };
+        if (job.snapshot.status === 'IN_QUEUE' && now >= job.snapshot.ttlDeadline)
+          job.snapshot = { ...job.snapshot, seq: job.snapshot.seq + 1, status: 'GONE' };
         return job.snapshot;
       },
       superviseJob: async (jobId: string): Promise<JobSnapshot> => {
@@ -274,6 +333,9 @@ export class FakeWorld {
       },
     };
     // The workflows under test call only these; the rest of the interfaces are never reached.
-    return activities as unknown as EndpointActivities & WorkerActivities & Pick<HostActivities, 'orchestrationSettings'> & JobActivities;
+    return activities as unknown as EndpointActivities &
+      WorkerActivities &
+      Pick<HostActivities, 'orchestrationSettings'> &
+      JobActivities;
   }
 }

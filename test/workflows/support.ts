@@ -1,8 +1,8 @@
 /**
  * What the workflow tests share: Temporal's time-skipping test server (test/support/temporal-test-server.ts,
- * built once per machine), the workflow bundle (built once per test file), a fake world per
- * scenario (fake-world.ts), and a driver of workflow time that works around the test server's
- * known faults.
+ * built once per machine), the workflow bundle (built once per test file, with the interceptor of
+ * uncancelled-timers.ts), a fake world per scenario (fake-world.ts), and a driver of workflow time
+ * that works around the test server's known faults.
  */
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,7 +12,14 @@ import { WorkflowNotFoundError } from '@temporalio/common';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type LogEntry, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  Runtime,
+  Worker,
+  type LogEntry,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { loadConfig } from '../../infra/config.ts';
 import { resolveTemporalTestServer } from '../support/temporal-test-server.ts';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
@@ -22,6 +29,8 @@ const { EventType } = temporal.api.enums.v1;
 
 /** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'workflows', 'index.ts');
+/** Timers that are left to run out instead of being cancelled: see that file for why. */
+const uncancelledTimersPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'uncancelled-timers.ts');
 
 /** Warnings and errors, less the activity failures that scenarios cause on purpose (fake-world.ts). */
 function logQuietly(entry: LogEntry): void {
@@ -41,40 +50,48 @@ async function startTimeSkipping(): Promise<TestWorkflowEnvironment> {
   // The SDK gives the server 5 s to answer; a JVM starting on a busy machine can take longer.
   for (let attempt = 1; !env; attempt++) {
     try {
-      env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: executable } } });
+      env = await TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path: executable } },
+      });
     } catch (err) {
       if (attempt >= 3 || !/did not start within/.test(String(err))) throw err;
     }
   }
   await env.connection.operatorService.addSearchAttributes({
     namespace: env.namespace ?? 'default',
-    searchAttributes: Object.fromEntries(GANTRY_SEARCH_ATTRIBUTES.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!])),
+    searchAttributes: Object.fromEntries(
+      GANTRY_SEARCH_ATTRIBUTES.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!]),
+    ),
   });
   return env;
 }
 
 /**
- * A fault of the time-skipping test server (sdk-java#3088): when a workflow task cancels a timer
- * that fired, in wall time, while the task ran, the server refuses the completion and never hands
- * the task out again; the history ends in WorkflowTaskStarted for good. A scenario that hit it has
- * proved nothing either way, and runs again (TestBed.scenario).
+ * A workflow task that the test server refused to complete and never hands out again: the history
+ * ends in WorkflowTaskStarted for good. sdk-java#3088 did that to a task that cancelled a timer
+ * that had fired while it ran; uncancelled-timers.ts leaves the workflows no such command, so a
+ * wedge now is a fault not known yet, and the scenario fails with it at once (TestBed.scenario).
  */
 export class WedgedWorkflowTask extends Error {}
 
 /**
- * Drives a scenario's workflow time, working around two faults of the time-skipping test server:
- *
- * - A child workflow that completes after the parent run that started it has closed (Gantry's
- *   workers and rollouts outlive the endpoint run that started them: it continues as new) takes a
- *   time-skipping lock that only that parent would release (`notify parent` in sdk-java's
- *   TestWorkflowMutableStateImpl), and time would run at wall-clock speed from then on. Each such
- *   child's lock is released here, once.
- * - The wedged workflow task above: detected (time stops skipping and a history ends in a started
- *   task that does not move) and thrown as WedgedWorkflowTask.
+ * How long a history may end in the same WorkflowTaskStarted before its task counts as wedged:
+ * well past the workflow task timeout (10 s), after which the server records a timeout and hands
+ * the task out again, however slow a loaded machine makes the worker.
+ */
+const WEDGED_AFTER_MS = 30_000;
+
+/**
+ * Drives a scenario's workflow time around a fault of the time-skipping test server: a child
+ * workflow that completes after the parent run that started it has closed (Gantry's workers and
+ * rollouts outlive the endpoint run that started them: it continues as new) takes a time-skipping
+ * lock that only that parent would release (`notify parent` in sdk-java's
+ * TestWorkflowMutableStateImpl), and time would run at wall-clock speed from then on. Each such
+ * child's lock is released here, once.
  */
 export class TimeDriver {
   private readonly settled = new Set<string>();
-  /** Set once the scenario's run was given up: its advanceUntil stops at the next step. */
+  /** Set once the scenario has failed: its advanceUntil stops at the next step. */
   abandoned = false;
 
   constructor(
@@ -84,21 +101,18 @@ export class TimeDriver {
   ) {}
 
   /** Moves workflow time on in steps of `stepMs` until `ok` holds; fails after `maxMs` of workflow time. */
-  async advanceUntil(what: string, ok: () => boolean | Promise<boolean>, maxMs = 300_000, stepMs = 1000): Promise<void> {
-    let slow = 0;
+  async advanceUntil(
+    what: string,
+    ok: () => boolean | Promise<boolean>,
+    maxMs = 300_000,
+    stepMs = 1000,
+  ): Promise<void> {
     for (let skipped = 0; ; skipped += stepMs) {
-      if (this.abandoned) throw new Error(`given up (the test server wedged a workflow task): ${what}`);
+      if (this.abandoned) throw new Error(`given up (the scenario failed): ${what}`);
       if (await ok()) return;
       if (skipped > maxMs) throw new Error(`not within ${maxMs / 1000} s of workflow time: ${what}`);
       await this.releaseOrphanedChildLocks();
-      const started = Date.now();
       await this.env.sleep(stepMs);
-      // A skip takes milliseconds; a step that took its whole length in wall time did not skip.
-      slow = Date.now() - started >= stepMs * 0.9 ? slow + 1 : 0;
-      if (slow >= 3) {
-        await this.throwIfWedged();
-        slow = 0;
-      }
     }
   }
 
@@ -120,35 +134,38 @@ export class TimeDriver {
   }
 
   /**
-   * Rejects with WedgedWorkflowTask once a workflow task of the scenario is wedged, checked every
-   * 5 s after the first `afterMs` of wall time (a scenario takes 2-10 s). A call that waits on the
-   * wedged task (a query, an update) would otherwise wait for ever, and advanceUntil's own check
-   * would never run. Stops when `stop` aborts.
+   * Rejects with WedgedWorkflowTask once a history of the scenario has ended in the same
+   * WorkflowTaskStarted for WEDGED_AFTER_MS, looking every 5 s: a wedged task holds time skipping
+   * locked, and every call that waits on it (a query, an update, advanceUntil) would otherwise wait
+   * for the test's timeout, which says nothing of why. Stops when `stop` aborts.
    */
-  async watchForWedge(stop: AbortSignal, afterMs = 20_000): Promise<never> {
-    await sleep(afterMs, undefined, { signal: stop });
+  async watchForWedge(stop: AbortSignal): Promise<never> {
+    const started = new Map<string, { event: string; since: number }>();
     for (;;) {
-      await this.throwIfWedged();
       await sleep(5_000, undefined, { signal: stop });
-    }
-  }
-
-  private async throwIfWedged(): Promise<void> {
-    const startedTasks = async (): Promise<Map<string, string>> => {
-      const out = new Map<string, string>();
+      const stuck: string[] = [];
       for (const id of this.workflowIds()) {
-        const history = await this.env.client.workflow.getHandle(id).fetchHistory().catch(() => undefined);
+        const history = await this.env.client.workflow
+          .getHandle(id)
+          .fetchHistory()
+          .catch(() => undefined);
         const last = history?.events?.at(-1);
-        if (last?.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED) out.set(id, String(last.eventId));
+        if (last?.eventType !== EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED) {
+          started.delete(id);
+          continue;
+        }
+        // The event's time tells a later run's event of the same number apart.
+        const event = `${String(last.eventId)}@${String(last.eventTime?.seconds)}.${String(last.eventTime?.nanos)}`;
+        const seen = started.get(id);
+        if (seen?.event !== event) started.set(id, { event, since: Date.now() });
+        else if (Date.now() - seen.since >= WEDGED_AFTER_MS) stuck.push(id);
       }
-      return out;
-    };
-    const before = await startedTasks();
-    if (before.size === 0) return;
-    await new Promise((r) => setTimeout(r, 500));
-    const after = await startedTasks();
-    const stuck = [...before].filter(([id, event]) => after.get(id) === event).map(([id]) => id);
-    if (stuck.length > 0) throw new WedgedWorkflowTask(`the time-skipping test server wedged the workflow task of ${stuck.join(', ')} (sdk-java#3088)`);
+      if (stuck.length > 0) {
+        throw new WedgedWorkflowTask(
+          `the time-skipping test server wedged the workflow task of ${stuck.join(', ')}: its history has ended in the same WorkflowTaskStarted for ${WEDGED_AFTER_MS / 1000} s`,
+        );
+      }
+    }
   }
 
   private async describe(workflowId: string, runId?: string) {
@@ -159,6 +176,36 @@ export class TimeDriver {
       throw err;
     }
   }
+}
+
+/**
+ * Fails if a run of these workflows (every run of a continue-as-new chain) recorded a TimerCanceled:
+ * the premise of uncancelled-timers.ts, that no CancelTimer command reaches the server, checked on
+ * every scenario.
+ */
+async function expectNoCancelledTimer(client: Client, workflowIds: Iterable<string>): Promise<void> {
+  const cancelled: string[] = [];
+  for (const id of workflowIds) {
+    const latest = await client.workflow
+      .getHandle(id)
+      .fetchHistory()
+      .catch((err: unknown) => {
+        // Never started (the world names every workflow a scenario may start); gRPC NOT_FOUND is 5.
+        if (err instanceof WorkflowNotFoundError || (isGrpcServiceError(err) && err.code === 5)) return undefined;
+        throw err;
+      });
+    let runId = latest?.events?.[0]?.workflowExecutionStartedEventAttributes?.firstExecutionRunId || undefined;
+    for (let history = runId ? await client.workflow.getHandle(id, runId).fetchHistory() : latest; history;) {
+      if (history.events?.some((e) => e.eventType === EventType.EVENT_TYPE_TIMER_CANCELED))
+        cancelled.push(`${id} (run ${runId ?? 'latest'})`);
+      runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId || undefined;
+      history = runId ? await client.workflow.getHandle(id, runId).fetchHistory() : undefined;
+    }
+  }
+  if (cancelled.length > 0)
+    throw new Error(
+      `a timer was cancelled despite uncancelled-timers.ts, which the time-skipping test server can wedge on (sdk-java#3088): ${cancelled.join(', ')}`,
+    );
 }
 
 /** What a scenario gets: its fake world, its task queue, and the driver of workflow time. */
@@ -174,8 +221,6 @@ export interface Scenario {
  * fake world per scenario.
  */
 export class TestBed {
-  /** Runs of a scenario at most, wedged ones included (scenario). */
-  static readonly ATTEMPTS = 5;
   private queues = 0;
 
   private constructor(
@@ -185,10 +230,17 @@ export class TestBed {
 
   static async start(): Promise<TestBed> {
     // Warnings and errors only: the workers' state changes of every scenario are noise here.
-    Runtime.install({ logger: new DefaultLogger('WARN', logQuietly), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' } } } });
+    Runtime.install({
+      logger: new DefaultLogger('WARN', logQuietly),
+      telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' } } },
+    });
     const [env, bundle] = await Promise.all([
       startTimeSkipping(),
-      bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} } }),
+      bundleWorkflowCode({
+        workflowsPath,
+        workflowInterceptorModules: [uncancelledTimersPath],
+        logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
+      }),
     ]);
     return new TestBed(env, bundle);
   }
@@ -198,36 +250,39 @@ export class TestBed {
   }
 
   /**
-   * Runs `fn` with a worker on a task queue of its own, then stops every workflow it left running.
-   * A run that the test server wedged (WedgedWorkflowTask: found by advanceUntil when time stops
-   * skipping, or by a watchdog when the run waits on a call that the wedged task holds) proved
-   * nothing and runs again, up to ATTEMPTS runs in all (on a loaded machine the same scenario was
-   * wedged three times in a row: the halt scenario drains workers whose 730 ms ready-poll timer
-   * often fires while their task runs).
+   * Runs `fn` with a worker on a task queue of its own, then checks that no workflow of the scenario
+   * cancelled a timer (uncancelled-timers.ts), then stops every workflow it left running. A wedged
+   * workflow task (TimeDriver.watchForWedge) fails the scenario; nothing runs again.
    */
-  async scenario(fn: (s: Scenario) => Promise<void>, attempt = 1): Promise<void> {
+  async scenario(fn: (s: Scenario) => Promise<void>): Promise<void> {
     const env = this.env;
     const world = new FakeWorld(env);
     const driver = new TimeDriver(env, () => world.ids());
     const taskQueue = `scenario-${++this.queues}`;
-    const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: this.bundle, activities: world.activities() });
-    const run = fn({ env, world, taskQueue, advanceUntil: (what, ok, maxMs, stepMs) => driver.advanceUntil(what, ok, maxMs, stepMs) });
-    // A run given up for a wedged task fails later (its waiting call ends when cleanUp terminates the
-    // workflows): that failure belongs to no attempt.
+    const worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle: this.bundle,
+      activities: world.activities(),
+    });
+    const run = fn({
+      env,
+      world,
+      taskQueue,
+      advanceUntil: (what, ok, maxMs, stepMs) => driver.advanceUntil(what, ok, maxMs, stepMs),
+    });
+    // A run that the watchdog cut short fails later (its waiting call ends when cleanUp terminates
+    // the workflows): the watchdog's error is the one reported.
     run.catch(() => undefined);
     const watchdog = new AbortController();
     try {
       await worker.runUntil(Promise.race([run, driver.watchForWedge(watchdog.signal)]));
-    } catch (err) {
+      await expectNoCancelledTimer(env.client, world.ids());
+    } finally {
       watchdog.abort();
       driver.abandoned = true;
       await this.cleanUp(world);
-      if (!(err instanceof WedgedWorkflowTask) || attempt >= TestBed.ATTEMPTS) throw err;
-      console.warn(`${err.message}; running the scenario again (attempt ${attempt + 1} of ${TestBed.ATTEMPTS})`);
-      return this.scenario(fn, attempt + 1);
     }
-    watchdog.abort();
-    await this.cleanUp(world);
   }
 
   /**
