@@ -124,6 +124,14 @@ describe('workers on an SSH host', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect(await liveWorkers(endpointId)).toEqual([]);
 
+    // The machine's pace right now (median /healthz round trip): the bound below allows for a busy machine.
+    const rtts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      await call(p.url, 'GET', '/healthz');
+      rtts.push(performance.now() - t);
+    }
+    const floor = rtts.sort((a, b) => a - b)[2]!;
     const jobId = await runJob(endpointId, { n: 1 });
     const done = await jobResult(endpointId, jobId);
     expect(done.status).toBe('COMPLETED');
@@ -133,8 +141,10 @@ describe('workers on an SSH host', () => {
     console.info(
       `queued job at zero workers -> container start issued: ${toStart} ms; -> taken: ${job.startedAt!.getTime() - job.createdAt.getTime()} ms`,
     );
-    // Within a second on an idle machine (bench/README.md); the bound leaves room for a loaded one.
-    expect(toStart).toBeLessThan(2500);
+    // Within a second on an idle machine (bench/README.md); the bound leaves room for a loaded one
+    // (2,835 ms at load average 20 on two cores), and stays under what the autoscaler's resting look
+    // (every autoscaleRestMs, 3 s here) plus a container start would take without the wake-up.
+    expect(toStart).toBeLessThan(Math.min(2500 + 20 * floor, 4000));
 
     // Idle for idleTimeout seconds: drained, stopped, container removed.
     const stopped = await until('the idle worker to stop', async () => {
