@@ -19,7 +19,7 @@ import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
 import type { RolloutInput } from '../../workflows/rollout.ts';
 import { testSettings, type FakeWorld } from './fake-world.ts';
-import { TestBed } from './support.ts';
+import { queryHandedOn, signalLiveRun, TestBed } from './support.ts';
 
 // A wedged workflow task is reported within 35 s of wedging (support.ts), a loaded machine takes up to 10 s for a scenario.
 vi.setConfig({ testTimeout: 90_000 });
@@ -54,7 +54,7 @@ async function changeEndpoint(
   change: Parameters<FakeWorld['changeRow']>[1],
 ): Promise<void> {
   world.changeRow(endpointId, change);
-  await client.workflow.getHandle(endpointWorkflowId(endpointId)).signal(endpointChanged);
+  await signalLiveRun(client.workflow.getHandle(endpointWorkflowId(endpointId)), endpointChanged);
 }
 
 const versions = (world: FakeWorld, endpointId: string): number[] =>
@@ -229,9 +229,10 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
         'release 2 rolled out',
         () => allReady(world, 'can', 1, 2) && world.release('can', 2)?.status === 'COMPLETED',
       );
+      // Asked of the run that last handed its state on: this one continues as new at every step.
       await advanceUntil(
         'the endpoint to know that the rollout ended',
-        async () => (await handle.query(getScalingStatus))?.rollout === null,
+        async () => (await queryHandedOn(env.client, endpointWorkflowId('can'), getScalingStatus))?.rollout === null,
         60_000,
       );
 
@@ -245,7 +246,10 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
       await changeEndpoint(env.client, world, 'can', { workersMin: 0 });
       await advanceUntil('the idle worker scaled down', () => world.live('can').length === 0, 120_000);
       expect((await handle.describe()).runId).not.toBe(firstRun);
-      expect(await handle.query(getSpec)).toMatchObject({ workersMin: 0, releaseVersion: 3 });
+      expect(await queryHandedOn(env.client, endpointWorkflowId('can'), getSpec)).toMatchObject({
+        workersMin: 0,
+        releaseVersion: 3,
+      });
     });
   });
 
@@ -276,7 +280,7 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
         () => versions(world, 'cancel').filter((v) => v === 2).length === 2,
       );
 
-      await env.client.workflow.getHandle(rolloutWorkflowId('cancel', 2)).signal(cancelRollout);
+      await signalLiveRun(env.client.workflow.getHandle(rolloutWorkflowId('cancel', 2)), cancelRollout);
       // The latest run, not the first: the first one's result() would walk the whole chain of runs.
       const latest = env.client.workflow.getHandle(rolloutWorkflowId('cancel', 2));
       await advanceUntil(

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { jobChanged, jobState, jobWorkflowId, recheckJob, type JobSnapshot } from '../../contracts/workflows.ts';
 import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
-import { TestBed } from './support.ts';
+import { runAfter, TestBed, tookStartIn, wallUntil } from './support.ts';
 
 // A wedged workflow task is reported within 35 s of wedging (support.ts), a loaded machine takes up to 10 s for a scenario.
 vi.setConfig({ testTimeout: 90_000 });
@@ -167,12 +167,20 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
         livenessDeadline: now + 30 * MINUTE,
         executionDeadline: now + 30 * MINUTE,
       };
+      // The start is taken in first: the job taken is then a step of its own, which continues as new.
+      await wallUntil('the start taken in', () => tookStartIn(handle));
+      const first = (await handle.describe()).runId;
       await handle.signal(jobChanged, taken);
-      // An older snapshot that arrives late is ignored, in the next run too.
-      await handle.signal(jobChanged, job.snapshot);
-      expect(await handle.query(jobState)).toMatchObject({ seq: 2, status: 'IN_PROGRESS' });
+      // An older snapshot that arrives late is ignored, in the next run too. That run waits for its
+      // deadlines (half an hour) and continues as new only at the next change, so it can be asked.
+      const next = env.client.workflow.getHandle(
+        jobWorkflowId('held'),
+        await runAfter(env.client, jobWorkflowId('held'), first),
+      );
+      await next.signal(jobChanged, job.snapshot);
+      expect(await next.query(jobState)).toMatchObject({ seq: 2, status: 'IN_PROGRESS' });
       job.snapshot = { ...taken, seq: 3, status: 'COMPLETED', livenessDeadline: null };
-      await handle.signal(jobChanged, job.snapshot);
+      await next.signal(jobChanged, job.snapshot);
       await handle.result();
       expect(job.expired).toHaveLength(0);
     });

@@ -7,8 +7,8 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { isGrpcServiceError, type Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/common';
+import { isGrpcServiceError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, type QueryDefinition, type SignalDefinition } from '@temporalio/common';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes.js';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -206,6 +206,72 @@ async function expectNoCancelledTimer(client: Client, workflowIds: Iterable<stri
     throw new Error(
       `a timer was cancelled despite uncancelled-timers.ts, which the time-skipping test server can wedge on (sdk-java#3088): ${cancelled.join(', ')}`,
     );
+}
+
+/**
+ * What the newest closed run of a workflow that continues as new answers to `query`: its state at
+ * its end, which it handed, whole, to the run that continued it; undefined while the first run is
+ * the only one. Such a workflow cannot be asked while it runs: the test server loses a query that
+ * arrives while the workflow task that continues as new is in flight (it hands the query to the
+ * closed run as a query task, refuses the worker's answer, "workflow execution already completed",
+ * and the call waits for ever). A closed run is asked directly and answers from its history.
+ */
+export async function queryHandedOn<R>(
+  client: Client,
+  workflowId: string,
+  query: QueryDefinition<R>,
+): Promise<R | undefined> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const previous = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+  return previous ? client.workflow.getHandle(workflowId, previous).query(query) : undefined;
+}
+
+/** Waits, in wall time, until `ok` holds: time skipping stays locked meanwhile, so no timer fires early. */
+export async function wallUntil(what: string, ok: () => Promise<boolean>, withinMs = 30_000): Promise<void> {
+  for (const deadline = Date.now() + withinMs; !(await ok()); await sleep(50)) {
+    if (Date.now() > deadline) throw new Error(`not within ${withinMs / 1000} s of wall time: ${what}`);
+  }
+}
+
+/** Whether the run behind `handle` has completed a workflow task: what it was started with is taken in. */
+export async function tookStartIn(handle: WorkflowHandle): Promise<boolean> {
+  const { events } = await handle.fetchHistory();
+  return events?.some((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) ?? false;
+}
+
+/** The id of the run that continued `runId` as new, once there is one (a workflow task away). */
+export async function runAfter(client: Client, workflowId: string, runId: string): Promise<string> {
+  let current = runId;
+  await wallUntil(`${workflowId}: run ${runId} continued as new`, async () => {
+    current = (await client.workflow.getHandle(workflowId).describe()).runId;
+    return current !== runId;
+  });
+  return current;
+}
+
+/**
+ * Signals the running run of a workflow that continues as new (`handle` is bound to no run). The
+ * test server looks that run up, then records the signal in it: a run that continued as new in
+ * between refuses the signal without recording it ("Completed workflow"), where the real server
+ * delivers it to the run that continued. The refused signal goes on to that run, as it would have
+ * there.
+ */
+export async function signalLiveRun<Args extends unknown[]>(
+  handle: WorkflowHandle,
+  signal: SignalDefinition<Args>,
+  ...args: Args
+): Promise<void> {
+  for (let refused = 0; ; refused++) {
+    try {
+      return await handle.signal(signal, ...args);
+    } catch (err) {
+      const continued =
+        err instanceof WorkflowNotFoundError &&
+        err.message === 'Completed workflow' &&
+        (await handle.describe()).status.name === 'RUNNING';
+      if (!continued || refused >= 3) throw err;
+    }
+  }
 }
 
 /** What a scenario gets: its fake world, its task queue, and the driver of workflow time. */
