@@ -21,7 +21,7 @@ import type { RolloutInput } from '../../workflows/rollout.ts';
 import { testSettings, type FakeWorld } from './fake-world.ts';
 import { queryHandedOn, signalLiveRun, TestBed } from './support.ts';
 
-// A wedged workflow task is reported within 35 s of wedging (support.ts), a loaded machine takes up to 10 s for a scenario.
+// A wedged workflow task is reported within 20 s of wedging (support.ts); a loaded machine takes up to 30 s for a scenario.
 vi.setConfig({ testTimeout: 90_000 });
 
 let bed: TestBed;

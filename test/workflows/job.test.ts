@@ -10,7 +10,7 @@ import type { RunTestOptions } from '../../workflows/continue-as-new.ts';
 import type { JobRunInput } from '../../workflows/job.ts';
 import { runAfter, TestBed, tookStartIn, wallUntil } from './support.ts';
 
-// A wedged workflow task is reported within 35 s of wedging (support.ts), a loaded machine takes up to 10 s for a scenario.
+// A wedged workflow task is reported within 20 s of wedging (support.ts); a loaded machine takes up to 30 s for a scenario.
 vi.setConfig({ testTimeout: 90_000 });
 
 let bed: TestBed;

@@ -25,7 +25,7 @@ import { resolveTemporalTestServer } from '../support/temporal-test-server.ts';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 import { FakeWorld } from './fake-world.ts';
 
-const { EventType } = temporal.api.enums.v1;
+const { EventType, WorkflowTaskFailedCause, SignalExternalWorkflowExecutionFailedCause } = temporal.api.enums.v1;
 
 /** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'workflows', 'index.ts');
@@ -72,14 +72,20 @@ async function startTimeSkipping(): Promise<TestWorkflowEnvironment> {
  * that had fired while it ran; uncancelled-timers.ts leaves the workflows no such command, so a
  * wedge now is a fault not known yet, and the scenario fails with it at once (TestBed.scenario).
  */
-export class WedgedWorkflowTask extends Error {}
+export class WedgedWorkflowTask extends Error {
+  override name = 'WedgedWorkflowTask';
+}
 
 /**
- * How long a history may end in the same WorkflowTaskStarted before its task counts as wedged:
- * well past the workflow task timeout (10 s), after which the server records a timeout and hands
- * the task out again, however slow a loaded machine makes the worker.
+ * How much server time a history may end in a WorkflowTaskStarted before its task counts as wedged:
+ * past the workflow task timeout (10 s), which otherwise ends a started task however slow a loaded
+ * machine makes the worker. A started task keeps time skipping locked, so that time is wall time.
  */
-const WEDGED_AFTER_MS = 30_000;
+const WEDGED_AFTER_MS = 15_000;
+
+/** When an event happened, in server time. */
+const eventMs = (e: temporal.api.history.v1.IHistoryEvent): number =>
+  Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
 
 /**
  * Drives a scenario's workflow time around a fault of the time-skipping test server: a child
@@ -110,7 +116,10 @@ export class TimeDriver {
     for (let skipped = 0; ; skipped += stepMs) {
       if (this.abandoned) throw new Error(`given up (the scenario failed): ${what}`);
       if (await ok()) return;
-      if (skipped > maxMs) throw new Error(`not within ${maxMs / 1000} s of workflow time: ${what}`);
+      if (skipped > maxMs) {
+        await this.throwIfWedged();
+        throw new Error(`not within ${maxMs / 1000} s of workflow time: ${what}`);
+      }
       await this.releaseOrphanedChildLocks();
       await this.env.sleep(stepMs);
     }
@@ -134,37 +143,35 @@ export class TimeDriver {
   }
 
   /**
-   * Rejects with WedgedWorkflowTask once a history of the scenario has ended in the same
-   * WorkflowTaskStarted for WEDGED_AFTER_MS, looking every 5 s: a wedged task holds time skipping
-   * locked, and every call that waits on it (a query, an update, advanceUntil) would otherwise wait
-   * for the test's timeout, which says nothing of why. Stops when `stop` aborts.
+   * Rejects with WedgedWorkflowTask once a workflow task of the scenario is wedged, looking every
+   * 5 s: a wedged task holds time skipping locked, and every call that waits on it (a query, an
+   * update, advanceUntil) would otherwise wait for the test's timeout, which says nothing of why.
+   * Stops when `stop` aborts.
    */
   async watchForWedge(stop: AbortSignal): Promise<never> {
-    const started = new Map<string, { event: string; since: number }>();
     for (;;) {
       await sleep(5_000, undefined, { signal: stop });
-      const stuck: string[] = [];
-      for (const id of this.workflowIds()) {
-        const history = await this.env.client.workflow
-          .getHandle(id)
-          .fetchHistory()
-          .catch(() => undefined);
-        const last = history?.events?.at(-1);
-        if (last?.eventType !== EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED) {
-          started.delete(id);
-          continue;
-        }
-        // The event's time tells a later run's event of the same number apart.
-        const event = `${String(last.eventId)}@${String(last.eventTime?.seconds)}.${String(last.eventTime?.nanos)}`;
-        const seen = started.get(id);
-        if (seen?.event !== event) started.set(id, { event, since: Date.now() });
-        else if (Date.now() - seen.since >= WEDGED_AFTER_MS) stuck.push(id);
+      await this.throwIfWedged();
+    }
+  }
+
+  private async throwIfWedged(): Promise<void> {
+    const now = await this.env.currentTimeMs();
+    const stuck: string[] = [];
+    for (const id of this.workflowIds()) {
+      const history = await this.env.client.workflow
+        .getHandle(id)
+        .fetchHistory()
+        .catch(() => undefined);
+      const last = history?.events?.at(-1);
+      if (last?.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED && now - eventMs(last) > WEDGED_AFTER_MS) {
+        stuck.push(id);
       }
-      if (stuck.length > 0) {
-        throw new WedgedWorkflowTask(
-          `the time-skipping test server wedged the workflow task of ${stuck.join(', ')}: its history has ended in the same WorkflowTaskStarted for ${WEDGED_AFTER_MS / 1000} s`,
-        );
-      }
+    }
+    if (stuck.length > 0) {
+      throw new WedgedWorkflowTask(
+        `the time-skipping test server wedged the workflow task of ${stuck.join(', ')}: its history has ended in a WorkflowTaskStarted for more than ${WEDGED_AFTER_MS / 1000} s`,
+      );
     }
   }
 
@@ -274,6 +281,33 @@ export async function signalLiveRun<Args extends unknown[]>(
   }
 }
 
+/**
+ * Where each workflow of a failed scenario stands, for its report: status, run and last events
+ * (signals by name, failed tasks and signals by cause), enough to tell a fault of the test server
+ * from one of the workflows.
+ */
+async function whereWorkflowsStand(client: Client, workflowIds: Iterable<string>): Promise<string> {
+  const lines: string[] = [];
+  for (const id of workflowIds) {
+    const handle = client.workflow.getHandle(id);
+    const description = await handle.describe().catch(() => undefined);
+    const history = await handle.fetchHistory().catch(() => undefined);
+    if (!description || !history) continue;
+    const events = (history.events ?? []).slice(-12).map((e) => {
+      const name = (EventType[e.eventType ?? 0] ?? String(e.eventType)).replace('EVENT_TYPE_', '');
+      const failedTask = e.workflowTaskFailedEventAttributes?.cause;
+      const failedSignal = e.signalExternalWorkflowExecutionFailedEventAttributes?.cause;
+      const detail =
+        e.workflowExecutionSignaledEventAttributes?.signalName ??
+        (failedTask != null ? WorkflowTaskFailedCause[failedTask] : undefined) ??
+        (failedSignal != null ? SignalExternalWorkflowExecutionFailedCause[failedSignal] : undefined);
+      return `${String(e.eventId)} ${name}${detail ? ` (${detail})` : ''}`;
+    });
+    lines.push(`${id}: ${description.status.name}, run ${description.runId}; last events: ${events.join(', ')}`);
+  }
+  return lines.join('\n');
+}
+
 /** What a scenario gets: its fake world, its task queue, and the driver of workflow time. */
 export interface Scenario {
   env: TestWorkflowEnvironment;
@@ -318,7 +352,8 @@ export class TestBed {
   /**
    * Runs `fn` with a worker on a task queue of its own, then checks that no workflow of the scenario
    * cancelled a timer (uncancelled-timers.ts), then stops every workflow it left running. A wedged
-   * workflow task (TimeDriver.watchForWedge) fails the scenario; nothing runs again.
+   * workflow task (TimeDriver.watchForWedge) fails the scenario; nothing runs again. A failed
+   * scenario reports where each of its workflows stands.
    */
   async scenario(fn: (s: Scenario) => Promise<void>): Promise<void> {
     const env = this.env;
@@ -344,6 +379,11 @@ export class TestBed {
     try {
       await worker.runUntil(Promise.race([run, driver.watchForWedge(watchdog.signal)]));
       await expectNoCancelledTimer(env.client, world.ids());
+    } catch (err) {
+      console.error(
+        `The scenario failed (${String(err)}); its workflows:\n${await whereWorkflowsStand(env.client, world.ids())}`,
+      );
+      throw err;
     } finally {
       watchdog.abort();
       driver.abandoned = true;
