@@ -19,6 +19,7 @@ import {
 } from '../hostctl/containers.ts';
 import { hostVolumeName, hostVolumePrefix, sharedVolumeDir } from '../domain/catalog/index.ts';
 import { HostKeyMismatchError, normalizeFingerprint } from '../hostctl/ssh.ts';
+import { pruneAccountNetworks } from '../hostctl/networks.ts';
 import { isLiveWorker, liveWorker } from '../domain/workers/index.ts';
 import { prismaSql, requeueLostJobs } from '../domain/jobs/index.ts';
 import type { OrchestrationSettings } from '../domain/shared/index.ts';
@@ -221,11 +222,16 @@ export function createHostActivities(rt: OrchestrationRuntime) {
      * Rebuilds state from container labels: a container whose worker is live on this host is
      * adopted (its id recorded); any other managed container is removed. Live workers recorded on
      * this host whose workflow no longer runs are closed, so that they are replaced. Volumes of pods
-     * that no longer exist (terminated while the host was away) are removed.
+     * that no longer exist (terminated while the host was away) are removed, and so are the networks
+     * of accounts with no live worker left here.
      */
-    async reconcileHostContainers(
-      hostId: string,
-    ): Promise<{ adopted: string[]; removed: string[]; closed: string[]; removedVolumes: string[] }> {
+    async reconcileHostContainers(hostId: string): Promise<{
+      adopted: string[];
+      removed: string[];
+      closed: string[];
+      removedVolumes: string[];
+      removedNetworks: string[];
+    }> {
       const h = await hostHandle(rt, hostId);
       const containers = await listManagedContainers(rt.pool, h);
       const workerIds = containers.map((c) => c.workerId).filter(Boolean);
@@ -299,7 +305,14 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         removedVolumes.push(v);
       }
       removedVolumes.push(...(await removeDeletedNetworkVolumes(h)));
-      return { adopted, removed, closed, removedVolumes };
+      // A worker being placed or started here is live: its account's network stays.
+      const live = await db.worker.findMany({
+        where: { hostId, ...liveWorker },
+        select: { endpoint: { select: { accountId: true } }, pod: { select: { accountId: true } } },
+      });
+      const accounts = live.flatMap((w) => [w.endpoint?.accountId, w.pod?.accountId]).filter((a) => a !== undefined);
+      const removedNetworks = await pruneAccountNetworks(rt.pool, h, [...new Set(accounts)]);
+      return { adopted, removed, closed, removedVolumes, removedNetworks };
     },
 
     /** Live workers placed on the host (the host workflow drains them before the host is removed). */

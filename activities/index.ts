@@ -17,6 +17,7 @@ export function createActivities(deps: { db: Db; ctx: DomainContext }) {
     secrets: deps.ctx.secrets,
     publicUrl: deps.ctx.publicUrl,
     workerUrl: deps.ctx.workerUrl ?? deps.ctx.publicUrl,
+    ...(deps.ctx.workerListenerPort !== undefined ? { workerListenerPort: deps.ctx.workerListenerPort } : {}),
     temporal: deps.ctx.temporal,
     // One pool per process (the composition root's): SSH connections to a host are shared by all its activities.
     pool: deps.ctx.ssh,

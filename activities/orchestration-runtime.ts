@@ -21,6 +21,8 @@ export interface OrchestrationRuntime {
   publicUrl: string;
   /** Base address worker containers reach the API at (see DomainContext.workerUrl). */
   workerUrl: string;
+  /** Set when containers reach the worker-facing listener on their network's gateway (a loopback public URL): its port. */
+  workerListenerPort?: number;
   temporal: Client;
   pool: SshPool;
   settings: OrchestrationSettings;

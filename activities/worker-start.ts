@@ -26,6 +26,7 @@ import {
 import { hostHandle, sshTrouble, type OrchestrationRuntime } from './orchestration-runtime.ts';
 import { networkVolumeMount } from './network-volumes.ts';
 import { ensureRuntimeImage } from './runtime-image.ts';
+import { publishAddressOf, tenantNetwork } from './tenant-network.ts';
 
 /** Where a deployed app's worker finds its account's artifact cache (docs/apps.md). */
 const ARTIFACT_CACHE_MOUNT = '/var/cache/gantry/artifacts';
@@ -73,6 +74,7 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
     if (existing) await removeContainer(rt.pool, h, name, 0);
 
     const ports = podPorts(pod.ports);
+    const { network } = await tenantNetwork(rt, h, pod.accountId);
     const platform: Record<string, string> = {
       RUNPOD_POD_ID: pod.id,
       RUNPOD_POD_HOSTNAME: name,
@@ -96,6 +98,8 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         [LABELS.release]: String(w.releaseVersion),
         [LABELS.host]: w.hostId,
       },
+      network: network.name,
+      publishAddress: await publishAddressOf(w.host.address),
       publish: [],
       publishFixed: w.hostPort
         ? ports.map((p, i) => `${w.hostPort! + i}:${p.port}/${p.protocol === 'udp' ? 'udp' : 'tcp'}`)
@@ -223,8 +227,9 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
       if (existing) await removeContainer(rt.pool, h, name, 0);
 
       const credential = await registerWorkerCredential(db, { workerId, endpointId: e.id });
-      // The worker-facing address: the public URL, or with a loopback one the listener on the bridge.
-      const base = rt.workerUrl;
+      // The account's network, and the worker-facing address from it: the public URL, or with a
+      // loopback one the listener on the network's gateway.
+      const { network, workerBase: base } = await tenantNetwork(rt, h, e.accountId);
       const gpuParam = encodeURIComponent(w.gpuTypeId ?? 'CPU');
       const protocol: Record<string, string> = {
         RUNPOD_WEBHOOK_GET_JOB: `${base}/v2/${e.id}/job-take/$ID?gpu=${gpuParam}`,
@@ -274,6 +279,8 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
           [LABELS.release]: String(w.releaseVersion),
           [LABELS.host]: w.hostId,
         },
+        network: network.name,
+        publishAddress: await publishAddressOf(w.host.address),
         publish,
         publishFixed: [...new Set(publishFixed)],
         gpuUuids: w.gpuUuids,

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { BlockList, isIP, type Socket } from 'node:net';
+import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { problem, sendProblem } from './problem.ts';
 
@@ -31,14 +32,50 @@ export interface WorkerListener {
   close(): Promise<void>;
 }
 
+/** The host's side of container bridges: Podman's (CNI `cni-podmanN`, netavark `podmanN`) and Docker's. */
+const BRIDGE_INTERFACE = /^(cni-podman\d+|podman\d+|docker0|br-[0-9a-f]{12})$/;
+
 /**
- * Serves `app` on host:port for worker containers. The address is a container bridge's gateway,
- * which exists only once the runtime has created the bridge (its first container): until then the
- * bind is retried every second.
+ * Whether a connection came from a container, to the host's address on that container's bridge:
+ * the local address is a bridge's gateway and the peer is on the bridge's subnet. The host's
+ * interfaces are re-read at most every 200 ms, and only when an address is not known yet (a bridge
+ * appears when its network's first container starts).
+ */
+export function createBridgeCheck(interfaces: () => NodeJS.Dict<NetworkInterfaceInfo[]> = networkInterfaces) {
+  let bridges = new Map<string, BlockList>();
+  let readAt = -Infinity;
+  const read = (): void => {
+    readAt = Date.now();
+    const next = new Map<string, BlockList>();
+    for (const [name, list] of Object.entries(interfaces())) {
+      if (!BRIDGE_INTERFACE.test(name)) continue;
+      for (const a of list ?? []) {
+        if (a.family !== 'IPv4' || !a.cidr) continue;
+        const subnet = next.get(a.address) ?? new BlockList();
+        subnet.addSubnet(a.address, Number(a.cidr.split('/')[1]), 'ipv4');
+        next.set(a.address, subnet);
+      }
+    }
+    bridges = next;
+  };
+  return (local: string | undefined, remote: string | undefined): boolean => {
+    if (!local || !remote || isIP(local) !== 4 || isIP(remote) !== 4) return false;
+    if (!bridges.has(local) && Date.now() - readAt > 200) read();
+    return bridges.get(local)?.check(remote, 'ipv4') ?? false;
+  };
+}
+
+/**
+ * Serves `app` on `port` for worker containers, on the gateway of every container network of this
+ * machine (each account's network has its own: hostctl/networks.ts). It listens on the IPv4
+ * wildcard address, because a network's gateway exists only once its first container runs, and
+ * drops at once any connection that is not from a container to its own gateway (so the port is no
+ * way in from elsewhere). `gateway` is the default network's, for the log. A taken port is retried
+ * every second.
  */
 export function startWorkerListener(
   app: FastifyInstance,
-  host: string,
+  gateway: string,
   port: number,
   log: (msg: string) => void,
 ): WorkerListener {
@@ -47,23 +84,30 @@ export function startWorkerListener(
   let closed = false;
   let warned = false;
   const state = { listening: false };
+  const fromContainer = createBridgeCheck();
   const attempt = (): void => {
     if (closed) return;
     const s = createServer((req, res) => app.routing(req, res));
-    s.on('connection', (socket: Socket) => workerSockets.add(socket));
+    s.on('connection', (socket: Socket) => {
+      if (!fromContainer(socket.localAddress, socket.remoteAddress)) {
+        socket.destroy();
+        return;
+      }
+      workerSockets.add(socket);
+    });
     s.once('error', (err: NodeJS.ErrnoException) => {
       s.close();
       if (closed) return;
       if (!warned)
-        log(`worker listener ${host}:${port} not up yet (${err.code ?? err.message}); retrying every second`);
+        log(`worker listener on port ${port} not up yet (${err.code ?? err.message}); retrying every second`);
       warned = true;
       timer = setTimeout(attempt, 1000);
       timer.unref();
     });
-    s.listen(port, host, () => {
+    s.listen(port, '0.0.0.0', () => {
       server = s;
       state.listening = true;
-      if (warned) log(`worker listener up on ${host}:${port}`);
+      if (warned) log(`worker listener up on port ${port} of every container network's gateway (${gateway}, ...)`);
     });
   };
   attempt();
@@ -80,4 +124,10 @@ export function startWorkerListener(
       await closing;
     },
   };
+}
+
+/** The base URL a worker reached this process at, when the request came through the worker-facing listener. */
+export function workerFacingBase(socket: Socket): string | undefined {
+  if (!workerSockets.has(socket) || !socket.localAddress) return undefined;
+  return `http://${socket.localAddress}:${socket.localPort}`;
 }

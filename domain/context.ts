@@ -17,6 +17,8 @@ export interface DomainContext {
   publicUrl: string;
   /** Base address worker containers use (the worker-facing listener when publicUrl is loopback); default publicUrl. */
   workerUrl?: string;
+  /** With the worker-facing listener: its port, on every container network's gateway (api/worker-listener.ts). */
+  workerListenerPort?: number;
   secrets: SecretBox;
   /** What the platform runs with, read once from the environment (infra/config.ts). */
   settings: PlatformSettings;

@@ -36,6 +36,13 @@ export interface ContainerSpec {
   args: string[];
   env: Record<string, string>;
   labels: Record<string, string>;
+  /** The bridge network the container joins: its account's (hostctl/networks.ts). */
+  network: string;
+  /**
+   * The host address published ports are bound to (where Gantry reaches them); never all of the
+   * host's addresses, which would let anyone who reaches the host past the proxy's key check.
+   */
+  publishAddress: string;
   /** Container ports published on random host ports: `8000/tcp`. */
   publish: string[];
   /** `hostPort:containerPort` published on a fixed host port. */
@@ -82,12 +89,13 @@ export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
     envFilePath,
   ];
   for (const [k, v] of Object.entries(spec.labels)) args.push('--label', `${k}=${v}`);
-  // Always the runtime's bridge network, never the host's: a tenant's container must not reach
+  // Always a bridge network (the account's), never the host's: a tenant's container must not reach
   // what listens on the host's loopback (PostgreSQL, Temporal). Raw sockets go too: with them a
   // container could forge packets to 127.0.0.1 that a bridge with route_localnet would deliver.
-  args.push('--network', 'bridge', '--cap-drop', 'NET_RAW');
-  for (const p of spec.publish) args.push('--publish', p);
-  for (const p of spec.publishFixed) args.push('--publish', p);
+  args.push('--network', spec.network, '--cap-drop', 'NET_RAW');
+  const bind = spec.publishAddress.includes(':') ? `[${spec.publishAddress}]` : spec.publishAddress;
+  for (const p of spec.publish) args.push('--publish', `${bind}::${p}`);
+  for (const p of spec.publishFixed) args.push('--publish', `${bind}:${p}`);
   if (spec.gpuUuids.length > 0) {
     if (spec.gpuMethod === 'cdi') for (const uuid of spec.gpuUuids) args.push('--device', `nvidia.com/gpu=${uuid}`);
     // Docker reads --gpus as CSV: several devices need the value itself in double quotes.

@@ -44,6 +44,11 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_JOB_WORKFLOW_BACKLOG: Int('job workflow signals an API process may hold unsent before /run answers 429'),
     GANTRY_WEBHOOK_ALLOW: Text('private CIDRs and host names job webhooks may reach'),
     GANTRY_WORKER_PORT: Int('port of the worker-facing listener'),
+    GANTRY_WORKER_EGRESS: Type.Optional(
+      Type.Union([Type.Literal('private'), Type.Literal('public')], {
+        description: 'what worker containers may reach: private networks too (default), or public addresses only',
+      }),
+    ),
     GANTRY_DATA_DIR: Text('data directory'),
     GANTRY_ADMIN_API_KEY: Text('the admin key'),
     GANTRY_SECRET_KEY: Text('key sealing stored secrets'),
@@ -279,6 +284,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     },
   });
   const settings: PlatformSettings = {
+    workerEgress: env.GANTRY_WORKER_EGRESS ?? 'private',
     lbDomain:
       env.GANTRY_LB_DOMAIN?.trim()
         .replace(/^\.+|\.+$/g, '')

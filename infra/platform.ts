@@ -93,6 +93,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       taskQueue: config.taskQueue,
       publicUrl: config.publicUrl,
       workerUrl: gateway ? `http://${gateway}:${config.workerPort}` : config.publicUrl,
+      ...(gateway ? { workerListenerPort: config.workerPort } : {}),
       secrets,
       ssh: new SshPool({ readyTimeoutMs: 15_000, idleTimeoutMs: 60_000 }),
       // What the job API, the proxy and the worker protocol remember of keys, worker credentials

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps/index.ts';
+import { workerFacingBase } from '../worker-listener.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
 import { PingQuerySchema } from '../../domain/jobs/index.ts';
@@ -140,7 +141,13 @@ export const workerProtocolRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
       // The credential first, as on every worker route: a stranger learns nothing from a 422.
       if (request.validationError)
         throw validationFailed(['$query.after: the newest source version the worker runs (a whole number)']);
-      const source = await sourceForWorker(ctx, identity, Number(request.query.after ?? 0));
+      // The download is signed for the address the worker reached (its network's gateway, on the worker listener).
+      const base = workerFacingBase(request.raw.socket);
+      const source = await sourceForWorker(
+        base ? { ...ctx, workerUrl: base } : ctx,
+        identity,
+        Number(request.query.after ?? 0),
+      );
       if (!source) return reply.code(204).send();
       return source;
     },

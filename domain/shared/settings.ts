@@ -11,6 +11,11 @@ import type { WebhookAllowList } from '../jobs/webhook-targets.ts';
 import type { OutputSettings } from '../public-models/outputs.ts';
 
 export interface PlatformSettings {
+  /**
+   * What worker containers may reach (GANTRY_WORKER_EGRESS): `private` networks and the internet, or
+   * `public` addresses only (and the API's). Link-local (cloud metadata) is refused under both.
+   */
+  workerEgress: 'private' | 'public';
   /** Wildcard DNS domain of load-balancing endpoints (GANTRY_LB_DOMAIN), normalized; undefined: path-based URLs. */
   lbDomain: string | undefined;
   /** The proxy's health probes of load-balancing workers (GANTRY_LB_HEALTH). */

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../domain/shared/index.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
+import { pruneNetworksScript } from '../../hostctl/networks.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
 import { ensureTestWorkerImage } from '../support/test-image.ts';
@@ -170,6 +171,8 @@ export function removeManagedContainers(hostIds: string[]): void {
     if (ids.length) spawnSync('podman', ['rm', '--force', '--time', '0', ...ids]);
     const volumes = podVolumes(hostId);
     if (volumes.length) spawnSync('podman', ['volume', 'rm', '--force', ...volumes]);
+    // The accounts' networks and their egress rules, as the host's reconcile removes them.
+    spawnSync('sh', ['-s'], { input: pruneNetworksScript('podman', hostId, []), encoding: 'utf8' });
   }
 }
 

@@ -92,18 +92,21 @@ describe('workers on an SSH host', () => {
       'gantry.host': hostId,
     });
     expect(inspect.HostConfig.RestartPolicy.Name).toMatch(/^(no|)$/);
-    // Never the host's network: the bridge, and the worker-facing listener's address in the protocol URLs.
-    expect(inspect.HostConfig.NetworkMode).toBe('bridge');
+    // Never the host's network: its account's own bridge network, and the worker-facing listener on
+    // that network's gateway in the protocol URLs.
+    expect(inspect.HostConfig.NetworkMode).not.toBe('host');
+    const accountId = (await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpointId } })).accountId;
+    expect(Object.keys(inspect.NetworkSettings.Networks)).toEqual([`gantry-${hostId}-${accountId}`]);
+    const gateway = inspect.NetworkSettings.Networks[`gantry-${hostId}-${accountId}`].Gateway as string;
     const env = new Map<string, string>(
       (inspect.Config.Env as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
     );
     expect(env.get('GREETING')).toBe('it\'s "quoted" $HOME');
     expect(p.ctx.workerUrl).not.toBe(p.ctx.publicUrl);
-    expect(env.get('RUNPOD_WEBHOOK_GET_JOB')).toBe(`${p.ctx.workerUrl}/v2/${endpointId}/job-take/$ID?gpu=CPU`);
-    expect(env.get('RUNPOD_WEBHOOK_POST_OUTPUT')).toBe(
-      `${p.ctx.workerUrl}/v2/${endpointId}/job-done/$RUNPOD_POD_ID/$ID?gpu=CPU`,
-    );
-    expect(env.get('RUNPOD_WEBHOOK_PING')).toBe(`${p.ctx.workerUrl}/v2/${endpointId}/ping/$RUNPOD_POD_ID`);
+    const base = `http://${gateway}:${new URL(p.ctx.workerUrl!).port}`;
+    expect(env.get('RUNPOD_WEBHOOK_GET_JOB')).toBe(`${base}/v2/${endpointId}/job-take/$ID?gpu=CPU`);
+    expect(env.get('RUNPOD_WEBHOOK_POST_OUTPUT')).toBe(`${base}/v2/${endpointId}/job-done/$RUNPOD_POD_ID/$ID?gpu=CPU`);
+    expect(env.get('RUNPOD_WEBHOOK_PING')).toBe(`${base}/v2/${endpointId}/ping/$RUNPOD_POD_ID`);
     expect(env.get('RUNPOD_POD_ID')).toBe(w!.id);
     expect(env.get('RUNPOD_ENDPOINT_ID')).toBe(endpointId);
     expect(env.get('RUNPOD_AI_API_KEY')).toMatch(/^gntr_wk_/);

@@ -80,7 +80,7 @@ const orchestration: HostActivities &
     return { status: 'READY', statusReason: null, becameReady: true };
   },
   async reconcileHostContainers() {
-    return { adopted: [], removed: [], closed: [], removedVolumes: [] };
+    return { adopted: [], removed: [], closed: [], removedVolumes: [], removedNetworks: [] };
   },
   async liveWorkersOnHost() {
     return [];

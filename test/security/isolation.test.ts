@@ -4,8 +4,7 @@
  * cannot be reached, on loopback or on any address of the host, while the worker protocol works
  * through the worker-facing listener, which serves nothing else.
  */
-import { execFile, spawnSync } from 'node:child_process';
-import { promisify } from 'node:util';
+import { spawnSync } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { call, type TestPlatform } from '../support/platform.ts';
@@ -17,6 +16,7 @@ import {
   startOneHostPlatform,
   until,
 } from '../integration/orchestration-support.ts';
+import { fromInside } from './container-probe.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
@@ -33,22 +33,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await fixture?.stop();
 }, 120_000);
-
-/**
- * Runs a TCP connect (or, for http URLs, a GET) from inside the container: 'open', an error code, or
- * the HTTP status. Asynchronous: the platform answering it runs in this process.
- */
-async function fromInside(container: string, target: string): Promise<string> {
-  const script = target.startsWith('http')
-    ? `fetch(${JSON.stringify(target)}, { signal: AbortSignal.timeout(3000) }).then((r) => console.log(r.status), (e) => console.log('error ' + (e.cause?.code ?? e.name)))`
-    : `const [h, p] = ${JSON.stringify(target.split(':'))}; const s = require('net').connect({ host: h, port: Number(p), timeout: 3000 });
-       s.on('connect', () => { console.log('open'); s.destroy(); }); s.on('error', (e) => console.log(e.code)); s.on('timeout', () => { console.log('timeout'); s.destroy(); });`;
-  const r = await promisify(execFile)('podman', ['exec', container, 'node', '-e', script], {
-    encoding: 'utf8',
-    timeout: 30_000,
-  }).catch((e: { stdout?: string; stderr?: string }) => e);
-  return (r.stdout || r.stderr || '').trim();
-}
 
 it('a worker container reaches the worker protocol and nothing else of the platform', async () => {
   const created = await call(p.url, 'POST', '/v2/serverless', {
@@ -97,12 +81,15 @@ it('a worker container reaches the worker protocol and nothing else of the platf
     }
   }
 
-  // The worker-facing listener answers the worker protocol, and 404 to everything else.
-  const workerUrl = p.ctx.workerUrl!;
-  expect(new URL(workerUrl).hostname).not.toMatch(/^127\./);
+  // The worker-facing listener (on the gateway of the container's own network, as its protocol URLs
+  // say) answers the worker protocol, and 404 to everything else.
+  const ping = (inspect.Config.Env as string[]).find((e) => e.startsWith('RUNPOD_WEBHOOK_PING='))!;
+  const workerUrl = new URL(ping.slice(ping.indexOf('=') + 1)).origin;
+  const [network] = Object.values(inspect.NetworkSettings.Networks) as Array<{ Gateway: string }>;
+  expect(workerUrl).toBe(`http://${network!.Gateway}:${new URL(p.ctx.workerUrl!).port}`);
   const workerId = container.workerId;
-  expect(await fromInside(container.id, `${workerUrl}/v2/${ep}/ping/${workerId}`)).toBe('401'); // reached; no credential sent
-  expect(await fromInside(container.id, `${workerUrl}/v2/serverless`)).toBe('404');
-  expect(await fromInside(container.id, `${workerUrl}/graphql`)).toBe('404');
-  expect(await fromInside(container.id, `${workerUrl}/v2/${ep}/runsync`)).toBe('404');
+  expect(await fromInside(container.id, `${workerUrl}/v2/${ep}/ping/${workerId}`)).toMatch(/^401 /); // reached; no credential sent
+  expect(await fromInside(container.id, `${workerUrl}/v2/serverless`)).toMatch(/^404 /);
+  expect(await fromInside(container.id, `${workerUrl}/graphql`)).toMatch(/^404 /);
+  expect(await fromInside(container.id, `${workerUrl}/v2/${ep}/runsync`)).toMatch(/^404 /);
 }, 300_000);

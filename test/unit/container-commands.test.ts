@@ -52,6 +52,8 @@ const spec: ContainerSpec = {
   args: ['--privileged', '-v', '/:/host'],
   env: { A: 'b' },
   labels: { 'gantry.worker': 'w1' },
+  network: 'gantry-h1-a1',
+  publishAddress: '10.0.0.5',
   publish: ['8000/tcp'],
   publishFixed: [],
   gpuUuids: [],

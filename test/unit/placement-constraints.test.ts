@@ -153,6 +153,8 @@ describe('network volume storage', () => {
       args: [],
       env: {},
       labels: {},
+      network: 'gantry-h1-a1',
+      publishAddress: '10.0.0.5',
       publish: [],
       publishFixed: [],
       gpuUuids: [],

@@ -191,6 +191,8 @@ describe('from placement to container flags', () => {
     args: [],
     env: {},
     labels: { 'gantry.worker': 'w1' },
+    network: 'gantry-h1-a1',
+    publishAddress: '10.0.0.5',
     publish: [],
     publishFixed: [],
     gpuUuids: [],
@@ -230,15 +232,20 @@ describe('from placement to container flags', () => {
       '/tmp/env',
     ]);
     expect(args).toContain('gantry.worker=w1');
-    expect(args.join(' ')).toContain('--publish 8000/tcp');
+    // Published ports answer on the one host address Gantry reaches them at, never on all of them.
+    expect(args.join(' ')).toContain('--publish 10.0.0.5::8000/tcp');
+    expect(runArgs(spec({ publishFixed: ['20000:80'] }), '/tmp/env').join(' ')).toContain('--publish 10.0.0.5:20000:80');
+    expect(runArgs(spec({ publishAddress: '::1', publishFixed: ['20000:80'] }), '/tmp/env')).toContain(
+      '[::1]:20000:80',
+    );
     expect(args.join(' ')).toContain('--storage-opt size=20G');
     expect(args.slice(-4)).toEqual(['--', 'registry.example.com/team/model:2', 'python', 'handler.py']);
     // Whatever the image is called, the runtime's options have ended before it.
     const hostile = runArgs(spec({ image: '--privileged' }), '/tmp/env');
     expect(hostile.indexOf('--')).toBe(hostile.indexOf('--privileged') - 1);
     expect(runArgs(spec({ cpus: 4, memoryGb: 8 }), '/tmp/env').join(' ')).toContain('--cpus 4 --memory 8g');
-    // Never the host's network: the bridge, without raw sockets.
-    expect(args.join(' ')).toContain('--network bridge --cap-drop NET_RAW');
+    // Never the host's network: the account's bridge, without raw sockets.
+    expect(args.join(' ')).toContain('--network gantry-h1-a1 --cap-drop NET_RAW');
     expect(args.join(' ')).not.toContain('--network host');
   });
 
