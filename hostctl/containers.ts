@@ -6,7 +6,7 @@
  * registry password and the container environment (which holds the worker's own credential) travel
  * over stdin into files that only root can read and that are removed when the command ends.
  */
-import { isMutableReference, registryOf } from './image-references.ts';
+import { isHostLocalImage, registryOf } from './image-references.ts';
 import { shellJoin, shellQuote, type ExecResult, type SshPool, type SshTarget } from './ssh.ts';
 
 export type RuntimeName = 'podman' | 'docker';
@@ -60,7 +60,7 @@ export interface ContainerSpec {
   binds?: Array<{ source: string; path: string }>;
 }
 
-export { isMutableReference, registryOf } from './image-references.ts';
+export { isHostLocalImage, registryOf } from './image-references.ts';
 
 /** The `.env` file content: KEY=VALUE lines, read literally by both runtimes (no quotes, no expansion). */
 export function envFile(env: Record<string, string>): string {
@@ -153,9 +153,16 @@ export interface RegistryLoginSecret {
 }
 
 /**
- * Pulls an image unless an immutable reference of it is already there. With a login, the
- * credential lives only in a temporary auth file used by this one pull (another tenant's pull on
- * the same host never sees it).
+ * Makes the image ready for a container of the tenant that named it. An image in the host's store
+ * is no proof that this tenant may run it (another tenant may have pulled it with their own
+ * credential), so every image is pulled before each start, with the tenant's credential or
+ * anonymously: the registry decides, for a tag and for a digest alike, and a failed pull fails the
+ * start (as Kubernetes' AlwaysPullImages). Layers already there are not fetched again. The one
+ * exception is `localhost/`: images built or loaded on the host itself (Gantry's runtime images,
+ * the operator's own), which no registry serves and any tenant may name.
+ *
+ * With a login, the credential lives only in a temporary auth file used by this one pull (another
+ * tenant's pull on the same host never sees it).
  */
 export async function ensureImage(
   pool: SshPool,
@@ -163,9 +170,13 @@ export async function ensureImage(
   image: string,
   login: RegistryLoginSecret | undefined,
   options: { timeoutMs: number; signal?: AbortSignal },
-): Promise<'present' | 'pulled' | 'stale-local'> {
-  const present = await imagePresent(pool, h, image);
-  if (present && !isMutableReference(image)) return 'present';
+): Promise<'host-local' | 'pulled'> {
+  if (isHostLocalImage(image) && !login) {
+    if (await imagePresent(pool, h, image)) return 'host-local';
+    throw new ContainerCommandError(
+      `the image ${image} is not on this host: localhost/ images are built or loaded on the host itself, never pulled`,
+    );
+  }
   let r: ExecResult;
   if (login) {
     const registry = registryOf(image);
@@ -193,9 +204,7 @@ export async function ensureImage(
     });
   }
   if (r.code === 0) return 'pulled';
-  // A mutable tag that cannot be refreshed (registry down, local-only image) still runs as it is.
-  if (present) return 'stale-local';
-  throw failure(`pulling ${image}`, r);
+  throw failure(`pulling ${image} (an image already on the host is not used in its place)`, r);
 }
 
 /**

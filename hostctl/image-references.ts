@@ -1,4 +1,4 @@
-/** What container runtimes make of an image reference: where it is pulled from, and whether it can change. */
+/** What container runtimes make of an image reference: where it is pulled from, and whether it is the host's own. */
 
 /** The registry host of an image reference (`docker.io` for bare names such as `alpine:3.20`); host names are case-insensitive. */
 export function registryOf(image: string): string {
@@ -7,10 +7,7 @@ export function registryOf(image: string): string {
   return first.includes('.') || first.includes(':') || first === 'localhost' ? first.toLowerCase() : 'docker.io';
 }
 
-/** A tag that may point somewhere else tomorrow: no tag, or `latest`, and no digest. */
-export function isMutableReference(image: string): boolean {
-  if (image.includes('@')) return false;
-  const last = image.split('/').pop()!;
-  const colon = last.indexOf(':');
-  return colon < 0 || last.slice(colon + 1) === 'latest';
+/** `localhost/...`: an image built or loaded on the host itself, which no registry serves. */
+export function isHostLocalImage(image: string): boolean {
+  return image.includes('/') && registryOf(image) === 'localhost';
 }

@@ -8,7 +8,9 @@
  *   and its health check) and refuses on the host's other address;
  * - a stand-in metadata server at 169.254.169.254, in a network namespace of the test's own, is
  *   reachable from the host and from a container outside Gantry's networks, not from B's worker;
- * - under GANTRY_WORKER_EGRESS=public, a private address beside the host is refused as well.
+ * - under GANTRY_WORKER_EGRESS=public, a private address beside the host is refused as well;
+ * - an image in the host's store that another tenant pulled (with their credential) is never run for
+ *   a tenant whose own pull of it fails.
  */
 import { spawnSync } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
@@ -202,5 +204,40 @@ it('under the public egress policy, refuses private addresses beside the host to
       '-j',
       'RETURN',
     ]);
+  }
+}, 300_000);
+
+it("never runs another tenant's cached image for a tenant whose own pull fails", async () => {
+  // Another tenant's private image as their authorised pull leaves it in the host's store: under its
+  // registry's name (one this machine cannot reach, so no pull of it can succeed), a tag and :latest.
+  const repo = `registry.invalid/walls-${randomString(6)}/private`;
+  for (const tag of ['1', 'latest']) {
+    const r = spawnSync('podman', ['tag', ORCHESTRATION_WORKER_IMAGE, `${repo}:${tag}`], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+  }
+  try {
+    for (const tag of ['1', 'latest']) {
+      const created = await call(p.url, 'POST', '/v2/serverless', {
+        key: p.adminKey,
+        body: { name: `cached-${tag}`, image: `${repo}:${tag}`, workers: { min: 1, max: 1 } },
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const endpointId = created.body.id as string;
+      const failed = await until(
+        `a worker of ${repo}:${tag} that failed its pull`,
+        async () =>
+          (await p.ctx.db.worker.findFirst({
+            where: { endpointId, statusReason: { contains: 'not used in its place' } },
+          })) ?? undefined,
+        120_000,
+        250,
+      );
+      expect(failed.statusReason).toMatch(new RegExp(`pulling ${repo}:${tag}`));
+      // No container of the endpoint ever ran.
+      expect(managedContainers(hostId).filter((c) => c.endpointId === endpointId)).toEqual([]);
+      expect((await call(p.url, 'DELETE', `/v2/serverless/${endpointId}`, { key: p.adminKey })).status).toBe(204);
+    }
+  } finally {
+    spawnSync('podman', ['rmi', '--force', `${repo}:1`, `${repo}:latest`]);
   }
 }, 300_000);

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { envFile, isMutableReference, registryOf, runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
+import { envFile, isHostLocalImage, registryOf, runArgs, type ContainerSpec } from '../../hostctl/containers.ts';
 import { splitArgs } from '../../domain/containers/index.ts';
 import { parseNvidiaSmi } from '../../activities/host-probe.ts';
 import { describeGpu } from '../../domain/catalog/index.ts';
@@ -234,7 +234,9 @@ describe('from placement to container flags', () => {
     expect(args).toContain('gantry.worker=w1');
     // Published ports answer on the one host address Gantry reaches them at, never on all of them.
     expect(args.join(' ')).toContain('--publish 10.0.0.5::8000/tcp');
-    expect(runArgs(spec({ publishFixed: ['20000:80'] }), '/tmp/env').join(' ')).toContain('--publish 10.0.0.5:20000:80');
+    expect(runArgs(spec({ publishFixed: ['20000:80'] }), '/tmp/env').join(' ')).toContain(
+      '--publish 10.0.0.5:20000:80',
+    );
     expect(runArgs(spec({ publishAddress: '::1', publishFixed: ['20000:80'] }), '/tmp/env')).toContain(
       '[::1]:20000:80',
     );
@@ -271,16 +273,16 @@ describe('from placement to container flags', () => {
     expect(() => envFile({ A: 'two\nlines' })).toThrow(/line break/);
   });
 
-  it('knows registries and mutable tags of image references', () => {
+  it("knows registries of image references, and which images are the host's own", () => {
     expect(registryOf('alpine:3.20')).toBe('docker.io');
     expect(registryOf('runpod/worker:1')).toBe('docker.io');
     expect(registryOf('ghcr.io/org/img:1')).toBe('ghcr.io');
     expect(registryOf('localhost:5000/img')).toBe('localhost:5000');
     expect(registryOf('localhost/img:1')).toBe('localhost');
-    expect(isMutableReference('img')).toBe(true);
-    expect(isMutableReference('img:latest')).toBe(true);
-    expect(isMutableReference('localhost:5000/img')).toBe(true);
-    expect(isMutableReference('img:1')).toBe(false);
-    expect(isMutableReference('img@sha256:abc')).toBe(false);
+    expect(isHostLocalImage('localhost/img:1')).toBe(true);
+    // A registry on the host's loopback serves its images: they are pulled like any other.
+    expect(isHostLocalImage('localhost:5000/img')).toBe(false);
+    expect(isHostLocalImage('localhost')).toBe(false);
+    expect(isHostLocalImage('docker.io/localhost/img')).toBe(false);
   });
 });
