@@ -1,5 +1,5 @@
-import { watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
+import { watch } from 'chokidar';
 
 /** Never source, whatever the ignore file says (the scanner's ALWAYS_IGNORED), and their churn is noise. */
 const IGNORED_PARTS = new Set([
@@ -25,10 +25,11 @@ export const ignoredPath = (rel: string): boolean =>
 
 /**
  * Calls `onChange` with the project-relative paths that changed, once things have been quiet for
- * DEBOUNCE_MS (an editor's save is often several events: write, rename, chmod). Node's recursive
- * fs.watch (Node 22 on Linux) walks and watches every folder, .venv and .git included, which can
- * run into the inotify limit; the events from those are dropped here, and what counts as source
- * is decided by the caller (the scanner's --files applies the ignore file).
+ * DEBOUNCE_MS (an editor's save is often several events: write, rename, chmod). chokidar watches
+ * each folder, so a file saved by writing a temporary file and renaming it over the old one (sed
+ * -i, vim, many editors' safe-save) stays watched; Node's own recursive fs.watch loses such a file
+ * after its first rename-save. Folders that never hold source (.venv, .git, ...) are not walked at
+ * all; what counts as source is decided by the caller (the scanner's --files applies the ignore file).
  */
 export function watchProject(
   projectDir: string,
@@ -43,19 +44,23 @@ export function watchProject(
     pending = new Set();
     if (batch.size > 0) onChange(batch);
   };
-  const watcher: FSWatcher = watch(projectDir, { recursive: true }, (_event, filename) => {
-    if (filename === null) return;
-    const rel = filename.toString().split(path.sep).join('/');
-    if (ignoredPath(rel)) return;
+  const relative = (p: string): string => path.relative(projectDir, p).split(path.sep).join('/');
+  const watcher = watch(projectDir, {
+    ignoreInitial: true,
+    ignored: (p: string) => p !== projectDir && ignoredPath(relative(p)),
+  });
+  watcher.on('all', (_event, changed) => {
+    const rel = relative(changed);
+    if (!rel || ignoredPath(rel)) return;
     pending.add(rel);
     if (timer) clearTimeout(timer);
     timer = setTimeout(flush, DEBOUNCE_MS);
   });
-  watcher.on('error', onError);
+  watcher.on('error', (err) => onError(err instanceof Error ? err : new Error(String(err))));
   return {
     close: () => {
       if (timer) clearTimeout(timer);
-      watcher.close();
+      void watcher.close();
     },
   };
 }
