@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { BlockList, isIP, type Socket } from 'node:net';
-import { networkInterfaces, type NetworkInterfaceInfo } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import type { FastifyInstance } from 'fastify';
 import { problem, sendProblem } from './problem.ts';
 
@@ -35,32 +35,55 @@ export interface WorkerListener {
 /** The host's side of container bridges: Podman's (CNI `cni-podmanN`, netavark `podmanN`) and Docker's. */
 const BRIDGE_INTERFACE = /^(cni-podman\d+|podman\d+|docker0|br-[0-9a-f]{12})$/;
 
+/** An IPv4 address of a bridge interface and its prefix length. */
+export interface BridgeAddress {
+  name: string;
+  address: string;
+  prefix: number;
+}
+
 /**
- * Whether a connection came from a container, to the host's address on that container's bridge:
- * the local address is a bridge's gateway and the peer is on the bridge's subnet. The host's
- * interfaces are re-read at most every 200 ms, and only when an address is not known yet (a bridge
- * appears when its network's first container starts).
+ * The host's bridge addresses, from iproute2: Node's own list (libuv) leaves out an interface that
+ * is not running, which a bridge without containers is, yet the host's own processes reach its
+ * address all the same.
  */
-export function createBridgeCheck(interfaces: () => NodeJS.Dict<NetworkInterfaceInfo[]> = networkInterfaces) {
+function bridgeAddresses(): BridgeAddress[] {
+  const r = spawnSync('ip', ['-j', '-4', 'addr', 'show', 'type', 'bridge'], { encoding: 'utf8', timeout: 5000 });
+  if (r.status !== 0) return [];
+  const links = JSON.parse(r.stdout || '[]') as Array<{
+    ifname?: string;
+    addr_info?: Array<{ family?: string; local?: string; prefixlen?: number }>;
+  }>;
+  return links.flatMap((l) =>
+    (l.addr_info ?? [])
+      .filter((a) => a.family === 'inet' && a.local && a.prefixlen !== undefined)
+      .map((a) => ({ name: l.ifname ?? '', address: a.local!, prefix: a.prefixlen! })),
+  );
+}
+
+/**
+ * Whether a connection came from a container (or the host itself) to the host's address on that
+ * container's bridge: the local address is a bridge's gateway and the peer is on the bridge's
+ * subnet. The bridges are re-read at most every 200 ms, and only when an address is not known yet
+ * (a network's bridge appears when its first container starts).
+ */
+export function createBridgeCheck(read: () => BridgeAddress[] = bridgeAddresses) {
   let bridges = new Map<string, BlockList>();
   let readAt = -Infinity;
-  const read = (): void => {
+  const refresh = (): void => {
     readAt = Date.now();
     const next = new Map<string, BlockList>();
-    for (const [name, list] of Object.entries(interfaces())) {
-      if (!BRIDGE_INTERFACE.test(name)) continue;
-      for (const a of list ?? []) {
-        if (a.family !== 'IPv4' || !a.cidr) continue;
-        const subnet = next.get(a.address) ?? new BlockList();
-        subnet.addSubnet(a.address, Number(a.cidr.split('/')[1]), 'ipv4');
-        next.set(a.address, subnet);
-      }
+    for (const b of read()) {
+      if (!BRIDGE_INTERFACE.test(b.name) || isIP(b.address) !== 4) continue;
+      const subnet = next.get(b.address) ?? new BlockList();
+      subnet.addSubnet(b.address, b.prefix, 'ipv4');
+      next.set(b.address, subnet);
     }
     bridges = next;
   };
   return (local: string | undefined, remote: string | undefined): boolean => {
     if (!local || !remote || isIP(local) !== 4 || isIP(remote) !== 4) return false;
-    if (!bridges.has(local) && Date.now() - readAt > 200) read();
+    if (!bridges.has(local) && Date.now() - readAt > 200) refresh();
     return bridges.get(local)?.check(remote, 'ipv4') ?? false;
   };
 }

@@ -68,6 +68,17 @@ const inspectOf = (container: string) =>
     NetworkSettings: { Networks: Record<string, { IPAddress: string; Gateway: string }> };
   };
 
+/** What on this machine could have answered at `address:port`: listeners and NAT rules for the port. */
+function whoAnswers(target: string): string {
+  const port = target.split(':').pop()!;
+  const listeners = spawnSync('ss', ['-Htlnp', `sport = :${port}`], { encoding: 'utf8' }).stdout.trim();
+  const nat = spawnSync('iptables', ['-w', '30', '-t', 'nat', '-S'], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter((l) => l.includes(port))
+    .join('\n');
+  return `listeners: ${listeners || 'none'}; NAT rules: ${nat || 'none'}`;
+}
+
 const hostAddresses = (): string[] => [
   ...new Set(
     Object.values(networkInterfaces()).flatMap((list) =>
@@ -140,7 +151,8 @@ it('keeps accounts apart on the host: networks, published ports and link-local e
     `${aAddress}:${hostPort}`,
     ...[aGateway, bGateway, ...hostAddresses()].map((a) => `${a}:${hostPort}`),
   ]) {
-    expect(await fromInside(bWorker.id, target), `B's worker to ${target}`).not.toBe('open');
+    const answer = await fromInside(bWorker.id, target);
+    expect(answer, `B's worker to ${target}${answer === 'open' ? `; ${whoAnswers(target)}` : ''}`).not.toBe('open');
   }
 
   // Finding 2: the published port answers on the address Gantry reaches the host at, and on no other.

@@ -7,6 +7,7 @@ import { resolveAuth } from '../../config.ts';
 import { CliError, describeError } from '../../errors.ts';
 import { formatBytes, note, printJson, progress, say } from '../../output.ts';
 import { runPreview } from './preview.ts';
+import { LIVE_ENVIRONMENT } from '../dev/state.ts';
 import { checkEnvironmentName, resolveAppName } from '../../project.ts';
 
 interface DeployFlags extends BuildFlags {
@@ -135,13 +136,16 @@ async function findApp(client: PlatformClient, name: string): Promise<App | unde
 /**
  * Deploy rules 1-3: a missing app is created with the target environment (`production` when none
  * is named); a missing named environment is created in the existing app; without --env, the app's
- * only environment is the target, and several are a question only the user can answer.
+ * only environment is the target, and several are a question only the user can answer. `gantry
+ * dev`'s own environment (`live`) never counts without --env: after `dev`, a plain `deploy` goes
+ * where it would have gone before it.
  */
 export function planTarget(app: string, envFlag: string | undefined, existing: App | undefined): Plan {
   if (!existing) return { app, env: envFlag ?? DEFAULT_ENVIRONMENT, createApp: true, createEnv: false };
-  const names = existing.environments.map((e) => e.name);
+  const all = existing.environments.map((e) => e.name);
   if (envFlag !== undefined)
-    return { app: existing.name, env: envFlag, createApp: false, createEnv: !names.includes(envFlag) };
+    return { app: existing.name, env: envFlag, createApp: false, createEnv: !all.includes(envFlag) };
+  const names = all.filter((n) => n !== LIVE_ENVIRONMENT);
   if (names.length === 1) return { app: existing.name, env: names[0]!, createApp: false, createEnv: false };
   if (names.length === 0) return { app: existing.name, env: DEFAULT_ENVIRONMENT, createApp: false, createEnv: true };
   throw new CliError(
