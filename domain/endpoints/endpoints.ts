@@ -409,13 +409,18 @@ export async function deleteEndpoint(ctx: DomainContext, principal: Principal, i
   if (!e) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
   const now = new Date();
+  // A public model follows its endpoint: unpublished with the deletion, so the catalogue never
+  // lists a model that cannot run (docs/public-models.md).
+  const models = await ctx.db.publicModel.findMany({ where: { endpointId: id }, select: { id: true } });
   await ctx.db.$transaction([
+    ctx.db.publicModel.deleteMany({ where: { endpointId: id } }),
     ctx.db.endpoint.updateMany({ where: { id, deletingAt: null }, data: { deletingAt: now } }),
     ctx.db.job.updateMany({
       where: { endpointId: id, status: 'IN_QUEUE' },
       data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } },
     }),
   ]);
+  for (const m of models) ctx.records?.models.delete(m.id);
   try {
     await signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS);
   } catch {

@@ -464,6 +464,20 @@ describe('public models', () => {
       });
       expect(await p.ctx.db.publicModelCharge.count({ where: { jobId: id } })).toBe(0);
     });
+
+    it('follows its endpoint: deleting the endpoint unpublishes the model, at once and for good', async () => {
+      const listed = async () =>
+        ((await call(f.url, 'GET', '/v2/public-endpoints', { key: f.callerKey })).body as Array<{ id: string }>).map(
+          (m) => m.id,
+        );
+      expect(await listed()).toContain('megapixel-model');
+      expect((await call(p.url, 'DELETE', `/v2/serverless/${ep}`, { key: p.adminKey })).status).toBe(204);
+      // The catalogue never lists a model that cannot run, and a call names the model, not a missing endpoint.
+      expect(await listed()).not.toContain('megapixel-model');
+      const run = await call(f.url, 'POST', '/v2/megapixel-model/run', { key: f.callerKey, body: { input: {} } });
+      expect(run.status).toBe(404);
+      expect(await p.ctx.db.publicModel.count({ where: { id: 'megapixel-model' } })).toBe(0);
+    });
   });
 });
 
