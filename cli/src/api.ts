@@ -52,6 +52,17 @@ export interface Deployment {
   createdAt: string;
   finishedAt: string | null;
   endpoints: AppEndpoint[];
+  /** Where each resource stands (older platforms leave it out). */
+  resources?: DeploymentResource[];
+}
+
+export interface DeploymentResource {
+  resource: string;
+  endpointId: string;
+  state: 'pending' | 'waiting' | 'starting' | 'releasing' | 'ready' | 'failed' | 'unchanged';
+  release: number | null;
+  workers: { ready: number; starting: number; waiting: number };
+  detail: string | null;
 }
 
 /** A source upload's answer: versions count up from 1 per environment. */

@@ -12,6 +12,8 @@ export interface Progress {
   succeed(text?: string): void;
   /** Ends the step as failed. */
   fail(text?: string): void;
+  /** A line of its own under the step (the spinner, if any, keeps turning below it). */
+  log(line: string): void;
 }
 
 let active: Progress | undefined;
@@ -45,6 +47,11 @@ function spinnerProgress(text: string): Progress {
     },
     succeed: (t) => done(() => spinner.succeed(t)),
     fail: (t) => done(() => spinner.fail(t)),
+    log: (line) => {
+      spinner.clear();
+      process.stderr.write(`${line}\n`);
+      spinner.render();
+    },
   };
   return step;
 }
@@ -71,6 +78,9 @@ function plainProgress(text: string): Progress {
       open = false;
       if (t !== undefined) process.stderr.write(`${t}\n`);
       if (active === step) active = undefined;
+    },
+    log: (line) => {
+      process.stderr.write(`${line}\n`);
     },
   };
   return step;

@@ -7,18 +7,73 @@ import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
 import { findApp, findEnvironment, requireAppAccess } from './apps.ts';
 import type { Manifest } from './manifest.ts';
-import { DeployBuildSchema, type DeploymentView } from './schemas.ts';
+import { DeployBuildSchema, type DeploymentResourceView, type DeploymentView } from './schemas.ts';
+import { liveWorker } from '../workers/status.ts';
 import { appEndpointView, manifestsOf, type EnvironmentRow } from './views.ts';
 
 /** Deployments: a build put on an environment by the deploy workflow (workflows/deploy.ts). */
 
-function deploymentView(
+/**
+ * Where each resource of the deployment stands: the release the deployment made on its endpoint
+ * (one newer than the deployment's start), and that release's workers.
+ */
+async function resourceProgress(
+  ctx: DomainContext,
+  d: Deployment,
+  endpoints: Array<{ id: string; appResource: string | null }>,
+): Promise<DeploymentResourceView[]> {
+  if (endpoints.length === 0) return [];
+  const ids = endpoints.map((e) => e.id);
+  const [releases, workers] = await Promise.all([
+    ctx.db.release.findMany({
+      where: { endpointId: { in: ids }, createdAt: { gte: d.createdAt } },
+      orderBy: { version: 'desc' },
+      select: { endpointId: true, version: true, status: true, statusReason: true },
+    }),
+    ctx.db.worker.findMany({
+      where: { endpointId: { in: ids }, ...liveWorker },
+      select: { endpointId: true, releaseVersion: true, status: true, statusReason: true },
+    }),
+  ]);
+  return endpoints.map((e) => {
+    const release = releases.find((r) => r.endpointId === e.id);
+    const mine = release ? workers.filter((w) => w.endpointId === e.id && w.releaseVersion === release.version) : [];
+    const count = { ready: 0, starting: 0, waiting: 0 };
+    for (const w of mine) {
+      if (w.status === 'PENDING') count.waiting++;
+      else if (w.status === 'INITIALIZING') count.starting++;
+      else if (w.status === 'IDLE' || w.status === 'RUNNING') count.ready++;
+    }
+    const reasonOf = (status: string) => mine.find((w) => w.status === status)?.statusReason ?? null;
+    const view = (state: DeploymentResourceView['state'], detail: string | null): DeploymentResourceView => ({
+      resource: e.appResource ?? e.id,
+      endpointId: e.id,
+      state,
+      release: release?.version ?? null,
+      workers: count,
+      detail,
+    });
+    if (!release) return view(d.status === 'RUNNING' ? 'pending' : 'unchanged', null);
+    if (release.status === 'COMPLETED') return view('ready', null);
+    if (release.status === 'HALTED' || release.status === 'ROLLED_BACK')
+      return view('failed', release.statusReason ?? null);
+    if (release.status === 'SUPERSEDED') return view('unchanged', 'superseded by a newer release');
+    if (count.waiting > 0) return view('waiting', reasonOf('PENDING'));
+    if (count.starting > 0) return view('starting', reasonOf('INITIALIZING'));
+    return view('releasing', null);
+  });
+}
+
+async function deploymentView(
   ctx: DomainContext,
   d: Deployment,
   env: EnvironmentRow,
   manifest: Manifest | undefined,
-): DeploymentView {
+): Promise<DeploymentView> {
   const resources = manifest?.resources ?? [];
+  const endpoints = env.endpoints
+    .filter((e) => e.deletingAt === null && resources.some((r) => r.name === e.appResource))
+    .sort((a, b) => (a.appResource ?? '').localeCompare(b.appResource ?? ''));
   return {
     id: d.id,
     workflowId: d.workflowId,
@@ -28,16 +83,14 @@ function deploymentView(
     environment: env.name,
     createdAt: d.createdAt.toISOString(),
     finishedAt: d.finishedAt?.toISOString() ?? null,
-    endpoints: env.endpoints
-      .filter((e) => e.deletingAt === null && resources.some((r) => r.name === e.appResource))
-      .sort((a, b) => (a.appResource ?? '').localeCompare(b.appResource ?? ''))
-      .map((e) =>
-        appEndpointView(
-          ctx,
-          e,
-          resources.find((r) => r.name === e.appResource),
-        ),
+    endpoints: endpoints.map((e) =>
+      appEndpointView(
+        ctx,
+        e,
+        resources.find((r) => r.name === e.appResource),
       ),
+    ),
+    resources: await resourceProgress(ctx, d, endpoints),
   };
 }
 
@@ -97,7 +150,7 @@ export async function deployBuild(
     );
   }
   const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
-  return deploymentView(ctx, deployment, row, build.manifest as unknown as Manifest);
+  return await deploymentView(ctx, deployment, row, build.manifest as unknown as Manifest);
 }
 
 export async function getDeployment(
@@ -114,5 +167,5 @@ export async function getDeployment(
   });
   if (!d) throw notFound('deployment');
   const manifest = (await manifestsOf(ctx, [d.buildId])).get(d.buildId);
-  return deploymentView(ctx, d, d.environment, manifest);
+  return await deploymentView(ctx, d, d.environment, manifest);
 }

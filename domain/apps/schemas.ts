@@ -57,6 +57,31 @@ export const PreparedUploadSchema = Type.Object({
 });
 export type PreparedUploadView = Static<typeof PreparedUploadSchema>;
 
+/** Where one resource of a deployment stands (what `gantry deploy` prints while it waits). */
+export const DeploymentResourceSchema = Type.Object({
+  resource: Type.String(),
+  endpointId: Type.String(),
+  state: Type.Union(
+    [
+      Type.Literal('pending'),
+      Type.Literal('waiting'),
+      Type.Literal('starting'),
+      Type.Literal('releasing'),
+      Type.Literal('ready'),
+      Type.Literal('failed'),
+      Type.Literal('unchanged'),
+    ],
+    {
+      description:
+        "pending: its release is not made yet; waiting: a new worker has no host yet (detail says why); starting: a new worker's image or container is on its way; releasing: new workers are ready, old ones go; ready; failed (detail says why); unchanged: the build changed nothing of it",
+    },
+  ),
+  release: Type.Union([Type.Integer(), Type.Null()], { description: 'the release this deployment made, if any' }),
+  workers: Type.Object({ ready: Type.Integer(), starting: Type.Integer(), waiting: Type.Integer() }),
+  detail: Type.Union([Type.String(), Type.Null()]),
+});
+export type DeploymentResourceView = Static<typeof DeploymentResourceSchema>;
+
 export const DeploymentSchema = Type.Object({
   id: Type.String(),
   workflowId: Type.String(),
@@ -67,6 +92,7 @@ export const DeploymentSchema = Type.Object({
   createdAt: Type.String({ format: 'date-time' }),
   finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   endpoints: Type.Array(AppEndpointSchema),
+  resources: Type.Array(DeploymentResourceSchema),
 });
 export type DeploymentView = Static<typeof DeploymentSchema>;
 

@@ -11,6 +11,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveWorker } from '../../domain/workers/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { gantry, tempDir } from '../cli/helpers.ts';
 import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
@@ -44,10 +45,17 @@ interface DeployedEndpoint {
 async function deployJson(
   args: string[] = [],
   cwd = project,
-): Promise<{ deployment: { status: string; endpoints: DeployedEndpoint[] } }> {
+): Promise<{
+  deployment: {
+    status: string;
+    endpoints: DeployedEndpoint[];
+    resources: Array<{ resource: string; state: string; release: number | null }>;
+  };
+  stderr: string;
+}> {
   const r = await cli(['deploy', '--json', ...args], cwd);
   expect(r.code, r.stderr).toBe(0);
-  return JSON.parse(r.stdout);
+  return { ...JSON.parse(r.stdout), stderr: r.stderr };
 }
 
 /** Submits a job and waits for its end through the public job API. */
@@ -88,6 +96,14 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(init.code, init.stderr).toBe(0);
     const out = await deployJson();
     expect(out.deployment.status).toBe('SUCCEEDED');
+    // Where each resource stood, in the answer and one line each on stderr as it changed.
+    expect(out.deployment.resources.map((r) => [r.resource, r.state, r.release])).toEqual([
+      ['cpu-worker', 'ready', 1],
+      ['gpu-worker', 'ready', 1],
+      ['lb-worker', 'ready', 1],
+    ]);
+    for (const resource of ['cpu-worker', 'gpu-worker', 'lb-worker'])
+      expect(out.stderr).toMatch(new RegExp(`^  ${resource} release 1: ready$`, 'm'));
     endpoints = Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e]));
     expect(Object.keys(endpoints).sort()).toEqual(['cpu-worker', 'gpu-worker', 'lb-worker']);
     expect(endpoints['lb-worker']!.routes).toEqual(
@@ -127,7 +143,15 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(gpu.body.status).toBe('IN_QUEUE');
     const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpoints['gpu-worker']!.id } });
     expect(row.gpuPools).toEqual(['ADA_24']);
-    await call(endpoints['gpu-worker']!.url, 'POST', `/cancel/${gpu.body.id}`, { key: p.adminKey });
+    const cancelled = await call(endpoints['gpu-worker']!.url, 'POST', `/cancel/${gpu.body.id}`, { key: p.adminKey });
+    expect(cancelled.body.status).toBe('CANCELLED');
+    // The job asked for a GPU worker, which no host here can place: a later release would have to
+    // replace it, and wait for a ready one in vain, unless the autoscaler has let it go first.
+    await until(
+      'the unplaceable GPU worker let go',
+      async () => (await p.ctx.db.worker.count({ where: { endpointId: row.id, ...liveWorker } })) === 0,
+      120_000,
+    );
   }, 900_000);
 
   it('rolls a source change out with no failed call on the way', async () => {
@@ -221,6 +245,9 @@ describe('gantry init, build and deploy on real workers', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/cpu-worker/);
       expect(r.stderr).toMatch(/previous build/);
+      // The release was followed as it went, and its end says why.
+      expect(r.stderr).toMatch(/^ {2}cpu-worker release \d+: (starting|releasing)/m);
+      expect(r.stderr).toMatch(/^ {2}cpu-worker release \d+: failed \(.+\)$/m);
     } finally {
       stop = true;
       await loop;

@@ -1,6 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { ApiError, PlatformClient, type App, type AppEndpoint, type Deployment } from '../../api.ts';
+import {
+  ApiError,
+  PlatformClient,
+  type App,
+  type AppEndpoint,
+  type Deployment,
+  type DeploymentResource,
+} from '../../api.ts';
 import type { BuildResult } from '../../artifact.ts';
 import { addBuildOptions, buildSummary, runBuild, type BuildFlags } from '../build.ts';
 import { resolveAuth } from '../../config.ts';
@@ -81,7 +88,17 @@ async function deploy(flags: DeployFlags): Promise<void> {
   step = progress(`Deploying build ${prepared.build.id} to ${target.app}/${target.env}`);
   let deployment = await client.deploy(target.app, target.env, prepared.build.id);
   let failures = 0;
+  const said = new Map<string, string>();
+  const sayProgress = (d: Deployment): void => {
+    for (const r of d.resources ?? []) {
+      const line = resourceLine(r);
+      if (said.get(r.resource) === line) continue;
+      said.set(r.resource, line);
+      step.log(line);
+    }
+  };
   while (deployment.status === 'RUNNING') {
+    sayProgress(deployment);
     step.update(waitingOn(deployment, target));
     await sleep(POLL_INTERVAL_MS);
     try {
@@ -96,6 +113,7 @@ async function deploy(flags: DeployFlags): Promise<void> {
       }
     }
   }
+  sayProgress(deployment);
   if (deployment.status === 'FAILED') {
     step.fail(`Deployment ${deployment.id} failed`);
     throw new CliError(
@@ -162,6 +180,22 @@ async function applyPlan(client: PlatformClient, plan: Plan): Promise<{ app: str
     note(`Created the environment ${plan.env} in the app ${plan.app}`);
   }
   return { app: plan.app, env: plan.env };
+}
+
+/** One line per resource, as it changes: `  cpu-worker: waiting for a host (no capacity: ...)`. */
+export function resourceLine(r: DeploymentResource): string {
+  const release = r.release !== null ? ` release ${r.release}` : '';
+  const workers = r.workers.ready + r.workers.starting + r.workers.waiting;
+  const what: Record<DeploymentResource['state'], string> = {
+    pending: 'waiting for its release',
+    waiting: 'waiting for a host',
+    starting: 'starting',
+    releasing: `releasing: ${r.workers.ready}/${workers} new workers ready`,
+    ready: 'ready',
+    failed: 'failed',
+    unchanged: 'unchanged',
+  };
+  return `  ${r.resource}${release}: ${what[r.state]}${r.detail ? ` (${r.detail})` : ''}`;
 }
 
 function waitingOn(d: Deployment, target: { app: string; env: string }): string {
