@@ -1,5 +1,6 @@
 /** What the security tests look at from inside a container and what they stand up beside it (not a test file itself). */
 import { execFile, spawn, spawnSync } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
 import { promisify } from 'node:util';
 import { randomString } from '../../domain/shared/index.ts';
 
@@ -87,3 +88,17 @@ export async function standInServer(
     throw err;
   }
 }
+
+/**
+ * The host's own IPv4 addresses, without container bridges: other tests' networks come and go while
+ * this one runs, and an address that is gone is routed off the machine, where this sandbox's network
+ * accepts any TCP connection (so a probe would read 'open'). A test probes the gateways it
+ * knows by name.
+ */
+export const hostAddresses = (): string[] => [
+  ...new Set(
+    Object.entries(networkInterfaces())
+      .filter(([name]) => !/^(cni-podman\d+|podman\d+|docker0|br-)/.test(name))
+      .flatMap(([, list]) => (list ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address)),
+  ),
+];

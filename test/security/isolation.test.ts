@@ -5,7 +5,6 @@
  * through the worker-facing listener, which serves nothing else.
  */
 import { spawnSync } from 'node:child_process';
-import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { call, type TestPlatform } from '../support/platform.ts';
 import {
@@ -16,7 +15,7 @@ import {
   startOneHostPlatform,
   until,
 } from '../integration/orchestration-support.ts';
-import { fromInside } from './container-probe.ts';
+import { fromInside, hostAddresses } from './container-probe.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 
@@ -65,13 +64,9 @@ it('a worker container reaches the worker protocol and nothing else of the platf
   const pgPort = new URL(p.databaseUrl).port || '5432';
   const temporalPort = inject('temporalAddress').split(':').pop()!;
   const apiPort = new URL(p.url).port;
-  const hostAddresses = [
-    '127.0.0.1',
-    ...Object.values(networkInterfaces()).flatMap((list) =>
-      (list ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address),
-    ),
-  ];
-  for (const address of new Set(hostAddresses)) {
+  const [own] = Object.values(inspect.NetworkSettings.Networks) as Array<{ Gateway: string }>;
+  const addresses = ['127.0.0.1', own!.Gateway, ...hostAddresses()];
+  for (const address of new Set(addresses)) {
     for (const [what, port] of [
       ['PostgreSQL', pgPort],
       ['Temporal', temporalPort],

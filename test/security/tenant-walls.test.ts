@@ -13,7 +13,6 @@
  *   a tenant whose own pull of it fails.
  */
 import { spawnSync } from 'node:child_process';
-import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { randomString } from '../../domain/shared/index.ts';
 import { ensureNetworkScript, pruneNetworksScript } from '../../hostctl/networks.ts';
@@ -27,7 +26,7 @@ import {
   startOneHostPlatform,
   until,
 } from '../integration/orchestration-support.ts';
-import { fromInside, fromNewContainer, standInServer, type StandInServer } from './container-probe.ts';
+import { fromInside, fromNewContainer, hostAddresses, standInServer, type StandInServer } from './container-probe.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
@@ -78,14 +77,6 @@ function whoAnswers(target: string): string {
     .join('\n');
   return `listeners: ${listeners || 'none'}; NAT rules: ${nat || 'none'}`;
 }
-
-const hostAddresses = (): string[] => [
-  ...new Set(
-    Object.values(networkInterfaces()).flatMap((list) =>
-      (list ?? []).filter((a) => a.family === 'IPv4').map((a) => a.address),
-    ),
-  ),
-];
 
 it('keeps accounts apart on the host: networks, published ports and link-local egress', async () => {
   const b = await secondAccount();
