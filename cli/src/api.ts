@@ -17,6 +17,8 @@ export interface Environment {
   name: string;
   createdAt: string;
   currentBuildId: string | null;
+  /** The deployment under way (older platforms leave it out). */
+  deploying?: { deploymentId: string; buildId: string; startedAt: string } | null;
   endpoints: AppEndpoint[];
 }
 

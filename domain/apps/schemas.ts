@@ -21,6 +21,15 @@ export const EnvironmentSchema = Type.Object({
   name: Type.String(),
   createdAt: Type.String({ format: 'date-time' }),
   currentBuildId: Type.Union([Type.String(), Type.Null()]),
+  /** The deployment under way, if one is. */
+  deploying: Type.Union([
+    Type.Object({
+      deploymentId: Type.String(),
+      buildId: Type.String(),
+      startedAt: Type.String({ format: 'date-time' }),
+    }),
+    Type.Null(),
+  ]),
   endpoints: Type.Array(AppEndpointSchema),
 });
 export type EnvironmentView = Static<typeof EnvironmentSchema>;

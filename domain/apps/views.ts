@@ -56,13 +56,22 @@ export async function environmentViews(ctx: DomainContext, envs: EnvironmentRow[
     ctx,
     envs.map((e) => e.currentBuildId),
   );
+  const running =
+    envs.length > 0
+      ? await ctx.db.deployment.findMany({
+          where: { environmentId: { in: envs.map((e) => e.id) }, status: 'RUNNING' },
+          select: { id: true, environmentId: true, buildId: true, createdAt: true },
+        })
+      : [];
   return envs.map((env) => {
     const resources = manifests.get(env.currentBuildId ?? '')?.resources ?? [];
+    const d = running.find((r) => r.environmentId === env.id);
     return {
       id: env.id,
       name: env.name,
       createdAt: env.createdAt.toISOString(),
       currentBuildId: env.currentBuildId,
+      deploying: d ? { deploymentId: d.id, buildId: d.buildId, startedAt: d.createdAt.toISOString() } : null,
       endpoints: env.endpoints
         .filter((e) => e.deletingAt === null)
         .sort((a, b) => (a.appResource ?? '').localeCompare(b.appResource ?? ''))

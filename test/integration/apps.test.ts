@@ -80,7 +80,12 @@ async function deploy(app: string, env: string, buildId: string): Promise<any> {
   });
   expect(started.status, JSON.stringify(started.body)).toBe(202);
   expect(started.body.workflowId).toBe(`deploy:${app}:${env}:${buildId}`);
-  return until(
+  // The environment shows the deployment under way (when it is still under way after the read).
+  const during = await call(p.url, 'GET', `/v2/apps/${app}/environments/${env}`, { key });
+  const still = await call(p.url, 'GET', `/v2/apps/${app}/deployments/${started.body.id}`, { key });
+  if (still.body.status === 'RUNNING')
+    expect(during.body.deploying).toEqual({ deploymentId: started.body.id, buildId, startedAt: expect.any(String) });
+  const finished = await until(
     'the deployment to finish',
     async () => {
       const d = await call(p.url, 'GET', `/v2/apps/${app}/deployments/${started.body.id}`, { key });
@@ -89,6 +94,8 @@ async function deploy(app: string, env: string, buildId: string): Promise<any> {
     60_000,
     200,
   );
+  expect((await call(p.url, 'GET', `/v2/apps/${app}/environments/${env}`, { key })).body.deploying).toBeNull();
+  return finished;
 }
 
 describe('apps and environments', () => {

@@ -32,3 +32,13 @@ it('still asks when several environments besides live could be meant, and obeys 
   expect(planTarget('shop', 'live', app('production', 'live'))).toMatchObject({ env: 'live', createEnv: false });
   expect(planTarget('shop', 'qa', app('production'))).toMatchObject({ env: 'qa', createEnv: true });
 });
+
+it('shows a deployment under way beside the current build in app and env listings', async () => {
+  const { buildColumn } = await import('../../cli/src/commands/app.ts');
+  const env = { id: 'e', name: 'production', createdAt: '', currentBuildId: 'b1', endpoints: [] };
+  expect(buildColumn(env)).toBe('b1');
+  expect(buildColumn({ ...env, deploying: { deploymentId: 'd', buildId: 'b2', startedAt: '' } })).toBe(
+    'b1 (deploying b2)',
+  );
+  expect(buildColumn({ ...env, currentBuildId: null, deploying: null })).toBe('-');
+});

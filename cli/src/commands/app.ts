@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { PlatformClient, type App } from '../api.ts';
+import { PlatformClient, type App, type Environment } from '../api.ts';
 import { resolveAuth } from '../config.ts';
 import { CliError } from '../errors.ts';
 import { printJson, say, table } from '../output.ts';
@@ -88,6 +88,12 @@ export function registerApp(program: Command): void {
     });
 }
 
+/** An environment's build, and the one being deployed to it if a deployment is under way. */
+export function buildColumn(e: Environment): string {
+  const current = e.currentBuildId ?? '-';
+  return e.deploying ? `${current} (deploying ${e.deploying.buildId})` : current;
+}
+
 function printApp(a: App): void {
   say(`app       ${a.name}`);
   say(`id        ${a.id}`);
@@ -97,7 +103,7 @@ function printApp(a: App): void {
   say(
     table(
       ['  NAME', 'BUILD', 'ENDPOINTS', 'CREATED'],
-      a.environments.map((e) => [`  ${e.name}`, e.currentBuildId ?? '-', String(e.endpoints.length), e.createdAt]),
+      a.environments.map((e) => [`  ${e.name}`, buildColumn(e), String(e.endpoints.length), e.createdAt]),
     ),
   );
   const endpoints = deployedEndpoints(a, undefined);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ApiError, type Environment } from '../api.ts';
-import { clientForProject } from './app.ts';
+import { buildColumn, clientForProject } from './app.ts';
 import { CliError } from '../errors.ts';
 import { note, printJson, say, table } from '../output.ts';
 import { checkEnvironmentName, resolveAppName } from '../project.ts';
@@ -27,7 +27,7 @@ export function registerEnv(program: Command): void {
       say(
         table(
           ['NAME', 'ID', 'BUILD', 'ENDPOINTS', 'CREATED'],
-          app.environments.map((e) => [e.name, e.id, e.currentBuildId ?? '-', String(e.endpoints.length), e.createdAt]),
+          app.environments.map((e) => [e.name, e.id, buildColumn(e), String(e.endpoints.length), e.createdAt]),
         ),
       );
     });
@@ -94,6 +94,10 @@ export function registerEnv(program: Command): void {
       say(`environment  ${app.name}/${target.name}`);
       say(`id           ${target.id}`);
       say(`build        ${target.currentBuildId ?? '- (nothing deployed yet)'}`);
+      if (target.deploying)
+        say(
+          `deploying    build ${target.deploying.buildId} since ${target.deploying.startedAt} (deployment ${target.deploying.deploymentId})`,
+        );
       say(`created      ${target.createdAt}`);
       const endpoints = deployedEndpoints(app, target.name);
       if (endpoints.length === 0) return say('No endpoints.');
