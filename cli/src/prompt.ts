@@ -1,4 +1,4 @@
-import { confirm, isCancel, password, text } from '@clack/prompts';
+import { confirm, isCancel, password, select, text } from '@clack/prompts';
 import { CliError } from './errors.ts';
 
 /** Prompts need a person: a terminal on both ends. Prompts draw on stderr so stdout stays the result. */
@@ -19,6 +19,17 @@ export async function confirmOrStop(question: string, yes: boolean | undefined):
     throw new CliError(`${question.replace(/\?$/, '')}: there is no terminal to confirm on, so pass --yes.`);
   const ok = answered(await confirm({ message: question, initialValue: false, output: process.stderr }));
   if (!ok) throw new CliError('Nothing was changed.');
+}
+
+/**
+ * Asks which of several answers the user means (an environment a name is in); without a terminal
+ * it throws `refusal`, which says how to name it on the command line.
+ */
+export async function chooseOrStop(question: string, choices: string[], refusal: CliError): Promise<string> {
+  if (!canPrompt()) throw refusal;
+  return answered(
+    await select({ message: question, options: choices.map((c) => ({ value: c, label: c })), output: process.stderr }),
+  );
 }
 
 export async function askText(message: string, defaultValue: string): Promise<string> {

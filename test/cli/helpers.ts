@@ -117,3 +117,40 @@ export async function readManifest(
     resources: Array<Record<string, unknown>>;
   };
 }
+
+/**
+ * Runs the CLI in a terminal of its own (util-linux `script` gives it a pty), typing `keys` once
+ * the output matches `when`: how a person answers a prompt. Answers the exit code and everything
+ * the terminal showed.
+ */
+export function gantryInTerminal(
+  args: string[],
+  options: { cwd: string; home: string; env?: Record<string, string | undefined>; when: RegExp; keys: string },
+  timeoutMs = 300_000,
+): Promise<{ code: number | null; output: string }> {
+  const command = [process.execPath, gantryBin, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+  // A new pty has no size (0 columns), which prompts wrap at every character: give it one.
+  const child = spawn('script', ['-qec', `stty cols 120 rows 40; exec ${command}`, '/dev/null'], {
+    cwd: options.cwd,
+    env: cliEnv(options.home, options.env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let typed = false;
+  const read = (d: Buffer): void => {
+    output += d.toString();
+    if (!typed && options.when.test(output)) {
+      typed = true;
+      child.stdin.write(options.keys);
+    }
+  };
+  child.stdout.on('data', read);
+  child.stderr.on('data', read);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}

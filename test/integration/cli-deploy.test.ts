@@ -13,7 +13,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveWorker } from '../../domain/workers/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { gantry, tempDir } from '../cli/helpers.ts';
+import { gantry, gantryInTerminal, tempDir } from '../cli/helpers.ts';
 import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
 
 let fixture: OneHostPlatform | undefined;
@@ -276,6 +276,16 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(ambiguous.code).toBe(1);
     expect(ambiguous.stderr).toMatch(/production/);
     expect(ambiguous.stderr).toMatch(/staging/);
+    // With a terminal it is a question instead: Enter takes the first environment listed.
+    const asked = await gantryInTerminal(['deploy'], {
+      cwd: project,
+      home,
+      env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url },
+      when: /Deploy shop to which environment\?/,
+      keys: '\r',
+    });
+    expect(asked.code, asked.output).toBe(0);
+    expect(asked.output).toMatch(/to shop\/production/);
     // Rule 1: an app that does not exist is made with the named environment.
     const other = await deployJson(['--app', 'shop-two', '--env', 'dev']);
     expect(other.deployment.status).toBe('SUCCEEDED');

@@ -4,7 +4,7 @@ import { resolveAuth } from '../config.ts';
 import { CliError } from '../errors.ts';
 import { note, printJson, say, table } from '../output.ts';
 import { resolveAppName } from '../project.ts';
-import { confirmOrStop } from '../prompt.ts';
+import { chooseOrStop, confirmOrStop } from '../prompt.ts';
 
 interface UndeployFlags {
   all?: boolean;
@@ -119,12 +119,18 @@ async function removeOne(
       `The app ${app} has no endpoint ${name}${flags.env ? ` in ${flags.env}` : ''} (deployed: ${known}).`,
     );
   }
+  let e = matches[0]!;
   if (matches.length > 1) {
-    throw new CliError(
-      `${name} is deployed in several environments (${matches.map((e) => e.environment).join(', ')}); choose one with --env NAME.`,
+    const environments = matches.map((m) => m.environment);
+    const chosen = await chooseOrStop(
+      `Remove ${name} from which environment?`,
+      environments,
+      new CliError(
+        `${name} is deployed in several environments (${environments.join(', ')}); choose one with --env NAME.`,
+      ),
     );
+    e = matches.find((m) => m.environment === chosen)!;
   }
-  const e = matches[0]!;
   await client.deleteEndpoint(e.id);
   const again = e.environment === 'live' ? 'the next `gantry dev` call to it' : `the next deploy of ${e.environment}`;
   say(

@@ -16,6 +16,7 @@ import { formatBytes, note, printJson, progress, say } from '../../output.ts';
 import { runPreview } from './preview.ts';
 import { LIVE_ENVIRONMENT } from '../dev/state.ts';
 import { checkEnvironmentName, resolveAppName } from '../../project.ts';
+import { chooseOrStop } from '../../prompt.ts';
 
 interface DeployFlags extends BuildFlags {
   env?: string;
@@ -66,7 +67,15 @@ async function deploy(flags: DeployFlags): Promise<void> {
   const appName = resolveAppName(projectDir, flags.app);
   const envFlag = flags.env !== undefined ? checkEnvironmentName(flags.env) : undefined;
 
-  const plan = planTarget(appName, envFlag, await findApp(client, appName));
+  const existing = await findApp(client, appName);
+  let plan: Plan;
+  try {
+    plan = planTarget(appName, envFlag, existing);
+  } catch (err) {
+    if (!(err instanceof AmbiguousEnvironment)) throw err;
+    const chosen = await chooseOrStop(`Deploy ${appName} to which environment?`, err.choices, err);
+    plan = planTarget(appName, chosen, existing);
+  }
   const started = performance.now();
   const built = await runBuild(flags);
   const builtAt = performance.now();
@@ -166,9 +175,20 @@ export function planTarget(app: string, envFlag: string | undefined, existing: A
   const names = all.filter((n) => n !== LIVE_ENVIRONMENT);
   if (names.length === 1) return { app: existing.name, env: names[0]!, createApp: false, createEnv: false };
   if (names.length === 0) return { app: existing.name, env: DEFAULT_ENVIRONMENT, createApp: false, createEnv: true };
-  throw new CliError(
+  throw new AmbiguousEnvironment(
     `The app ${existing.name} has ${names.length} environments (${names.join(', ')}); choose one with --env NAME.`,
+    names,
   );
+}
+
+/** Several environments could be meant: a person is asked, a script is told to pass --env. */
+export class AmbiguousEnvironment extends CliError {
+  constructor(
+    message: string,
+    readonly choices: string[],
+  ) {
+    super(message);
+  }
 }
 
 async function applyPlan(client: PlatformClient, plan: Plan): Promise<{ app: string; env: string }> {
