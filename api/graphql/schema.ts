@@ -1,5 +1,13 @@
 /** The GraphQL schema (spec "GraphQL API"): the hosted service's names, Gantry's data. */
 export const typeDefs = /* GraphQL */ `
+  # @deprecated at its classic locations. graphql-js 16.13 and later also declare it on
+  # DIRECTIVE_DEFINITION, which clients built on graphql-core 3.2 (the hosted service's Python tools)
+  # do not know: their build_client_schema refuses the whole introspection. Declared here, it
+  # replaces the built-in one; Gantry deprecates nothing on directives.
+  directive @deprecated(
+    reason: String = "No longer supported"
+  ) on FIELD_DEFINITION | ARGUMENT_DEFINITION | INPUT_FIELD_DEFINITION | ENUM_VALUE
+
   enum FlashBootType {
     OFF
     FLASHBOOT

@@ -31,6 +31,41 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     return { status: r.status, ...r.body };
   }
 
+  it("declares its directives at locations every client knows (graphql-core 3.2's build_client_schema included)", async () => {
+    const r = await gql('{ __schema { directives { name locations } } }');
+    const deprecated = r.data.__schema.directives.find((d: { name: string }) => d.name === 'deprecated');
+    expect(deprecated.locations).toEqual([
+      'FIELD_DEFINITION',
+      'ARGUMENT_DEFINITION',
+      'INPUT_FIELD_DEFINITION',
+      'ENUM_VALUE',
+    ]);
+    // The locations of the 2018 spec and of graphql-core 3.2's DirectiveLocation, nothing newer.
+    const known = new Set([
+      'QUERY',
+      'MUTATION',
+      'SUBSCRIPTION',
+      'FIELD',
+      'FRAGMENT_DEFINITION',
+      'FRAGMENT_SPREAD',
+      'INLINE_FRAGMENT',
+      'VARIABLE_DEFINITION',
+      'SCHEMA',
+      'SCALAR',
+      'OBJECT',
+      'FIELD_DEFINITION',
+      'ARGUMENT_DEFINITION',
+      'INTERFACE',
+      'UNION',
+      'ENUM',
+      'ENUM_VALUE',
+      'INPUT_OBJECT',
+      'INPUT_FIELD_DEFINITION',
+    ]);
+    for (const d of r.data.__schema.directives as Array<{ name: string; locations: string[] }>)
+      for (const l of d.locations) expect(known.has(l), `@${d.name} at ${l}`).toBe(true);
+  });
+
   it('answers myself with id, email, endpoints and no discount', async () => {
     const r = await gql(
       '{ myself { id email endpoints { id } serverlessDiscount { discountFactor type expirationDate } } }',
