@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { BlockList, isIP, type Socket } from 'node:net';
 import { spawnSync } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { problem, sendProblem } from './problem.ts';
 
@@ -49,7 +50,13 @@ export interface BridgeAddress {
  */
 function bridgeAddresses(): BridgeAddress[] {
   const r = spawnSync('ip', ['-j', '-4', 'addr', 'show', 'type', 'bridge'], { encoding: 'utf8', timeout: 5000 });
-  if (r.status !== 0) return [];
+  // Without iproute2, Node's own list: it misses only bridges with no running container.
+  if (r.status !== 0)
+    return Object.entries(networkInterfaces()).flatMap(([name, list]) =>
+      (list ?? [])
+        .filter((a) => a.family === 'IPv4' && a.cidr)
+        .map((a) => ({ name, address: a.address, prefix: Number(a.cidr!.split('/')[1]) })),
+    );
   const links = JSON.parse(r.stdout || '[]') as Array<{
     ifname?: string;
     addr_info?: Array<{ family?: string; local?: string; prefixlen?: number }>;
