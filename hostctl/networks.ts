@@ -55,15 +55,24 @@ export class NetworkCommandError extends Error {
   override readonly name = 'NetworkCommandError';
 }
 
-/** Shell functions both scripts use: the lock, iptables that waits for its own lock, and a rule made once. */
+/**
+ * Shell functions both scripts use: the lock, iptables that waits for its own lock, and rules made
+ * once. A worker start runs this, so the common case (all there) costs one `iptables -S`: a rule
+ * found in that listing is not asked about again; one not found is checked with -C and made.
+ */
 const PRELUDE = [
   'command -v iptables >/dev/null 2>&1 || { echo "iptables is not installed on the host" >&2; exit 91; }',
   // flock is util-linux; without it the rules are still made idempotently, only not serialised.
   'if command -v flock >/dev/null 2>&1; then l=/run/lock; [ -d "$l" ] || l=/tmp; exec 9>"$l/gantry-networks.lock"; flock -w 60 9 || exit 92; fi',
   'ipt() { iptables -w 30 "$@"; }',
-  // once TABLE CHAIN RULE...: appends the rule unless it is there.
-  'once() { t=$1; c=$2; shift 2; ipt -t "$t" -C "$c" "$@" 2>/dev/null || ipt -t "$t" -A "$c" "$@"; }',
-  'first() { t=$1; c=$2; shift 2; ipt -t "$t" -C "$c" "$@" 2>/dev/null || ipt -t "$t" -I "$c" 1 "$@"; }',
+  "nl='\n'",
+  'rules="$nl$(ipt -t mangle -S 2>/dev/null)$nl"',
+  // has LINE: the mangle table listed it (as `iptables -S` writes it).
+  'has() { case "$rules" in *"$nl$1$nl"*) return 0;; esac; return 1; }',
+  // once / first CHAIN RULE...: appends (inserts first) the mangle rule unless it is there.
+  'once() { c=$1; shift; has "-A $c $*" || ipt -t mangle -C "$c" "$@" 2>/dev/null || ipt -t mangle -A "$c" "$@"; }',
+  'first() { c=$1; shift; has "-A $c $*" || ipt -t mangle -C "$c" "$@" 2>/dev/null || ipt -t mangle -I "$c" 1 "$@"; }',
+  'chain() { has "-N $1" || ipt -t mangle -N "$1" 2>/dev/null || true; }',
 ].join('\n');
 
 function inspectSubnets(runtime: RuntimeName, name: string): string {
@@ -102,26 +111,25 @@ export function ensureNetworkScript(
     '--',
     name,
   ]);
-  const n = shellQuote(name);
   return [
     PRELUDE,
-    `if ! ${runtime} network inspect -- ${n} >/dev/null 2>&1; then out=$(${create} 2>&1) || { echo "$out" >&2; exit 93; }; fi`,
-    `info=$(${inspectSubnets(runtime, name)}) || exit 94`,
+    // One inspect when the network is there (the common case); made first when it is not.
+    `info=$(${inspectSubnets(runtime, name)} 2>/dev/null) || { out=$(${create} 2>&1) || { echo "$out" >&2; exit 93; }; info=$(${inspectSubnets(runtime, name)}) || exit 94; }`,
     'set -- $info',
     'subnet=$1; gw=$2',
     '[ -n "$subnet" ] && [ -n "$gw" ] || { echo "network has no IPv4 subnet" >&2; exit 94; }',
     // Link-local: dropped before routing, so that no address on the host or beyond answers it.
-    'ipt -t mangle -N GANTRY-EGRESS 2>/dev/null',
-    `once mangle GANTRY-EGRESS -d ${LINK_LOCAL} -j DROP || exit 95`,
-    'first mangle PREROUTING -s "$subnet" -j GANTRY-EGRESS || exit 95',
+    'chain GANTRY-EGRESS',
+    `once GANTRY-EGRESS -d ${LINK_LOCAL} -j DROP || exit 95`,
+    'first PREROUTING -s "$subnet" -j GANTRY-EGRESS || exit 95',
     // Private ranges: dropped when forwarded (host-local addresses, the worker listener among them, stay).
-    'ipt -t mangle -N GANTRY-PRIVATE 2>/dev/null',
+    'chain GANTRY-PRIVATE',
     // Allowances go first: a RETURN behind the DROPs would never be reached.
-    ...egress.allow.map((a) => `first mangle GANTRY-PRIVATE -d ${a} -j RETURN || exit 95`),
-    ...PRIVATE_RANGES.map((r) => `once mangle GANTRY-PRIVATE -d ${r} -j DROP || exit 95`),
+    ...egress.allow.map((a) => `first GANTRY-PRIVATE -d ${a.includes('/') ? a : `${a}/32`} -j RETURN || exit 95`),
+    ...PRIVATE_RANGES.map((r) => `once GANTRY-PRIVATE -d ${r} -j DROP || exit 95`),
     egress.policy === 'public'
-      ? 'first mangle FORWARD -s "$subnet" -j GANTRY-PRIVATE || exit 95'
-      : 'while ipt -t mangle -D FORWARD -s "$subnet" -j GANTRY-PRIVATE 2>/dev/null; do :; done',
+      ? 'first FORWARD -s "$subnet" -j GANTRY-PRIVATE || exit 95'
+      : 'if has "-A FORWARD -s $subnet -j GANTRY-PRIVATE"; then while ipt -t mangle -D FORWARD -s "$subnet" -j GANTRY-PRIVATE 2>/dev/null; do :; done; fi',
     'echo "$subnet $gw"',
   ].join('\n');
 }
