@@ -71,7 +71,7 @@ function bridgeAddresses(): BridgeAddress[] {
 /**
  * Whether a connection came from a container (or the host itself) to the host's address on that
  * container's bridge: the local address is a bridge's gateway and the peer is on the bridge's
- * subnet. The bridges are re-read at most every 200 ms, and only when an address is not known yet
+ * subnet. The bridges are re-read at most every 50 ms, and only when an address is not known yet
  * (a network's bridge appears when its first container starts).
  */
 export function createBridgeCheck(read: () => BridgeAddress[] = bridgeAddresses) {
@@ -90,7 +90,7 @@ export function createBridgeCheck(read: () => BridgeAddress[] = bridgeAddresses)
   };
   return (local: string | undefined, remote: string | undefined): boolean => {
     if (!local || !remote || isIP(local) !== 4 || isIP(remote) !== 4) return false;
-    if (!bridges.has(local) && Date.now() - readAt > 200) refresh();
+    if (!bridges.has(local) && Date.now() - readAt > 50) refresh();
     return bridges.get(local)?.check(remote, 'ipv4') ?? false;
   };
 }

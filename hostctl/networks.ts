@@ -143,11 +143,18 @@ export function pruneNetworksScript(runtime: RuntimeName, hostId: string, keepAc
   const prefix = accountNetworkPrefix(hostId);
   const keep = keepAccountIds.filter((id) => NAME.test(id)).map((id) => `${prefix}${id}`);
   return [
-    PRELUDE,
+    // What could go is found without the lock (a reconcile runs this often, mostly to find nothing);
+    // the lock is taken only to remove.
     `names=$(${shellJoin([runtime, 'network', 'ls', '--format', '{{.Name}}', '--filter', `label=${NETWORK_LABELS.host}=${hostId}`])}) || exit 1`,
+    'gone=',
     'for n in $names; do',
     `  case "$n" in ${shellQuote(prefix)}*) ;; *) continue;; esac`,
     ...(keep.length > 0 ? [`  case "$n" in ${keep.map(shellQuote).join('|')}) continue;; esac`] : []),
+    '  gone="$gone $n"',
+    'done',
+    '[ -n "$gone" ] || exit 0',
+    PRELUDE,
+    'for n in $gone; do',
     `  subnet=$(${runtime} network inspect --format '${runtime === 'podman' ? '{{range .Subnets}}{{.Subnet}} {{end}}' : '{{range .IPAM.Config}}{{.Subnet}} {{end}}'}' -- "$n" 2>/dev/null)`,
     `  ${runtime} network rm -- "$n" >/dev/null 2>&1 || continue`,
     '  for s in $subnet; do',
