@@ -160,7 +160,8 @@ describe('the compat worker in a Podman container', () => {
     );
     const s = await call(p.url, 'GET', `/v2/${ep}/status/${id}`, { key: p.adminKey });
     expect(s.body).toMatchObject({ status: 'COMPLETED', workerId: w2.id, retries: 1, output: { slept: 2000 } });
-    expect(second.proc.events.some((e) => e.event === 'job-done' && e.job === id)).toBe(true);
+    // The container says so on its output after its job-done call answered: that line may come a moment later.
+    await second.proc.waitFor((e) => e.event === 'job-done' && e.job === id, 10_000);
     await eventually(
       async () => (await p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()).status.name === 'COMPLETED',
       30_000,
