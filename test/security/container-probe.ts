@@ -47,6 +47,28 @@ export interface StandInServer {
 }
 
 /**
+ * Removes what a run killed before its cleanup left holding `hostAddress`: that veth (with its peer)
+ * and its namespace. The older route would win over a new stand-in's, and the empty namespace
+ * behind it refuses every connection.
+ */
+function removeLeftoverStandIns(hostAddress: string): void {
+  const links = JSON.parse(spawnSync('ip', ['-j', '-4', 'addr', 'show'], { encoding: 'utf8' }).stdout || '[]') as {
+    ifname: string;
+    link_netnsid?: number;
+    addr_info?: { local: string }[];
+  }[];
+  const namespaces = JSON.parse(spawnSync('ip', ['-j', 'netns', 'list'], { encoding: 'utf8' }).stdout || '[]') as {
+    name: string;
+    id?: number;
+  }[];
+  for (const link of links.filter((l) => l.addr_info?.some((a) => a.local === hostAddress))) {
+    spawnSync('ip', ['link', 'del', link.ifname]);
+    const ns = namespaces.find((n) => n.id !== undefined && n.id === link.link_netnsid);
+    if (ns && /^gw[a-z0-9]{6}$/.test(ns.name)) spawnSync('ip', ['netns', 'del', ns.name]);
+  }
+}
+
+/**
  * An HTTP server answering `body` on `address`:80 inside a network namespace of its own, wired to
  * this machine by a veth pair whose host side is `hostAddress`/`prefix`: a stand-in for a cloud's
  * metadata service or a private machine beside the host.
@@ -57,6 +79,7 @@ export async function standInServer(
   prefix: number,
   body: string,
 ): Promise<StandInServer> {
+  removeLeftoverStandIns(hostAddress);
   const ns = `gw${randomString(6)}`;
   const [outside, inside] = [`${ns}h`, `${ns}n`];
   const stop = (): void => {
