@@ -83,8 +83,14 @@ export interface OneHostPlatform {
   stop(): Promise<void>;
 }
 
-/** Starts a OneHostPlatform: set any other GANTRY_* variables the platform should read before calling. */
-export async function startOneHostPlatform(hostName: string): Promise<OneHostPlatform> {
+/**
+ * Starts a OneHostPlatform on FAST_ORCHESTRATION with `orchestration` over it: set any other GANTRY_*
+ * variables the platform should read before calling.
+ */
+export async function startOneHostPlatform(
+  hostName: string,
+  orchestration: Partial<OrchestrationSettings> = {},
+): Promise<OneHostPlatform> {
   const sshHost = await startSshTestHost();
   let p: TestPlatform | undefined;
   let hostId: string | undefined;
@@ -94,7 +100,7 @@ export async function startOneHostPlatform(hostName: string): Promise<OneHostPla
     await sshHost.stop();
   };
   try {
-    process.env.GANTRY_ORCHESTRATION = JSON.stringify(FAST_ORCHESTRATION);
+    process.env.GANTRY_ORCHESTRATION = JSON.stringify({ ...FAST_ORCHESTRATION, ...orchestration });
     p = await startTestPlatform();
     hostId = await registerTestHost(p, sshHost, hostName);
     return { p, sshHost, hostId, stop };
