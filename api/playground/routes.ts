@@ -22,6 +22,8 @@ const JS = 'text/javascript; charset=utf-8';
 /** Served name -> file in this directory: a fixed list, nothing else is ever read from disk. */
 const ASSETS: Record<string, { file: string; type: string }> = {
   'playground.js': { file: 'playground.browser.js', type: JS },
+  'code-panel.js': { file: 'code-panel.browser.js', type: JS },
+  'dom.js': { file: 'dom.browser.js', type: JS },
   'schema-form.js': { file: 'schema-form.browser.js', type: JS },
   'snippets.js': { file: 'snippets.browser.js', type: JS },
   'playground.css': { file: 'playground.css', type: 'text/css; charset=utf-8' },

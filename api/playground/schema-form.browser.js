@@ -1,7 +1,7 @@
 // A form generated from a model's input schema (JSON Schema of the job's `input`), served as
 // /playground/assets/schema-form.js (see api/playground/routes.ts). The schema comes from the API
 // and is not trusted: every name, title and description goes into the page as text, never markup.
-/* global document */
+import { el } from './dom.js';
 
 /** `num_inference_steps` -> "Num inference steps"; `guidanceScale` -> "Guidance scale". */
 export function humanise(name) {
@@ -57,17 +57,6 @@ function rangeText(prop, kind) {
   if (isNum(prop.multipleOf) && !(kind === 'integer' && prop.multipleOf === 1))
     parts.push(`a multiple of ${prop.multipleOf}`);
   return parts.length > 0 ? `${kind === 'integer' ? 'A whole number' : 'A number'}, ${parts.join(', ')}.` : '';
-}
-
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === 'className' || k === 'textContent' || k === 'id' || k === 'type' || k === 'name') node[k] = v;
-    else node.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) node.append(c);
-  return node;
 }
 
 const KIND_RANK = { textarea: 0, text: 1, integer: 2, number: 2, enum: 3, boolean: 4, json: 5 };

@@ -22,7 +22,7 @@ import { startPublicModelFixture, type PublicModelFixture } from './public-model
 
 const REPO_ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-const ASSETS = ['playground.js', 'schema-form.js', 'snippets.js', 'playground.css'];
+const ASSETS = ['playground.js', 'dom.js', 'code-panel.js', 'schema-form.js', 'snippets.js', 'playground.css'];
 const KEY_ITEM = 'gantry.playground.key';
 
 /** What the page shows a cost as. */
