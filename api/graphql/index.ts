@@ -91,8 +91,10 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
     formatError: (formatted, error) => {
       const original = (error as { originalError?: unknown }).originalError;
       if (original instanceof DomainError) {
+        // The reasons in the message too: the hosted service's Python tools show only the message.
+        const reasons = original.errors?.length ? `: ${original.errors.join('; ')}` : '';
         return {
-          message: original.message,
+          message: reasons ? `${original.message.replace(/\.$/, '')}${reasons}` : original.message,
           path: formatted.path,
           extensions: { code: CODE_OF[original.kind], ...(original.errors ? { errors: original.errors } : {}) },
         };

@@ -21,12 +21,22 @@ import {
   deleteEndpointScaledToZero,
   listEndpointRecords,
   saveEndpoint,
+  updateEndpointTemplate,
   type EndpointRecord,
 } from '../../domain/endpoints/index.ts';
-import { deployPod, getPod, listPods, resumePod, stopPod, terminatePod } from '../../domain/pods/index.ts';
+import { listNetworkVolumes, networkVolumeView, type NetworkVolumeView } from '../../domain/network-volumes/index.ts';
+import {
+  deployCpuPod,
+  deployPod,
+  getPod,
+  listPods,
+  resumePod,
+  stopPod,
+  terminatePod,
+} from '../../domain/pods/index.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/index.ts';
 import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
-import { requireScope } from '../../domain/accounts/index.ts';
+import { requireScope, updateUserSettings } from '../../domain/accounts/index.ts';
 import { DomainError, validationFailed } from '../../domain/errors.ts';
 import {
   getPublicModel,
@@ -57,6 +67,7 @@ export const resolvers = {
       return {
         id: account.id,
         email: account.email,
+        pubKey: account.pubKey,
         serverlessDiscount: discountLive
           ? {
               discountFactor: account.serverlessDiscountFactor,
@@ -66,21 +77,36 @@ export const resolvers = {
           : null,
       };
     },
-    gpuTypes: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
+    gpuTypes: async (
+      _: unknown,
+      args: { input?: { id?: string | null } | null },
+      { ctx, principal }: GraphqlContext,
+    ) => {
       requireScope(principal, 'READ');
-      return (await gpuTypes(ctx)).map((g) => ({
-        id: g.id,
-        displayName: g.name,
-        memoryInGb: g.memory,
-        pool: g.pool,
-        secureCloud: g.secure,
-        communityCloud: g.community,
-        securePrice: g.price.secure,
-        serverlessPrice: g.price.serverless ?? null,
-        maxGpuCount: g.maxCount.secure,
-        totalCount: g.count.total,
-        availableCount: g.count.available,
-      }));
+      const only = args.input?.id;
+      return (await gpuTypes(ctx))
+        .filter((g) => !only || g.id === only)
+        .map((g) => ({
+          id: g.id,
+          displayName: g.name,
+          memoryInGb: g.memory,
+          pool: g.pool,
+          secureCloud: g.secure,
+          communityCloud: g.community,
+          securePrice: g.price.secure,
+          serverlessPrice: g.price.serverless ?? null,
+          maxGpuCount: g.maxCount.secure,
+          totalCount: g.count.total,
+          availableCount: g.count.available,
+          manufacturer: 'Nvidia',
+          cudaCores: null,
+          communityPrice: g.community ? g.price.secure : null,
+          oneWeekPrice: null,
+          oneMonthPrice: null,
+          threeMonthPrice: null,
+          communitySpotPrice: null,
+          secureSpotPrice: null,
+        }));
     },
     pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
     publicEndpoints: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
@@ -107,10 +133,27 @@ export const resolvers = {
     containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
       listRegistries(ctx, principal),
     pods: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listPods(ctx, principal),
+    networkVolumes: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
+      (await listNetworkVolumes(ctx, principal)).map(networkVolume),
     flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
       (await listApps(ctx, principal)).map(flashApp),
   },
+  GpuType: {
+    lowestPrice: (g: { securePrice: number | null }, args: { input?: { gpuCount?: number | null } | null }) => ({
+      minimumBidPrice: null,
+      uninterruptablePrice:
+        g.securePrice === null ? null : Math.round(g.securePrice * (args.input?.gpuCount ?? 1) * 1e6) / 1e6,
+    }),
+  },
   Endpoint: {
+    // The endpoint's own reference: readable by any key that may read the endpoint.
+    networkVolume: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
+      if (!endpoint.networkVolumeId) return null;
+      const v = await ctx.db.networkVolume.findFirst({
+        where: { id: endpoint.networkVolumeId, accountId: principal.accountId },
+      });
+      return v ? networkVolume(networkVolumeView(v)) : null;
+    },
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
       const workers = await ctx.db.worker.findMany({
         where: { endpointId: endpoint.id, ...liveWorker },
@@ -211,6 +254,10 @@ export const resolvers = {
     },
     saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
       saveEndpoint(ctx, principal, stripNulls(args.input)),
+    updateEndpointTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      updateEndpointTemplate(ctx, principal, args.input),
+    updateUserSettings: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      updateUserSettings(ctx, principal, args.input),
     deleteEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
       return null;
@@ -237,6 +284,8 @@ export const resolvers = {
     },
     podFindAndDeployOnDemand: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
       deployPod(ctx, principal, stripAllNulls(args.input)),
+    deployCpuPod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
+      deployCpuPod(ctx, principal, stripAllNulls(args.input)),
     podStop: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
       stopPod(ctx, principal, stripAllNulls(args.input)),
     podResume: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
@@ -277,6 +326,8 @@ function stripAllNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }
+
+const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size: v.size, dataCenterId: v.dataCenter });
 
 const flashEnvironment = (e: EnvironmentView) => ({
   id: e.id,

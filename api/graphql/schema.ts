@@ -82,6 +82,12 @@ export const typeDefs = /* GraphQL */ `
     machine: PodMachine
     "Null while the pod's container is not running."
     runtime: PodRuntime
+    "The running container's id on its host; null while none runs."
+    dockerId: String
+    "RESERVED: every pod is on demand; none is interruptible."
+    podType: String!
+    "The hosted service's old single-port field: always null (ports lists them)."
+    port: Int
   }
 
   type Endpoint {
@@ -105,6 +111,27 @@ export const typeDefs = /* GraphQL */ `
     workersMin: Int!
     executionTimeoutMs: Int!
     pods: [Pod!]!
+    "CUDA versions the workers may run under, comma-separated; empty: any. Stored; placement does not read it yet."
+    allowedCudaVersions: String!
+    "The owning account."
+    userId: String!
+    "The release new workers run."
+    version: Int!
+    env: [EnvironmentVariable!]!
+    createdAt: String!
+    networkVolume: NetworkVolume
+    "No per-endpoint AI keys here: null."
+    aiKey: String
+    "No standby pool here: null."
+    workersStandby: Int
+  }
+
+  type NetworkVolume {
+    id: String!
+    name: String!
+    "GB"
+    size: Int!
+    dataCenterId: String!
   }
 
   type EnvironmentVariable {
@@ -140,6 +167,33 @@ export const typeDefs = /* GraphQL */ `
     maxGpuCount: Int!
     totalCount: Int!
     availableCount: Int!
+    "Nvidia: hosts report their GPUs through nvidia-smi."
+    manufacturer: String!
+    "Not known here: null."
+    cudaCores: Int
+    "The price per GPU per hour where the type is offered as community cloud, else null."
+    communityPrice: Float
+    "No reserved terms, spot or bid offers here: null."
+    oneWeekPrice: Float
+    oneMonthPrice: Float
+    threeMonthPrice: Float
+    communitySpotPrice: Float
+    secureSpotPrice: Float
+    "The on-demand price of gpuCount GPUs per hour (minimumBidPrice: no bids here, null)."
+    lowestPrice(input: GpuLowestPriceInput): GpuLowestPrice!
+  }
+
+  input GpuTypeFilter {
+    id: String
+  }
+
+  input GpuLowestPriceInput {
+    gpuCount: Int
+  }
+
+  type GpuLowestPrice {
+    minimumBidPrice: Float
+    uninterruptablePrice: Float
   }
 
   type ContainerRegistryAuth {
@@ -152,6 +206,9 @@ export const typeDefs = /* GraphQL */ `
   type User {
     id: String!
     email: String
+    "SSH public keys, one a line (updateUserSettings); kept and answered, not yet given to pods."
+    pubKey: String
+    networkVolumes: [NetworkVolume!]!
     endpoints: [Endpoint!]!
     podTemplates: [PodTemplate!]!
     containerRegistryCreds: [ContainerRegistryAuth!]!
@@ -261,6 +318,18 @@ export const typeDefs = /* GraphQL */ `
     workersMax: Int
     networkVolumeId: String
     executionTimeoutMs: Int
+    "CUDA versions, comma-separated (12.4,12.6); empty: any. Stored; placement does not read it yet."
+    allowedCudaVersions: String
+  }
+
+  input UpdateEndpointTemplateInput {
+    endpointId: String!
+    templateId: String!
+  }
+
+  input UserSettingsInput {
+    "SSH public keys in OpenSSH form, one a line (at most 32); empty removes them."
+    pubKey: String!
   }
 
   input EnvironmentVariableInput {
@@ -281,6 +350,10 @@ export const typeDefs = /* GraphQL */ `
     isServerless: Boolean
     readme: String
     containerRegistryAuthId: String
+    "Accepted, no effect: SSH start-up is the image's business."
+    startSsh: Boolean
+    "Only false: an account's templates are its own."
+    isPublic: Boolean
   }
 
   "The spec's common input fields plus templateId; the hosted service's other options are accepted and have no effect."
@@ -306,6 +379,32 @@ export const typeDefs = /* GraphQL */ `
     startSsh: Boolean
     startJupyter: Boolean
     supportPublicIp: Boolean
+    allowedCudaVersions: [String!]
+    minDownload: Int
+    minUpload: Int
+  }
+
+  "A pod without GPUs. instanceId (cpu3c-2-4) is checked, not enforced: pods' CPUs and memory are not limited. templateId runpod-ubuntu (the hosted service's public base, which its Python client names by default) beside an imageName means no template."
+  input DeployCpuPodInput {
+    name: String
+    imageName: String
+    templateId: String
+    instanceId: String
+    dockerArgs: String
+    containerDiskInGb: Int
+    volumeInGb: Int
+    volumeMountPath: String
+    env: [EnvironmentVariableInput!]
+    ports: String
+    containerRegistryAuthId: String
+    networkVolumeId: String
+    cloudType: CloudTypeEnum
+    dataCenterId: String
+    countryCode: String
+    startSsh: Boolean
+    startJupyter: Boolean
+    minDownload: Int
+    minUpload: Int
   }
 
   enum CloudTypeEnum {
@@ -401,7 +500,8 @@ export const typeDefs = /* GraphQL */ `
     "The public models (any key with the read or run scope)."
     publicEndpoints: [PublicEndpoint!]!
     publicEndpoint(id: String!): PublicEndpoint
-    gpuTypes: [GpuType!]!
+    "The GPU types of the registered hosts; input.id: that one only."
+    gpuTypes(input: GpuTypeFilter): [GpuType!]!
     "One of the caller's pods."
     pod(input: PodFilter!): Pod
     "One of the caller's apps, by id or name."
@@ -426,6 +526,9 @@ export const typeDefs = /* GraphQL */ `
     "Deletes the environment and its endpoints; answers true."
     deleteFlashEnvironment(flashEnvironmentId: String!): Boolean
     saveEndpoint(input: EndpointInput!): Endpoint!
+    "The endpoint runs another template of the account's: a new release, rolled out."
+    updateEndpointTemplate(input: UpdateEndpointTemplateInput!): Endpoint!
+    updateUserSettings(input: UserSettingsInput!): User!
     "Deletes an endpoint whose workersMin and workersMax are both 0; answers null."
     deleteEndpoint(id: String!): Boolean
     saveTemplate(input: SaveTemplateInput!): PodTemplate!
@@ -437,6 +540,8 @@ export const typeDefs = /* GraphQL */ `
     deleteRegistryAuth(registryAuthId: String!): Boolean
     "Creates a pod and starts its container; answers once the pod is recorded (its container starts after)."
     podFindAndDeployOnDemand(input: PodFindAndDeployOnDemandInput!): Pod
+    "Creates a pod without GPUs; answers once it is recorded."
+    deployCpuPod(input: DeployCpuPodInput!): Pod
     "Removes the pod's container; the pod stays, EXITED."
     podStop(input: PodStopInput!): Pod
     "Runs the pod again (a new container), optionally with another GPU count."

@@ -31,7 +31,21 @@ export interface EndpointRecord {
   /** A CPU endpoint's instance (`cpu3c-2-4`); empty for a GPU endpoint. */
   instanceIds: string[];
   executionTimeoutMs: number;
+  /** Comma-separated, as the hosted service's clients send it; empty: any. */
+  allowedCudaVersions: string;
+  /** The owning account. */
+  userId: string;
+  /** The release the endpoint's new workers run. */
+  version: number;
+  env: Array<{ key: string; value: string }>;
+  createdAt: string;
+  /** Gantry has no per-endpoint AI key and no standby pool: always null. */
+  aiKey: null;
+  workersStandby: null;
 }
+
+/** `12.4`: a CUDA major.minor version, as the hosted service's clients name them. */
+const CUDA_VERSION = /^[0-9]{1,3}\.[0-9]{1,3}$/;
 
 export const SaveEndpointInputSchema = Type.Object(
   {
@@ -70,6 +84,12 @@ export const SaveEndpointInputSchema = Type.Object(
     networkVolumeId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
     gpuCount: Type.Optional(Type.Integer({ minimum: 1 })),
     executionTimeoutMs: Type.Optional(Type.Integer({ minimum: 1000 })),
+    allowedCudaVersions: Type.Optional(
+      Type.Union([
+        Type.String({ maxLength: 256, description: 'CUDA versions, comma-separated (12.4,12.6); empty: any' }),
+        Type.Null(),
+      ]),
+    ),
   },
   { additionalProperties: false },
 );
@@ -95,7 +115,27 @@ export function endpointRecord(e: Endpoint): EndpointRecord {
       ? [cpuInstanceId({ flavorId: e.cpuFlavorId, vcpus: e.cpuVcpuCount ?? 2, memoryGb: e.cpuMemoryGb ?? 4 })]
       : [],
     executionTimeoutMs: e.timeoutMs,
+    allowedCudaVersions: e.allowedCudaVersions.join(','),
+    userId: e.accountId,
+    version: e.currentReleaseVersion,
+    env: Object.entries(e.env as Record<string, string>).map(([key, value]) => ({ key, value })),
+    createdAt: e.createdAt.toISOString(),
+    aiKey: null,
+    workersStandby: null,
   };
+}
+
+/** `12.4, 12.6` as a list; a version that is not one is refused. */
+function parseCudaVersions(text: string | null | undefined): string[] | undefined {
+  if (text === undefined) return undefined;
+  const list = (text ?? '')
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
+  const bad = list.filter((v) => !CUDA_VERSION.test(v));
+  if (bad.length > 0)
+    throw validationFailed([`$.allowedCudaVersions: ${bad.join(', ')}: not a CUDA version such as 12.4`]);
+  return [...new Set(list)];
 }
 
 export async function listEndpointRecords(ctx: DomainContext, principal: Principal): Promise<EndpointRecord[]> {
@@ -134,6 +174,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   if (input.id) requireEndpointAccess(principal, input.id);
   else requireAccountWide(principal);
   const locations = normaliseLocations(input.locations);
+  const cudaVersions = parseCudaVersions(input.allowedCudaVersions);
   const template = await ctx.db.template.findFirst({ where: { id: input.templateId, accountId: principal.accountId } });
   if (!template) throw validationFailed([`$.templateId: no template '${input.templateId}'`]);
   // Exclusions ("-ADA_24") narrow the pools the scheduler may choose; the stored list keeps the wanted ones.
@@ -232,9 +273,43 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   // The GraphQL-only fields.
   const row = await ctx.db.endpoint.update({
     where: { id },
-    data: { templateId: template.id, ...(locations !== undefined ? { locations } : {}) },
+    data: {
+      templateId: template.id,
+      ...(locations !== undefined ? { locations } : {}),
+      ...(cudaVersions !== undefined ? { allowedCudaVersions: cudaVersions } : {}),
+    },
   });
   return endpointRecord(row);
+}
+
+export const UpdateEndpointTemplateInputSchema = Type.Object(
+  {
+    endpointId: Type.String({ minLength: 1, maxLength: 200 }),
+    templateId: Type.String({ minLength: 1, maxLength: 200 }),
+  },
+  { additionalProperties: false },
+);
+
+/** `updateEndpointTemplate`: the endpoint runs another template of the account's (a new release, rolled out). */
+export async function updateEndpointTemplate(
+  ctx: DomainContext,
+  principal: Principal,
+  raw: unknown,
+): Promise<EndpointRecord> {
+  requireScope(principal, 'WRITE');
+  const input = validate(UpdateEndpointTemplateInputSchema, raw);
+  requireEndpointAccess(principal, input.endpointId);
+  const current = await ctx.db.endpoint.findFirst({
+    where: { id: input.endpointId, accountId: principal.accountId, deletingAt: null },
+  });
+  if (!current) throw notFound('endpoint');
+  const { gpuIds } = endpointRecord(current);
+  return saveEndpoint(ctx, principal, {
+    id: current.id,
+    name: current.name,
+    templateId: input.templateId,
+    ...(gpuIds ? { gpuIds } : {}),
+  });
 }
 
 /** `deleteEndpoint`: only an endpoint scaled to zero (workersMin and workersMax both 0) may be deleted. */

@@ -5,13 +5,21 @@ import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, validationFailed } from '../errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from '../catalog/gpu-pools.ts';
+import { parseCpuInstanceId } from '../catalog/cpu-instances.ts';
 import { newId } from '../shared/ids.ts';
 import { priceTable } from '../billing/pricing.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
 import { volumeReferenceProblems } from '../network-volumes/network-volumes.ts';
 import { findPod, podRecord, withWorkers, type PodRecord } from './records.ts';
-import { MAX_PORTS, PodDeployInputSchema, PodIdInputSchema, PodResumeInputSchema } from './schemas.ts';
+import {
+  CpuPodDeployInputSchema,
+  HOSTED_CPU_BASE_TEMPLATE,
+  MAX_PORTS,
+  PodDeployInputSchema,
+  PodIdInputSchema,
+  PodResumeInputSchema,
+} from './schemas.ts';
 
 /**
  * Pods (GraphQL operations; the REST skin is rest.ts): long-running containers on a host, run by the
@@ -205,6 +213,19 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
     );
   }
   return podRecord(await findPod(ctx, principal, id), priceTable(ctx.settings.pricesFile));
+}
+
+/** GraphQL `deployCpuPod`: a pod without GPUs, in the hosted service's CPU-pod vocabulary. */
+export async function deployCpuPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+  requireScope(principal, 'WRITE');
+  const i = validate(CpuPodDeployInputSchema, input);
+  const { instanceId, ...pod } = i;
+  if (instanceId !== undefined && !parseCpuInstanceId(instanceId))
+    throw validationFailed([
+      `$.instanceId: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`,
+    ]);
+  if (pod.templateId === HOSTED_CPU_BASE_TEMPLATE && pod.imageName) delete pod.templateId;
+  return deployPod(ctx, principal, { ...pod, gpuCount: 0 });
 }
 
 /** GraphQL `podStop`: the container goes, the pod stays (EXITED) and can be resumed. */

@@ -35,6 +35,12 @@ export interface PodRecord {
   templateId: string | null;
   containerRegistryAuthId: string | null;
   machineId: string | null;
+  /** The running container's id on its host; null while none runs. */
+  dockerId: string | null;
+  /** Every Gantry pod is on demand (the hosted service's RESERVED); none is interruptible. */
+  podType: 'RESERVED';
+  /** The hosted service's single-port field of old: `ports` lists them. Always null. */
+  port: null;
   machine: { podHostId: string; gpuDisplayName: string | null; gpuTypeId: string | null; location: string } | null;
   costPerHr: number | null;
   uptimeSeconds: number;
@@ -87,6 +93,9 @@ export function podRecord(row: PodRow, prices: PriceTable, now = Date.now()): Po
     templateId: row.templateId,
     containerRegistryAuthId: row.registryId,
     machineId: host?.id ?? null,
+    dockerId: running ? worker.containerId : null,
+    podType: 'RESERVED',
+    port: null,
     machine:
       host && worker
         ? {

@@ -37,10 +37,49 @@ export const PodDeployInputSchema = Type.Object(
     startSsh: Type.Optional(Type.Boolean()),
     startJupyter: Type.Optional(Type.Boolean()),
     supportPublicIp: Type.Optional(Type.Boolean()),
+    allowedCudaVersions: Type.Optional(Type.Array(Type.String({ maxLength: 16 }), { maxItems: 32 })),
+    minDownload: Type.Optional(Type.Integer()),
+    minUpload: Type.Optional(Type.Integer()),
   },
   { additionalProperties: false },
 );
 export type PodDeployInput = Static<typeof PodDeployInputSchema>;
+
+/**
+ * `deployCpuPod` input (the hosted service's CPU pods): a pod without GPUs. `instanceId` names a CPU
+ * size (`cpu3c-2-4`), checked and not enforced, like a GPU pod's `minVcpuCount`: Gantry does not
+ * limit a pod's CPUs or memory.
+ */
+export const CpuPodDeployInputSchema = Type.Object(
+  {
+    name: PodDeployInputSchema.properties.name,
+    imageName: PodDeployInputSchema.properties.imageName,
+    templateId: PodDeployInputSchema.properties.templateId,
+    instanceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    dockerArgs: PodDeployInputSchema.properties.dockerArgs,
+    containerDiskInGb: PodDeployInputSchema.properties.containerDiskInGb,
+    volumeInGb: PodDeployInputSchema.properties.volumeInGb,
+    volumeMountPath: PodDeployInputSchema.properties.volumeMountPath,
+    env: PodDeployInputSchema.properties.env,
+    ports: PodDeployInputSchema.properties.ports,
+    containerRegistryAuthId: PodDeployInputSchema.properties.containerRegistryAuthId,
+    networkVolumeId: PodDeployInputSchema.properties.networkVolumeId,
+    cloudType: PodDeployInputSchema.properties.cloudType,
+    dataCenterId: PodDeployInputSchema.properties.dataCenterId,
+    countryCode: PodDeployInputSchema.properties.countryCode,
+    startSsh: PodDeployInputSchema.properties.startSsh,
+    startJupyter: PodDeployInputSchema.properties.startJupyter,
+    minDownload: PodDeployInputSchema.properties.minDownload,
+    minUpload: PodDeployInputSchema.properties.minUpload,
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * The hosted service's public base template that its Python client names for every CPU pod left
+ * without one. Gantry has no public templates: beside an `imageName` it means no template.
+ */
+export const HOSTED_CPU_BASE_TEMPLATE = 'runpod-ubuntu';
 
 export const PodIdInputSchema = Type.Object({ podId: Type.String({ minLength: 1 }) }, { additionalProperties: false });
 export const PodResumeInputSchema = Type.Object(

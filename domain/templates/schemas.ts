@@ -108,6 +108,10 @@ export const SaveTemplateInputSchema = Type.Object(
     isServerless: Type.Optional(Type.Boolean()),
     readme: Type.Optional(templateBodyFields.readme),
     containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+    // The hosted service's Python client sends both on every template. Accepted: SSH start-up is the
+    // image's own business here; a public template (shared with every account) is refused.
+    startSsh: Type.Optional(Type.Boolean()),
+    isPublic: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

@@ -262,6 +262,7 @@ export async function saveTemplate(ctx: DomainContext, principal: Principal, inp
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const i = validate(SaveTemplateInputSchema, input);
+  if (i.isPublic) throw validationFailed(["$.isPublic: Gantry keeps no public templates (an account's are its own)"]);
   let env: Record<string, string> | undefined;
   if (i.env) {
     env = {};

@@ -197,6 +197,72 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     expect(invalid.errors[0].extensions.errors.join(' ')).toMatch(/workersMin|locations/);
   });
 
+  it("refuses what the hosted client's fields must not let through, and says why in the message", async () => {
+    const admin = await p.ctx.db.account.findFirstOrThrow({ where: { email: 'admin@gantry.local' } });
+    const podsBefore = await p.ctx.db.pod.count();
+    const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOnlyForThisTest000000000000000000000000 t@x';
+    const settings = (pubKey: string, k: string | null = p.adminKey) =>
+      gql('mutation S($k: String!) { updateUserSettings(input: {pubKey: $k}) { id pubKey } }', { k: pubKey }, k);
+    expect((await settings(key)).data.updateUserSettings).toEqual({ id: admin.id, pubKey: key });
+    // Too many keys, too much text, a private key pasted by mistake, a line break inside a key: refused,
+    // the stored keys unchanged.
+    const tooMany = await settings(Array.from({ length: 33 }, () => key).join('\n'));
+    expect(tooMany.errors[0].message).toMatch(/33 keys; at most 32/);
+    expect((await settings('x'.repeat(17_000))).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    const privateKey = await settings(
+      '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----',
+    );
+    expect(privateKey.errors[0].message).toMatch(/line 1 is not an OpenSSH public key/);
+    expect((await gql('{ myself { pubKey } }')).data.myself.pubKey).toBe(key);
+    // A read-only key and an endpoint-scoped key change no account settings.
+    const readOnly = await issueApiKey(p.ctx.db, admin.id, 'ro-settings', ['READ']);
+    expect((await settings('', readOnly.key)).errors[0].extensions.code).toBe('FORBIDDEN');
+    const oneEndpoint = (await gql('{ myself { endpoints { id } } }')).data.myself.endpoints[0].id as string;
+    const scoped = await issueApiKey(p.ctx.db, admin.id, 'scoped-settings', ['READ', 'WRITE'], undefined, [
+      oneEndpoint,
+    ]);
+    expect((await settings('', scoped.key)).errors[0].extensions.code).toBe('FORBIDDEN');
+    expect((await gql('{ myself { pubKey } }')).data.myself.pubKey).toBe(key);
+    // Empty removes them.
+    expect((await settings('')).data.updateUserSettings.pubKey).toBeNull();
+
+    // A public template, a CUDA version that is not one, a CPU size that is not one: refused.
+    const pub = await gql(`mutation { saveTemplate(input: {name: "pub", imageName: "img:1", isPublic: true}) { id } }`);
+    expect(pub.errors[0].message).toMatch(/no public templates/);
+    expect(await p.ctx.db.template.count({ where: { name: 'pub' } })).toBe(0);
+    const cuda = await gql(
+      `mutation { saveEndpoint(input: {name: "cuda", templateId: "${templateId}", gpuIds: "AMPERE_16", allowedCudaVersions: "12.4,latest"}) { id } }`,
+    );
+    expect(cuda.errors[0].message).toMatch(/allowedCudaVersions: latest: not a CUDA version/);
+    const cpu = await gql(`mutation { deployCpuPod(input: {imageName: "img:1", instanceId: "cpu3c-1-huge"}) { id } }`);
+    expect(cpu.errors[0].message).toMatch(/instanceId: 'cpu3c-1-huge' is not a CPU instance id/);
+    // The hosted base template with no image: Gantry has none of that name.
+    const noImage = await gql(`mutation { deployCpuPod(input: {templateId: "runpod-ubuntu"}) { id } }`);
+    expect(noImage.errors[0].message).toMatch(/no template 'runpod-ubuntu'/);
+    expect(await p.ctx.db.pod.count()).toBe(podsBefore);
+
+    // Another account's endpoint cannot be moved to a template, nor to another account's template.
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'o2' },
+    });
+    const otherKey = await issueApiKey(p.ctx.db, other.id, 'o2', ['READ', 'WRITE']);
+    const move = (endpointId: string, tpl: string, k: string) =>
+      gql(
+        `mutation { updateEndpointTemplate(input: {endpointId: "${endpointId}", templateId: "${tpl}"}) { id templateId } }`,
+        undefined,
+        k,
+      );
+    expect((await move(oneEndpoint, templateId, otherKey.key)).errors[0].extensions.code).toBe('NOT_FOUND');
+    const otherTpl = await gql(
+      `mutation { saveTemplate(input: {name: "theirs", imageName: "img:2"}) { id } }`,
+      undefined,
+      otherKey.key,
+    );
+    const stolen = await move(oneEndpoint, otherTpl.data.saveTemplate.id, p.adminKey);
+    expect(stolen.errors[0].message).toMatch(/no template/);
+    expect((await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: oneEndpoint } })).templateId).toBe(templateId);
+  });
+
   it('lists gpuTypes from the registered hosts', async () => {
     await p.ctx.db.host.create({
       data: {

@@ -1,0 +1,62 @@
+import { Type } from 'typebox';
+import type { DomainContext } from '../context.ts';
+import { validationFailed } from '../errors.ts';
+import { requireAccountWide } from '../registries/registries.ts';
+import { validate } from '../shared/validation.ts';
+import { requireScope, type Principal } from './auth.ts';
+
+/** Most keys an account keeps, and the most text: ample for people and CI runners. */
+export const MAX_PUBLIC_KEYS = 32;
+const MAX_PUBLIC_KEYS_TEXT = 16 * 1024;
+
+/** An OpenSSH public key line: its type, base64 key material and an optional comment. */
+const PUBLIC_KEY_LINE =
+  /^(ssh-ed25519|ssh-rsa|ssh-dss|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\0\r\n]*)?$/;
+
+export const UserSettingsInputSchema = Type.Object(
+  {
+    pubKey: Type.String({
+      maxLength: MAX_PUBLIC_KEYS_TEXT,
+      description: 'SSH public keys in OpenSSH form, one a line; empty removes them',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export interface UserSettingsView {
+  id: string;
+  pubKey: string | null;
+}
+
+/** What is wrong with `text` as the account's public keys (one OpenSSH key a line). */
+export function publicKeysProblems(text: string): string[] {
+  const lines = text.split('\n').filter((l) => l.trim() !== '');
+  if (lines.length > MAX_PUBLIC_KEYS) return [`$.pubKey: ${lines.length} keys; at most ${MAX_PUBLIC_KEYS}`];
+  return lines.flatMap((line, i) =>
+    PUBLIC_KEY_LINE.test(line.trim())
+      ? []
+      : [`$.pubKey: line ${i + 1} is not an OpenSSH public key ('ssh-ed25519 AAAA... comment')`],
+  );
+}
+
+/** GraphQL `updateUserSettings`: the account's SSH public keys (kept and answered; nothing on a host reads them yet). */
+export async function updateUserSettings(
+  ctx: DomainContext,
+  principal: Principal,
+  raw: unknown,
+): Promise<UserSettingsView> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const input = validate(UserSettingsInputSchema, raw);
+  const problems = publicKeysProblems(input.pubKey);
+  if (problems.length > 0) throw validationFailed(problems);
+  const lines = input.pubKey
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const account = await ctx.db.account.update({
+    where: { id: principal.accountId },
+    data: { pubKey: lines.length > 0 ? lines.join('\n') : null },
+  });
+  return { id: account.id, pubKey: account.pubKey };
+}
