@@ -4,11 +4,23 @@
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Prisma, type Endpoint } from '../generated/prisma/client.ts';
-import type { QueueStats, ScalingWorker } from '../domain/endpoints/index.ts';
+import { ENDPOINT_DELETED, type QueueStats, type ScalingWorker } from '../domain/endpoints/index.ts';
 import { lbEndpointLoad } from '../domain/load-balancing/index.ts';
 import { FINAL_WORKER_STATUSES_SQL } from '../domain/workers/index.ts';
-import { workerWorkflowId, type EndpointSpec } from '../contracts/workflows.ts';
+import { jobChanged, jobWorkflowId, workerWorkflowId, type EndpointSpec } from '../contracts/workflows.ts';
+import { snapshotOf, type JobRow } from '../domain/jobs/index.ts';
 import type { OrchestrationRuntime } from './orchestration-runtime.ts';
+
+/** Signals sent at once while an endpoint's jobs are told it is gone. */
+const SIGNALS_AT_ONCE = 16;
+
+async function mapLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  });
+  await Promise.all(lanes);
+}
 
 /** The part of an endpoint's row its workflow executes. */
 export function endpointSpecOf(e: Endpoint): EndpointSpec {
@@ -46,7 +58,29 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
       return e ? endpointSpecOf(e) : null;
     },
 
+    /**
+     * The endpoint's jobs go with its row; their workflows must not wait for timers meant for jobs
+     * that no longer exist. The deletion cancelled the queued ones with the reason; any still marked
+     * running (its worker lost) is cancelled here too; each workflow is told (it ends at once: the
+     * state is final), then the row goes. Repeatable: a retry finds the cancelled jobs and tells their
+     * workflows again.
+     */
     async removeEndpointRecord(endpointId: string): Promise<void> {
+      await db.$executeRaw`
+        update "Job" set status = 'CANCELLED', error = ${ENDPOINT_DELETED}, "completedAt" = now(), seq = seq + 1
+        where "endpointId" = ${endpointId} and status in ('IN_QUEUE', 'IN_PROGRESS')`;
+      const cancelled = await db.$queryRaw<JobRow[]>`
+        select id, seq, status, "createdAt", "ttlMs", "startedAt", "lastSeenAt", "executionTimeoutMs", webhook, "webhookDeliveredAt"
+        from "Job" where "endpointId" = ${endpointId} and status = 'CANCELLED' and error = ${ENDPOINT_DELETED}`;
+      await mapLimited(cancelled, SIGNALS_AT_ONCE, async (job) => {
+        await rt.temporal.workflow
+          .getHandle(jobWorkflowId(job.id))
+          .signal(jobChanged, snapshotOf(job, 0))
+          .catch((err: unknown) => {
+            // Not started yet (its first signal is still held back): it starts, finds no row and ends.
+            if (!(err instanceof WorkflowNotFoundError)) throw err;
+          });
+      });
       await db.endpoint.deleteMany({ where: { id: endpointId } });
     },
 

@@ -400,6 +400,9 @@ export async function updateEndpoint(
  * cancels its queued jobs, and signals its workflow, which drains the workers and removes the row.
  * Repeating it while the deletion runs sends the signal again (and answers 204).
  */
+/** The error of a job cancelled because its endpoint was deleted. */
+export const ENDPOINT_DELETED = 'the endpoint was deleted';
+
 export async function deleteEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
   requireScope(principal, 'WRITE');
   const e = await ctx.db.endpoint.findFirst({
@@ -415,9 +418,11 @@ export async function deleteEndpoint(ctx: DomainContext, principal: Principal, i
   await ctx.db.$transaction([
     ctx.db.publicModel.deleteMany({ where: { endpointId: id } }),
     ctx.db.endpoint.updateMany({ where: { id, deletingAt: null }, data: { deletingAt: now } }),
+    // Queued jobs are cancelled with the reason; their workflows are told (signalDueAt: the API's
+    // signal sweep, and the endpoint workflow before it removes the row) and end at once.
     ctx.db.job.updateMany({
       where: { endpointId: id, status: 'IN_QUEUE' },
-      data: { status: 'CANCELLED', completedAt: now, seq: { increment: 1 } },
+      data: { status: 'CANCELLED', error: ENDPOINT_DELETED, completedAt: now, seq: { increment: 1 }, signalDueAt: now },
     }),
   ]);
   for (const m of models) ctx.records?.models.delete(m.id);

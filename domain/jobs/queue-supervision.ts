@@ -77,13 +77,27 @@ export class JobSupervision extends JobStoreBase {
 
   // ------------------------------------------------------------------ sweeps (safety nets)
 
-  /** Deletes jobs past their expiry, in batches (retention, and TTL where no workflow acted). */
+  /**
+   * Deletes jobs past their expiry, in batches (retention, and TTL where no workflow acted). The
+   * finished ones join their endpoint's totals in the same statement: /health counts kept jobs plus
+   * totals, so a job leaves one as it enters the other.
+   */
   async deleteExpired(limit: number): Promise<number> {
-    const r = await this.pool.query({
-      text: `DELETE FROM "Job" WHERE id IN (SELECT id FROM "Job" WHERE "expiresAt" <= now() - interval '1 minute' LIMIT $1::int FOR UPDATE SKIP LOCKED)`,
+    const r = await this.pool.query<{ n: number }>({
+      text: `WITH d AS (
+               DELETE FROM "Job" WHERE id IN (SELECT id FROM "Job" WHERE "expiresAt" <= now() - interval '1 minute' LIMIT $1::int FOR UPDATE SKIP LOCKED)
+               RETURNING "endpointId", "accountId", status, retries),
+             added AS (
+               INSERT INTO "EndpointJobTotals" AS t ("endpointId", "accountId", completed, failed, retried)
+               SELECT "endpointId", "accountId", count(*) FILTER (WHERE status = 'COMPLETED'),
+                      count(*) FILTER (WHERE status IN ('FAILED', 'TIMED_OUT')), count(*) FILTER (WHERE retries > 0)
+               FROM d WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT') GROUP BY 1, 2
+               ON CONFLICT ("endpointId", "accountId") DO UPDATE SET completed = t.completed + EXCLUDED.completed,
+                 failed = t.failed + EXCLUDED.failed, retried = t.retried + EXCLUDED.retried)
+             SELECT count(*)::int AS n FROM d`,
       values: [limit],
     });
-    return r.rowCount ?? 0;
+    return r.rows[0]?.n ?? 0;
   }
 
   /**

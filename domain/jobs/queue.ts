@@ -406,11 +406,23 @@ export class JobStore extends JobSupervision {
     return rows.map((r) => r.id);
   }
 
-  /** Job counts of the endpoint (of `accountId`'s jobs alone when given: a public model's caller) and its workers. */
+  /**
+   * Job counts of the endpoint (of `accountId`'s jobs alone when given: a public model's caller) and
+   * its workers. Finished jobs are those kept plus the totals of those the retention sweep deleted
+   * (deleteExpired moves them in one statement), so the counts only grow; a queued or running job
+   * past its expiry (its TTL, before its workflow acts) no longer counts.
+   */
   async health(endpointId: string, accountId: string | null = null): Promise<HealthCounts> {
     const jobs = await this.rows<{ status: JobStatus; n: number; retried: number }>(
       `SELECT status, count(*)::int AS n, count(*) FILTER (WHERE retries > 0)::int AS retried
-       FROM "Job" j WHERE j."endpointId" = $1 AND j."expiresAt" > now() AND ${OF_ACCOUNT('$2')} GROUP BY status`,
+       FROM "Job" j WHERE j."endpointId" = $1 AND (j.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT') OR j."expiresAt" > now())
+         AND ${OF_ACCOUNT('$2')} GROUP BY status`,
+      [endpointId, accountId],
+    );
+    const [swept] = await this.rows<{ completed: number; failed: number; retried: number }>(
+      `SELECT coalesce(sum(completed), 0)::float8 AS completed, coalesce(sum(failed), 0)::float8 AS failed,
+              coalesce(sum(retried), 0)::float8 AS retried
+       FROM "EndpointJobTotals" j WHERE j."endpointId" = $1 AND ${OF_ACCOUNT('$2')}`,
       [endpointId, accountId],
     );
     const workers = await this.rows<{ status: string; busy: boolean }>(
@@ -421,11 +433,11 @@ export class JobStore extends JobSupervision {
     const count = (s: JobStatus): number => jobs.find((r) => r.status === s)?.n ?? 0;
     const h: HealthCounts = {
       jobs: {
-        completed: count('COMPLETED'),
-        failed: count('FAILED') + count('TIMED_OUT'),
+        completed: count('COMPLETED') + (swept?.completed ?? 0),
+        failed: count('FAILED') + count('TIMED_OUT') + (swept?.failed ?? 0),
         inProgress: count('IN_PROGRESS'),
         inQueue: count('IN_QUEUE'),
-        retried: jobs.reduce((sum, r) => sum + r.retried, 0),
+        retried: jobs.reduce((sum, r) => sum + r.retried, 0) + (swept?.retried ?? 0),
       },
       workers: { idle: 0, initializing: 0, ready: 0, running: 0, throttled: 0, unhealthy: 0 },
     };

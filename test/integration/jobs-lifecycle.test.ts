@@ -202,6 +202,30 @@ describe('TTL', () => {
   }, 60_000);
 });
 
+describe('endpoint deletion', () => {
+  it("cancels the endpoint's queued jobs and ends their workflows at once", async () => {
+    const ep = await createQueueEndpoint(p);
+    const ids = [await run(ep, { n: 1 }), await run(ep, { n: 2 }), await run(ep, { n: 3 })];
+    // Their workflows are running, waiting for the jobs' 24 h TTL.
+    await eventually(
+      async () =>
+        (await Promise.all(ids.map((id) => p.ctx.temporal.workflow.getHandle(jobWorkflowId(id)).describe()))).every(
+          (d) => d.status.name === 'RUNNING',
+        ),
+      10_000,
+      'job workflows running',
+    );
+    expect((await call(p.url, 'DELETE', `/v2/serverless/${ep}`, { key: p.adminKey })).status).toBeLessThan(300);
+    for (const id of ids) {
+      const handle = p.ctx.temporal.workflow.getHandle(jobWorkflowId(id));
+      await eventually(async () => (await handle.describe()).status.name === 'COMPLETED', 30_000, `job:${id} ended`);
+      expect(await handle.query(jobState)).toMatchObject({ status: 'CANCELLED' });
+    }
+    expect(await p.ctx.db.endpoint.count({ where: { id: ep } })).toBe(0);
+    expect(await p.ctx.db.job.count({ where: { endpointId: ep } })).toBe(0);
+  }, 60_000);
+});
+
 describe('cancel of a running job', () => {
   it('stops it on its worker, which posts no result', async () => {
     const ep = await createQueueEndpoint(p);
@@ -299,6 +323,45 @@ describe('retention', () => {
       // The workflow state of a finished job is readable for as long as Temporal keeps it.
       const state = await p.ctx.temporal.workflow.getHandle(jobWorkflowId(async)).query(jobState);
       expect(state?.status).toBe('COMPLETED');
+    } finally {
+      await proc.kill();
+    }
+  }, 60_000);
+
+  it("keeps /health's counts through expiry and the retention sweep: they never go down", async () => {
+    const ep = await createQueueEndpoint(p);
+    const w = await createWorker(p, ep);
+    const proc = startCompatWorker(workerEnv(p.url, ep, w, { RUNPOD_PING_INTERVAL: String(PING_MS) }));
+    const health = async () => (await call(p.url, 'GET', `/v2/${ep}/health`, { key: p.adminKey })).body.jobs;
+    try {
+      for (const n of [1, 2, 3]) {
+        const r = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+          key: p.adminKey,
+          body: { input: { op: 'echo', n } },
+        });
+        expect(r.body.status).toBe('COMPLETED');
+      }
+      expect(await health()).toMatchObject({ completed: 3, failed: 0 });
+      // Past their retention (2 s for runsync results): unreadable, still counted.
+      await eventually(
+        async () => (await p.ctx.db.job.count({ where: { endpointId: ep, expiresAt: { gt: new Date() } } })) === 0,
+        10_000,
+        'results expired',
+      );
+      expect(await health()).toMatchObject({ completed: 3 });
+      // The sweep deletes rows a minute past their expiry: moved there, then swept by the very task the
+      // platform runs in the background.
+      await p.ctx.db.job.updateMany({ where: { endpointId: ep }, data: { expiresAt: new Date(Date.now() - 120_000) } });
+      await p.ctx.jobs!.deleteExpiredJobs();
+      expect(await p.ctx.db.job.count({ where: { endpointId: ep } })).toBe(0);
+      expect(await health()).toMatchObject({ completed: 3, failed: 0, inQueue: 0, inProgress: 0 });
+      // New jobs add to the totals.
+      const r = await call(p.url, 'POST', `/v2/${ep}/runsync`, {
+        key: p.adminKey,
+        body: { input: { op: 'echo', n: 4 } },
+      });
+      expect(r.body.status).toBe('COMPLETED');
+      expect(await health()).toMatchObject({ completed: 4 });
     } finally {
       await proc.kill();
     }
