@@ -9,7 +9,7 @@ import { registerEnv } from './commands/env.ts';
 import { CliError } from './errors.ts';
 import { registerInit } from './commands/init.ts';
 import { registerLogin } from './commands/login.ts';
-import { failActiveProgress } from './output.ts';
+import { emittingJsonEvents, event, failActiveProgress } from './output.ts';
 import { CLI_ROOT } from './python.ts';
 import { registerUndeploy } from './commands/undeploy.ts';
 
@@ -43,14 +43,17 @@ try {
   await program().parseAsync(process.argv);
 } catch (err) {
   failActiveProgress();
+  // With --json, stderr is JSON lines to its end: the error is the last event.
+  const say = (text: string): void => {
+    if (emittingJsonEvents()) event('error', { message: text });
+    else process.stderr.write(`error: ${text}\n`);
+  };
   if (err instanceof CliError) {
-    process.stderr.write(`error: ${err.message}\n`);
+    say(err.message);
     process.exitCode = err.exitCode;
   } else {
     // Not a message written for the user: a bug, so the stack helps whoever reports it.
-    process.stderr.write(
-      `error: unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-    );
+    say(`unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     process.exitCode = 1;
   }
 }

@@ -18,12 +18,30 @@ export interface Progress {
 
 let active: Progress | undefined;
 
+/**
+ * With --json, what the CLI says while it works goes to stderr as JSON lines (`{"type": "step",
+ * "status": "started", "text": ...}`, `{"type": "resource", ...}`), one event a line, for scripts;
+ * stdout still carries the result alone.
+ */
+let jsonEvents = false;
+
+export function emitJsonEvents(on: boolean): void {
+  jsonEvents = on;
+}
+
+export const emittingJsonEvents = (): boolean => jsonEvents;
+
+/** One event line on stderr (with --json), stamped with the time. */
+export function event(type: string, fields: Record<string, unknown>): void {
+  process.stderr.write(`${JSON.stringify({ type, time: new Date().toISOString(), ...fields })}\n`);
+}
+
 /** A terminal that reports no width (some bare ptys) would make the spinner redraw forever: plain lines there too. */
 export const spinnerEnabled = (): boolean => Boolean(process.stderr.isTTY) && (process.stderr.columns ?? 0) > 0;
 
 export function progress(text: string): Progress {
   active?.succeed();
-  const step = spinnerEnabled() ? spinnerProgress(text) : plainProgress(text);
+  const step = jsonEvents ? eventProgress(text) : spinnerEnabled() ? spinnerProgress(text) : plainProgress(text);
   active = step;
   return step;
 }
@@ -52,6 +70,29 @@ function spinnerProgress(text: string): Progress {
       process.stderr.write(`${line}\n`);
       spinner.render();
     },
+  };
+  return step;
+}
+
+function eventProgress(text: string): Progress {
+  let current = text;
+  let open = true;
+  event('step', { status: 'started', text });
+  const end = (status: 'succeeded' | 'failed', t: string | undefined): void => {
+    if (!open) return;
+    open = false;
+    event('step', { status, text: t ?? current });
+    if (active === step) active = undefined;
+  };
+  const step: Progress = {
+    update: (t) => {
+      if (!open || t === current) return;
+      current = t;
+      event('step', { status: 'running', text: t });
+    },
+    succeed: (t) => end('succeeded', t),
+    fail: (t) => end('failed', t),
+    log: (line) => event('log', { text: line.trim() }),
   };
   return step;
 }
@@ -88,7 +129,8 @@ function plainProgress(text: string): Progress {
 
 /** A remark on stderr (not part of the command's result). */
 export function note(line: string): void {
-  process.stderr.write(`${line}\n`);
+  if (jsonEvents) event('note', { text: line });
+  else process.stderr.write(`${line}\n`);
 }
 
 /** A line of the command's result on stdout. */

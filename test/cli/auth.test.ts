@@ -46,6 +46,13 @@ describe('authentication', () => {
     expect(r.stderr).toContain('SERVICE_API_KEY');
     expect(r.stderr).toContain('.env');
     expect(r.stderr).toContain('gantry login');
+    // With --json, the same refusal is the one event on stderr, as JSON.
+    const json = await gantry(['deploy', '--json'], { cwd: dir, home });
+    expect(json.code).toBe(1);
+    expect(json.stdout).toBe('');
+    const lines = json.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ type: 'error', message: expect.stringContaining('SERVICE_API_KEY') });
   });
 
   it('login stores a key the platform accepts, readable by the user only', async () => {

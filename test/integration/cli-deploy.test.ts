@@ -96,14 +96,33 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(init.code, init.stderr).toBe(0);
     const out = await deployJson();
     expect(out.deployment.status).toBe('SUCCEEDED');
-    // Where each resource stood, in the answer and one line each on stderr as it changed.
+    // Where each resource stood, in the answer and as events on stderr as it changed.
     expect(out.deployment.resources.map((r) => [r.resource, r.state, r.release])).toEqual([
       ['cpu-worker', 'ready', 1],
       ['gpu-worker', 'ready', 1],
       ['lb-worker', 'ready', 1],
     ]);
-    for (const resource of ['cpu-worker', 'gpu-worker', 'lb-worker'])
-      expect(out.stderr).toMatch(new RegExp(`^  ${resource} release 1: ready$`, 'm'));
+    // With --json, stderr is a JSON event a line: steps, and each resource as its state changed.
+    const events = out.stderr
+      .trim()
+      .split('\n')
+      .map(
+        (line) =>
+          JSON.parse(line) as { type: string; status?: string; text?: string; resource?: string; state?: string },
+      );
+    expect(events.every((e) => typeof e.type === 'string')).toBe(true);
+    expect(events).toContainEqual(
+      expect.objectContaining({ type: 'step', status: 'succeeded', text: expect.stringMatching(/^Uploaded build /) }),
+    );
+    for (const resource of ['cpu-worker', 'gpu-worker', 'lb-worker']) {
+      const seen = events
+        .filter((e) => e.type === 'resource' && e.resource === resource)
+        .map(({ time: _time, ...e }: { time?: string; state?: string }) => e);
+      expect(seen.at(-1)?.state, resource).toBe('ready');
+      // An event per change: never the same one twice in a row.
+      const same = seen.filter((e, i) => i > 0 && JSON.stringify(e) === JSON.stringify(seen[i - 1]));
+      expect(same).toEqual([]);
+    }
     endpoints = Object.fromEntries(out.deployment.endpoints.map((e) => [e.resource, e]));
     expect(Object.keys(endpoints).sort()).toEqual(['cpu-worker', 'gpu-worker', 'lb-worker']);
     expect(endpoints['lb-worker']!.routes).toEqual(

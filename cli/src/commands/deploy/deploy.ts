@@ -12,7 +12,7 @@ import type { BuildResult } from '../../artifact.ts';
 import { addBuildOptions, buildSummary, runBuild, type BuildFlags } from '../build.ts';
 import { resolveAuth } from '../../config.ts';
 import { CliError, describeError } from '../../errors.ts';
-import { formatBytes, note, printJson, progress, say } from '../../output.ts';
+import { emitJsonEvents, event, formatBytes, note, printJson, progress, say } from '../../output.ts';
 import { runPreview } from './preview.ts';
 import { LIVE_ENVIRONMENT } from '../dev/state.ts';
 import { checkEnvironmentName, resolveAppName } from '../../project.ts';
@@ -37,6 +37,10 @@ export function registerDeploy(program: Command): void {
       .option('-e, --env <name>', 'target environment (picked when the app has exactly one; created when missing)')
       .option('-a, --app <name>', 'app name (default: gantry.toml project name, else the directory name)'),
   )
+    .addHelpText(
+      'after',
+      '\nWith --json, stdout is the result as one JSON document and stderr a JSON line per event\n(steps, and each resource as its state changes: {"type": "resource", "resource", "state", ...}).',
+    )
     .option('--preview', 'run the endpoints in local containers (Podman or Docker) instead, until Ctrl+C')
     .action(async (flags: DeployFlags) => {
       if (flags.preview) {
@@ -61,6 +65,7 @@ interface Plan {
 }
 
 async function deploy(flags: DeployFlags): Promise<void> {
+  if (flags.json) emitJsonEvents(true);
   const projectDir = process.cwd();
   const auth = resolveAuth(projectDir);
   const client = new PlatformClient(auth.apiUrl, auth.apiKey);
@@ -103,7 +108,8 @@ async function deploy(flags: DeployFlags): Promise<void> {
       const line = resourceLine(r);
       if (said.get(r.resource) === line) continue;
       said.set(r.resource, line);
-      step.log(line);
+      if (flags.json) event('resource', { deployment: d.id, ...r });
+      else step.log(line);
     }
   };
   while (deployment.status === 'RUNNING') {
