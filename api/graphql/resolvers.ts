@@ -9,8 +9,10 @@ import {
   getApp,
   getDeployment,
   listApps,
+  listBuilds,
   prepareArtifactUpload,
   type AppView,
+  type BuildView,
   type DeploymentView,
   type EnvironmentView,
 } from '../../domain/apps/index.ts';
@@ -35,7 +37,12 @@ import {
   terminatePod,
 } from '../../domain/pods/index.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/index.ts';
-import { deleteTemplateByName, listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
+import {
+  deleteTemplateByName,
+  getTemplateRecord,
+  listTemplateRecords,
+  saveTemplate,
+} from '../../domain/templates/index.ts';
 import { requireScope, updateUserSettings } from '../../domain/accounts/index.ts';
 import { DomainError, validationFailed } from '../../domain/errors.ts';
 import {
@@ -79,13 +86,13 @@ export const resolvers = {
     },
     gpuTypes: async (
       _: unknown,
-      args: { input?: { id?: string | null } | null },
+      args: { input?: { id?: string | null; ids?: string[] | null } | null },
       { ctx, principal }: GraphqlContext,
     ) => {
       requireScope(principal, 'READ');
-      const only = args.input?.id;
+      const only = [...(args.input?.id ? [args.input.id] : []), ...(args.input?.ids ?? [])];
       return (await gpuTypes(ctx))
-        .filter((g) => !only || g.id === only)
+        .filter((g) => only.length === 0 || only.includes(g.id))
         .map((g) => ({
           id: g.id,
           displayName: g.name,
@@ -109,6 +116,8 @@ export const resolvers = {
         }));
     },
     pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
+    podTemplate: (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      getTemplateRecord(ctx, principal, args.id ?? ''),
     publicEndpoints: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
       (await listPublicModels(ctx, principal)).map(publicEndpoint),
     publicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
@@ -121,6 +130,8 @@ export const resolvers = {
     },
     flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
       flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
+    flashAppByName: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      flashApp(await getApp(ctx, principal, args.flashAppName ?? '')),
     flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
       flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
   },
@@ -137,6 +148,10 @@ export const resolvers = {
       (await listNetworkVolumes(ctx, principal)).map(networkVolume),
     flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
       (await listApps(ctx, principal)).map(flashApp),
+  },
+  FlashApp: {
+    flashBuilds: async (app: { id: string }, _: unknown, { ctx, principal }: GraphqlContext) =>
+      (await listBuilds(ctx, principal, app.id)).map(flashBuild),
   },
   GpuType: {
     lowestPrice: (g: { securePrice: number | null }, args: { input?: { gpuCount?: number | null } | null }) => ({
@@ -213,11 +228,12 @@ export const resolvers = {
         expiresAt: prepared.upload.expiresAt,
       };
     },
-    finalizeFlashArtifactUpload: (
+    finalizeFlashArtifactUpload: async (
       _: unknown,
       args: Args<{ flashAppId: string; buildId: string }>,
       { ctx, principal }: GraphqlContext,
-    ) => finalizeArtifactUpload(ctx, principal, args.input?.flashAppId ?? '', args.input?.buildId ?? ''),
+    ) =>
+      flashBuild(await finalizeArtifactUpload(ctx, principal, args.input?.flashAppId ?? '', args.input?.buildId ?? '')),
     deployBuildToEnvironment: async (
       _: unknown,
       args: Args<{ flashEnvironmentId: string; flashBuildId: string }>,
@@ -262,8 +278,10 @@ export const resolvers = {
       await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
       return null;
     },
-    saveTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      saveTemplate(ctx, principal, stripNulls(args.input)),
+    saveTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => {
+      if (args.input === null || args.input === undefined) throw validationFailed(['$.input: required']);
+      return saveTemplate(ctx, principal, stripNulls(args.input));
+    },
     deleteTemplate: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
       await deleteTemplateByName(ctx, principal, args.templateName ?? '');
       return null;
@@ -342,6 +360,7 @@ const flashApp = (a: AppView) => ({
   createdAt: a.createdAt,
   flashEnvironments: a.environments.map(flashEnvironment),
 });
+const flashBuild = (b: BuildView) => ({ ...b, objectKey: b.id });
 const flashDeployment = (d: DeploymentView) => ({
   id: d.id,
   name: d.workflowId,

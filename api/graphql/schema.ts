@@ -185,6 +185,8 @@ export const typeDefs = /* GraphQL */ `
 
   input GpuTypeFilter {
     id: String
+    "Any of these (the hosted deploy tool's form)."
+    ids: [String!]
   }
 
   input GpuLowestPriceInput {
@@ -223,6 +225,8 @@ export const typeDefs = /* GraphQL */ `
     name: String!
     createdAt: String!
     flashEnvironments: [FlashEnvironment!]!
+    "Newest first."
+    flashBuilds: [FlashBuild!]!
   }
 
   type FlashEnvironment {
@@ -253,6 +257,9 @@ export const typeDefs = /* GraphQL */ `
 
   type FlashBuild {
     id: String!
+    "The key prepareFlashArtifactUpload answered for it: the build's id."
+    objectKey: String!
+    createdAt: String!
     sha256: String!
     size: Float!
     status: String!
@@ -504,8 +511,12 @@ export const typeDefs = /* GraphQL */ `
     gpuTypes(input: GpuTypeFilter): [GpuType!]!
     "One of the caller's pods."
     pod(input: PodFilter!): Pod
+    "One of the caller's templates; null when it has none of that id."
+    podTemplate(id: String!): PodTemplate
     "One of the caller's apps, by id or name."
     flashApp(flashAppId: String!): FlashApp
+    "One of the caller's apps, by name."
+    flashAppByName(flashAppName: String!): FlashApp
     flashDeployment(flashAppId: String!, deploymentId: String!): FlashDeployment
   }
 
@@ -531,7 +542,8 @@ export const typeDefs = /* GraphQL */ `
     updateUserSettings(input: UserSettingsInput!): User!
     "Deletes an endpoint whose workersMin and workersMax are both 0; answers null."
     deleteEndpoint(id: String!): Boolean
-    saveTemplate(input: SaveTemplateInput!): PodTemplate!
+    "input is required; declared nullable because the hosted deploy tool declares its variable so."
+    saveTemplate(input: SaveTemplateInput): PodTemplate!
     "Deletes the named template of the caller's account; answers null."
     deleteTemplate(templateName: String!): Boolean
     saveRegistryAuth(input: SaveRegistryAuthInput!): ContainerRegistryAuth!

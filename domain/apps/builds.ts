@@ -17,6 +17,14 @@ const artifactKey = (appId: string, buildId: string): string => `artifacts/${app
 const uploadPath = (buildId: string): string => `/v2/artifacts/${buildId}/upload`;
 const downloadPath = (buildId: string): string => `/v2/artifacts/${buildId}`;
 
+/** The app's builds, newest first (GraphQL `FlashApp.flashBuilds`). */
+export async function listBuilds(ctx: DomainContext, principal: Principal, appRef: string): Promise<BuildView[]> {
+  requireAppAccess(principal, 'READ');
+  const app = await findApp(ctx, principal, appRef);
+  const rows = await ctx.db.build.findMany({ where: { appId: app.id }, orderBy: { createdAt: 'desc' } });
+  return rows.map(buildView);
+}
+
 /**
  * Records a build and answers where to PUT its bytes: a presigned URL of the S3 store when one is
  * configured (the bytes then never pass through the API), else the API's own signed upload route.

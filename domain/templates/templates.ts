@@ -300,6 +300,18 @@ export async function listTemplateRecords(ctx: DomainContext, principal: Princip
   return (await templateRows(ctx, principal)).map(templateRecord);
 }
 
+/** GraphQL `podTemplate(id)`: one of the caller's templates, or null. */
+export async function getTemplateRecord(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<TemplateRecord | null> {
+  requireScope(principal, 'READ');
+  requireAccountWide(principal);
+  const row = await ctx.db.template.findFirst({ where: { id, accountId: principal.accountId } });
+  return row ? templateRecord(row) : null;
+}
+
 /** GraphQL `deleteTemplate(templateName)`: templates are named uniquely within an account. */
 export async function deleteTemplateByName(ctx: DomainContext, principal: Principal, name: string): Promise<void> {
   requireScope(principal, 'WRITE');

@@ -189,6 +189,20 @@ describe('apps and environments', () => {
         }),
       ]),
     );
+    // By name, with its builds, as the hosted deploy tool reads them.
+    const byName = await gql(
+      'query($n: String!) { flashAppByName(flashAppName: $n) { id name flashBuilds { id objectKey createdAt } } }',
+      { n: 'gql-app' },
+    );
+    expect(byName.body.errors).toBeUndefined();
+    expect(byName.body.data.flashAppByName).toMatchObject({
+      id: appId,
+      name: 'gql-app',
+      flashBuilds: [{ id: buildId, objectKey: buildId, createdAt: expect.any(String) }],
+    });
+    const missing = await gql('{ flashAppByName(flashAppName: "no-such-app") { id } }');
+    // The tool creates the app when the message says "app not found".
+    expect(missing.body.errors[0]).toMatchObject({ message: 'app not found', extensions: { code: 'NOT_FOUND' } });
     const bad = await gql('mutation { createFlashApp(input: { name: "BAD NAME" }) { id } }');
     expect(bad.body.errors[0].extensions.code).toBe('BAD_USER_INPUT');
   });

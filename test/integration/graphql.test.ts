@@ -288,6 +288,8 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
       },
     });
     const r = await gql('{ gpuTypes { id displayName memoryInGb pool totalCount availableCount } }');
+    const one = await gql('{ gpuTypes(input: {ids: ["NVIDIA H100 80GB HBM3", "NVIDIA No Such Card"]}) { id } }');
+    expect(one.data.gpuTypes).toEqual([{ id: 'NVIDIA H100 80GB HBM3' }]);
     expect(r.errors).toBeUndefined();
     expect(r.data.gpuTypes).toContainEqual(
       expect.objectContaining({
@@ -298,6 +300,35 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
         availableCount: 1,
       }),
     );
+  });
+
+  it("answers the hosted deploy tool's forms: podTemplate(id), saveTemplate with a nullable variable, gpuTypes by ids", async () => {
+    // The tool declares `$input: SaveTemplateInput` (nullable) and reads templates back by id.
+    const save =
+      'mutation saveTemplate($input: SaveTemplateInput) { saveTemplate(input: $input) { id name imageName env { key value } } }';
+    const made = await gql(save, {
+      input: { name: 'flash-style', imageName: 'img:3', env: [{ key: 'K', value: 'v' }] },
+    });
+    expect(made.errors).toBeUndefined();
+    const id = made.data.saveTemplate.id as string;
+    const read = await gql('query t($id: String!) { podTemplate(id: $id) { id name imageName env { key value } } }', {
+      id,
+    });
+    expect(read.data.podTemplate).toEqual(made.data.saveTemplate);
+    // No input: refused with the reason; another account's template or none: null.
+    const none = await gql(save, { input: null });
+    expect(none.errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    expect(none.errors[0].message).toMatch(/\$\.input: required/);
+    const other = await p.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'o3' },
+    });
+    const otherKey = await issueApiKey(p.ctx.db, other.id, 'o3', ['READ', 'WRITE']);
+    expect((await gql(`{ podTemplate(id: "${id}") { id } }`, undefined, otherKey.key)).data.podTemplate).toBeNull();
+    expect((await gql('{ podTemplate(id: "nope") { id } }')).data.podTemplate).toBeNull();
+    // gpuTypes by a list of ids answers those only: none for an id no host has.
+    const byIds = await gql('{ gpuTypes(input: {ids: ["NVIDIA No Such Card"]}) { id } }');
+    expect(byIds.errors).toBeUndefined();
+    expect(byIds.data.gpuTypes).toEqual([]);
   });
 
   it('bounds queries: too deep, too costly or too many aliases is refused before any work', async () => {
