@@ -6,6 +6,13 @@ import type { DomainContext } from '../domain/context.ts';
 import { deleteEndpoint } from '../domain/endpoints/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import { stableId } from '../domain/shared/index.ts';
+import { UNPLACEABLE } from './worker-placement.ts';
+
+/**
+ * How long a release's worker may stay unplaceable before the deploy fails on it: hosts being
+ * registered or probed get that long to become READY.
+ */
+const UNPLACEABLE_GRACE_MS = 30_000;
 
 /** One endpoint's release made by a deployment. */
 export interface DeployedRelease {
@@ -98,11 +105,24 @@ export function createDeployActivities(ctx: DomainContext) {
           where: { OR: releases.map((r) => ({ endpointId: r.endpointId, version: r.version })) },
           select: { endpointId: true, version: true, status: true, statusReason: true },
         });
+        // A release worker that no READY host could take for a while: waiting longer cannot help.
+        const stuck = await db.worker.findMany({
+          where: {
+            OR: releases.map((r) => ({ endpointId: r.endpointId, releaseVersion: r.version })),
+            status: 'PENDING',
+            statusReason: { startsWith: `${UNPLACEABLE}:` },
+            createdAt: { lt: new Date(Date.now() - UNPLACEABLE_GRACE_MS) },
+          },
+          select: { endpointId: true, releaseVersion: true, statusReason: true },
+        });
         const failed: Array<{ resource: string; reason: string }> = [];
         let pending = 0;
         for (const r of releases) {
           const row = rows.find((x) => x.endpointId === r.endpointId && x.version === r.version);
+          const unplaceable = stuck.find((w) => w.endpointId === r.endpointId && w.releaseVersion === r.version);
           if (!row) failed.push({ resource: r.resource, reason: 'its endpoint was deleted' });
+          else if (row.status === 'ROLLING_OUT' && unplaceable)
+            failed.push({ resource: r.resource, reason: `its worker ${unplaceable.statusReason}` });
           else if (row.status === 'ROLLING_OUT') pending++;
           else if (row.status === 'HALTED' || row.status === 'ROLLED_BACK')
             failed.push({ resource: r.resource, reason: row.statusReason ?? row.status.toLowerCase() });

@@ -41,6 +41,9 @@ export interface PlacementResult {
   reason?: string;
 }
 
+/** How the reason of a worker no READY host could take, even empty, begins. */
+export const UNPLACEABLE = 'cannot be placed';
+
 export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
   return {
@@ -151,8 +154,14 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
               cpu: reservationOf(w.cpuFlavorId),
             })),
           );
-          if (!p.ok)
-            return pending(volumes.problems.length > 0 ? `${p.reason}; ${volumes.problems.join('; ')}` : p.reason);
+          if (!p.ok) {
+            // Would it fit on the READY hosts were they empty? If not, waiting for capacity cannot
+            // help (no host with its pools, GPU count, CPU size or place): said so, and a deploy
+            // waiting on it fails fast (activities/deploy.ts).
+            const ever = placeWorker({ ...request, avoidHostIds: [] }, candidates, []).ok;
+            const reason = ever ? p.reason : p.reason.replace(/^no capacity: /, `${UNPLACEABLE}: `);
+            return pending(volumes.problems.length > 0 ? `${reason}; ${volumes.problems.join('; ')}` : reason);
+          }
           const binding = volumes.bindings.get(p.hostId);
           if (binding)
             await tx.networkVolume.updateMany({ where: { id: binding, hostId: null }, data: { hostId: p.hostId } });

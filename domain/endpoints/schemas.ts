@@ -210,6 +210,11 @@ export const WorkerViewSchema = Type.Object({
   gpuTypeId: NullableString,
   dataCenterId: NullableString,
   startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  /**
+   * Why the worker is in its state: what placement lacks while THROTTLED, what a starting worker
+   * waits for, why it drains or is unhealthy; null once it is ready.
+   */
+  statusReason: NullableString,
 });
 export type WorkerView = Static<typeof WorkerViewSchema>;
 

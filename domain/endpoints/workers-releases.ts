@@ -80,6 +80,7 @@ export async function listEndpointWorkers(
       gpuTypeId: w.gpuTypeId,
       dataCenterId: w.host?.dataCenterId ?? null,
       startedAt: w.startedAt?.toISOString() ?? null,
+      statusReason: w.statusReason,
     };
   });
   return { endpointVersion: endpoint.currentReleaseVersion, summary, workers: views };

@@ -500,6 +500,35 @@ describe('deployments', () => {
     expect((await call(p.url, 'GET', '/v2/apps/web/environments/staging', { key })).body.currentBuildId).toBe(build);
   });
 
+  it('fails a deploy fast, naming the resource, when no READY host could ever run its release', async () => {
+    // This platform has no host: a resource that keeps a worker can never be placed. Its first
+    // release is the endpoint's creation (nothing to replace); its worker waits, saying why.
+    await call(p.url, 'POST', '/v2/apps', { key, body: { name: 'always-on', environment: 'production' } });
+    const resources = [{ name: 'idle' }, { name: 'warm', workers: { min: 1, max: 1 } }];
+    const first = await upload('always-on', Buffer.from('always on'), manifest(resources, '5'.repeat(64)));
+    expect((await deploy('always-on', 'production', first)).status).toBe('SUCCEEDED');
+    const warm = await p.ctx.db.endpoint.findFirstOrThrow({ where: { name: 'always-on-warm' } });
+    const waiting = await until('the warm worker waiting', async () => {
+      const listed = await call(p.url, 'GET', `/v2/serverless/${warm.id}/workers`, { key });
+      return listed.body.workers?.find((w: { status: string }) => w.status === 'THROTTLED');
+    });
+    expect(waiting.statusReason).toBe(
+      'cannot be placed: no READY host has room for a CPU worker of 2 vCPUs and 4 GB (0 of 0 hosts READY)',
+    );
+
+    // New code: the release waits on a worker no host could take, so the deploy fails within a
+    // minute (30 s of grace for hosts being registered), not after the release's 15 minutes.
+    const second = await upload('always-on', Buffer.from('always on, v2'), manifest(resources, '6'.repeat(64)));
+    const started = Date.now();
+    const failed = await deploy('always-on', 'production', second);
+    expect(failed.status).toBe('FAILED');
+    expect(failed.error).toMatch(/^the release of warm \(its worker cannot be placed: no READY host has room/);
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect((await call(p.url, 'GET', '/v2/apps/always-on/environments/production', { key })).body.currentBuildId).toBe(
+      first,
+    );
+  }, 120_000);
+
   it('keeps keys limited to endpoints and READ keys out', async () => {
     const readKey = await call(p.url, 'POST', '/v2/keys', { key, body: { name: 'reader', scopes: ['READ'] } });
     expect(readKey.status, JSON.stringify(readKey.body)).toBe(201);

@@ -495,7 +495,8 @@ describe('GraphQL pods on real containers', () => {
     expect(two.data.podFindAndDeployOnDemand).toMatchObject({ gpuCount: 2, desiredStatus: 'RUNNING', runtime: null });
     const pending = await until('the pod worker waiting for capacity', async () => {
       const w = await p.ctx.db.worker.findFirst({ where: { podId } });
-      return w?.status === 'PENDING' && w.statusReason?.startsWith('no capacity') ? w : undefined;
+      // The only GPU host is not READY: no READY host could take it, busy or not.
+      return w?.status === 'PENDING' && w.statusReason?.startsWith('cannot be placed') ? w : undefined;
     });
     expect(pending.statusReason).toMatch(/2 free GPUs/);
     expect(pending.hostId).toBeNull();

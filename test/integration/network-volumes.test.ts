@@ -342,7 +342,8 @@ describe('locations', () => {
       const ws = await p.ctx.db.worker.findMany({ where: { endpointId: fr.data.saveEndpoint.id, status: 'PENDING' } });
       return ws.find((x) => x.statusReason?.includes('outside the locations'));
     });
-    expect(pending.statusReason).toMatch(/no capacity: .*\d+ outside the locations FR, NO/);
+    // No READY host is in those countries, so waiting cannot help: said so.
+    expect(pending.statusReason).toMatch(/^cannot be placed: .*\d+ outside the locations FR, NO/);
     expect(pending.hostId).toBeNull();
 
     const bad = await gql(save, {

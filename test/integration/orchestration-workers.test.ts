@@ -172,7 +172,7 @@ describe('workers on an SSH host', () => {
     expect(status).toMatchObject({ desired: 0, live: 0, queued: 0 });
   }, 180_000);
 
-  it('leaves a worker PENDING with the reason while no host has room', async () => {
+  it('leaves a worker PENDING with the reason while no host has room, and says when none ever could', async () => {
     const endpointId = await createEndpoint({
       name: 'gpu-needed',
       gpu: { pools: ['ADA_24'] },
@@ -180,13 +180,18 @@ describe('workers on an SSH host', () => {
     });
     const w = await until('a pending worker', async () => {
       const [x] = await liveWorkers(endpointId);
-      return x?.statusReason?.startsWith('no capacity') ? x : undefined;
+      return x?.statusReason?.startsWith('cannot be placed') ? x : undefined;
     });
     expect(w.status).toBe('PENDING');
     expect(w.statusReason).toBe(
-      'no capacity: no READY host has 1 free GPU of pool ADA_24 on one host (1 of 1 host READY, 0 GPUs of those pools)',
+      'cannot be placed: no READY host has 1 free GPU of pool ADA_24 on one host (1 of 1 host READY, 0 GPUs of those pools)',
     );
     expect(w.hostId).toBeNull();
+    // The API says so too: THROTTLED, with the reason.
+    const listed = await call(p.url, 'GET', `/v2/serverless/${endpointId}/workers`, { key: p.adminKey });
+    expect(listed.body.workers).toEqual([
+      expect.objectContaining({ id: w.id, status: 'THROTTLED', statusReason: w.statusReason }),
+    ]);
     // Deleting the endpoint removes it without a trace.
     expect((await call(p.url, 'DELETE', `/v2/serverless/${endpointId}`, { key: p.adminKey })).status).toBeLessThan(300);
     await until(

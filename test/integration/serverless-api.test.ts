@@ -378,6 +378,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       gpuTypeId: 'NVIDIA GeForce RTX 3090',
       dataCenterId: 'dc-test',
       startedAt: started.toISOString(),
+      statusReason: null,
     });
     expect(w.body.workers[0].uptimeSeconds).toBeGreaterThanOrEqual(119);
 
