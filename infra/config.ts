@@ -101,6 +101,7 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_LOCAL_HOST_USER: Text('SSH user of the local host'),
     GANTRY_LOCAL_HOST_KEY: Text('SSH private key file of the local host'),
     GANTRY_LOCAL_HOST_DATACENTER: Text('data center of the local host'),
+    GANTRY_LOCAL_HOST_LABELS: Text('JSON object: labels of the local host, applied at every start'),
     GANTRY_ORCHESTRATION: Text('JSON object overriding orchestration timings'),
     GANTRY_LB_HEALTH: Text('JSON object overriding the proxy health probes'),
     GANTRY_JOB_TAKE_HOLD_MS: Int('job-take long-poll hold'),
@@ -182,6 +183,32 @@ function appSettings(env: GantryEnvironment): AppSettings {
     runtimeContextDir: RUNTIME_CONTEXT_DIR,
     artifactCacheDir: env.GANTRY_ARTIFACT_CACHE_DIR?.trim().replace(/\/+$/, '') || '/var/tmp/gantry/artifacts',
   };
+}
+
+/** GANTRY_LOCAL_HOST_LABELS: a JSON object of string values, or undefined; a bad one is a problem. */
+function localHostLabels(value: string | undefined, problems: string[]): Record<string, string> | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  let labels: unknown;
+  try {
+    labels = JSON.parse(value);
+  } catch {
+    problems.push(`GANTRY_LOCAL_HOST_LABELS must be a JSON object, got "${value}"`);
+    return undefined;
+  }
+  const ok =
+    labels !== null &&
+    typeof labels === 'object' &&
+    !Array.isArray(labels) &&
+    Object.entries(labels).every(
+      ([k, v]) => k.length > 0 && k.length <= 128 && typeof v === 'string' && v.length <= 1024,
+    );
+  if (!ok) {
+    problems.push(
+      'GANTRY_LOCAL_HOST_LABELS must be a JSON object of string values ({"gantry.io/cpu-overcommit": "4"})',
+    );
+    return undefined;
+  }
+  return labels as Record<string, string>;
 }
 
 /** GANTRY_BLOB_STORE and its companions; an s3 store's problems are collected with the others. */
@@ -361,6 +388,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
             user: env.GANTRY_LOCAL_HOST_USER,
             keyFile: env.GANTRY_LOCAL_HOST_KEY,
             dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local',
+            labels: localHostLabels(env.GANTRY_LOCAL_HOST_LABELS, problems),
           }
         : undefined,
     settings,

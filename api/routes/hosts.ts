@@ -12,6 +12,8 @@ import {
   HostSchema,
   listHosts,
   probeHostOnDemand,
+  updateHost,
+  UpdateHostSchema,
 } from '../../domain/hosts/index.ts';
 import {
   DataCenterSettingsListSchema,
@@ -74,6 +76,23 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
       },
     },
     async (request) => getHost(ctx, principalOf(request), request.params.id),
+  );
+
+  app.patch(
+    '/v2/hosts/:id',
+    {
+      config: { requiredScope: 'ADMIN' },
+      schema: {
+        operationId: 'updateHost',
+        summary: 'Change a host',
+        description: `Labels (they replace the host's; \`gantry.io/cpu-overcommit\` lets a small host take more CPU workers than it has cores), data center and worker limit, as placement reads them from now on; workers already placed stay. 409 for a host of the hosts file or GANTRY_LOCAL_HOST: every start applies those again. ${ACCESS}`,
+        tags,
+        params: IdParams,
+        body: UpdateHostSchema,
+        response: { 200: HostSchema },
+      },
+    },
+    async (request) => updateHost(ctx, principalOf(request), request.params.id, request.body),
   );
 
   app.post(

@@ -173,6 +173,8 @@ export interface LocalHostSettings {
   user: string | undefined;
   keyFile: string | undefined;
   dataCenterId: string;
+  /** GANTRY_LOCAL_HOST_LABELS: applied at every start, as a hosts file's are. */
+  labels?: Record<string, string> | undefined;
 }
 
 /** The local machine as a host: its own sshd, reached on loopback. */
@@ -192,6 +194,7 @@ export function localHostEntry(local: LocalHostSettings): HostsFileEntry {
     user: local.user ?? userInfo().username,
     privateKey: readFileSync(keyFile, 'utf8'),
     dataCenterId: local.dataCenterId,
+    ...(local.labels ? { labels: local.labels } : {}),
   };
 }
 

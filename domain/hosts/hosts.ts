@@ -61,6 +61,23 @@ export const CreateHostSchema = Type.Object(
 );
 export type CreateHostInput = Static<typeof CreateHostSchema>;
 
+export const UpdateHostSchema = Type.Object(
+  {
+    labels: Type.Optional(Labels),
+    dataCenterId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    maxWorkers: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+        description: 'most workers placed here; null: no limit',
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    minProperties: 1,
+    description: "labels replace the host's labels; workers already placed stay where they are",
+  },
+);
+
 export const ProbeHostSchema = Type.Object(
   { acceptHostKey: Type.Optional(Fingerprint) },
   {
@@ -235,6 +252,37 @@ export async function createHost(ctx: DomainContext, principal: Principal, body:
     throw err;
   }
   await probeThroughWorkflow(ctx, id);
+  return viewOf(ctx, id);
+}
+
+/**
+ * Changes what placement reads of a host registered through the API: its labels (such as
+ * `gantry.io/cpu-overcommit`), data center and worker limit. Hosts of the hosts file or
+ * GANTRY_LOCAL_HOST are changed there: every start applies those again.
+ */
+export async function updateHost(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  body: unknown,
+): Promise<HostView> {
+  requireHostAdmin(principal);
+  const input = validate(UpdateHostSchema, body);
+  const host = await ctx.db.host.findUnique({ where: { id }, select: { name: true, source: true } });
+  if (!host) throw notFound('host');
+  if (host.source !== 'api')
+    throw new DomainError(
+      'conflict',
+      `the host '${host.name}' comes from ${host.source === 'local' ? 'GANTRY_LOCAL_HOST (its labels: GANTRY_LOCAL_HOST_LABELS)' : 'the hosts file (GANTRY_HOSTS_FILE)'}, which every start applies again: change it there`,
+    );
+  await ctx.db.host.update({
+    where: { id },
+    data: {
+      ...(input.labels !== undefined ? { labels: input.labels } : {}),
+      ...(input.dataCenterId !== undefined ? { dataCenterId: input.dataCenterId } : {}),
+      ...(input.maxWorkers !== undefined ? { maxWorkers: input.maxWorkers } : {}),
+    },
+  });
   return viewOf(ctx, id);
 }
 

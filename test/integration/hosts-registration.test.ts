@@ -288,8 +288,55 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
       user: 'root',
       source: 'local',
       dataCenterId: 'local',
+      labels: {},
     });
+    // Its labels come from GANTRY_LOCAL_HOST_LABELS, at every start; the API cannot change them.
+    const labels = { 'gantry.io/cpu-overcommit': '8' };
+    await applyHostConfig(p.ctx, {
+      localHost: loadConfig({ ...env, GANTRY_LOCAL_HOST: '1', GANTRY_LOCAL_HOST_LABELS: JSON.stringify(labels) })
+        .localHost,
+    });
+    expect((await p.ctx.db.host.findUniqueOrThrow({ where: { name: 'local' } })).labels).toEqual(labels);
+    const patched = await call(p.url, 'PATCH', `/v2/hosts/${local.id}`, { key: p.adminKey, body: { labels: {} } });
+    expect(patched.status).toBe(409);
+    expect(patched.body.detail).toMatch(/GANTRY_LOCAL_HOST_LABELS/);
+    expect(() => loadConfig({ ...env, GANTRY_LOCAL_HOST: '1', GANTRY_LOCAL_HOST_LABELS: '["x"]' })).toThrow(
+      /GANTRY_LOCAL_HOST_LABELS must be a JSON object of string values/,
+    );
     expect(() => readHostsFile(path.join(dir, 'missing.yaml'))).toThrow(/missing\.yaml/);
+  });
+
+  it('changes the labels, data center and worker limit of a host registered through the API', async () => {
+    const created = await call(p.url, 'POST', '/v2/hosts', { key: p.adminKey, body: body() });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const url = `/v2/hosts/${created.body.id}`;
+    const changed = await call(p.url, 'PATCH', url, {
+      key: p.adminKey,
+      body: { labels: { 'gantry.io/cpu-overcommit': '4', tier: 'small' }, dataCenterId: 'dc-9', maxWorkers: 3 },
+    });
+    expect(changed.status, JSON.stringify(changed.body)).toBe(200);
+    expect(changed.body).toMatchObject({
+      labels: { 'gantry.io/cpu-overcommit': '4', tier: 'small' },
+      dataCenterId: 'dc-9',
+      maxWorkers: 3,
+    });
+    // Labels replace; the rest stays.
+    const again = await call(p.url, 'PATCH', url, {
+      key: p.adminKey,
+      body: { labels: { tier: 'big' }, maxWorkers: null },
+    });
+    expect(again.body).toMatchObject({ labels: { tier: 'big' }, dataCenterId: 'dc-9', maxWorkers: null });
+    // Bad bodies change nothing; other keys may not.
+    for (const bad of [{}, { colour: 'red' }, { labels: { tier: 7 } }, { maxWorkers: -1 }, { dataCenterId: '' }]) {
+      const r = await call(p.url, 'PATCH', url, { key: p.adminKey, body: bad });
+      expect(r.status, JSON.stringify(bad)).toBe(422);
+    }
+    const admin = await p.ctx.db.account.findFirstOrThrow({ where: { isAdmin: true } });
+    const writer = await issueApiKey(p.ctx.db, admin.id, 'patch-writer', ['READ', 'WRITE', 'RUN']);
+    expect((await call(p.url, 'PATCH', url, { key: writer.key, body: { labels: {} } })).status).toBe(403);
+    expect((await call(p.url, 'PATCH', '/v2/hosts/nope', { key: p.adminKey, body: { labels: {} } })).status).toBe(404);
+    expect((await p.ctx.db.host.findUniqueOrThrow({ where: { id: created.body.id } })).labels).toEqual({ tier: 'big' });
+    expect((await call(p.url, 'DELETE', url, { key: p.adminKey })).status).toBe(204);
   });
 
   it('removes a host without workers at once', async () => {
