@@ -396,6 +396,28 @@ describe('gantry dev on real live endpoints', () => {
   }, 120_000);
 });
 
+describe('the README flow in its order: gantry dev, then gantry deploy', () => {
+  it("deploys to production with a plain gantry deploy, beside dev's live environment", async () => {
+    expect((await liveEndpoints('devshop')).length).toBeGreaterThan(0);
+    const r = await gantry(['deploy', '--json'], {
+      cwd: project,
+      home,
+      env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url },
+      timeoutMs: 300_000,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      app: 'devshop',
+      environment: 'production',
+      deployment: { status: 'SUCCEEDED' },
+    });
+    // The live environment and its endpoints stay as dev left them.
+    const app = await p.ctx.db.app.findFirstOrThrow({ where: { name: 'devshop' }, include: { environments: true } });
+    expect(app.environments.map((e) => e.name).sort()).toEqual(['live', 'production']);
+    expect((await liveEndpoints('devshop')).length).toBeGreaterThan(0);
+  }, 600_000);
+});
+
 describe('gantry dev --auto-provision', () => {
   const many = path.join(root, 'many');
   const names = ['one', 'two', 'three', 'four', 'five', 'six'];
