@@ -6,7 +6,7 @@ import { runtimeContextDigest } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
-import type { LocalHostSettings } from '../domain/hosts/index.ts';
+import { parseLocalHostLabels, type LocalHostSettings } from '../domain/hosts/index.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing/index.ts';
 import { parseOrchestrationSettings } from '../domain/shared/index.ts';
@@ -183,32 +183,6 @@ function appSettings(env: GantryEnvironment): AppSettings {
     runtimeContextDir: RUNTIME_CONTEXT_DIR,
     artifactCacheDir: env.GANTRY_ARTIFACT_CACHE_DIR?.trim().replace(/\/+$/, '') || '/var/tmp/gantry/artifacts',
   };
-}
-
-/** GANTRY_LOCAL_HOST_LABELS: a JSON object of string values, or undefined; a bad one is a problem. */
-function localHostLabels(value: string | undefined, problems: string[]): Record<string, string> | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  let labels: unknown;
-  try {
-    labels = JSON.parse(value);
-  } catch {
-    problems.push(`GANTRY_LOCAL_HOST_LABELS must be a JSON object, got "${value}"`);
-    return undefined;
-  }
-  const ok =
-    labels !== null &&
-    typeof labels === 'object' &&
-    !Array.isArray(labels) &&
-    Object.entries(labels).every(
-      ([k, v]) => k.length > 0 && k.length <= 128 && typeof v === 'string' && v.length <= 1024,
-    );
-  if (!ok) {
-    problems.push(
-      'GANTRY_LOCAL_HOST_LABELS must be a JSON object of string values ({"gantry.io/cpu-overcommit": "4"})',
-    );
-    return undefined;
-  }
-  return labels as Record<string, string>;
 }
 
 /** GANTRY_BLOB_STORE and its companions; an s3 store's problems are collected with the others. */
@@ -388,7 +362,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
             user: env.GANTRY_LOCAL_HOST_USER,
             keyFile: env.GANTRY_LOCAL_HOST_KEY,
             dataCenterId: env.GANTRY_LOCAL_HOST_DATACENTER ?? 'local',
-            labels: localHostLabels(env.GANTRY_LOCAL_HOST_LABELS, problems),
+            labels: parsed(problems, undefined, () => parseLocalHostLabels(env.GANTRY_LOCAL_HOST_LABELS)),
           }
         : undefined,
     settings,

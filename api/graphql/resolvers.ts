@@ -26,7 +26,11 @@ import {
   updateEndpointTemplate,
   type EndpointRecord,
 } from '../../domain/endpoints/index.ts';
-import { listNetworkVolumes, networkVolumeView, type NetworkVolumeView } from '../../domain/network-volumes/index.ts';
+import {
+  endpointNetworkVolume,
+  listNetworkVolumes,
+  type NetworkVolumeView,
+} from '../../domain/network-volumes/index.ts';
 import {
   deployCpuPod,
   deployPod,
@@ -154,20 +158,20 @@ export const resolvers = {
       (await listBuilds(ctx, principal, app.id)).map(flashBuild),
   },
   GpuType: {
-    lowestPrice: (g: { securePrice: number | null }, args: { input?: { gpuCount?: number | null } | null }) => ({
-      minimumBidPrice: null,
-      uninterruptablePrice:
-        g.securePrice === null ? null : Math.round(g.securePrice * (args.input?.gpuCount ?? 1) * 1e6) / 1e6,
-    }),
+    lowestPrice: (g: { securePrice: number | null }, args: { input?: { gpuCount?: number | null } | null }) => {
+      const count = args.input?.gpuCount ?? 1;
+      if (count < 1 || count > MAX_GPU_COUNT)
+        throw validationFailed([`$.input.gpuCount: from 1 to ${MAX_GPU_COUNT}, got ${count}`]);
+      return {
+        minimumBidPrice: null,
+        uninterruptablePrice: g.securePrice === null ? null : Math.round(g.securePrice * count * 1e6) / 1e6,
+      };
+    },
   },
   Endpoint: {
-    // The endpoint's own reference: readable by any key that may read the endpoint.
     networkVolume: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
-      if (!endpoint.networkVolumeId) return null;
-      const v = await ctx.db.networkVolume.findFirst({
-        where: { id: endpoint.networkVolumeId, accountId: principal.accountId },
-      });
-      return v ? networkVolume(networkVolumeView(v)) : null;
+      const v = endpoint.networkVolumeId ? await endpointNetworkVolume(ctx, principal, endpoint.networkVolumeId) : null;
+      return v ? networkVolume(v) : null;
     },
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
       const workers = await ctx.db.worker.findMany({
@@ -344,6 +348,9 @@ function stripAllNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }
+
+/** The most GPUs a price is asked for (a pod takes at most 64). */
+const MAX_GPU_COUNT = 64;
 
 const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size: v.size, dataCenterId: v.dataCenter });
 

@@ -44,16 +44,16 @@ try {
 } catch (err) {
   failActiveProgress();
   // With --json, stderr is JSON lines to its end: the error is the last event.
-  const say = (text: string): void => {
+  const report = (text: string): void => {
     if (emittingJsonEvents()) event('error', { message: text });
     else process.stderr.write(`error: ${text}\n`);
   };
   if (err instanceof CliError) {
-    say(err.message);
+    report(err.message);
     process.exitCode = err.exitCode;
   } else {
     // Not a message written for the user: a bug, so the stack helps whoever reports it.
-    say(`unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    report(`unexpected failure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     process.exitCode = 1;
   }
 }

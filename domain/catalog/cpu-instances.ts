@@ -5,6 +5,7 @@
  * The instance is applied as the container's CPU and memory limits, reserved on the host it is
  * placed on, and billed per vCPU-hour.
  */
+import { validationFailed } from '../errors.ts';
 
 export interface CpuFlavor {
   id: string;
@@ -61,6 +62,16 @@ export function cpuInstanceProblems(i: CpuInstance): string[] {
 export function parseCpuInstanceId(id: string): CpuInstance | undefined {
   const m = /^([a-z0-9]{1,32})-([0-9]{1,4})-([0-9]{1,5})$/.exec(id);
   return m ? { flavorId: m[1]!, vcpus: Number(m[2]), memoryGb: Number(m[3]) } : undefined;
+}
+
+/** `id` parsed, or a validation failure at `at` (the field's path) saying what the shape is. */
+export function requireCpuInstanceId(at: string, id: string): CpuInstance {
+  const parsed = parseCpuInstanceId(id);
+  if (!parsed)
+    throw validationFailed([
+      `${at}: '${id}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`,
+    ]);
+  return parsed;
 }
 
 /**

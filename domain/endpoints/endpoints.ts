@@ -395,14 +395,14 @@ export async function updateEndpoint(
   return endpointView(after, ctx);
 }
 
+/** The error of a job cancelled because its endpoint was deleted. */
+export const ENDPOINT_DELETED = 'the endpoint was deleted';
+
 /**
  * DELETE /v2/serverless/{id}: marks the endpoint as being deleted (reads answer 404 from then on),
  * cancels its queued jobs, and signals its workflow, which drains the workers and removes the row.
  * Repeating it while the deletion runs sends the signal again (and answers 204).
  */
-/** The error of a job cancelled because its endpoint was deleted. */
-export const ENDPOINT_DELETED = 'the endpoint was deleted';
-
 export async function deleteEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
   requireScope(principal, 'WRITE');
   const e = await ctx.db.endpoint.findFirst({

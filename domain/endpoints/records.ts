@@ -4,7 +4,7 @@ import { requireEndpointAccess, requireScope, type Principal } from '../accounts
 import { requireAccountWide } from '../registries/registries.ts';
 import type { DomainContext } from '../context.ts';
 import { createEndpoint, deleteEndpoint, updateEndpoint } from './endpoints.ts';
-import { cpuInstanceId, parseCpuInstanceId, type CpuInstance } from '../catalog/cpu-instances.ts';
+import { cpuInstanceId, requireCpuInstanceId, type CpuInstance } from '../catalog/cpu-instances.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
 
@@ -187,11 +187,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   if (instanceId !== undefined) {
     if (pools.length > 0)
       throw validationFailed(['$.gpuIds: a CPU endpoint (instanceIds) names no GPU pools; leave gpuIds empty']);
-    cpuInstance = parseCpuInstanceId(instanceId);
-    if (!cpuInstance)
-      throw validationFailed([
-        `$.instanceIds[0]: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`,
-      ]);
+    cpuInstance = requireCpuInstanceId('$.instanceIds[0]', instanceId);
   } else if (pools.length === 0 && !input.id) {
     throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
   }

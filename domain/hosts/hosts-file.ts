@@ -177,6 +177,24 @@ export interface LocalHostSettings {
   labels?: Record<string, string> | undefined;
 }
 
+/** GANTRY_LOCAL_HOST_LABELS: host labels as a JSON object (the hosts file's `labels`), or undefined. */
+export function parseLocalHostLabels(raw: string | undefined): Record<string, string> | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  let labels: unknown;
+  try {
+    labels = JSON.parse(raw);
+  } catch {
+    labels = undefined;
+  }
+  try {
+    return validate(Labels, labels);
+  } catch {
+    throw new Error(
+      `GANTRY_LOCAL_HOST_LABELS must be a JSON object of string values ({"gantry.io/cpu-overcommit": "4"}), got ${JSON.stringify(raw)}`,
+    );
+  }
+}
+
 /** The local machine as a host: its own sshd, reached on loopback. */
 export function localHostEntry(local: LocalHostSettings): HostsFileEntry {
   const keyFile =

@@ -120,6 +120,20 @@ export async function getNetworkVolume(
   return networkVolumeView(await findOwned(ctx, principal, id));
 }
 
+/**
+ * The volume an endpoint of the caller names (GraphQL `Endpoint.networkVolume`), or null when it is
+ * gone: readable by any key that may read the endpoint, endpoint-scoped ones too.
+ */
+export async function endpointNetworkVolume(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<NetworkVolumeView | null> {
+  requireScope(principal, 'READ');
+  const row = await ctx.db.networkVolume.findFirst({ where: { id, accountId: principal.accountId, deletedAt: null } });
+  return row ? networkVolumeView(row) : null;
+}
+
 export async function listNetworkVolumes(ctx: DomainContext, principal: Principal): Promise<NetworkVolumeView[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);

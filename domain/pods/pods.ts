@@ -5,7 +5,7 @@ import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, validationFailed } from '../errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from '../catalog/gpu-pools.ts';
-import { parseCpuInstanceId } from '../catalog/cpu-instances.ts';
+import { requireCpuInstanceId } from '../catalog/cpu-instances.ts';
 import { newId } from '../shared/ids.ts';
 import { priceTable } from '../billing/pricing.ts';
 import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
@@ -220,10 +220,7 @@ export async function deployCpuPod(ctx: DomainContext, principal: Principal, inp
   requireScope(principal, 'WRITE');
   const i = validate(CpuPodDeployInputSchema, input);
   const { instanceId, ...pod } = i;
-  if (instanceId !== undefined && !parseCpuInstanceId(instanceId))
-    throw validationFailed([
-      `$.instanceId: '${instanceId}' is not a CPU instance id such as cpu3c-2-4 (<flavor>-<vCPUs>-<memory GB>)`,
-    ]);
+  if (instanceId !== undefined) requireCpuInstanceId('$.instanceId', instanceId);
   if (pod.templateId === HOSTED_CPU_BASE_TEMPLATE && pod.imageName) delete pod.templateId;
   return deployPod(ctx, principal, { ...pod, gpuCount: 0 });
 }

@@ -290,6 +290,11 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     const r = await gql('{ gpuTypes { id displayName memoryInGb pool totalCount availableCount } }');
     const one = await gql('{ gpuTypes(input: {ids: ["NVIDIA H100 80GB HBM3", "NVIDIA No Such Card"]}) { id } }');
     expect(one.data.gpuTypes).toEqual([{ id: 'NVIDIA H100 80GB HBM3' }]);
+    // A price for no GPUs, or for more than a pod may take, is refused rather than computed.
+    for (const gpuCount of [0, -3, 65]) {
+      const bad = await gql(`{ gpuTypes { lowestPrice(input: {gpuCount: ${gpuCount}}) { uninterruptablePrice } } }`);
+      expect(bad.errors[0].extensions.code, String(gpuCount)).toBe('BAD_USER_INPUT');
+    }
     expect(r.errors).toBeUndefined();
     expect(r.data.gpuTypes).toContainEqual(
       expect.objectContaining({
