@@ -101,6 +101,8 @@ export interface GpuPassthrough {
   cdiSpecs: string[];
   /** `nvidia-ctk cdi list` output: `nvidia.com/gpu=0`, `nvidia.com/gpu=GPU-...`, `nvidia.com/gpu=all`. */
   cdiDevices: string[];
+  /** Each spec's `cdiVersion` and `kind`, as far as the probe could read them. */
+  cdiSpecVersions: Array<{ file: string; version: string | undefined; kind: string | undefined }>;
   /** What is missing when method is 'none' but GPUs are present. */
   hint: string | undefined;
 }
@@ -184,6 +186,7 @@ done
 s nvidia-ctk; command -v nvidia-ctk >/dev/null 2>&1 && nvidia-ctk --version 2>/dev/null | head -n 1
 s nvidia-container-cli; command -v nvidia-container-cli >/dev/null 2>&1 && nvidia-container-cli --version 2>/dev/null | head -n 1
 s cdi-specs; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do [ -f "$f" ] && echo "$f"; done
+s cdi-spec-versions; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do [ -f "$f" ] && printf '%s\t%s\t%s\n' "$f" "$(sed -n 's/.*cdiVersion"\{0,1\}[[:space:]]*:[[:space:]]*"\{0,1\}\([0-9][0-9.]*\).*/\1/p' "$f" | head -n 1)" "$(sed -n 's/^[[:space:]{"]*kind"\{0,1\}[[:space:]]*:[[:space:]]*"\{0,1\}\([^",[:space:]]*\).*/\1/p' "$f" | head -n 1)"; done
 s cdi-devices; command -v nvidia-ctk >/dev/null 2>&1 && t 30 nvidia-ctk cdi list 2>/dev/null | grep -E '^[a-z0-9.-]+/[a-z0-9-]+=' 
 if command -v nvidia-smi >/dev/null 2>&1; then
   s nvidia-smi; t 60 nvidia-smi --query-gpu=name,memory.total,uuid,driver_version --format=csv,noheader,nounits 2>&1
@@ -236,6 +239,26 @@ const gb = (kb: number): number => Math.round((kb / 1024 / 1024) * 10) / 10;
 
 function firstVersion(text: string): string | undefined {
   return /(\d+\.\d+(?:\.\d+)?)/.exec(text)?.[1];
+}
+
+/** `a > b` for dotted versions (`0.6.0` > `0.5.0`). */
+function versionAbove(a: string, b: string): boolean {
+  const x = a.split('.').map(Number);
+  const y = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) > (y[i] ?? 0);
+  }
+  return false;
+}
+
+/**
+ * The newest CDI spec version a runtime reads, where it is known to be older than what current
+ * NVIDIA toolkits may write: Podman before 4.6 carries container-device-interface 0.5 and refuses
+ * later specs (seen on 4.3.1: a 0.6.0 spec's devices are "unresolvable").
+ */
+function cdiReadable(runtime: ContainerRuntimeInfo | undefined): { runtime: string; max: string } | undefined {
+  if (runtime?.name !== 'podman' || !runtime.version) return undefined;
+  return versionAbove('4.6', runtime.version) ? { runtime: `Podman ${runtime.version}`, max: '0.5.0' } : undefined;
 }
 
 /** Turns the probe script's output into a HostProbe. Pure, so recorded outputs can be tested. */
@@ -307,8 +330,20 @@ export function parseProbeOutput(output: string): HostProbe {
     .filter(Boolean);
   const nvidiaCtkVersion = firstVersion(get('nvidia-ctk'));
   const nvidiaContainerCliVersion = firstVersion(get('nvidia-container-cli'));
+  const cdiSpecVersions = get('cdi-spec-versions')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => {
+      const [file = '', version, kind] = l.split('\t').map((f) => f.trim());
+      return { file, version: version || undefined, kind: kind || undefined };
+    });
+  const nvidiaSpecs = cdiSpecVersions.filter((s) => s.kind === 'nvidia.com/gpu' || /nvidia/i.test(s.file));
+  const readable = cdiReadable(containerRuntime);
+  const tooNew = readable ? nvidiaSpecs.filter((s) => s.version && versionAbove(s.version, readable.max)) : [];
   const hasNvidiaCdi =
-    cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f));
+    (cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f))) &&
+    // Specs the runtime cannot read leave it no devices (Podman then refuses them as unresolvable).
+    !(nvidiaSpecs.length > 0 && tooNew.length === nvidiaSpecs.length);
   let method: GpuPassthrough['method'] = 'none';
   let hint: string | undefined;
   if (
@@ -319,9 +354,12 @@ export function parseProbeOutput(output: string): HostProbe {
   else if (containerRuntime?.name === 'podman' && hasNvidiaCdi) method = 'cdi';
   else if (containerRuntime?.name === 'docker' && hasNvidiaCdi) method = 'cdi';
   if (method === 'none' && gpus.length > 0) {
-    hint = nvidiaCtkVersion
-      ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
-      : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
+    hint =
+      tooNew.length > 0 && readable
+        ? `the CDI spec ${tooNew.map((s) => `${s.file} is version ${s.version}`).join(', ')}, newer than ${readable.runtime} reads (${readable.max} at most): upgrade ${containerRuntime!.name}, or write the spec with a toolkit whose specs it reads`
+        : nvidiaCtkVersion
+          ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
+          : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
   }
 
   return {
@@ -339,7 +377,15 @@ export function parseProbeOutput(output: string): HostProbe {
     containerRuntime,
     diskLimit: diskLimitOf(containerRuntime),
     runtimes,
-    gpuPassthrough: { method, nvidiaCtkVersion, nvidiaContainerCliVersion, cdiSpecs, cdiDevices, hint },
+    gpuPassthrough: {
+      method,
+      nvidiaCtkVersion,
+      nvidiaContainerCliVersion,
+      cdiSpecs,
+      cdiDevices,
+      cdiSpecVersions,
+      hint,
+    },
     gpus,
     cudaVersion: get('cuda') || undefined,
     gpuError,

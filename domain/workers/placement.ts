@@ -116,6 +116,7 @@ export function placeWorker(
   const full: string[] = [];
   let noCpuRoom = 0;
   let poolDevices = 0;
+  let poolDevicesFree = 0;
   let noPassthrough = 0;
 
   const candidates: Candidate[] = [];
@@ -142,6 +143,7 @@ export function placeWorker(
     const inUse = new Set(onHost.flatMap((w) => w.gpuUuids));
     const matching = host.gpus.filter((g) => g.pool && request.gpuPools.includes(g.pool));
     poolDevices += matching.length;
+    poolDevicesFree += matching.filter((g) => !inUse.has(g.uuid)).length;
     if (matching.length > 0 && (host.gpuMethod === null || host.gpuMethod === 'none')) {
       noPassthrough++;
       continue;
@@ -180,7 +182,9 @@ export function placeWorker(
   if (full.length > 0) facts.push(`${full.length} at maxWorkers`);
   if (noCpuRoom > 0) facts.push(`${noCpuRoom} without free vCPUs or memory for it`);
   if (wantsGpu) {
-    facts.push(`${poolDevices} GPU${poolDevices === 1 ? '' : 's'} of those pools`);
+    facts.push(
+      `${poolDevices} GPU${poolDevices === 1 ? '' : 's'} of those pools${poolDevices > 0 ? `, ${poolDevicesFree} free` : ''}`,
+    );
     if (noPassthrough > 0)
       facts.push(`${noPassthrough} host${noPassthrough === 1 ? '' : 's'} without GPU passthrough for containers`);
   }

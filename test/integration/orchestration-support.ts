@@ -85,13 +85,15 @@ export interface OneHostPlatform {
 
 /**
  * Starts a OneHostPlatform on FAST_ORCHESTRATION with `orchestration` over it: set any other GANTRY_*
- * variables the platform should read before calling.
+ * variables the platform should read before calling. `startHost` makes its SSH host (a GPU test host,
+ * test/support/gpu-test-host.ts, for GPU scenarios).
  */
 export async function startOneHostPlatform(
   hostName: string,
   orchestration: Partial<OrchestrationSettings> = {},
+  startHost: () => Promise<SshTestHost> = () => startSshTestHost(),
 ): Promise<OneHostPlatform> {
-  const sshHost = await startSshTestHost();
+  const sshHost = await startHost();
   let p: TestPlatform | undefined;
   let hostId: string | undefined;
   const stop = async (): Promise<void> => {

@@ -140,7 +140,7 @@ function answersSsh(port: number): Promise<boolean> {
   });
 }
 
-function sshdConfig(dir: string, port: number): string {
+function sshdConfig(dir: string, port: number, sessionPath?: string): string {
   return [
     `Port ${port}`,
     'ListenAddress 127.0.0.1',
@@ -160,6 +160,8 @@ function sshdConfig(dir: string, port: number): string {
     'ClientAliveInterval 15',
     'Subsystem sftp internal-sftp',
     'LogLevel ERROR',
+    // A host's own tools (a GPU host's nvidia-smi) ahead of the system's, for every session.
+    ...(sessionPath ? [`SetEnv PATH=${sessionPath}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`] : []),
     '',
   ].join('\n');
 }
@@ -168,6 +170,8 @@ export interface StartSshTestHostOptions {
   /** Skip the package/containers.conf check (the caller did it). */
   skipPrepare?: boolean;
   log?: (msg: string) => void;
+  /** A folder searched first for commands in every session (test/support/gpu-test-host.ts). */
+  sessionPath?: string;
 }
 
 /**
@@ -192,7 +196,7 @@ export async function startSshTestHost(options: StartSshTestHostOptions = {}): P
     for (let attempt = 0; attempt < 5; attempt++) {
       const port = await freeLoopbackPort();
       const configFile = path.join(dir, 'sshd_config');
-      writeFileSync(configFile, sshdConfig(dir, port));
+      writeFileSync(configFile, sshdConfig(dir, port, options.sessionPath));
       const check = spawnSync('/usr/sbin/sshd', ['-t', '-f', configFile], { encoding: 'utf8' });
       if (check.status !== 0) throw new Error(`sshd rejected its config: ${check.stderr}`);
       // sshd must be started by absolute path: it re-executes itself for every connection.

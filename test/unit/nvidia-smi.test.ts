@@ -283,6 +283,40 @@ describe('parseProbeOutput', () => {
     expect(p.gpuError).toMatch(/exited with 9: NVIDIA-SMI has failed/);
   });
 
+  it('says when the CDI spec is newer than Podman reads, and reads older Podman as able to use it', () => {
+    const probeWith = (podman: string, spec: string) =>
+      parseProbeOutput(
+        [
+          '@@gantry-probe:nproc',
+          '8',
+          '@@gantry-probe:runtime:podman',
+          'path=/usr/bin/podman',
+          `version=podman version ${podman}`,
+          'usable=1',
+          '@@gantry-probe:cdi-specs',
+          '/etc/cdi/nvidia.yaml',
+          '@@gantry-probe:cdi-spec-versions',
+          `/etc/cdi/nvidia.yaml\t${spec}\tnvidia.com/gpu`,
+          '@@gantry-probe:nvidia-smi',
+          fixture('h200.csv'),
+          '@@gantry-probe:nvidia-smi-exit',
+          '0',
+          '@@gantry-probe:end',
+          '',
+        ].join('\n'),
+      );
+    const old = probeWith('4.3.1', '0.6.0');
+    expect(old.gpuPassthrough.cdiSpecVersions).toEqual([
+      { file: '/etc/cdi/nvidia.yaml', version: '0.6.0', kind: 'nvidia.com/gpu' },
+    ]);
+    expect(old.gpuPassthrough.method).toBe('none');
+    expect(old.gpuPassthrough.hint).toMatch(
+      /^the CDI spec \/etc\/cdi\/nvidia.yaml is version 0.6.0, newer than Podman 4.3.1 reads/,
+    );
+    expect(probeWith('4.3.1', '0.5.0').gpuPassthrough.method).toBe('cdi');
+    expect(probeWith('5.2.2', '0.6.0').gpuPassthrough.method).toBe('cdi');
+  });
+
   it('refuses output of a probe that did not finish', () => {
     expect(() => parseProbeOutput('@@gantry-probe:nproc\n4\n')).toThrow(/incomplete/);
   });

@@ -74,7 +74,7 @@ describe('placeWorker', () => {
     expect(ninth).toEqual({
       ok: false,
       reason: expect.stringMatching(
-        /^no capacity: no READY host has 1 free GPU of pool ADA_80_PRO on one host \(1 of 1 host READY, 8 GPUs of those pools\)$/,
+        /^no capacity: no READY host has 1 free GPU of pool ADA_80_PRO on one host \(1 of 1 host READY, 8 GPUs of those pools, 0 free\)$/,
       ),
     });
   });
@@ -150,7 +150,7 @@ describe('placeWorker', () => {
     expect(none).toEqual({
       ok: false,
       reason:
-        'no capacity: no READY host has 1 free GPU of pool ADA_48_PRO on one host (3 of 5 hosts READY, 1 avoided, 1 at maxWorkers, 1 GPU of those pools, 1 host without GPU passthrough for containers)',
+        'no capacity: no READY host has 1 free GPU of pool ADA_48_PRO on one host (3 of 5 hosts READY, 1 avoided, 1 at maxWorkers, 1 GPU of those pools, 1 free, 1 host without GPU passthrough for containers)',
     });
     const ok = placeWorker(req, [down, mismatch, noCdi, capped, { ...avoided, id: 'fine' }], workers);
     expect(ok).toMatchObject({ ok: true, hostId: 'fine' });
