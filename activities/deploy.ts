@@ -6,11 +6,11 @@ import type { DomainContext } from '../domain/context.ts';
 import { deleteEndpoint } from '../domain/endpoints/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import { stableId } from '../domain/shared/index.ts';
-import { UNPLACEABLE } from './worker-placement.ts';
+import { endpointUnplaceable, UNPLACEABLE } from './worker-placement.ts';
 
 /**
- * How long a release's worker may stay unplaceable before the deploy fails on it: hosts being
- * registered or probed get that long to become READY.
+ * How long a release's worker, or a resource, may stay unplaceable before the deploy fails on it:
+ * hosts being registered or probed get that long to become READY.
  */
 const UNPLACEABLE_GRACE_MS = 30_000;
 
@@ -100,6 +100,8 @@ export function createDeployActivities(ctx: DomainContext) {
     async waitForReleases(
       releases: DeployedRelease[],
     ): Promise<{ failed: Array<{ resource: string; reason: string }> }> {
+      // When each resource was first seen that no READY host could ever run.
+      const unplaceableSince = new Map<string, number>();
       for (;;) {
         const rows = await db.release.findMany({
           where: { OR: releases.map((r) => ({ endpointId: r.endpointId, version: r.version })) },
@@ -128,7 +130,25 @@ export function createDeployActivities(ctx: DomainContext) {
             failed.push({ resource: r.resource, reason: row.statusReason ?? row.status.toLowerCase() });
           // COMPLETED, or SUPERSEDED by a newer change of the endpoint: this release is no longer waited on.
         }
-        if (failed.length > 0 || pending === 0) return { failed };
+        // Every resource must be placeable somewhere, whether or not it keeps workers (a scale-to-zero
+        // GPU resource on hosts without its GPUs would take jobs it can never run). A platform
+        // without any host yet is being set up: its workers wait, saying why.
+        let judging = 0;
+        const anyHost = (await db.host.count()) > 0;
+        for (const r of releases) {
+          if (!anyHost || failed.some((f) => f.resource === r.resource)) continue;
+          const reason = await endpointUnplaceable(db, r.endpointId);
+          if (!reason) {
+            unplaceableSince.delete(r.endpointId);
+            continue;
+          }
+          const since = unplaceableSince.get(r.endpointId) ?? Date.now();
+          unplaceableSince.set(r.endpointId, since);
+          if (Date.now() - since >= UNPLACEABLE_GRACE_MS)
+            failed.push({ resource: r.resource, reason: `its workers ${reason}` });
+          else judging++;
+        }
+        if (failed.length > 0 || (pending === 0 && judging === 0)) return { failed };
         Context.current().heartbeat({ pending });
         await Context.current().sleep(1000);
       }

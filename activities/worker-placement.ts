@@ -6,7 +6,15 @@ import { randomInt } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
 import { cpuInstanceId, gpuTypeId, recordedCpuInstance, type CpuInstance } from '../domain/catalog/index.ts';
 import { podPorts } from '../domain/pods/index.ts';
-import { liveWorker, placeWorker, type PlacementGpu, type PlacementHost } from '../domain/workers/index.ts';
+import {
+  liveWorker,
+  placeWorker,
+  type PlacementGpu,
+  type PlacementHost,
+  type PlacementRequest,
+} from '../domain/workers/index.ts';
+import type { Db } from '../domain/shared/index.ts';
+import type { Endpoint, Host, Prisma } from '../generated/prisma/client.ts';
 import { containerNameOf } from '../hostctl/containers.ts';
 import { networkVolumeHosts } from './network-volumes.ts';
 import type { OrchestrationRuntime } from './orchestration-runtime.ts';
@@ -33,6 +41,79 @@ function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: n
   if (!cpuFlavorId) return null;
   const i = recordedCpuInstance(cpuFlavorId);
   return { vcpus: i.vcpus, memoryMb: i.memoryGb * 1024 };
+}
+
+type Tx = Db | Prisma.TransactionClient;
+
+/** READY hosts as placement sees them: their GPUs (a pod's type as its one pool), room and country. */
+async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: string | null } | null) {
+  const countries = await tx.dataCenter.findMany({
+    where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } },
+    select: { id: true, country: true },
+  });
+  const countryOf = new Map(countries.map((c) => [c.id, c.country]));
+  return hosts.map((h): PlacementHost => {
+    const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
+    const overcommit = Number(((h.labels ?? {}) as Record<string, string>)['gantry.io/cpu-overcommit'] ?? 1);
+    return {
+      id: h.id,
+      name: h.name,
+      status: h.status,
+      dataCenterId: h.dataCenterId,
+      // A pod asks for a GPU type, not a pool: the matching cards form the one pool it asks for.
+      gpus: pod
+        ? gpus.map((g) => ({ ...g, pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null }))
+        : gpus,
+      gpuMethod: h.gpuMethod,
+      maxWorkers: h.maxWorkers,
+      country: countryOf.get(h.dataCenterId) ?? null,
+      cpuCount: h.cpuCount,
+      memoryMb: h.memoryMb,
+      cpuOvercommit: Number.isFinite(overcommit) && overcommit > 0 ? overcommit : 1,
+    };
+  });
+}
+
+/** What a worker of the endpoint asks of a host. */
+function endpointRequest(
+  e: Endpoint,
+  constraints: Pick<PlacementRequest, 'onlyHostIds' | 'cpu'>,
+  avoidHostIds: string[],
+): PlacementRequest {
+  return {
+    endpointId: e.id,
+    gpuPools: e.gpuPools,
+    gpuCount: e.gpuCount ?? 1,
+    dataCenterIds: e.dataCenterIds,
+    avoidHostIds,
+    countries: e.locations.split(',').filter(Boolean),
+    ...constraints,
+  };
+}
+
+/**
+ * Why no READY host could ever run a worker of the endpoint, were the hosts empty (no host with its
+ * pools, GPU count, CPU size, data center or network volume); undefined when one could. A deploy
+ * checks this for every resource, whether or not it keeps workers (activities/deploy.ts).
+ */
+export async function endpointUnplaceable(tx: Tx, endpointId: string): Promise<string | undefined> {
+  const e = await tx.endpoint.findUnique({ where: { id: endpointId } });
+  if (!e) return undefined;
+  const hosts = await tx.host.findMany({ where: { status: 'READY' } });
+  const volumes = await networkVolumeHosts(tx, e.networkVolumeIds);
+  if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0)
+    return `${UNPLACEABLE}: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`;
+  const cpu = e.gpuPools.length === 0 && e.cpuFlavorId ? endpointCpuInstance(e) : undefined;
+  const request = endpointRequest(
+    e,
+    {
+      ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
+      ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
+    },
+    [],
+  );
+  const p = placeWorker(request, await placementHosts(tx, hosts, null), []);
+  return p.ok ? undefined : p.reason.replace(/^no capacity: /, `${UNPLACEABLE}: `);
 }
 
 export interface PlacementResult {
@@ -93,40 +174,13 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
               pod: { select: { ports: true } },
             },
           });
-          const countries = await tx.dataCenter.findMany({
-            where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } },
-            select: { id: true, country: true },
-          });
-          const countryOf = new Map(countries.map((c) => [c.id, c.country]));
-          const candidates: PlacementHost[] = hosts.map((h) => {
-            const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
-            const overcommit = Number(((h.labels ?? {}) as Record<string, string>)['gantry.io/cpu-overcommit'] ?? 1);
-            return {
-              id: h.id,
-              name: h.name,
-              status: h.status,
-              dataCenterId: h.dataCenterId,
-              // A pod asks for a GPU type, not a pool: the matching cards form the one pool it asks for.
-              gpus: pod
-                ? gpus.map((g) => ({
-                    ...g,
-                    pool: !pod.gpuTypeId || gpuTypeId(g.name) === pod.gpuTypeId ? POD_GPU_POOL : null,
-                  }))
-                : gpus,
-              gpuMethod: h.gpuMethod,
-              maxWorkers: h.maxWorkers,
-              country: countryOf.get(h.dataCenterId) ?? null,
-              cpuCount: h.cpuCount,
-              memoryMb: h.memoryMb,
-              cpuOvercommit: Number.isFinite(overcommit) && overcommit > 0 ? overcommit : 1,
-            };
-          });
+          const candidates = await placementHosts(tx, hosts, pod);
           const cpu = !pod && e!.gpuPools.length === 0 && e!.cpuFlavorId ? endpointCpuInstance(e!) : undefined;
           const constraints = {
             ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
             ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
           };
-          const request = pod
+          const request: PlacementRequest = pod
             ? {
                 endpointId: `pod:${pod.id}`,
                 gpuPools: pod.gpuCount > 0 ? [POD_GPU_POOL] : [],
@@ -135,15 +189,7 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
                 avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []),
                 ...constraints,
               }
-            : {
-                endpointId: e!.id,
-                gpuPools: e!.gpuPools,
-                gpuCount: e!.gpuCount ?? 1,
-                dataCenterIds: e!.dataCenterIds,
-                avoidHostIds: options.avoidHostIds ?? [],
-                countries: e!.locations.split(',').filter(Boolean),
-                ...constraints,
-              };
+            : endpointRequest(e!, constraints, options.avoidHostIds ?? []);
           const p = placeWorker(
             request,
             candidates,

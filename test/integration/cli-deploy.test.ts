@@ -11,13 +11,22 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { liveWorker } from '../../domain/workers/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { gantry, gantryInTerminal, tempDir } from '../cli/helpers.ts';
-import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { startGpuTestHost, type GpuTestHost } from '../support/gpu-test-host.ts';
+import {
+  registerTestHost,
+  removeManagedContainers,
+  startAppsPlatform,
+  until,
+  type OneHostPlatform,
+} from './orchestration-support.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;
+/** Registered once the deploy without it has failed. */
+let gpuHost: GpuTestHost | undefined;
+let gpuHostId: string | undefined;
 const root = tempDir('gantry-deploy-');
 const home = path.join(root, 'home');
 const project = path.join(root, 'shop');
@@ -31,6 +40,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await fixture?.stop();
+  if (gpuHostId) removeManagedContainers([gpuHostId]);
+  await gpuHost?.stop();
 }, 180_000);
 
 interface DeployedEndpoint {
@@ -91,9 +102,27 @@ async function lbCall(base: string, method: string, route: string, body?: unknow
 describe('gantry init, build and deploy on real workers', () => {
   let endpoints: Record<string, DeployedEndpoint>;
 
-  it('deploys the three template workers and each URL answers', async () => {
+  it("fails the deploy within a minute on hosts without the GPU worker's GPUs, naming it and why", async () => {
     const init = await gantry(['init', 'shop'], { cwd: root, home });
     expect(init.code, init.stderr).toBe(0);
+    // The platform's one host has no GPU: the template's gpu-worker (ADA_24) could never run.
+    const r = await cli(['deploy']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(
+      'the release of gpu-worker (its workers cannot be placed: no READY host has 1 free GPU of pool ADA_24 on one host (1 of 1 host READY, 0 GPUs of those pools)) did not finish',
+    );
+    expect(r.stderr).toContain('Nothing of it stays: endpoints it created are removed');
+    const d = await p.ctx.db.deployment.findFirstOrThrow({ orderBy: { createdAt: 'desc' } });
+    expect(d.status).toBe('FAILED');
+    expect(d.finishedAt!.getTime() - d.createdAt.getTime()).toBeLessThan(60_000);
+    expect(await p.ctx.db.endpoint.count({ where: { name: { startsWith: 'shop-' }, deletingAt: null } })).toBe(0);
+
+    // A GPU host with the card: the same deploy goes through (next test).
+    gpuHost = await startGpuTestHost('h100-and-rtx-4090.csv');
+    gpuHostId = await registerTestHost(p, gpuHost, 'gpu-box');
+  }, 300_000);
+
+  it('deploys the three template workers and each URL answers', async () => {
     const out = await deployJson();
     expect(out.deployment.status).toBe('SUCCEEDED');
     // Where each resource stood, in the answer and as events on stderr as it changed.
@@ -154,23 +183,16 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(await lbCall(base, 'GET', '/health')).toEqual({ status: 'ok' });
     expect((await call(base, 'GET', '/health')).status).toBe(401);
 
-    // The GPU function's endpoint exists and queues jobs (no GPU here to run them).
-    const gpu = await call(endpoints['gpu-worker']!.url, 'POST', '/run', {
+    // The GPU function runs on the GPU host's RTX 4090 (ADA_24), not on its H100.
+    const gpu = await call(endpoints['gpu-worker']!.url, 'POST', '/runsync', {
       key: p.adminKey,
       body: { input: { prompt: 'a cat' } },
     });
-    expect(gpu.body.status).toBe('IN_QUEUE');
-    const row = await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: endpoints['gpu-worker']!.id } });
-    expect(row.gpuPools).toEqual(['ADA_24']);
-    const cancelled = await call(endpoints['gpu-worker']!.url, 'POST', `/cancel/${gpu.body.id}`, { key: p.adminKey });
-    expect(cancelled.body.status).toBe('CANCELLED');
-    // The job asked for a GPU worker, which no host here can place: a later release would have to
-    // replace it, and wait for a ready one in vain, unless the autoscaler has let it go first.
-    await until(
-      'the unplaceable GPU worker let go',
-      async () => (await p.ctx.db.worker.count({ where: { endpointId: row.id, ...liveWorker } })) === 0,
-      120_000,
-    );
+    expect(gpu.body).toMatchObject({ status: 'COMPLETED', output: { prompt: 'a cat', steps: 20, tokens: 2 } });
+    const ran = await p.ctx.db.worker.findFirstOrThrow({
+      where: { endpointId: endpoints['gpu-worker']!.id, hostId: gpuHostId },
+    });
+    expect(ran.gpuUuids).toEqual([gpuHost!.gpus.find((g) => g.name === 'NVIDIA GeForce RTX 4090')!.uuid]);
   }, 900_000);
 
   it('rolls a source change out with no failed call on the way', async () => {

@@ -296,9 +296,9 @@ describe("the README's five-minute tour", () => {
     expect(login).toBeDefined();
     expect(init).toBeDefined();
     // The deploy line (and the curl after it) is not run here: the project `init` makes has a GPU
-    // worker, which a host without GPUs cannot place, so the deploy would never finish on this
-    // machine. `gantry deploy` is covered by test/integration/cli-deploy.test.ts; running the line
-    // here waits for GPU workers to be placeable on such a host.
+    // worker, so on this host without GPUs the deploy fails, as the README says next.
+    // test/integration/cli-deploy.test.ts runs that deploy on such a host (it fails within a minute,
+    // naming gpu-worker) and again with a GPU test host (all three resources answer).
     expect(lines.some((l) => l.startsWith('npx gantry deploy'))).toBe(true);
     // Run from a directory in this repository, where `npx gantry` finds the CLI (outside it, npx
     // would look for a package of that name in the registry).

@@ -132,7 +132,9 @@ async function deploy(flags: DeployFlags): Promise<void> {
   if (deployment.status === 'FAILED') {
     step.fail(`Deployment ${deployment.id} failed`);
     throw new CliError(
-      `The deployment to ${target.app}/${target.env} failed: ${deployment.error ?? 'the platform gave no reason'}.`,
+      `The deployment to ${target.app}/${target.env} failed: ${deployment.error ?? 'the platform gave no reason'}. ` +
+        // The rule of a failed deploy (docs/apps.md, "Releases"): all of it or none of it.
+        'Nothing of it stays: endpoints it created are removed, the others return to the previous build.',
     );
   }
   step.succeed(`Deployed build ${prepared.build.id} to ${target.app}/${target.env}`);
