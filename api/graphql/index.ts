@@ -16,7 +16,9 @@ import { unstorableJson } from '../input-guards.ts';
 import { enforceRateLimit, managementCounter } from '../rate-limit.ts';
 import { registerExplorerAssets, sendExplorerPage, wantsExplorer } from './explorer.ts';
 import { resolvers, type GraphqlContext } from './resolvers.ts';
+import { flashResolvers } from './resolvers-flash.ts';
 import { typeDefs } from './schema.ts';
+import { flashTypeDefs } from './schema-flash.ts';
 
 const CODE_OF: Record<DomainError['kind'], string> = {
   bad_request: 'BAD_REQUEST',
@@ -65,8 +67,8 @@ function presentedKey(request: FastifyRequest): string | undefined {
 export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   const domainErrors: ApolloServerPlugin<GraphqlContext> = {};
   const apollo = new ApolloServer<GraphqlContext>({
-    typeDefs,
-    resolvers,
+    typeDefs: [typeDefs, flashTypeDefs],
+    resolvers: [resolvers, flashResolvers],
     introspection: true,
     // The process's stop signals are infra/start.ts's to act on: Apollo's own handlers (on by default
     // outside NODE_ENV=test) would stop the server and then raise the signal again, which turns one

@@ -1,26 +1,10 @@
-import {
-  createApp,
-  createEnvironment,
-  deleteApp,
-  deleteEnvironment,
-  deployBuild,
-  environmentOwner,
-  finalizeArtifactUpload,
-  getApp,
-  getDeployment,
-  listApps,
-  listBuilds,
-  prepareArtifactUpload,
-  type AppView,
-  type BuildView,
-  type DeploymentView,
-  type EnvironmentView,
-} from '../../domain/apps/index.ts';
 import type { Principal } from '../../domain/accounts/index.ts';
-import { gpuTypes } from '../../domain/catalog/index.ts';
+import { gpuStockStatus, gpuTypes } from '../../domain/catalog/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import {
   deleteEndpointScaledToZero,
+  endpointActiveBuild,
+  findEndpointRecord,
   listEndpointRecords,
   saveEndpoint,
   updateEndpointTemplate,
@@ -132,12 +116,6 @@ export const resolvers = {
         throw err;
       }
     },
-    flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
-    flashAppByName: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashApp(await getApp(ctx, principal, args.flashAppName ?? '')),
-    flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
   },
   User: {
     endpoints: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listEndpointRecords(ctx, principal),
@@ -148,27 +126,36 @@ export const resolvers = {
     containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
       listRegistries(ctx, principal),
     pods: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listPods(ctx, principal),
+    endpoint: (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      findEndpointRecord(ctx, principal, args.id ?? ''),
     networkVolumes: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
       (await listNetworkVolumes(ctx, principal)).map(networkVolume),
-    flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
-      (await listApps(ctx, principal)).map(flashApp),
-  },
-  FlashApp: {
-    flashBuilds: async (app: { id: string }, _: unknown, { ctx, principal }: GraphqlContext) =>
-      (await listBuilds(ctx, principal, app.id)).map(flashBuild),
   },
   GpuType: {
-    lowestPrice: (g: { securePrice: number | null }, args: { input?: { gpuCount?: number | null } | null }) => {
+    lowestPrice: async (
+      g: { id: string; securePrice: number | null },
+      args: { input?: { gpuCount?: number | null; dataCenterId?: string | null } | null },
+      { ctx }: GraphqlContext,
+    ) => {
       const count = args.input?.gpuCount ?? 1;
       if (count < 1 || count > MAX_GPU_COUNT)
         throw validationFailed([`$.input.gpuCount: from 1 to ${MAX_GPU_COUNT}, got ${count}`]);
       return {
         minimumBidPrice: null,
         uninterruptablePrice: g.securePrice === null ? null : Math.round(g.securePrice * count * 1e6) / 1e6,
+        stockStatus: await gpuStockStatus(ctx, g.id, { count, dataCenterId: args.input?.dataCenterId }),
       };
     },
   },
   Endpoint: {
+    networkVolumeIds: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
+      const volumes = await Promise.all(
+        endpoint.networkVolumeIds.map((id) => endpointNetworkVolume(ctx, principal, id)),
+      );
+      return volumes.flatMap((v) => (v ? [{ networkVolumeId: v.id, dataCenterId: v.dataCenter }] : []));
+    },
+    activeBuildid: (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) =>
+      endpointActiveBuild(ctx, endpoint),
     networkVolume: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
       const v = endpoint.networkVolumeId ? await endpointNetworkVolume(ctx, principal, endpoint.networkVolumeId) : null;
       return v ? networkVolume(v) : null;
@@ -188,75 +175,6 @@ export const resolvers = {
     },
   },
   Mutation: {
-    createFlashApp: async (
-      _: unknown,
-      args: Args<{ name?: string; environmentName?: string | null }>,
-      { ctx, principal }: GraphqlContext,
-    ) =>
-      flashApp(
-        await createApp(
-          ctx,
-          principal,
-          stripNulls({ name: args.input?.name, environment: args.input?.environmentName }),
-        ),
-      ),
-    createFlashEnvironment: async (
-      _: unknown,
-      args: Args<{ flashAppId: string; name: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) =>
-      flashEnvironment(
-        await createEnvironment(ctx, principal, args.input?.flashAppId ?? '', { name: args.input?.name }),
-      ),
-    prepareFlashArtifactUpload: async (
-      _: unknown,
-      args: Args<{ flashAppId: string; tarballSize: number; sha256: string; manifest: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) => {
-      const input = args.input;
-      let manifest: unknown;
-      try {
-        manifest = JSON.parse(input?.manifest ?? '');
-      } catch {
-        throw validationFailed(['$.input.manifest: not JSON text']);
-      }
-      const prepared = await prepareArtifactUpload(ctx, principal, input?.flashAppId ?? '', {
-        sha256: input?.sha256,
-        size: input?.tarballSize,
-        manifest,
-      });
-      return {
-        buildId: prepared.build.id,
-        uploadUrl: prepared.upload.url,
-        objectKey: prepared.build.id,
-        expiresAt: prepared.upload.expiresAt,
-      };
-    },
-    finalizeFlashArtifactUpload: async (
-      _: unknown,
-      args: Args<{ flashAppId: string; buildId: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) =>
-      flashBuild(await finalizeArtifactUpload(ctx, principal, args.input?.flashAppId ?? '', args.input?.buildId ?? '')),
-    deployBuildToEnvironment: async (
-      _: unknown,
-      args: Args<{ flashEnvironmentId: string; flashBuildId: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) => {
-      const owner = await environmentOwner(ctx, principal, args.input?.flashEnvironmentId ?? '');
-      return flashDeployment(
-        await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input?.flashBuildId }),
-      );
-    },
-    deleteFlashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      await deleteApp(ctx, principal, args.flashAppId ?? '');
-      return true;
-    },
-    deleteFlashEnvironment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      const owner = await environmentOwner(ctx, principal, args.flashEnvironmentId ?? '');
-      await deleteEnvironment(ctx, principal, owner.appId, owner.environmentId);
-      return true;
-    },
     publishPublicEndpoint: async (
       _: unknown,
       args: Args<Record<string, unknown>>,
@@ -272,8 +190,14 @@ export const resolvers = {
       await unpublishPublicModel(ctx, principal, args.id ?? '');
       return true;
     },
-    saveEndpoint: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      saveEndpoint(ctx, principal, stripNulls(args.input)),
+    saveEndpoint: (_: unknown, args: Args<{ template?: unknown }>, { ctx, principal }: GraphqlContext) => {
+      const input = stripNulls(args.input) as Record<string, unknown> | undefined;
+      return saveEndpoint(
+        ctx,
+        principal,
+        input?.template ? { ...input, template: stripAllNulls(input.template) } : input,
+      );
+    },
     updateEndpointTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
       updateEndpointTemplate(ctx, principal, args.input),
     updateUserSettings: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
@@ -334,7 +258,7 @@ function withParsedSchema(input: unknown): unknown {
   }
 }
 
-function stripNulls(input: unknown): unknown {
+export function stripNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(
     Object.entries(input as Record<string, unknown>).filter(
@@ -344,7 +268,7 @@ function stripNulls(input: unknown): unknown {
 }
 
 /** Pod inputs: clients send null for options they leave out (`templateId: null`); the domain reads absent and null alike. */
-function stripAllNulls(input: unknown): unknown {
+export function stripAllNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }
@@ -353,25 +277,3 @@ function stripAllNulls(input: unknown): unknown {
 const MAX_GPU_COUNT = 64;
 
 const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size: v.size, dataCenterId: v.dataCenter });
-
-const flashEnvironment = (e: EnvironmentView) => ({
-  id: e.id,
-  name: e.name,
-  createdAt: e.createdAt,
-  activeBuildId: e.currentBuildId,
-  endpoints: e.endpoints,
-});
-const flashApp = (a: AppView) => ({
-  id: a.id,
-  name: a.name,
-  createdAt: a.createdAt,
-  flashEnvironments: a.environments.map(flashEnvironment),
-});
-const flashBuild = (b: BuildView) => ({ ...b, objectKey: b.id });
-const flashDeployment = (d: DeploymentView) => ({
-  id: d.id,
-  name: d.workflowId,
-  status: d.status,
-  error: d.error,
-  buildId: d.buildId,
-});

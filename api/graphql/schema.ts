@@ -124,6 +124,23 @@ export const typeDefs = /* GraphQL */ `
     aiKey: String
     "No standby pool here: null."
     workersStandby: Int
+    "The volumes it mounts, each with its data center."
+    networkVolumeIds: [EndpointNetworkVolume!]!
+    "The app environment it belongs to (made by flash with flashEnvironmentId, or by gantry deploy)."
+    flashEnvironmentId: String
+    "The build its environment runs; null outside an app environment."
+    activeBuildid: String
+    "Stored and answered; placement does not read it yet."
+    minCudaVersion: String
+    "No pre-warmed FlashBoot pool here: null."
+    workersPFBTarget: Int
+    "No IDE pods here: null."
+    idePodId: String
+  }
+
+  type EndpointNetworkVolume {
+    networkVolumeId: String!
+    dataCenterId: String!
   }
 
   type NetworkVolume {
@@ -191,11 +208,20 @@ export const typeDefs = /* GraphQL */ `
 
   input GpuLowestPriceInput {
     gpuCount: Int
+    "stockStatus in this data center alone."
+    dataCenterId: String
+    "Accepted, no effect: one cloud, no AI API offers, no compliance tiers; CUDA versions are not known per host."
+    secureCloud: Boolean
+    includeAiApi: Boolean
+    allowedCudaVersions: [String]
+    compliance: [String]
   }
 
   type GpuLowestPrice {
     minimumBidPrice: Float
     uninterruptablePrice: Float
+    "High, Medium or Low: gpuCount GPUs free together on one READY host (of dataCenterId), by the share free; null: none."
+    stockStatus: String
   }
 
   type ContainerRegistryAuth {
@@ -216,99 +242,39 @@ export const typeDefs = /* GraphQL */ `
     containerRegistryCreds: [ContainerRegistryAuth!]!
     serverlessDiscount: ServerlessDiscount
     pods: [Pod!]!
-    "Apps made by gantry deploy (REST /v2/apps)."
-    flashApps: [FlashApp!]!
   }
 
-  type FlashApp {
-    id: String!
+  "The container configuration inline (the flash tool's form): kept as a template of that name, made or changed."
+  input EndpointTemplateInput {
     name: String!
-    createdAt: String!
-    flashEnvironments: [FlashEnvironment!]!
-    "Newest first."
-    flashBuilds: [FlashBuild!]!
-  }
-
-  type FlashEnvironment {
-    id: String!
-    name: String!
-    createdAt: String!
-    "The build every endpoint of the environment runs; null before the first deployment."
-    activeBuildId: String
-    endpoints: [FlashEndpoint!]!
-  }
-
-  type FlashEndpoint {
-    resource: String!
-    id: String!
-    name: String!
-    type: String!
-    "Queue-based: {run_url}/v2/{id}; load-balanced: the base URL of its routes."
-    url: String!
-  }
-
-  type FlashArtifactUpload {
-    buildId: String!
-    "PUT the artifact bytes here; the URL is the credential."
-    uploadUrl: String!
-    objectKey: String!
-    expiresAt: String!
-  }
-
-  type FlashBuild {
-    id: String!
-    "The key prepareFlashArtifactUpload answered for it: the build's id."
-    objectKey: String!
-    createdAt: String!
-    sha256: String!
-    size: Float!
-    status: String!
-    pythonVersion: String!
-  }
-
-  type FlashDeployment {
-    id: String!
-    "The deploy workflow's id: deploy:<app>:<env>:<build>."
-    name: String!
-    status: String!
-    error: String
-    buildId: String!
-  }
-
-  input CreateFlashAppInput {
-    name: String!
-    "Also creates this environment."
-    environmentName: String
-  }
-
-  input CreateFlashEnvironmentInput {
-    flashAppId: String!
-    name: String!
-  }
-
-  input PrepareFlashArtifactUploadInput {
-    flashAppId: String!
-    "Bytes of the gzip artifact."
-    tarballSize: Float!
-    sha256: String!
-    "The artifact's manifest.json, as JSON text."
-    manifest: String!
-  }
-
-  input FinalizeFlashArtifactUploadInput {
-    flashAppId: String!
-    buildId: String!
-  }
-
-  input DeployBuildToEnvironmentInput {
-    flashEnvironmentId: String!
-    flashBuildId: String!
+    imageName: String!
+    dockerArgs: String
+    containerDiskInGb: Int
+    volumeInGb: Int
+    volumeMountPath: String
+    env: [EnvironmentVariableInput!]
+    ports: String
+    containerRegistryAuthId: String
+    "false only: the image runs as it is."
+    advancedStart: Boolean
+    "Empty only: the image's own command runs."
+    startScript: String
+    "{} only."
+    config: JSON
   }
 
   input EndpointInput {
     id: String
     name: String!
-    templateId: String!
+    "Or template, inline."
+    templateId: String
+    template: EndpointTemplateInput
+    "An app environment of the caller's (not one running a gantry deploy build): the endpoint becomes its endpoint for resource = name."
+    flashEnvironmentId: String
+    "CUDA major.minor; stored and answered, placement does not read it yet."
+    minCudaVersion: String
+    "Accepted, no effect: no pre-warmed FlashBoot pool here."
+    workersPFBTarget: Int
     "GPU pools in order of preference, comma-separated (a leading - excludes one); empty for a CPU endpoint."
     gpuIds: String
     "A CPU endpoint: one CPU instance, <flavor>-<vCPUs>-<memory GB> (cpu3c-2-4; vCPUs a power of two >= 2, memory as the flavor gives per vCPU)."
@@ -513,11 +479,6 @@ export const typeDefs = /* GraphQL */ `
     pod(input: PodFilter!): Pod
     "One of the caller's templates; null when it has none of that id."
     podTemplate(id: String!): PodTemplate
-    "One of the caller's apps, by id or name."
-    flashApp(flashAppId: String!): FlashApp
-    "One of the caller's apps, by name."
-    flashAppByName(flashAppName: String!): FlashApp
-    flashDeployment(flashAppId: String!, deploymentId: String!): FlashDeployment
   }
 
   type Mutation {
@@ -526,16 +487,6 @@ export const typeDefs = /* GraphQL */ `
     updatePublicEndpoint(id: String!, input: UpdatePublicEndpointInput!): PublicEndpoint!
     "Unpublishes the model (the endpoint stays); answers true."
     unpublishPublicEndpoint(id: String!): Boolean
-    createFlashApp(input: CreateFlashAppInput!): FlashApp!
-    createFlashEnvironment(input: CreateFlashEnvironmentInput!): FlashEnvironment!
-    prepareFlashArtifactUpload(input: PrepareFlashArtifactUploadInput!): FlashArtifactUpload!
-    finalizeFlashArtifactUpload(input: FinalizeFlashArtifactUploadInput!): FlashBuild!
-    "Starts the deploy workflow; poll flashDeployment for its outcome."
-    deployBuildToEnvironment(input: DeployBuildToEnvironmentInput!): FlashDeployment!
-    "Deletes the app, its environments' endpoints and its artifacts; answers true."
-    deleteFlashApp(flashAppId: String!): Boolean
-    "Deletes the environment and its endpoints; answers true."
-    deleteFlashEnvironment(flashEnvironmentId: String!): Boolean
     saveEndpoint(input: EndpointInput!): Endpoint!
     "The endpoint runs another template of the account's: a new release, rolled out."
     updateEndpointTemplate(input: UpdateEndpointTemplateInput!): Endpoint!

@@ -6,6 +6,7 @@ import { DomainError, notFound } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { isUniqueViolation, requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
+import { networkVolumeView, type NetworkVolumeView } from '../network-volumes/network-volumes.ts';
 import { CreateAppSchema, CreateEnvironmentSchema, type AppView, type EnvironmentView } from './schemas.ts';
 import { ENVIRONMENTS, appView, environmentViews } from './views.ts';
 
@@ -108,6 +109,36 @@ export async function getEnvironment(
   const env = await findEnvironment(ctx, app, envRef);
   const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
   return (await environmentViews(ctx, [row]))[0]!;
+}
+
+/** An environment of the caller's by id alone (GraphQL `flashEnvironment`). */
+export async function getEnvironmentById(
+  ctx: DomainContext,
+  principal: Principal,
+  environmentId: string,
+): Promise<EnvironmentView> {
+  const owner = await environmentOwner(ctx, principal, environmentId);
+  return getEnvironment(ctx, principal, owner.appId, owner.environmentId);
+}
+
+/** The network volumes the environment's endpoints mount (an environment has no volumes of its own). */
+export async function environmentNetworkVolumes(
+  ctx: DomainContext,
+  principal: Principal,
+  environmentId: string,
+): Promise<NetworkVolumeView[]> {
+  const owner = await environmentOwner(ctx, principal, environmentId);
+  const endpoints = await ctx.db.endpoint.findMany({
+    where: { appEnvironmentId: owner.environmentId, accountId: principal.accountId, deletingAt: null },
+    select: { networkVolumeIds: true },
+  });
+  const ids = [...new Set(endpoints.flatMap((e) => e.networkVolumeIds))];
+  if (ids.length === 0) return [];
+  const volumes = await ctx.db.networkVolume.findMany({
+    where: { id: { in: ids }, accountId: principal.accountId, deletedAt: null },
+    orderBy: { createdAt: 'asc' },
+  });
+  return volumes.map(networkVolumeView);
 }
 
 export async function createEnvironment(

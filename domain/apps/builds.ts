@@ -13,7 +13,7 @@ import { buildView } from './views.ts';
 
 /** Builds: an artifact's upload (signed URL, size and digest checked) and its download by workers. */
 
-const artifactKey = (appId: string, buildId: string): string => `artifacts/${appId}/${buildId}.tar.gz`;
+export const artifactKey = (appId: string, buildId: string): string => `artifacts/${appId}/${buildId}.tar.gz`;
 const uploadPath = (buildId: string): string => `/v2/artifacts/${buildId}/upload`;
 const downloadPath = (buildId: string): string => `/v2/artifacts/${buildId}`;
 
@@ -53,15 +53,20 @@ export async function prepareArtifactUpload(
       blobKey: artifactKey(app.id, id),
     },
   });
+  return { build: buildView(build), upload: await signedUpload(ctx, build) };
+}
+
+/** Where to PUT a build's bytes: the S3 store's presigned URL when there is one, else the API's own signed route. */
+export async function signedUpload(ctx: DomainContext, build: Build): Promise<PreparedUploadView['upload']> {
   const expiresAt = new Date(Date.now() + UPLOAD_URL_TTL_SEC * 1000);
   const direct = ctx.blobs.presignedPut
     ? await ctx.blobs.presignedPut(build.blobKey, { expiresInSec: UPLOAD_URL_TTL_SEC, contentType: 'application/gzip' })
     : undefined;
   const upload = direct ?? {
-    url: signUrl(ctx.publicUrl, uploadPath(id), ctx.signingKey, expiresAt, 'artifact-upload'),
+    url: signUrl(ctx.publicUrl, uploadPath(build.id), ctx.signingKey, expiresAt, 'artifact-upload'),
     headers: { 'content-type': 'application/gzip' },
   };
-  return { build: buildView(build), upload: { ...upload, method: 'PUT', expiresAt: expiresAt.toISOString() } };
+  return { ...upload, method: 'PUT', expiresAt: expiresAt.toISOString() };
 }
 
 /** The signed upload route's check: the build exists, still takes bytes, and the URL is genuine and fresh. */
@@ -104,6 +109,8 @@ export async function finalizeArtifactUpload(
   const build = await ctx.db.build.findFirst({ where: { id: buildId, appId: app.id } });
   if (!build) throw notFound('build');
   if (build.status === 'READY') return buildView(build);
+  if (build.kind !== 'GANTRY')
+    throw validationFailed(['$.manifest: a flash build sends its manifest when it finalizes the upload']);
   const stat = await ctx.blobs.stat(build.blobKey);
   if (!stat)
     throw new DomainError('validation', 'Request validation failed.', ['$: nothing was uploaded for this build yet']);
@@ -128,13 +135,14 @@ export async function artifactDownloadUrl(
   base: string,
   accountId: string,
   buildId: string,
-): Promise<{ url: string; sha256: string } | undefined> {
+): Promise<{ url: string; sha256: string; expiresAt: string } | undefined> {
   const build = await ctx.db.build.findFirst({ where: { id: buildId, status: 'READY', app: { accountId } } });
-  if (!build) return undefined;
+  if (!build?.sha256) return undefined;
   const expiresAt = new Date(Date.now() + DOWNLOAD_URL_TTL_SEC * 1000);
   return {
     url: signUrl(base, downloadPath(build.id), ctx.signingKey, expiresAt, 'artifact-download'),
     sha256: build.sha256,
+    expiresAt: expiresAt.toISOString(),
   };
 }
 
@@ -152,7 +160,7 @@ export async function openArtifactDownload(
       verdict === 'expired' ? 'the download URL has expired' : 'the download URL is not valid',
     );
   const build = await ctx.db.build.findUnique({ where: { id: buildId } });
-  const blob = build?.status === 'READY' ? await ctx.blobs.get(build.blobKey) : null;
-  if (!build || !blob) throw notFound('artifact');
+  const blob = build?.status === 'READY' && build.sha256 ? await ctx.blobs.get(build.blobKey) : null;
+  if (!build?.sha256 || !blob) throw notFound('artifact');
   return { ...blob, sha256: build.sha256 };
 }

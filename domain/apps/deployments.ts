@@ -70,7 +70,8 @@ async function deploymentView(
   env: EnvironmentRow,
   manifest: Manifest | undefined,
 ): Promise<DeploymentView> {
-  const resources = manifest?.resources ?? [];
+  // A flash build's manifest is flash's own (no resource list): its endpoints are not the deployment's.
+  const resources = Array.isArray(manifest?.resources) ? manifest.resources : [];
   const endpoints = env.endpoints
     .filter((e) => e.deletingAt === null && resources.some((r) => r.name === e.appResource))
     .sort((a, b) => (a.appResource ?? '').localeCompare(b.appResource ?? ''));
@@ -113,7 +114,9 @@ export async function deployBuild(
   if (!build) throw validationFailed([`$.buildId: no build '${input.buildId}' in the app '${app.name}'`]);
   if (build.status !== 'READY')
     throw validationFailed([`$.buildId: the build is not uploaded yet (finalize it first)`]);
-  const workflowId = deployWorkflowId(app.name, env.name, build.id);
+  // A FLASH build is made active at once: flash writes its endpoints itself afterwards (saveEndpoint).
+  const flash = build.kind === 'FLASH';
+  const workflowId = flash ? null : deployWorkflowId(app.name, env.name, build.id);
   const deployment = await ctx.db.$transaction(async (tx) => {
     // The environment row is the lock: deployments of one environment are made one after another.
     await tx.$queryRaw`SELECT id FROM "AppEnvironment" WHERE id = ${env.id} FOR UPDATE`;
@@ -121,16 +124,25 @@ export async function deployBuild(
     if (running)
       throw new DomainError('conflict', `a deployment to '${env.name}' is already running (${running.workflowId})`);
     const current = await tx.appEnvironment.findUniqueOrThrow({ where: { id: env.id } });
-    return tx.deployment.create({
-      data: {
-        id: newId(),
-        environmentId: env.id,
-        buildId: build.id,
-        previousBuildId: current.currentBuildId,
-        workflowId,
-      },
-    });
+    // One kind per environment: a gantry deploy removes the endpoints its manifest does not name, and
+    // flash's manifest names none in Gantry's form, so the two would undo each other's endpoints.
+    const previous = current.currentBuildId
+      ? await tx.build.findUnique({ where: { id: current.currentBuildId }, select: { kind: true } })
+      : null;
+    if (previous && previous.kind !== build.kind)
+      throw new DomainError(
+        'conflict',
+        `the environment '${env.name}' runs a build of ${previous.kind === 'FLASH' ? 'flash' : 'gantry deploy'}; deploy this one to another environment`,
+      );
+    const data = { id: newId(), environmentId: env.id, buildId: build.id, previousBuildId: current.currentBuildId };
+    if (!flash) return tx.deployment.create({ data: { ...data, workflowId } });
+    await tx.appEnvironment.update({ where: { id: env.id }, data: { currentBuildId: build.id } });
+    return tx.deployment.create({ data: { ...data, workflowId: null, status: 'SUCCEEDED', finishedAt: new Date() } });
   });
+  if (!workflowId) {
+    const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
+    return await deploymentView(ctx, deployment, row, undefined);
+  }
   try {
     await ctx.temporal.workflow.start<DeployWorkflow>('deployWorkflow', {
       workflowId,

@@ -41,6 +41,7 @@ export async function provisionResource(
   if (!build) throw validationFailed([`$.buildId: no build '${input.buildId}' in the app '${app.name}'`]);
   if (build.status !== 'READY')
     throw validationFailed([`$.buildId: the build is not uploaded yet (finalize it first)`]);
+  if (build.kind !== 'GANTRY') throw validationFailed([`$.buildId: a flash build has no resources Gantry provisions`]);
   const resources = (build.manifest as unknown as Manifest).resources;
   const resource = resources.find((r) => r.name === resourceName);
   if (!resource)

@@ -25,7 +25,7 @@ export const LB_RUNTIME_PORT = 8000;
 export function resourceEndpointBody(input: {
   app: string;
   environment: string;
-  build: Pick<Build, 'id' | 'sha256'>;
+  build: { id: string; sha256: string };
   resource: ManifestResource;
   image: string;
   urls: Record<string, string>;
@@ -92,6 +92,9 @@ export async function writeResourceEndpoints(
     live?: { sourceVersion: number };
   },
 ): Promise<WrittenEndpoint[]> {
+  const { sha256, pythonVersion } = input.build;
+  if (input.build.kind !== 'GANTRY' || input.build.status !== 'READY' || !sha256 || !pythonVersion)
+    throw new DomainError('conflict', `the build ${input.build.id} is not an uploaded build of gantry deploy`);
   const resources = (input.build.manifest as unknown as Manifest).resources;
   const targets = resources.filter((r) => !input.only || input.only.has(r.name));
   const existing = await ctx.db.endpoint.findMany({
@@ -113,7 +116,7 @@ export async function writeResourceEndpoints(
   if (input.discovery === 'environment')
     for (const e of existing) if (e.appResource) urls[e.appResource] = appEndpointUrl(ctx, e);
   for (const p of plan) urls[p.resource.name] = appEndpointUrl(ctx, p);
-  const image = runtimeImageFor(ctx.settings, input.build.pythonVersion);
+  const image = runtimeImageFor(ctx.settings, pythonVersion);
   const written: WrittenEndpoint[] = [];
   for (const p of plan.filter((x) => targets.includes(x.resource))) {
     const r = p.resource;
@@ -121,7 +124,7 @@ export async function writeResourceEndpoints(
       resourceEndpointBody({
         app: input.app,
         environment: input.environment.name,
-        build: input.build,
+        build: { id: input.build.id, sha256 },
         resource: r,
         image,
         urls,

@@ -21,6 +21,13 @@ export const EnvironmentSchema = Type.Object({
   name: Type.String(),
   createdAt: Type.String({ format: 'date-time' }),
   currentBuildId: Type.Union([Type.String(), Type.Null()]),
+  state: Type.Union(
+    [Type.Literal('PENDING'), Type.Literal('DEPLOYING'), Type.Literal('DEPLOYED'), Type.Literal('FAILED')],
+    {
+      description:
+        'PENDING: nothing deployed yet; DEPLOYING: a deployment is running; DEPLOYED: the last deployment succeeded; FAILED: the last one failed (currentBuildId still runs, if any)',
+    },
+  ),
   /** The deployment under way, if one is. */
   deploying: Type.Union([
     Type.Object({
@@ -44,12 +51,18 @@ export type AppView = Static<typeof AppSchema>;
 export const AppListSchema = Type.Object({ apps: Type.Array(AppSchema) });
 export const EnvironmentListSchema = Type.Object({ environments: Type.Array(EnvironmentSchema) });
 
+const NullableString = Type.Union([Type.String(), Type.Null()]);
 export const BuildSchema = Type.Object({
   id: Type.String(),
-  sha256: Type.String(),
+  kind: Type.Union([Type.Literal('GANTRY'), Type.Literal('FLASH')], {
+    description: "GANTRY: made by gantry deploy; FLASH: by the hosted service's flash tool (GraphQL)",
+  }),
+  sha256: Type.Union([Type.String(), Type.Null()], {
+    description: 'null only while a FLASH build is uploading (Gantry computes it at finalize)',
+  }),
   size: Type.Integer(),
-  fingerprint: Type.String(),
-  pythonVersion: Type.String(),
+  fingerprint: NullableString,
+  pythonVersion: NullableString,
   status: Type.Union([Type.Literal('UPLOADING'), Type.Literal('READY')]),
   createdAt: Type.String({ format: 'date-time' }),
 });
@@ -93,7 +106,9 @@ export type DeploymentResourceView = Static<typeof DeploymentResourceSchema>;
 
 export const DeploymentSchema = Type.Object({
   id: Type.String(),
-  workflowId: Type.String(),
+  workflowId: Type.Union([Type.String(), Type.Null()], {
+    description: 'the deploy workflow; null for a FLASH build, made active without one',
+  }),
   status: Type.Union([Type.Literal('RUNNING'), Type.Literal('SUCCEEDED'), Type.Literal('FAILED')]),
   error: Type.Union([Type.String(), Type.Null()]),
   buildId: Type.String(),

@@ -56,21 +56,28 @@ export async function environmentViews(ctx: DomainContext, envs: EnvironmentRow[
     ctx,
     envs.map((e) => e.currentBuildId),
   );
-  const running =
+  // Each environment's newest deployment: the one under way, if any, else the one that decided its state.
+  const latest =
     envs.length > 0
       ? await ctx.db.deployment.findMany({
-          where: { environmentId: { in: envs.map((e) => e.id) }, status: 'RUNNING' },
-          select: { id: true, environmentId: true, buildId: true, createdAt: true },
+          where: { environmentId: { in: envs.map((e) => e.id) } },
+          orderBy: { createdAt: 'desc' },
+          distinct: ['environmentId'],
+          select: { id: true, environmentId: true, buildId: true, createdAt: true, status: true },
         })
       : [];
   return envs.map((env) => {
-    const resources = manifests.get(env.currentBuildId ?? '')?.resources ?? [];
-    const d = running.find((r) => r.environmentId === env.id);
+    // Flash's manifests are its own (an object of resources): only a gantry deploy manifest has a list.
+    const listed = manifests.get(env.currentBuildId ?? '')?.resources;
+    const resources = Array.isArray(listed) ? listed : [];
+    const last = latest.find((r) => r.environmentId === env.id);
+    const d = last?.status === 'RUNNING' ? last : undefined;
     return {
       id: env.id,
       name: env.name,
       createdAt: env.createdAt.toISOString(),
       currentBuildId: env.currentBuildId,
+      state: d ? 'DEPLOYING' : last?.status === 'FAILED' ? 'FAILED' : env.currentBuildId ? 'DEPLOYED' : 'PENDING',
       deploying: d ? { deploymentId: d.id, buildId: d.buildId, startedAt: d.createdAt.toISOString() } : null,
       endpoints: env.endpoints
         .filter((e) => e.deletingAt === null)
@@ -100,6 +107,7 @@ export async function appView(ctx: DomainContext, app: App & { environments: Env
 export function buildView(b: Build): BuildView {
   return {
     id: b.id,
+    kind: b.kind,
     sha256: b.sha256,
     size: Number(b.size),
     fingerprint: b.fingerprint,

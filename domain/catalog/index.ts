@@ -6,3 +6,4 @@ export * from './catalog.ts';
 export * from './cpu-instances.ts';
 export * from './data-centers.ts';
 export * from './gpu-pools.ts';
+export * from './stock.ts';

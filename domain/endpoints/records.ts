@@ -7,6 +7,7 @@ import { createEndpoint, deleteEndpoint, updateEndpoint } from './endpoints.ts';
 import { cpuInstanceId, requireCpuInstanceId, type CpuInstance } from '../catalog/cpu-instances.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
+import { InlineTemplateSchema, saveInlineTemplate } from './inline-template.ts';
 
 /**
  * The endpoint as the GraphQL API shows and saves it (spec "GraphQL endpoint record", `saveEndpoint`):
@@ -42,6 +43,14 @@ export interface EndpointRecord {
   /** Gantry has no per-endpoint AI key and no standby pool: always null. */
   aiKey: null;
   workersStandby: null;
+  /** The volumes it mounts, each with its data center (the hosted service's multi-volume form). */
+  networkVolumeIds: string[];
+  /** The app environment (flash's or gantry deploy's) the endpoint belongs to. */
+  flashEnvironmentId: string | null;
+  minCudaVersion: string | null;
+  /** No pre-warmed FlashBoot pool and no IDE pods here: null. */
+  workersPFBTarget: null;
+  idePodId: null;
 }
 
 /** `12.4`: a CUDA major.minor version, as the hosted service's clients name them. */
@@ -51,7 +60,11 @@ export const SaveEndpointInputSchema = Type.Object(
   {
     id: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     name: Type.String({ minLength: 1, maxLength: 191 }),
-    templateId: Type.String({ minLength: 1, maxLength: 200 }),
+    templateId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    template: Type.Optional(InlineTemplateSchema),
+    flashEnvironmentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    minCudaVersion: Type.Optional(Type.Union([Type.String({ pattern: '^[0-9]{1,3}\\.[0-9]{1,3}$' }), Type.Null()])),
+    workersPFBTarget: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
     gpuIds: Type.Optional(
       Type.Union([
         Type.String({
@@ -83,7 +96,12 @@ export const SaveEndpointInputSchema = Type.Object(
     workersMax: Type.Optional(Type.Integer({ minimum: 0 })),
     networkVolumeId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
     gpuCount: Type.Optional(Type.Integer({ minimum: 1 })),
-    executionTimeoutMs: Type.Optional(Type.Integer({ minimum: 1000 })),
+    executionTimeoutMs: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description: 'at least 1000; 0 (what the hosted flash tool sends when none is set): the default, 600 s',
+      }),
+    ),
     allowedCudaVersions: Type.Optional(
       Type.Union([
         Type.String({ maxLength: 256, description: 'CUDA versions, comma-separated (12.4,12.6); empty: any' }),
@@ -122,6 +140,11 @@ export function endpointRecord(e: Endpoint): EndpointRecord {
     createdAt: e.createdAt.toISOString(),
     aiKey: null,
     workersStandby: null,
+    networkVolumeIds: e.networkVolumeIds,
+    flashEnvironmentId: e.appEnvironmentId,
+    minCudaVersion: e.minCudaVersion,
+    workersPFBTarget: null,
+    idePodId: null,
   };
 }
 
@@ -175,8 +198,16 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   else requireAccountWide(principal);
   const locations = normaliseLocations(input.locations);
   const cudaVersions = parseCudaVersions(input.allowedCudaVersions);
-  const template = await ctx.db.template.findFirst({ where: { id: input.templateId, accountId: principal.accountId } });
-  if (!template) throw validationFailed([`$.templateId: no template '${input.templateId}'`]);
+  if (input.templateId === undefined && input.template === undefined)
+    throw validationFailed(['$.templateId: name a template, or give one inline in template']);
+  if (input.templateId !== undefined && input.template !== undefined)
+    throw validationFailed(['$.template: give templateId or template, not both']);
+  const flashEnvironment = input.flashEnvironmentId
+    ? await appEnvironmentFor(ctx, principal, input.flashEnvironmentId)
+    : undefined;
+  const templateId = input.template ? await saveInlineTemplate(ctx, principal, input.template) : input.templateId;
+  const template = await ctx.db.template.findFirst({ where: { id: templateId, accountId: principal.accountId } });
+  if (!template) throw validationFailed([`$.templateId: no template '${templateId}'`]);
   // Exclusions ("-ADA_24") narrow the pools the scheduler may choose; the stored list keeps the wanted ones.
   const pools = (input.gpuIds ?? '')
     .split(',')
@@ -222,9 +253,9 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
         },
         networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
         flashboot: input.flashBootType ?? 'OFF',
-        ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
+        ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
       },
-      compute,
+      { ...compute, ...(flashEnvironment ? { app: { environmentId: flashEnvironment, resource: input.name } } : {}) },
     );
     id = created.id;
   } else {
@@ -232,6 +263,11 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       where: { id, accountId: principal.accountId, deletingAt: null },
     });
     if (!current) throw notFound('endpoint');
+    if (flashEnvironment && current.appEnvironmentId !== flashEnvironment)
+      throw new DomainError(
+        'conflict',
+        `endpoint ${id} belongs to ${current.appEnvironmentId ? 'another' : 'no'} environment`,
+      );
     // A CPU endpoint saved again without gpuIds or instanceIds keeps its instance.
     if (pools.length === 0 && !cpuInstance && !current.cpuFlavorId)
       throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
@@ -254,14 +290,15 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       {
         name: input.name,
         ...(pools.length > 0 ? { gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 } } : {}),
-        ...(template.id !== current.templateId ? container : {}),
+        // An inline template is the whole container configuration again (flash sends it on each change).
+        ...(template.id !== current.templateId || input.template ? container : {}),
         ...(workers ? { workers } : {}),
         ...(scaling ? { scaling } : {}),
         ...(input.networkVolumeId !== undefined
           ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] }
           : {}),
         ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
-        ...(input.executionTimeoutMs !== undefined ? { timeout: input.executionTimeoutMs } : {}),
+        ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
       },
       compute,
     );
@@ -273,9 +310,51 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       templateId: template.id,
       ...(locations !== undefined ? { locations } : {}),
       ...(cudaVersions !== undefined ? { allowedCudaVersions: cudaVersions } : {}),
+      ...(input.minCudaVersion !== undefined ? { minCudaVersion: input.minCudaVersion } : {}),
     },
   });
   return endpointRecord(row);
+}
+
+/**
+ * `flashEnvironmentId`: the caller's environment the new endpoint belongs to (its app's tools list
+ * and delete it with the environment). Not one that runs a gantry deploy build: that deploy removes
+ * the endpoints its manifest does not name.
+ */
+async function appEnvironmentFor(ctx: DomainContext, principal: Principal, environmentId: string): Promise<string> {
+  const env = await ctx.db.appEnvironment.findFirst({
+    where: { id: environmentId, app: { accountId: principal.accountId } },
+    select: { id: true, currentBuildId: true },
+  });
+  if (!env) throw notFound('environment');
+  const build = env.currentBuildId
+    ? await ctx.db.build.findUnique({ where: { id: env.currentBuildId }, select: { kind: true } })
+    : null;
+  if (build?.kind === 'GANTRY')
+    throw new DomainError('conflict', "this environment runs a gantry deploy build: its endpoints are the deploy's");
+  return env.id;
+}
+
+/** `myself { endpoint(id) }`: the caller's endpoint, or null when it has none of that id. */
+export async function findEndpointRecord(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<EndpointRecord | null> {
+  requireScope(principal, 'READ');
+  if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(id)) return null;
+  const row = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
+  return row ? endpointRecord(row) : null;
+}
+
+/** The build an app endpoint's environment runs (GraphQL `Endpoint.activeBuildid`); null for other endpoints. */
+export async function endpointActiveBuild(ctx: DomainContext, e: Pick<EndpointRecord, 'flashEnvironmentId'>) {
+  if (!e.flashEnvironmentId) return null;
+  const env = await ctx.db.appEnvironment.findUnique({
+    where: { id: e.flashEnvironmentId },
+    select: { currentBuildId: true },
+  });
+  return env?.currentBuildId ?? null;
 }
 
 export const UpdateEndpointTemplateInputSchema = Type.Object(
@@ -308,12 +387,14 @@ export async function updateEndpointTemplate(
   });
 }
 
-/** `deleteEndpoint`: only an endpoint scaled to zero (workersMin and workersMax both 0) may be deleted. */
+/** `deleteEndpoint`: an endpoint scaled to zero (workersMin and workersMax both 0), or one of an app environment. */
 export async function deleteEndpointScaledToZero(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
   requireScope(principal, 'WRITE');
   const e = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
   if (!e) throw notFound('endpoint');
-  if (e.workersMin !== 0 || e.workersMax !== 0) {
+  // An app environment's endpoint is its tools' to remove (flash undeploy deletes without scaling
+  // down first, as gantry undeploy does): it drains like any deleted endpoint.
+  if (e.appEnvironmentId === null && (e.workersMin !== 0 || e.workersMax !== 0)) {
     throw new DomainError(
       'bad_request',
       `endpoint ${id} has workersMin ${e.workersMin} and workersMax ${e.workersMax}; set both to 0 before deleting it`,

@@ -3,7 +3,8 @@
  * client and its worker SDK) and Pillow, at the versions test/fixtures/image-model/requirements.txt
  * pins, from PyPI. Tests use it to run the image-model fixture worker and the playground's Python
  * snippet as users would. Built once per machine (about a minute) and cached by the content of the
- * requirements file.
+ * requirements file. `requirements` names another pinned set for a venv of its own (the flash
+ * client's: FLASH_CLIENT_REQUIREMENTS).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -22,6 +23,15 @@ export const PYTHON_CLIENTS_REQUIREMENTS = path.join(
   'requirements.txt',
 );
 
+/** The hosted service's deploy tool (runpod-flash) with its dependencies, pinned. */
+export const FLASH_CLIENT_REQUIREMENTS = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'fixtures',
+  'flash-client',
+  'requirements.txt',
+);
+
 function run(cmd: string, args: string[]): Promise<{ status: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -35,12 +45,13 @@ function run(cmd: string, args: string[]): Promise<{ status: number | null; outp
 
 /** The venv's python3, built first when missing. `python` is the interpreter the venv is made from (python3 on PATH). */
 export async function ensurePythonClients(
-  opts: { cacheDir?: string; python?: string; log?: (msg: string) => void } = {},
+  opts: { cacheDir?: string; python?: string; log?: (msg: string) => void; requirements?: string } = {},
 ): Promise<string> {
+  const requirementsFile = opts.requirements ?? PYTHON_CLIENTS_REQUIREMENTS;
   const cacheDir = opts.cacheDir ?? loadConfig().cacheDir;
   const python = opts.python ?? 'python3';
   const log = opts.log ?? ((msg: string) => console.error(msg));
-  const requirements = readFileSync(PYTHON_CLIENTS_REQUIREMENTS);
+  const requirements = readFileSync(requirementsFile);
   const version = spawnSync(python, ['-c', 'import sys; print(sys.version_info[:2])'], {
     encoding: 'utf8',
   }).stdout.trim();
@@ -52,7 +63,7 @@ export async function ensurePythonClients(
   while (!tryBuildLock(lock, 15 * 60_000)) await sleep(500);
   try {
     if (existsSync(bin)) return bin;
-    log(`Building the Python clients venv (runpod, Pillow) in ${dir}`);
+    log(`Building the Python clients venv (${path.relative(process.cwd(), requirementsFile)}) in ${dir}`);
     const started = Date.now();
     const work = `${dir}.building`;
     rmSync(work, { recursive: true, force: true });
@@ -64,11 +75,11 @@ export async function ensurePythonClients(
       '--disable-pip-version-check',
       '--no-input',
       '-r',
-      PYTHON_CLIENTS_REQUIREMENTS,
+      requirementsFile,
     ]);
     if (r.status !== 0)
       throw new Error(
-        `pip install -r ${PYTHON_CLIENTS_REQUIREMENTS} failed: ${r.output.trim().split('\n').slice(-20).join('\n')}`,
+        `pip install -r ${requirementsFile} failed: ${r.output.trim().split('\n').slice(-20).join('\n')}`,
       );
     // Built aside, then renamed: a half-built venv is never taken for a whole one. Only its python3
     // is used (console scripts' shebangs name the build path; the interpreter finds its venv itself).
