@@ -1,0 +1,119 @@
+/**
+ * The hosted service's deploy tool run as its users run it: `flash deploy` of a tiny project
+ * (test/fixtures/flash-app) with only its URL and key variables pointed at Gantry, then `flash app`,
+ * `flash env`, `flash undeploy` and `flash app delete`. The endpoints it makes are Gantry's; their
+ * workers are flash's images, which this machine cannot pull (docs/graphql.md says what that takes),
+ * so the resources are scaled to zero and nothing here waits for a worker.
+ */
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestPlatform } from '../support/platform.ts';
+import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
+import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
+
+const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'flash-app');
+
+let fixture: OneHostPlatform | undefined;
+let p: TestPlatform;
+let python: string;
+const home = mkdtempSync(path.join(tmpdir(), 'flash-home-'));
+/** flash names the app after the project's directory. */
+const project = path.join(mkdtempSync(path.join(tmpdir(), 'flash-cli-')), 'flashdemo');
+
+beforeAll(async () => {
+  python = await ensurePythonClients({ requirements: FLASH_CLIENT_REQUIREMENTS });
+  mkdirSync(project);
+  cpSync(FIXTURE, project, { recursive: true });
+  fixture = await startOneHostPlatform('flash-cli-box');
+  ({ p } = fixture);
+}, 600_000);
+
+afterAll(async () => {
+  await fixture?.stop();
+}, 120_000);
+
+/** `flash <args>` in the project, as a user with only the URL and key variables set runs it. */
+function flashCli(args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      python,
+      ['-m', 'runpod_flash.cli.main', ...args],
+      {
+        cwd: project,
+        encoding: 'utf8',
+        timeout: 300_000,
+        env: {
+          PATH: process.env.PATH,
+          HOME: home,
+          COLUMNS: '200',
+          RUNPOD_API_KEY: p.adminKey,
+          RUNPOD_API_BASE_URL: p.url,
+          RUNPOD_ENDPOINT_BASE_URL: `${p.url}/v2`,
+          RUNPOD_REST_API_URL: `${p.url}/v2`,
+          RUNPOD_HAPI_URL: p.url,
+          RUNPOD_CONSOLE_URL: p.url,
+          FLASH_NO_UPDATE_CHECK: '1',
+        },
+      },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}${stderr}` }),
+    );
+  });
+}
+
+describe('flash, the hosted deploy tool, against Gantry', () => {
+  it('deploys a project, lists its app and environment, undeploys it and deletes the app', async () => {
+    const deploy = await flashCli(['deploy', '--no-deps']);
+    expect(deploy.code, deploy.output).toBe(0);
+    expect(deploy.output).toContain('deployed to production');
+
+    const app = await p.ctx.db.app.findFirstOrThrow({ where: { name: 'flashdemo' }, include: { environments: true } });
+    expect(app.environments.map((e) => e.name)).toEqual(['production']);
+    const env = app.environments[0]!;
+    const build = await p.ctx.db.build.findUniqueOrThrow({ where: { id: env.currentBuildId ?? '' } });
+    expect(build).toMatchObject({ kind: 'FLASH', status: 'READY' });
+    const endpoints = await p.ctx.db.endpoint.findMany({
+      where: { appEnvironmentId: env.id, deletingAt: null },
+      orderBy: { name: 'asc' },
+    });
+    expect(endpoints.map((e) => [e.name, e.type, e.cpuFlavorId, e.cpuVcpuCount, e.workersMax])).toEqual([
+      ['cpu_worker', 'QUEUE_BASED', 'cpu3c', 2, 1],
+      ['lb_worker', 'LOAD_BALANCING', 'cpu3c', 2, 2],
+    ]);
+    expect(endpoints[0]!.image).toMatch(/^runpod\/flash-cpu:py3\.\d+-latest$/);
+    expect(endpoints[1]!.image).toMatch(/^runpod\/flash-lb-cpu:py3\.\d+-latest$/);
+    // flash recorded what it made in the build's manifest, and printed the queue endpoint's URL.
+    const recorded = build.manifest as { resources_endpoints?: Record<string, string> };
+    expect(recorded.resources_endpoints?.cpu_worker).toBe(`${p.url}/v2/${endpoints[0]!.id}`);
+    expect(recorded.resources_endpoints?.lb_worker).toContain(endpoints[1]!.id);
+    expect(deploy.output).toContain(`${p.url}/v2/${endpoints[0]!.id}/runsync`);
+    // The local manifest flash keeps says the same.
+    const local = JSON.parse(readFileSync(path.join(project, '.flash', 'flash_manifest.json'), 'utf8'));
+    expect(local.resources.cpu_worker.endpoint_id).toBe(endpoints[0]!.id);
+
+    const apps = await flashCli(['app', 'list']);
+    expect(apps.code, apps.output).toBe(0);
+    expect(apps.output).toContain('flashdemo');
+    const envs = await flashCli(['env', 'list']);
+    expect(envs.code, envs.output).toBe(0);
+    expect(envs.output).toContain('production');
+
+    // A second deploy of the same code keeps the endpoints (flash compares manifests).
+    const again = await flashCli(['deploy', '--no-deps']);
+    expect(again.code, again.output).toBe(0);
+    const after = await p.ctx.db.endpoint.findMany({ where: { appEnvironmentId: env.id, deletingAt: null } });
+    expect(after.map((e) => e.id).sort()).toEqual(endpoints.map((e) => e.id).sort());
+
+    const undeploy = await flashCli(['undeploy', '--all', '--force']);
+    expect(undeploy.code, undeploy.output).toBe(0);
+    expect(await p.ctx.db.endpoint.count({ where: { appEnvironmentId: env.id, deletingAt: null } })).toBe(0);
+
+    const removed = await flashCli(['app', 'delete', 'flashdemo']);
+    expect(removed.code, removed.output).toBe(0);
+    expect(await p.ctx.db.app.count({ where: { name: 'flashdemo' } })).toBe(0);
+  }, 600_000);
+});
