@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { create } from 'tar';
-import { builtRuntimePython } from '../domain/apps/index.ts';
+import { builtRuntime, runtimeRecipe } from '../domain/apps/index.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
 import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
 import type { SshPool } from '../hostctl/ssh.ts';
@@ -22,10 +22,11 @@ function buildContext(dir: string): Promise<Buffer> {
 }
 
 /**
- * Deployed apps run Gantry's runtime image. Unless an operator names one to pull
- * (GANTRY_RUNTIME_IMAGE), each host builds it once from the Containerfile Gantry ships, on the
- * configured base (a `python:3.X-slim` by default): a host needs no registry account of Gantry's,
- * and the image name carries a digest of what went in, so a new Gantry builds a new one.
+ * Deployed apps run Gantry's runtime images (domain/apps/runtime-images.ts). Unless an operator
+ * names them to pull (GANTRY_RUNTIME_IMAGE, GANTRY_RUNTIME_GPU_IMAGE), each host builds them once
+ * from the Containerfile Gantry ships, on the configured base (a `python:3.X-slim` by default), the
+ * GPU one with its packages added: a host needs no registry account of Gantry's, and the image name
+ * carries a digest of what went in, so a new Gantry builds a new one.
  * Answers whether it built; other images are left to the ordinary pull.
  */
 export async function ensureRuntimeImage(
@@ -35,16 +36,16 @@ export async function ensureRuntimeImage(
   apps: AppSettings,
   timeoutMs: number,
 ): Promise<'built' | 'present' | 'not-runtime'> {
-  const python = builtRuntimePython(image);
-  if (!python) return 'not-runtime';
+  const runtime = builtRuntime(image);
+  if (!runtime) return 'not-runtime';
   if (await imagePresent(pool, h, image)) return 'present';
-  const base = apps.runtimeBaseImage.replaceAll('{python}', python);
+  const { base, packages } = runtimeRecipe(apps, runtime.python, runtime.gpu);
   await buildImage(
     pool,
     h,
     image,
     await buildContext(apps.runtimeContextDir),
-    { BASE_IMAGE: base },
+    { BASE_IMAGE: base, PACKAGES: packages.join(' ') },
     { timeoutMs, signal: Context.current().cancellationSignal },
   );
   return 'built';

@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from 'typebox';
 import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/index.ts';
-import { runtimeContextDigest } from '../domain/apps/index.ts';
+import { GPU_RUNTIME_PACKAGES, runtimeContextDigest, runtimePackages } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
@@ -71,6 +71,9 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_S3_PREFIX: Text('key prefix inside the S3 bucket'),
     GANTRY_RUNTIME_IMAGE: Text('runtime image of deployed apps to pull ({python} = 3.10..3.13); unset: hosts build it'),
     GANTRY_RUNTIME_BASE_IMAGE: Text('base image hosts build the runtime image on ({python} replaced)'),
+    GANTRY_RUNTIME_GPU_BASE_IMAGE: Text("base image of GPU resources' runtime image ({python} replaced)"),
+    GANTRY_RUNTIME_GPU_PACKAGES: Text("pip requirements the GPU resources' runtime image adds to its base"),
+    GANTRY_RUNTIME_GPU_IMAGE: Text("GPU resources' runtime image to pull ({python} replaced); unset: hosts build it"),
     GANTRY_ARTIFACT_CACHE_DIR: Text("host directory of deployed apps' artifact cache"),
     GANTRY_ROLE: Type.Optional(
       Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], {
@@ -174,12 +177,23 @@ function parsed<T>(problems: string[], fallback: T, parse: () => T): T {
 }
 
 /** The runtime image of deployed apps: pulled when named, else built by each host from sdk/python on the base. */
-function appSettings(env: GantryEnvironment): AppSettings {
+function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
   const runtimeBaseImage = env.GANTRY_RUNTIME_BASE_IMAGE?.trim() || 'docker.io/library/python:{python}-slim';
+  const gpuBaseImage = env.GANTRY_RUNTIME_GPU_BASE_IMAGE?.trim() || runtimeBaseImage;
+  const gpuPackages = parsed(problems, [...GPU_RUNTIME_PACKAGES], () =>
+    runtimePackages('GANTRY_RUNTIME_GPU_PACKAGES', env.GANTRY_RUNTIME_GPU_PACKAGES ?? GPU_RUNTIME_PACKAGES.join(' ')),
+  );
+  const files = runtimeContextFiles();
   return {
     runtimeImage: env.GANTRY_RUNTIME_IMAGE?.trim() || undefined,
     runtimeBaseImage,
-    runtimeDigest: runtimeContextDigest(runtimeContextFiles(), runtimeBaseImage),
+    runtimeDigest: runtimeContextDigest(files, runtimeBaseImage),
+    gpuRuntime: {
+      image: env.GANTRY_RUNTIME_GPU_IMAGE?.trim() || undefined,
+      baseImage: gpuBaseImage,
+      packages: gpuPackages,
+      digest: runtimeContextDigest(files, `${gpuBaseImage}\0${gpuPackages.join(' ')}`),
+    },
     runtimeContextDir: RUNTIME_CONTEXT_DIR,
     artifactCacheDir: env.GANTRY_ARTIFACT_CACHE_DIR?.trim().replace(/\/+$/, '') || '/var/tmp/gantry/artifacts',
   };
@@ -314,7 +328,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
       ),
     },
     orchestration,
-    apps: appSettings(env),
+    apps: appSettings(env, problems),
     outputs: {
       urlTtlMs: positive(
         'GANTRY_OUTPUT_URL_TTL_MS',

@@ -21,10 +21,8 @@ import { CliError } from './errors.ts';
 import { formatBytes, progress, spinnerEnabled } from './output.ts';
 import { isPythonVersion, PYTHON_VERSIONS, readProjectConfig, type PythonVersion } from './project.ts';
 import { interpreterVersion, lastMeaningfulLine, projectPython, runProgram, sdkRoot } from './python.ts';
-import { projectFiles, scanResources, type Resource } from './scan.ts';
-
-/** Packages the runtime image already has (spec "Limits"): never shipped in deps/. */
-export const PREINSTALLED = ['torch', 'torchvision', 'torchaudio', 'numpy', 'triton'];
+import { checkRuntimeImports, listedPackages, PREINSTALLED, preinstalledLeftOut } from './runtime-packages.ts';
+import { projectFiles, scanProject, type Resource } from './scan.ts';
 
 /** Whole artifact, uncompressed (spec "Limits": 1.5 GB). */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;
@@ -96,7 +94,10 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
   const python = projectPython(projectDir);
 
   let step = progress('Scanning the project for resources');
-  const resources = await scanResources(python, projectDir);
+  const { resources, imports } = await scanProject(python, projectDir);
+  checkRuntimeImports(resources, imports, await listedPackages(projectDir, resources, requirementName));
+  // The platform checks these against the runtime images (domain/apps/runtime-images.ts).
+  for (const r of resources) r.preinstalledImports = (imports[r.file] ?? []).filter((m) => PREINSTALLED.includes(m));
   const pythonVersion = await choosePythonVersion(opts.pythonVersion, resources, projectDir, python);
   step.succeed(
     `Found ${resources.length} resource${resources.length === 1 ? '' : 's'} (${resources.map((r) => r.name).join(', ')}); Python ${pythonVersion}`,
@@ -122,7 +123,9 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
     const src = await copySources(python, projectDir, output, path.join(staging, 'src'));
     step.succeed(`Copied ${src.files.length} source file${src.files.length === 1 ? '' : 's'}`);
 
-    const excluded = [...new Set([...PREINSTALLED, ...opts.exclude.map(normalisePackageName).filter(Boolean)])];
+    const excluded = [
+      ...new Set([...preinstalledLeftOut(resources), ...opts.exclude.map(normalisePackageName).filter(Boolean)]),
+    ];
     const deps = path.join(staging, 'deps');
     const cache = opts.depsCache;
     if (cache?.reuse && existsSync(cache.dir)) {

@@ -20,6 +20,8 @@ export interface Resource {
   env: Record<string, string>;
   dependencies: string[];
   pythonVersion?: string | null;
+  /** Runtime image packages (torch, numpy, ...) the resource's file imports: set by the build. */
+  preinstalledImports?: string[];
 }
 
 export interface ScanError {
@@ -41,7 +43,19 @@ async function runScanner(python: string, args: string[]): Promise<unknown> {
 
 /** The project's resources; scanner errors become one message naming file:line. */
 export async function scanResources(python: string, projectDir: string): Promise<Resource[]> {
-  const answer = (await runScanner(python, [projectDir])) as { resources?: Resource[]; errors?: ScanError[] };
+  return (await scanProject(python, projectDir)).resources;
+}
+
+/** The project's resources and what each resource's file imports (top-level package names). */
+export async function scanProject(
+  python: string,
+  projectDir: string,
+): Promise<{ resources: Resource[]; imports: Record<string, string[]> }> {
+  const answer = (await runScanner(python, [projectDir])) as {
+    resources?: Resource[];
+    errors?: ScanError[];
+    imports?: Record<string, string[]>;
+  };
   const errors = answer.errors ?? [];
   if (errors.length > 0) {
     const [first, ...rest] = errors;
@@ -55,7 +69,7 @@ export async function scanResources(python: string, projectDir: string): Promise
       'No resources found: decorate a function with @endpoint(name=...) or create an Endpoint(name=...) (see `gantry init`).',
     );
   }
-  return resources;
+  return { resources, imports: answer.imports ?? {} };
 }
 
 /** The project's files that the ignore rules let through, relative and '/'-separated. */

@@ -12,8 +12,9 @@ from gantry import endpoint
 def generate(prompt: str, steps: int = 20) -> dict:
     """Stands in for a model: replace the body with your inference code.
 
-    The runtime image already has torch, torchvision, torchaudio, numpy and triton, so
-    `import torch` works on the worker without listing it in requirements.txt.
+    GPU workers' runtime image has torch, torchvision, torchaudio, numpy and triton, so
+    `import torch` works here without listing it in requirements.txt (CPU workers' image has
+    none of them: a CPU function that imports one lists it there).
     """
     words = prompt.split()
     return {"prompt": prompt, "steps": steps, "tokens": len(words)}

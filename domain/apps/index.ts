@@ -11,5 +11,6 @@ export * from './flash.ts';
 export * from './live.ts';
 export * from './manifest.ts';
 export * from './resource-endpoints.ts';
+export * from './runtime-images.ts';
 export * from './schemas.ts';
 export * from './views.ts';

@@ -94,6 +94,8 @@ const ResourceSchema = Type.Object({
   ),
   dependencies: Type.Array(ShortText(500), { maxItems: 500 }),
   pythonVersion: Type.Optional(Type.Union([PythonVersionSchema, Type.Null()])),
+  /** Runtime image packages (torch, numpy, ...) the resource's file imports; absent from older CLIs. */
+  preinstalledImports: Type.Optional(Type.Array(ShortText(100), { maxItems: 20 })),
 });
 export type ManifestResource = Static<typeof ResourceSchema>;
 

@@ -7,6 +7,7 @@ import { createEndpoint, updateEndpoint } from '../endpoints/endpoints.ts';
 import { DomainError } from '../errors.ts';
 import type { Manifest, ManifestResource } from './manifest.ts';
 import { appEndpointName, appEndpointUrl } from './views.ts';
+import { runtimeImageOf, runtimePackageProblems } from './runtime-images.ts';
 
 /** What a deploy does to endpoints: one endpoint per manifest resource, its body, discovery variables and runtime image. */
 
@@ -116,7 +117,9 @@ export async function writeResourceEndpoints(
   if (input.discovery === 'environment')
     for (const e of existing) if (e.appResource) urls[e.appResource] = appEndpointUrl(ctx, e);
   for (const p of plan) urls[p.resource.name] = appEndpointUrl(ctx, p);
-  const image = runtimeImageFor(ctx.settings, pythonVersion);
+  // Every resource's runtime image must have what the artifact left out as preinstalled.
+  const missing = runtimePackageProblems(input.build.manifest as unknown as Manifest, ctx.settings.apps);
+  if (missing.length > 0) throw new DomainError('validation', missing.join('; '));
   const written: WrittenEndpoint[] = [];
   for (const p of plan.filter((x) => targets.includes(x.resource))) {
     const r = p.resource;
@@ -126,7 +129,7 @@ export async function writeResourceEndpoints(
         environment: input.environment.name,
         build: { id: input.build.id, sha256 },
         resource: r,
-        image,
+        image: runtimeImageOf(ctx.settings.apps, pythonVersion, 'gpu' in r.compute),
         urls,
         create,
         live: input.live,
@@ -162,20 +165,9 @@ export async function writeResourceEndpoints(
   return written;
 }
 
-/** The runtime image for a Python version: the configured one, else the one hosts build from Gantry's Containerfile. */
+/** The CPU resources' runtime image for a Python version (domain/apps/runtime-images.ts). */
 export function runtimeImageFor(settings: DomainContext['settings'], pythonVersion: string): string {
-  const configured = settings.apps.runtimeImage;
-  if (configured) return configured.replaceAll('{python}', pythonVersion);
-  return `${RUNTIME_IMAGE_REPOSITORY}:py${pythonVersion}-${settings.apps.runtimeDigest}`;
-}
-
-/** Images of this repository are built on the host (hostctl buildImage) when missing, never pulled. */
-export const RUNTIME_IMAGE_REPOSITORY = 'localhost/gantry-runtime';
-
-/** `localhost/gantry-runtime:py3.11-<digest>` -> `3.11`; anything else -> undefined. */
-export function builtRuntimePython(image: string): string | undefined {
-  const m = new RegExp(`^${RUNTIME_IMAGE_REPOSITORY.replace(/[./]/g, '\\$&')}:py(3\\.\\d+)-[0-9a-f]+$`).exec(image);
-  return m?.[1];
+  return runtimeImageOf(settings.apps, pythonVersion, false);
 }
 
 /** A digest of the runtime's build context (the Containerfile and the Python package), so a change makes a new image name. */

@@ -45,6 +45,15 @@ export interface AppSettings {
   runtimeBaseImage: string;
   /** Digest of the runtime's build context and base: part of the built image's name. */
   runtimeDigest: string;
+  /** GPU resources' runtime: the packages GPU functions may import without shipping them. */
+  gpuRuntime: {
+    /** An image to pull instead of building one ({python} replaced). */
+    image: string | undefined;
+    baseImage: string;
+    /** pip requirements added to the base (those it can import already are skipped). */
+    packages: string[];
+    digest: string;
+  };
   /** The runtime's build context (sdk/python: the Containerfile and the Python package). */
   runtimeContextDir: string;
   /** Host directory where workers keep downloaded artifacts, one subdirectory per account. */

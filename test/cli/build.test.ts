@@ -68,7 +68,8 @@ describe('gantry build', () => {
       expect(manifest.pythonVersion).toBe(localPython);
       expect(manifest.fingerprint).toBe(result.fingerprint);
       expect(manifest.fingerprint).toMatch(/^[0-9a-f]{64}$/);
-      expect(manifest.excluded).toEqual(['torch', 'torchvision', 'torchaudio', 'numpy', 'triton']);
+      // CPU resources beside the GPU one: nothing is left out as being in the (GPU) runtime image.
+      expect(manifest.excluded).toEqual([]);
       expect(Number.isNaN(Date.parse(String(manifest.createdAt)))).toBe(false);
       const byName = Object.fromEntries(manifest.resources.map((r) => [r.name, r]));
       expect(Object.keys(byName).sort()).toEqual(['cpu-worker', 'gpu-worker', 'lb-worker']);
@@ -189,7 +190,7 @@ describe('gantry build', () => {
       expect(entries).toContain('deps/dateutil/__init__.py');
       expect(entries.filter((e) => /^deps\/six[.-]/.test(e))).toEqual([]);
       const manifest = await readManifest(path.join(dir, 'excluded.tar.gz'));
-      expect(manifest.excluded).toEqual(['torch', 'torchvision', 'torchaudio', 'numpy', 'triton', 'six', 'other-pkg']);
+      expect(manifest.excluded).toEqual(['six', 'other-pkg']);
     });
 
     it('over the size limit, names the largest packages and suggests --exclude', async () => {
@@ -205,6 +206,40 @@ describe('gantry build', () => {
       expect(message).toMatch(/six \([\d.]+ kB\)/);
       expect(message).toContain('--exclude');
       expect(existsSync(path.join(dir, 'toobig.tar.gz'))).toBe(false);
+    });
+  });
+
+  describe('packages of the runtime images (torch, numpy, ...)', () => {
+    it('leaves them out of a project whose resources all run on the GPU image', async () => {
+      const dir = await project('gpu-only');
+      for (const f of ['cpu_worker.py', 'lb_worker.py']) execFileSync('rm', [path.join(dir, f)]);
+      const gpu = readFileSync(path.join(dir, 'gpu_worker.py'), 'utf8');
+      writeFileSync(
+        path.join(dir, 'gpu_worker.py'),
+        gpu.replace('from gantry import endpoint', 'import torch\nfrom gantry import endpoint'),
+      );
+      const r = await gantry(['build', '-o', 'gpu.tar.gz'], { cwd: dir, home });
+      expect(r.code, r.stderr).toBe(0);
+      expect((await readManifest(path.join(dir, 'gpu.tar.gz'))).excluded).toEqual([
+        'torch',
+        'torchvision',
+        'torchaudio',
+        'numpy',
+        'triton',
+      ]);
+    });
+
+    it('refuses a CPU resource that imports one without listing it, naming the package and the image', async () => {
+      const dir = await project('cpu-numpy');
+      const cpu = readFileSync(path.join(dir, 'cpu_worker.py'), 'utf8');
+      writeFileSync(path.join(dir, 'cpu_worker.py'), `import numpy.linalg\n${cpu}`);
+      const r = await gantry(['build', '-o', 'cpu.tar.gz'], { cwd: dir, home });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(
+        'cpu-worker (cpu_worker.py) imports numpy, which its runtime image does not have: CPU resources run on Python with the gantry package alone',
+      );
+      expect(r.stderr).toContain('List numpy in requirements.txt to ship it in the artifact');
+      expect(existsSync(path.join(dir, 'cpu.tar.gz'))).toBe(false);
     });
   });
 

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { gantry, gantryInTerminal, tempDir } from '../cli/helpers.ts';
 import { startGpuTestHost, type GpuTestHost } from '../support/gpu-test-host.ts';
+import { ensurePythonBaseImage } from '../support/python-base-image.ts';
 import {
   registerTestHost,
   removeManagedContainers,
@@ -34,11 +35,18 @@ const cli = (args: string[], cwd = project, env: Record<string, string | undefin
   gantry(args, { cwd, home, env: { SERVICE_API_KEY: p.adminKey, GANTRY_API_URL: p.url, ...env }, timeoutMs });
 
 beforeAll(async () => {
+  // GPU resources' runtime image: on a base that has numpy (Debian's), so nothing is pip-installed;
+  // torch is not there, which the last test relies on.
+  await ensurePythonBaseImage('3.11', { extraPackages: ['python3-numpy'] });
+  process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE = 'localhost/gantry-python:{python}-python3-numpy';
+  process.env.GANTRY_RUNTIME_GPU_PACKAGES = 'numpy';
   fixture = await startAppsPlatform('apps-box', path.join(root, 'host-cache'), ['3.11', '3.13']);
   p = fixture.p;
 }, 900_000);
 
 afterAll(async () => {
+  delete process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE;
+  delete process.env.GANTRY_RUNTIME_GPU_PACKAGES;
   await fixture?.stop();
   if (gpuHostId) removeManagedContainers([gpuHostId]);
   await gpuHost?.stop();
@@ -387,4 +395,37 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/broken\.py:3/);
   }, 120_000);
+});
+
+describe('what a GPU function may import without shipping it', () => {
+  const gpuOnly = path.join(root, 'gpuonly');
+
+  it('runs a GPU-only project importing numpy from the GPU runtime image, and refuses torch, which that image lacks', async () => {
+    expect((await gantry(['init', 'gpuonly'], { cwd: root, home })).code).toBe(0);
+    for (const f of ['cpu_worker.py', 'lb_worker.py']) rmSync(path.join(gpuOnly, f));
+    const worker = (imports: string) =>
+      `${imports}\nfrom gantry import endpoint\n\n\n@endpoint(name="gpu-worker", gpu=["ADA_24"], workers=(0, 1), idle_timeout=5)\n` +
+      'def generate(n: int = 3) -> dict:\n    return {"numpy": numpy.__version__, "sum": int(numpy.arange(n).sum())}\n';
+    writeFileSync(path.join(gpuOnly, 'gpu_worker.py'), worker('import numpy'));
+    const out = await deployJson([], gpuOnly);
+    expect(out.deployment.status).toBe('SUCCEEDED');
+    const url = out.deployment.endpoints.find((e) => e.resource === 'gpu-worker')!.url;
+    const sync = await call(url, 'POST', '/runsync', { key: p.adminKey, body: { input: { n: 5 } } });
+    expect(sync.body).toMatchObject({ status: 'COMPLETED', output: { sum: 10, numpy: expect.any(String) } });
+    // numpy came from the image: the artifact left it out.
+    const build = await p.ctx.db.build.findFirstOrThrow({ orderBy: { createdAt: 'desc' } });
+    expect((build.manifest as { excluded: string[] }).excluded).toContain('numpy');
+
+    // torch is left out as well, but this platform's GPU image has numpy alone: refused, saying so.
+    writeFileSync(path.join(gpuOnly, 'gpu_worker.py'), worker('import numpy\nimport torch'));
+    const refused = await cli(['deploy'], gpuOnly);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain(
+      'gpu-worker imports torch, left out of the artifact as preinstalled, but its GPU runtime image ' +
+        '(localhost/gantry-python:3.11-python3-numpy with numpy) does not have it',
+    );
+    // The endpoint stays on the build that works.
+    const again = await call(url, 'POST', '/runsync', { key: p.adminKey, body: { input: { n: 4 } } });
+    expect(again.body).toMatchObject({ status: 'COMPLETED', output: { sum: 6 } });
+  }, 600_000);
 });

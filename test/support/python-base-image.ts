@@ -37,6 +37,11 @@ const RECIPE = 1;
 const TRIM = ['var/cache/apt', 'var/lib/apt/lists', 'usr/share/man', 'usr/share/info', 'usr/share/locale', 'var/log'];
 
 export interface PythonBaseImageOptions {
+  /**
+   * Debian packages to add (`python3-numpy`): a base that already has some of a runtime image's
+   * packages. The image is then `localhost/gantry-python:<version>-<packages joined by ->`.
+   */
+  extraPackages?: readonly string[];
   /** Debian mirror for debootstrap (default deb.debian.org, the one apt uses here). */
   mirror?: string;
   /** Podman binary (default: `podman` on PATH, with the packages and config it needs ensured). */
@@ -51,8 +56,8 @@ export interface PythonBaseImage {
   ms: number;
 }
 
-export function pythonBaseImageName(version: PythonBaseVersion): string {
-  return `localhost/gantry-python:${version}`;
+export function pythonBaseImageName(version: PythonBaseVersion, extraPackages: readonly string[] = []): string {
+  return `localhost/gantry-python:${[version, ...extraPackages].join('-')}`;
 }
 
 interface Exit {
@@ -81,12 +86,12 @@ function tail(text: string, lines = 30): string {
   return text.trim().split('\n').slice(-lines).join('\n');
 }
 
-function contentHash(version: PythonBaseVersion, mirror: string): string {
+function contentHash(version: PythonBaseVersion, mirror: string, extra: readonly string[]): string {
   const recipe = {
     RECIPE,
     version,
     suite: PYTHON_BASE_SUITES[version],
-    packages: PYTHON_BASE_PACKAGES,
+    packages: [...PYTHON_BASE_PACKAGES, ...extra],
     mirror,
     trim: TRIM,
   };
@@ -117,11 +122,16 @@ async function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-async function debootstrap(version: PythonBaseVersion, root: string, mirror: string): Promise<void> {
+async function debootstrap(
+  version: PythonBaseVersion,
+  root: string,
+  mirror: string,
+  extra: readonly string[],
+): Promise<void> {
   const suite = PYTHON_BASE_SUITES[version];
   const r = await run('debootstrap', [
     '--variant=minbase',
-    `--include=${PYTHON_BASE_PACKAGES.join(',')}`,
+    `--include=${[...PYTHON_BASE_PACKAGES, ...extra].join(',')}`,
     suite,
     root,
     mirror,
@@ -166,7 +176,8 @@ export async function ensurePythonBaseImage(
   options: PythonBaseImageOptions = {},
 ): Promise<PythonBaseImage> {
   const started = Date.now();
-  const name = pythonBaseImageName(version);
+  const extra = options.extraPackages ?? [];
+  const name = pythonBaseImageName(version, extra);
   if (!(version in PYTHON_BASE_SUITES))
     throw new Error(`no Python base image recipe for ${version}; known: ${Object.keys(PYTHON_BASE_SUITES).join(', ')}`);
   const mirror = options.mirror ?? DEFAULT_DEBIAN_MIRROR;
@@ -176,7 +187,7 @@ export async function ensurePythonBaseImage(
     ensureContainersConf();
   }
   const podman = options.podman ?? 'podman';
-  const hash = contentHash(version, mirror);
+  const hash = contentHash(version, mirror, extra);
   if (existingImage(podman, name)?.label === hash) return { name, built: false, ms: Date.now() - started };
 
   return withLock(name, async () => {
@@ -190,7 +201,7 @@ export async function ensurePythonBaseImage(
     const work = mkdtempSync(path.join(tmpdir(), 'gantry-python-base-'));
     try {
       const root = path.join(work, 'rootfs');
-      await debootstrap(version, root, mirror);
+      await debootstrap(version, root, mirror, extra);
       trim(root);
       const changes = [
         'CMD ["python3"]',

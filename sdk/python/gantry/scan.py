@@ -148,12 +148,17 @@ class _FileScanner:
         self.names = {}     # local name -> "endpoint" | "Endpoint"
         self.modules = set()  # local names bound to the gantry module
         self.objects = {}   # module-level name -> the lb resource it holds
+        self.imports = set()  # top-level packages the file imports (absolute imports only)
 
     def error(self, line, message):
         self.errors.append({"file": self.rel, "line": line, "message": message})
 
     def run(self):
         for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                self.imports.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                self.imports.add(node.module.split(".")[0])
             if isinstance(node, ast.ImportFrom) and node.module == "gantry" and node.level == 0:
                 for alias in node.names:
                     if alias.name in ("endpoint", "Endpoint"):
@@ -272,22 +277,28 @@ class _FileScanner:
 
 def scan_source(rel, data):
     """Scans one file's bytes; returns (resources, errors)."""
+    resources, errors, _ = _scan_file(rel, data)
+    return resources, errors
+
+
+def _scan_file(rel, data):
+    """(resources, errors, the top-level packages the file imports)."""
     try:
         tree = ast.parse(data, filename=rel)
     except SyntaxError as e:
-        return [], [{"file": rel, "line": e.lineno or 1, "message": f"SyntaxError: {e.msg}"}]
+        return [], [{"file": rel, "line": e.lineno or 1, "message": f"SyntaxError: {e.msg}"}], set()
     except (ValueError, UnicodeDecodeError) as e:  # null bytes, undecodable text
-        return [], [{"file": rel, "line": 1, "message": f"cannot read as Python: {e}"}]
+        return [], [{"file": rel, "line": 1, "message": f"cannot read as Python: {e}"}], set()
     except RecursionError:
-        return [], [{"file": rel, "line": 1, "message": "too deeply nested to parse"}]
+        return [], [{"file": rel, "line": 1, "message": "too deeply nested to parse"}], set()
     s = _FileScanner(rel, tree)
     s.run()
-    return s.resources, s.errors
+    return s.resources, s.errors, s.imports
 
 
 def scan_project(root):
     """The scanner's whole answer for a project directory."""
-    resources, errors = [], []
+    resources, errors, imports = [], [], {}
     for rel in project_files(root):
         if not rel.endswith(".py"):
             continue
@@ -297,9 +308,11 @@ def scan_project(root):
         except OSError as e:
             errors.append({"file": rel, "line": 1, "message": f"cannot read: {e.strerror}"})
             continue
-        r, e = scan_source(rel, data)
+        r, e, i = _scan_file(rel, data)
         resources.extend(r)
         errors.extend(e)
+        if r:
+            imports[rel] = sorted(i)
     seen = {}
     unique = []
     for r in resources:
@@ -311,7 +324,8 @@ def scan_project(root):
         seen[r["name"]] = r
         unique.append(r)
     errors.sort(key=lambda e: (e["file"], e["line"]))
-    return {"resources": unique, "errors": errors}
+    # What each resource's file imports: the CLI checks it against what the runtime images have.
+    return {"resources": unique, "errors": errors, "imports": imports}
 
 
 def main(argv=None):

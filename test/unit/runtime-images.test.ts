@@ -1,0 +1,91 @@
+/** The runtime images' names and the check of what an artifact left out against what they hold. */
+import { describe, expect, it } from 'vitest';
+import {
+  builtRuntime,
+  GPU_RUNTIME_PACKAGES,
+  runtimeImageOf,
+  runtimePackageProblems,
+  runtimePackages,
+  type Manifest,
+} from '../../domain/apps/index.ts';
+import type { AppSettings } from '../../domain/shared/index.ts';
+
+const apps = (over: Partial<AppSettings> = {}, gpu: Partial<AppSettings['gpuRuntime']> = {}): AppSettings => ({
+  runtimeImage: undefined,
+  runtimeBaseImage: 'docker.io/library/python:{python}-slim',
+  runtimeDigest: 'aaaaaaaaaaaa',
+  runtimeContextDir: '/x',
+  artifactCacheDir: '/y',
+  ...over,
+  gpuRuntime: {
+    image: undefined,
+    baseImage: 'docker.io/library/python:{python}-slim',
+    packages: [...GPU_RUNTIME_PACKAGES],
+    digest: 'bbbbbbbbbbbb',
+    ...gpu,
+  },
+});
+
+const resource = (name: string, gpu: boolean, preinstalledImports?: string[]) =>
+  ({
+    name,
+    kind: 'queue',
+    file: `${name}.py`,
+    function: 'f',
+    summary: null,
+    compute: gpu ? { gpu: { pools: ['ADA_24'], count: 1 } } : { cpu: 'cpu3c-2-4' },
+    workers: { min: 0, max: 1 },
+    idleTimeout: 5,
+    scaler: { type: 'QUEUE_DELAY', value: 4 },
+    timeout: 600,
+    env: {},
+    dependencies: [],
+    ...(preinstalledImports ? { preinstalledImports } : {}),
+  }) as Manifest['resources'][number];
+
+const manifest = (resources: Manifest['resources'], excluded: string[]): Manifest => ({
+  format: 1,
+  pythonVersion: '3.11',
+  fingerprint: '0'.repeat(64),
+  resources,
+  excluded,
+});
+
+describe('runtime images', () => {
+  it('names a CPU and a GPU image per Python version, and reads them back', () => {
+    expect(runtimeImageOf(apps(), '3.12', false)).toBe('localhost/gantry-runtime:py3.12-aaaaaaaaaaaa');
+    expect(runtimeImageOf(apps(), '3.12', true)).toBe('localhost/gantry-runtime-gpu:py3.12-bbbbbbbbbbbb');
+    expect(builtRuntime('localhost/gantry-runtime-gpu:py3.12-bbbbbbbbbbbb')).toEqual({ python: '3.12', gpu: true });
+    expect(builtRuntime('localhost/gantry-runtime:py3.10-aaaaaaaaaaaa')).toEqual({ python: '3.10', gpu: false });
+    expect(builtRuntime('docker.io/library/python:3.11')).toBeUndefined();
+    // Configured images to pull: the GPU one falls back to the general one.
+    expect(runtimeImageOf(apps({ runtimeImage: 'reg.example/rt:{python}' }), '3.11', true)).toBe('reg.example/rt:3.11');
+    expect(runtimeImageOf(apps({}, { image: 'reg.example/gpu:{python}' }), '3.11', true)).toBe('reg.example/gpu:3.11');
+  });
+
+  it('reads package settings and refuses what is not a name or name==version', () => {
+    expect(runtimePackages('V', 'torch==2.5.1, numpy  triton')).toEqual(['torch==2.5.1', 'numpy', 'triton']);
+    expect(() => runtimePackages('V', 'torch; rm -rf /')).toThrow('V: not a package name or name==version: torch; -rf /');
+    expect(() => runtimePackages('V', 'torch>=2')).toThrow('V: not a package name or name==version: torch>=2');
+  });
+
+  it('refuses a resource that imports what the artifact left out and its image lacks, naming both', () => {
+    const all = [...GPU_RUNTIME_PACKAGES];
+    // The default GPU image has them all.
+    expect(runtimePackageProblems(manifest([resource('gpu', true, ['torch', 'numpy'])], all), apps())).toEqual([]);
+    // A GPU image with numpy alone.
+    const numpyOnly = apps({}, { baseImage: 'localhost/base:{python}', packages: ['numpy'] });
+    expect(runtimePackageProblems(manifest([resource('gpu', true, ['numpy'])], all), numpyOnly)).toEqual([]);
+    expect(runtimePackageProblems(manifest([resource('gpu', true, ['torch', 'numpy'])], all), numpyOnly)).toEqual([
+      'gpu imports torch, left out of the artifact as preinstalled, but its GPU runtime image (localhost/base:3.11 with numpy) does not have it: ' +
+        'ask the operator to add it to GANTRY_RUNTIME_GPU_PACKAGES, or list it in requirements.txt and build with --exclude for the others',
+    ]);
+    // A CPU resource never has them.
+    expect(runtimePackageProblems(manifest([resource('cpu', false, ['numpy'])], all), apps())[0]).toMatch(
+      /^cpu imports numpy, left out of the artifact as preinstalled, but its CPU runtime image \(docker.io\/library\/python:3.11-slim\) does not have it/,
+    );
+    // Shipped in the artifact (not left out), or imports unknown (an older CLI): nothing to say.
+    expect(runtimePackageProblems(manifest([resource('cpu', false, ['numpy'])], []), apps())).toEqual([]);
+    expect(runtimePackageProblems(manifest([resource('cpu', false)], all), apps())).toEqual([]);
+  });
+});
