@@ -65,7 +65,9 @@ describe('runtime images', () => {
 
   it('reads package settings and refuses what is not a name or name==version', () => {
     expect(runtimePackages('V', 'torch==2.5.1, numpy  triton')).toEqual(['torch==2.5.1', 'numpy', 'triton']);
-    expect(() => runtimePackages('V', 'torch; rm -rf /')).toThrow('V: not a package name or name==version: torch; -rf /');
+    expect(() => runtimePackages('V', 'torch; rm -rf /')).toThrow(
+      'V: not a package name or name==version: torch; -rf /',
+    );
     expect(() => runtimePackages('V', 'torch>=2')).toThrow('V: not a package name or name==version: torch>=2');
   });
 
