@@ -98,12 +98,25 @@ describe('flash, the hosted deploy tool, against Gantry', () => {
     const apps = await flashCli(['app', 'list']);
     expect(apps.code, apps.output).toBe(0);
     expect(apps.output).toContain('flashdemo');
+    const shown = await flashCli(['env', 'get', 'production']);
+    expect(shown.code, shown.output).toBe(0);
+    for (const e of endpoints) expect(shown.output).toContain(e.id);
+    expect(shown.output).toContain(build.id.slice(0, 12));
+    const appShown = await flashCli(['app', 'get', 'flashdemo']);
+    expect(appShown.code, appShown.output).toBe(0);
+    expect(appShown.output).toMatch(/production\s+\S+/);
+    expect(appShown.output).toContain('1 build');
+    const created = await flashCli(['env', 'create', 'staging']);
+    expect(created.code, created.output).toBe(0);
     const envs = await flashCli(['env', 'list']);
     expect(envs.code, envs.output).toBe(0);
     expect(envs.output).toContain('production');
+    expect(envs.output).toContain('staging');
+    expect(await p.ctx.db.appEnvironment.count({ where: { appId: app.id } })).toBe(2);
 
-    // A second deploy of the same code keeps the endpoints (flash compares manifests).
-    const again = await flashCli(['deploy', '--no-deps']);
+    // A second deploy of the same code, now naming its environment, keeps the endpoints (flash
+    // compares manifests and asks Gantry for each endpoint's health).
+    const again = await flashCli(['deploy', '--no-deps', '--env', 'production']);
     expect(again.code, again.output).toBe(0);
     const after = await p.ctx.db.endpoint.findMany({ where: { appEnvironmentId: env.id, deletingAt: null } });
     expect(after.map((e) => e.id).sort()).toEqual(endpoints.map((e) => e.id).sort());
