@@ -444,4 +444,77 @@ describe('the flash client against Gantry', () => {
     expect(await p.ctx.db.endpoint.count({ where: { appEnvironmentId: env.id } })).toBe(0);
     expect(await ok('delete_flash_app', [app.id])).toEqual({ success: true });
   }, 300_000);
+
+  it("keeps each environment to one tool's builds: a gantry deploy build is not put where flash deployed", async () => {
+    const app = await ok('create_flash_app', [{ name: 'mixed' }]);
+    const env = await ok('create_flash_environment', [{ flashAppId: app.id, name: 'production' }]);
+    const art = artifact('mixed');
+    const up = await ok('prepare_artifact_upload', [{ flashAppId: app.id, tarballSize: art.size }]);
+    await ok('upload', [art.file, up.uploadUrl]);
+    const flashBuild = await ok('finalize_artifact_upload', [
+      { flashAppId: app.id, objectKey: up.objectKey, manifest: manifest('mixed') },
+    ]);
+    await ok('deploy_build_to_environment', [{ flashEnvironmentId: env.id, flashBuildId: flashBuild.id }]);
+
+    // gantry deploy's form of the same mutations: a digest and its manifest at prepare, buildId at finalize.
+    const gantryManifest = {
+      format: 1,
+      pythonVersion: '3.11',
+      fingerprint: art.sha256,
+      resources: [
+        {
+          name: 'worker',
+          kind: 'queue',
+          file: 'worker.py',
+          function: 'handler',
+          compute: { cpu: 'cpu3c-2-4' },
+          workers: { min: 0, max: 1 },
+          idleTimeout: 5,
+          scaler: { type: 'QUEUE_DELAY', value: 4 },
+          timeout: 60,
+          env: {},
+          dependencies: [],
+        },
+      ],
+    };
+    const prepared = await gql(
+      'mutation($input: PrepareFlashArtifactUploadInput!) { prepareFlashArtifactUpload(input: $input) { buildId uploadUrl } }',
+      {
+        input: {
+          flashAppId: app.id,
+          tarballSize: art.size,
+          sha256: art.sha256,
+          manifest: JSON.stringify(gantryManifest),
+        },
+      },
+    );
+    const { buildId, uploadUrl } = prepared.data.prepareFlashArtifactUpload;
+    await ok('upload', [art.file, uploadUrl]);
+    const finalized = await gql(
+      'mutation($input: FinalizeFlashArtifactUploadInput!) { finalizeFlashArtifactUpload(input: $input) { kind status manifest } }',
+      { input: { flashAppId: app.id, buildId } },
+    );
+    expect(finalized.data.finalizeFlashArtifactUpload).toEqual({
+      kind: 'GANTRY',
+      status: 'READY',
+      manifest: gantryManifest,
+    });
+
+    const deploy =
+      'mutation($input: DeployBuildToEnvironmentInput!) { deployBuildToEnvironment(input: $input) { id name } }';
+    const mixed = await gql(deploy, { input: { flashEnvironmentId: env.id, flashBuildId: buildId } });
+    expect(mixed.errors[0].extensions.code).toBe('CONFLICT');
+    expect(mixed.errors[0].message).toMatch(/runs a build of flash/);
+    // Its manifest is what its deploy workflow reads: flash cannot replace it.
+    const replaced = await flash('update_build_manifest', [buildId, { resources: {} }]);
+    expect(replaced.message).toMatch(/manifest is fixed/);
+    const stillThere = await gql('query($id: String!) { flashBuild(flashBuildId: $id) { manifest } }', { id: buildId });
+    expect(stillThere.data.flashBuild.manifest).toEqual(gantryManifest);
+    // The environment stays on flash's build, deployed.
+    expect(await ok('get_flash_environment', [{ flashEnvironmentId: env.id }])).toMatchObject({
+      activeBuildId: flashBuild.id,
+      state: 'DEPLOYED',
+    });
+    expect(await ok('delete_flash_app', [app.id])).toEqual({ success: true });
+  }, 300_000);
 });
