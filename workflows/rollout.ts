@@ -82,6 +82,8 @@ export const newWorkerId = (): string => uuid4().replace(/-/g, '').slice(0, 14);
 const MAKE_ROOM_WHEN_BUSY_PATCH = 'rollout-make-room-when-busy-v1';
 /** Runs recorded before a failed replacement of a let-go worker was tried again simply lost it. */
 const RETRY_REPLACEMENT_PATCH = 'rollout-retry-replacement-of-released-v1';
+/** Runs recorded before a replacement no host had room for was left to the autoscaler waited on it for ever. */
+const LEAVE_UNPLACED_REPLACEMENT_PATCH = 'rollout-leave-unplaced-replacement-v1';
 
 /**
  * One release rollout (id `rollout:<endpointId>:<version>`). Every worker of another version gets a
@@ -173,6 +175,19 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
         // (it never halts, so it must not loop here).
         const oldServing = old && old.state !== 'draining' && !pair.oldReleased;
         if (!oldServing && !input.rollback && patched(RETRY_REPLACEMENT_PATCH)) retry.push(pair.oldId);
+      } else if (
+        pair.oldReleased &&
+        !old &&
+        fresh.status === 'PENDING' &&
+        state.readyCount > 0 &&
+        now - pair.startedAt > 4 * settings.surgeWaitSec * 1000 &&
+        patched(LEAVE_UNPLACED_REPLACEMENT_PATCH)
+      ) {
+        // Its old worker is gone, this release's workers are known to start, and the room the old
+        // one left went to another worker (hosts at capacity): nothing outdated is left for this
+        // pair. The new worker stays, waiting for room as the autoscaler's; waiting on it here
+        // would hold the release for as long as the hosts stay full.
+        state.pairs = state.pairs.filter((p) => p !== pair);
       } else if (
         !pair.oldReleased &&
         fresh.status === 'PENDING' &&
