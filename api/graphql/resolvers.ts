@@ -171,6 +171,7 @@ export const resolvers = {
         lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(),
         imageName: null,
         machineId: w.hostId,
+        statusReason: w.statusReason,
       }));
     },
   },

@@ -88,6 +88,8 @@ export const typeDefs = /* GraphQL */ `
     podType: String!
     "The hosted service's old single-port field: always null (ports lists them)."
     port: Int
+    "An endpoint's worker: why it waits (placement's reason while no host has room, or none ever could) or what it starts with; null once ready, and for pods."
+    statusReason: String
   }
 
   type Endpoint {

@@ -82,6 +82,13 @@ interface Problem {
 }
 
 /** An HTTP error answer, turned into one message: the problem's detail and its validation entries. */
+/** A worker of an endpoint (GET /v2/serverless/{id}/workers): why it waits, while it does. */
+export interface EndpointWorker {
+  id: string;
+  status: string;
+  statusReason: string | null;
+}
+
 export class ApiError extends CliError {
   constructor(
     readonly status: number,
@@ -167,6 +174,8 @@ export class PlatformClient {
   getDeployment = (app: string, id: string): Promise<Deployment> =>
     this.request('GET', `/v2/apps/${enc(app)}/deployments/${enc(id)}`);
   deleteEndpoint = (id: string): Promise<void> => this.request('DELETE', `/v2/serverless/${enc(id)}`);
+  listWorkers = (id: string): Promise<{ workers: EndpointWorker[] }> =>
+    this.request('GET', `/v2/serverless/${enc(id)}/workers`);
   getEnvironment = (app: string, env: string): Promise<Environment> =>
     this.request('GET', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
 

@@ -404,7 +404,7 @@ describe('what a GPU function may import without shipping it', () => {
     expect((await gantry(['init', 'gpuonly'], { cwd: root, home })).code).toBe(0);
     for (const f of ['cpu_worker.py', 'lb_worker.py']) rmSync(path.join(gpuOnly, f));
     const worker = (imports: string) =>
-      `${imports}\nfrom gantry import endpoint\n\n\n@endpoint(name="gpu-worker", gpu=["ADA_24"], workers=(0, 1), idle_timeout=5)\n` +
+      `${imports}\nfrom gantry import endpoint\n\n\n@endpoint(name="gpu-worker", gpu=["ADA_24"], workers=(2, 2), idle_timeout=5)\n` +
       'def generate(n: int = 3) -> dict:\n    return {"numpy": numpy.__version__, "sum": int(numpy.arange(n).sum())}\n';
     writeFileSync(path.join(gpuOnly, 'gpu_worker.py'), worker('import numpy'));
     const out = await deployJson([], gpuOnly);
@@ -412,6 +412,21 @@ describe('what a GPU function may import without shipping it', () => {
     const url = out.deployment.endpoints.find((e) => e.resource === 'gpu-worker')!.url;
     const sync = await call(url, 'POST', '/runsync', { key: p.adminKey, body: { input: { n: 5 } } });
     expect(sync.body).toMatchObject({ status: 'COMPLETED', output: { sum: 10, numpy: expect.any(String) } });
+    // Two workers kept, one RTX 4090 here: the second waits, and `gantry env show` says why.
+    await until('the second worker waiting for the GPU', async () => {
+      const r = await call(p.url, 'GET', `/v2/serverless/${out.deployment.endpoints[0]!.id}/workers`, {
+        key: p.adminKey,
+      });
+      return (r.body.workers as Array<{ statusReason: string | null }>).some((w) =>
+        w.statusReason?.startsWith('no capacity'),
+      );
+    });
+    const shown = await cli(['env', 'show', 'production'], gpuOnly);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(
+      /gpu-worker +\S+ +THROTTLED +no capacity: no READY host has 1 free GPU of pool ADA_24 on one host \(2 of 2 hosts READY, 1 GPU of those pools, 0 free\)/,
+    );
+    expect(shown.stdout, shown.stdout).toMatch(/gpu-worker +\S+ +(INITIALIZING|IDLE|RUNNING)\b/);
     // numpy came from the image: the artifact left it out.
     const build = await p.ctx.db.build.findFirstOrThrow({ orderBy: { createdAt: 'desc' } });
     expect((build.manifest as { excluded: string[] }).excluded).toContain('numpy');

@@ -12,6 +12,7 @@ import { probeHost } from '../../activities/host-probe.ts';
 import { connectSsh } from '../../hostctl/ssh.ts';
 import { startGpuTestHost, type GpuTestHost } from '../support/gpu-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
+import { graphql } from './pod-support.ts';
 import {
   ensureOrchestrationWorkerImage,
   managedContainers,
@@ -209,6 +210,11 @@ describe('GPU workers on a host with two H100s', () => {
     expect(waiting.statusReason).toBe(
       'no capacity: no READY host has 1 free GPU of pool ADA_80_PRO on one host (1 of 1 host READY, 2 GPUs of those pools, 0 free)',
     );
+    // GraphQL says the same of the endpoint's workers (its `pods`).
+    const gql = await graphql(p, 'query($id: String!) { myself { endpoint(id: $id) { pods { id statusReason } } } }', {
+      id: third,
+    });
+    expect(gql.data.myself.endpoint.pods).toEqual([{ id: waiting.id, statusReason: waiting.statusReason }]);
 
     // Never placeable here: more GPUs than the host has, or a pool it lacks.
     const never: Array<[string, { pools: string[]; count: number }]> = [

@@ -108,7 +108,8 @@ function nvidiaSmi(dir: string, gpus: StandInGpu[], failure: string | undefined,
 }
 
 function nvidiaCtk(gpus: StandInGpu[]): string {
-  const devices = [...gpus.map((g) => String(g.index)), ...gpus.map((g) => g.uuid), 'all'];
+  // No GPUs (a driver that is not loaded): no spec was written, so nothing to list.
+  const devices = gpus.length > 0 ? [...gpus.map((g) => String(g.index)), ...gpus.map((g) => g.uuid), 'all'] : [];
   return sh([
     'case "$*" in',
     '  *--version*) echo "NVIDIA Container Toolkit CLI version 1.17.8" ;;',

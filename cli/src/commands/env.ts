@@ -102,5 +102,17 @@ export function registerEnv(program: Command): void {
       const endpoints = deployedEndpoints(app, target.name);
       if (endpoints.length === 0) return say('No endpoints.');
       say(endpointTable(endpoints));
+      // Each worker's state, and why one waits (placement's reason: no host with room, or none ever).
+      const client = clientForProject();
+      const rows: string[][] = [];
+      for (const e of endpoints)
+        for (const w of (await client.listWorkers(e.id)).workers)
+          rows.push([e.resource, w.id, w.status, w.statusReason ?? '']);
+      say('');
+      say(
+        rows.length > 0
+          ? table(['RESOURCE', 'WORKER', 'STATUS', 'WHY'], rows)
+          : 'No workers (they start with the first call).',
+      );
     });
 }
