@@ -439,7 +439,12 @@ describe('deployments', () => {
       expect(JSON.parse(env.GANTRY_ENDPOINTS!)).toEqual(
         Object.fromEntries(d1.endpoints.map((e: { resource: string; url: string }) => [e.resource, e.url])),
       );
-      expect(row.image).toMatch(/^localhost\/gantry-runtime:py3\.11-[0-9a-f]{12}$/);
+      // GPU resources run on the GPU runtime image (domain/apps/runtime-images.ts), the others on the CPU one.
+      expect(row.image).toMatch(
+        row.gpuPools.length > 0
+          ? /^localhost\/gantry-runtime-gpu:py3\.11-[0-9a-f]{12}$/
+          : /^localhost\/gantry-runtime:py3\.11-[0-9a-f]{12}$/,
+      );
     }
     const gpu = rows.find((r) => r.appResource === 'gpu-worker')!;
     expect(gpu.gpuPools).toEqual(['ADA_24']);
@@ -510,7 +515,11 @@ describe('deployments', () => {
     const warm = await p.ctx.db.endpoint.findFirstOrThrow({ where: { name: 'always-on-warm' } });
     const waiting = await until('the warm worker waiting', async () => {
       const listed = await call(p.url, 'GET', `/v2/serverless/${warm.id}/workers`, { key });
-      return listed.body.workers?.find((w: { status: string }) => w.status === 'THROTTLED');
+      // THROTTLED with placement's verdict (its first word is 'waiting for placement').
+      return listed.body.workers?.find(
+        (w: { status: string; statusReason: string | null }) =>
+          w.status === 'THROTTLED' && w.statusReason?.startsWith('cannot be placed'),
+      );
     });
     expect(waiting.statusReason).toBe(
       'cannot be placed: no READY host has room for a CPU worker of 2 vCPUs and 4 GB (0 of 0 hosts READY)',

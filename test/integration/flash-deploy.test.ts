@@ -1,6 +1,6 @@
 /**
  * The hosted service's deploy tool run as its users run it: `flash deploy` of a tiny project
- * (test/fixtures/flash-app) with only its URL and key variables pointed at Gantry, then `flash app`,
+ * (test/fixtures/flash-app) with nothing but its URL and key variables pointed at Gantry, then `flash app`,
  * `flash env`, `flash undeploy` and `flash app delete`. The endpoints it makes are Gantry's; their
  * workers are flash's images, which this machine cannot pull (docs/graphql.md says what that takes),
  * so the resources are scaled to zero and nothing here waits for a worker.
@@ -36,7 +36,7 @@ afterAll(async () => {
   await fixture?.stop();
 }, 120_000);
 
-/** `flash <args>` in the project, as a user with only the URL and key variables set runs it. */
+/** `flash <args>` in the project, as a user with nothing but the URL and key variables set runs it. */
 function flashCli(args: string[]): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     execFile(

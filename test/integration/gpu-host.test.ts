@@ -179,7 +179,7 @@ describe('GPU workers on a host with two H100s', () => {
     const row = await p.ctx.db.host.findUniqueOrThrow({ where: { id: fixture!.hostId } });
     expect(row.gpuMethod).toBe('cdi');
 
-    // Two one-GPU workers: each gets a GPU of its own and sees only that one's device node.
+    // Two one-GPU workers: each gets a GPU of its own and sees that one's device node alone.
     const pair = await create('pair', { pools: ['ADA_80_PRO'], count: 1 }, 2);
     const workers = await until('two serving workers', async () => {
       const w = await serving(pair);
