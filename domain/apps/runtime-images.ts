@@ -84,7 +84,7 @@ export function runtimePackageProblems(m: Manifest, apps: AppSettings): string[]
       `${r.name} imports ${missing.join(', ')}, left out of the artifact as preinstalled, but its ${gpu ? 'GPU' : 'CPU'} ` +
         `runtime image (${image}) does not have ${missing.length === 1 ? 'it' : 'them'}` +
         (gpu
-          ? ': ask the operator to add it to GANTRY_RUNTIME_GPU_PACKAGES, or list it in requirements.txt and build with --exclude for the others'
+          ? `: ask the operator to add ${missing.length === 1 ? 'it' : 'them'} to GANTRY_RUNTIME_GPU_PACKAGES, or to name a GPU base image that has ${missing.length === 1 ? 'it' : 'them'}`
           : ': build it again with this version of the gantry CLI, which ships such packages unless every resource is a GPU one'),
     );
   }

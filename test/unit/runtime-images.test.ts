@@ -80,7 +80,7 @@ describe('runtime images', () => {
     expect(runtimePackageProblems(manifest([resource('gpu', true, ['numpy'])], all), numpyOnly)).toEqual([]);
     expect(runtimePackageProblems(manifest([resource('gpu', true, ['torch', 'numpy'])], all), numpyOnly)).toEqual([
       'gpu imports torch, left out of the artifact as preinstalled, but its GPU runtime image (localhost/base:3.11 with numpy) does not have it: ' +
-        'ask the operator to add it to GANTRY_RUNTIME_GPU_PACKAGES, or list it in requirements.txt and build with --exclude for the others',
+        'ask the operator to add it to GANTRY_RUNTIME_GPU_PACKAGES, or to name a GPU base image that has it',
     ]);
     // A CPU resource never has them.
     expect(runtimePackageProblems(manifest([resource('cpu', false, ['numpy'])], all), apps())[0]).toMatch(
