@@ -6,7 +6,7 @@ import type { DomainContext } from '../domain/context.ts';
 import { deleteEndpoint } from '../domain/endpoints/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import { stableId } from '../domain/shared/index.ts';
-import { endpointUnplaceable, UNPLACEABLE } from './worker-placement.ts';
+import { endpointsUnplaceable, UNPLACEABLE } from './worker-placement.ts';
 
 /**
  * How long a release's worker, or a resource, may stay unplaceable before the deploy fails on it:
@@ -134,10 +134,16 @@ export function createDeployActivities(ctx: DomainContext) {
         // GPU resource on hosts without its GPUs would take jobs it can never run). A platform
         // without any host yet is being set up: its workers wait, saying why.
         let judging = 0;
-        const anyHost = (await db.host.count()) > 0;
-        for (const r of releases) {
-          if (!anyHost || failed.some((f) => f.resource === r.resource)) continue;
-          const reason = await endpointUnplaceable(db, r.endpointId);
+        const judged = releases.filter((r) => !failed.some((f) => f.resource === r.resource));
+        const unplaceable =
+          judged.length > 0 && (await db.host.count()) > 0
+            ? await endpointsUnplaceable(
+                db,
+                judged.map((r) => r.endpointId),
+              )
+            : new Map<string, string>();
+        for (const r of judged) {
+          const reason = unplaceable.get(r.endpointId);
           if (!reason) {
             unplaceableSince.delete(r.endpointId);
             continue;

@@ -74,12 +74,13 @@ async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: string | 
   });
 }
 
-/** What a worker of the endpoint asks of a host. */
-function endpointRequest(
-  e: Endpoint,
-  constraints: Pick<PlacementRequest, 'onlyHostIds' | 'cpu'>,
-  avoidHostIds: string[],
-): PlacementRequest {
+/** A CPU endpoint's instance (vCPUs and memory its workers reserve); GPU endpoints reserve none. */
+const endpointCpu = (e: Endpoint): CpuInstance | undefined =>
+  e.gpuPools.length === 0 && e.cpuFlavorId ? endpointCpuInstance(e) : undefined;
+
+/** What a worker of the endpoint asks of a host; `onlyHostIds`: where its network volumes are. */
+function endpointRequest(e: Endpoint, onlyHostIds: string[] | undefined, avoidHostIds: string[]): PlacementRequest {
+  const cpu = endpointCpu(e);
   return {
     endpointId: e.id,
     gpuPools: e.gpuPools,
@@ -87,33 +88,34 @@ function endpointRequest(
     dataCenterIds: e.dataCenterIds,
     avoidHostIds,
     countries: e.locations.split(',').filter(Boolean),
-    ...constraints,
+    ...(onlyHostIds ? { onlyHostIds } : {}),
+    ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
   };
 }
 
 /**
- * Why no READY host could ever run a worker of the endpoint, were the hosts empty (no host with its
- * pools, GPU count, CPU size, data center or network volume); undefined when one could. A deploy
- * checks this for every resource, whether or not it keeps workers (activities/deploy.ts).
+ * For each endpoint no READY host could ever run a worker of, were the hosts empty (no host with its
+ * pools, GPU count, CPU size, data center or network volume): why. The hosts are read once for all.
+ * A deploy checks this for every resource, whether or not it keeps workers (activities/deploy.ts).
  */
-export async function endpointUnplaceable(tx: Tx, endpointId: string): Promise<string | undefined> {
-  const e = await tx.endpoint.findUnique({ where: { id: endpointId } });
-  if (!e) return undefined;
-  const hosts = await tx.host.findMany({ where: { status: 'READY' } });
-  const volumes = await networkVolumeHosts(tx, e.networkVolumeIds);
-  if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0)
-    return `${UNPLACEABLE}: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`;
-  const cpu = e.gpuPools.length === 0 && e.cpuFlavorId ? endpointCpuInstance(e) : undefined;
-  const request = endpointRequest(
-    e,
-    {
-      ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
-      ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
-    },
-    [],
-  );
-  const p = placeWorker(request, await placementHosts(tx, hosts, null), []);
-  return p.ok ? undefined : p.reason.replace(/^no capacity: /, `${UNPLACEABLE}: `);
+export async function endpointsUnplaceable(tx: Tx, endpointIds: string[]): Promise<Map<string, string>> {
+  const reasons = new Map<string, string>();
+  const endpoints = await tx.endpoint.findMany({ where: { id: { in: endpointIds } } });
+  if (endpoints.length === 0) return reasons;
+  const candidates = await placementHosts(tx, await tx.host.findMany({ where: { status: 'READY' } }), null);
+  for (const e of endpoints) {
+    const volumes = await networkVolumeHosts(tx, e.networkVolumeIds);
+    if (volumes.onlyHostIds && volumes.onlyHostIds.length === 0) {
+      reasons.set(
+        e.id,
+        `${UNPLACEABLE}: the network volume cannot be mounted anywhere: ${volumes.problems.join('; ')}`,
+      );
+      continue;
+    }
+    const p = placeWorker(endpointRequest(e, volumes.onlyHostIds, []), candidates, []);
+    if (!p.ok) reasons.set(e.id, p.reason.replace(/^no capacity: /, `${UNPLACEABLE}: `));
+  }
+  return reasons;
 }
 
 export interface PlacementResult {
@@ -175,11 +177,7 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
             },
           });
           const candidates = await placementHosts(tx, hosts, pod);
-          const cpu = !pod && e!.gpuPools.length === 0 && e!.cpuFlavorId ? endpointCpuInstance(e!) : undefined;
-          const constraints = {
-            ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
-            ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
-          };
+          const cpu = pod ? undefined : endpointCpu(e!);
           const request: PlacementRequest = pod
             ? {
                 endpointId: `pod:${pod.id}`,
@@ -187,9 +185,9 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
                 gpuCount: pod.gpuCount,
                 dataCenterIds: [],
                 avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []),
-                ...constraints,
+                ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
               }
-            : endpointRequest(e!, constraints, options.avoidHostIds ?? []);
+            : endpointRequest(e!, volumes.onlyHostIds, options.avoidHostIds ?? []);
           const p = placeWorker(
             request,
             candidates,

@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { runtimeImageFor } from '../domain/apps/index.ts';
+import { runtimeImageOf } from '../domain/apps/index.ts';
 import { LABELS } from '../hostctl/containers.ts';
 import type { Platform } from '../infra/platform.ts';
 import { ensurePythonBaseImage } from '../test/support/python-base-image.ts';
@@ -89,7 +89,7 @@ try {
   const lbOriginal = readFileSync(lbFile, 'utf8');
 
   // "With a cached runtime image": the image the host would build at the first worker's start is built now.
-  const image = runtimeImageFor(platform.ctx.settings, '3.11');
+  const image = runtimeImageOf(platform.ctx.settings.apps, '3.11', false);
   const built = spawnSync(
     'podman',
     [

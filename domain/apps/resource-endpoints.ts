@@ -165,11 +165,6 @@ export async function writeResourceEndpoints(
   return written;
 }
 
-/** The CPU resources' runtime image for a Python version (domain/apps/runtime-images.ts). */
-export function runtimeImageFor(settings: DomainContext['settings'], pythonVersion: string): string {
-  return runtimeImageOf(settings.apps, pythonVersion, false);
-}
-
 /** A digest of the runtime's build context (the Containerfile and the Python package), so a change makes a new image name. */
 export function runtimeContextDigest(files: Array<{ path: string; content: Buffer }>, baseImage: string): string {
   const h = createHash('sha256').update(baseImage).update('\0');

@@ -3,12 +3,13 @@ import { describe, expect, it } from 'vitest';
 import {
   builtRuntime,
   GPU_RUNTIME_PACKAGES,
+  ManifestSchema,
   runtimeImageOf,
   runtimePackageProblems,
   runtimePackages,
   type Manifest,
 } from '../../domain/apps/index.ts';
-import type { AppSettings } from '../../domain/shared/index.ts';
+import { validate, type AppSettings } from '../../domain/shared/index.ts';
 
 const apps = (over: Partial<AppSettings> = {}, gpu: Partial<AppSettings['gpuRuntime']> = {}): AppSettings => ({
   runtimeImage: undefined,
@@ -89,5 +90,12 @@ describe('runtime images', () => {
     // Shipped in the artifact (not left out), or imports unknown (an older CLI): nothing to say.
     expect(runtimePackageProblems(manifest([resource('cpu', false, ['numpy'])], []), apps())).toEqual([]);
     expect(runtimePackageProblems(manifest([resource('cpu', false)], all), apps())).toEqual([]);
+  });
+
+  it("bounds what a build may say of its imports (the manifest is the tenant's)", () => {
+    const all = [...GPU_RUNTIME_PACKAGES];
+    expect(() => validate(ManifestSchema, manifest([resource('gpu', true, ['numpy'])], all))).not.toThrow();
+    expect(() => validate(ManifestSchema, manifest([resource('gpu', true, Array(21).fill('numpy'))], all))).toThrow();
+    expect(() => validate(ManifestSchema, manifest([resource('gpu', true, ['x'.repeat(101)])], all))).toThrow();
   });
 });

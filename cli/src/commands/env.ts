@@ -84,7 +84,8 @@ export function registerEnv(program: Command): void {
     .option(...APP_OPTION)
     .option('--json', 'print JSON')
     .action(async (name: string, flags: { app?: string; json?: boolean }) => {
-      const app = await getAppOrExplain(clientForProject(), resolveAppName(process.cwd(), flags.app));
+      const client = clientForProject();
+      const app = await getAppOrExplain(client, resolveAppName(process.cwd(), flags.app));
       const target = app.environments.find((e) => e.name === name || e.id === name);
       if (!target)
         throw new CliError(
@@ -103,7 +104,6 @@ export function registerEnv(program: Command): void {
       if (endpoints.length === 0) return say('No endpoints.');
       say(endpointTable(endpoints));
       // Each worker's state, and why one waits (placement's reason: no host with room, or none ever).
-      const client = clientForProject();
       const rows: string[][] = [];
       for (const e of endpoints)
         for (const w of (await client.listWorkers(e.id)).workers)
