@@ -5,25 +5,30 @@ import type { AppSettings } from '../domain/shared/index.ts';
 import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
 import type { SshPool } from '../hostctl/ssh.ts';
 
-/** The runtime's build context, made once per process: the Containerfile and the Python package. */
-let context: Promise<Buffer> | undefined;
+/** A runtime's build context, made once per process and directory: the Containerfile and the Python package. */
+const contexts = new Map<string, Promise<Buffer>>();
 
-function buildContext(dir: string): Promise<Buffer> {
-  context ??= (async () => {
-    const chunks: Buffer[] = [];
-    const stream = create(
-      { cwd: dir, portable: true, filter: (p) => !/(^|\/)(__pycache__|tests)(\/|$)|\.pyc$/.test(p) },
-      ['Containerfile', 'gantry'],
-    );
-    for await (const chunk of stream) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks);
-  })();
+function buildContext(dir: string, pkg: string): Promise<Buffer> {
+  let context = contexts.get(dir);
+  if (!context) {
+    context = (async () => {
+      const chunks: Buffer[] = [];
+      const stream = create(
+        { cwd: dir, portable: true, filter: (p) => !/(^|\/)(__pycache__|tests)(\/|$)|\.pyc$/.test(p) },
+        ['Containerfile', pkg],
+      );
+      for await (const chunk of stream) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    })();
+    contexts.set(dir, context);
+  }
   return context;
 }
 
 /**
- * Deployed apps run Gantry's runtime images (domain/apps/runtime-images.ts). Unless an operator
- * names them to pull (GANTRY_RUNTIME_IMAGE, GANTRY_RUNTIME_GPU_IMAGE), each host builds them once
+ * Deployed apps run Gantry's runtime images (domain/apps/runtime-images.ts), and endpoints of the
+ * hosted flash tool its flash runtime. Unless an operator names them to pull (GANTRY_RUNTIME_IMAGE,
+ * GANTRY_RUNTIME_GPU_IMAGE, GANTRY_FLASH_RUNTIME_IMAGE, ...), each host builds them once
  * from the Containerfile Gantry ships, on the configured base (a `python:3.X-slim` by default), the
  * GPU one with its packages added: a host needs no registry account of Gantry's, and the image name
  * carries a digest of what went in, so a new Gantry builds a new one.
@@ -39,12 +44,12 @@ export async function ensureRuntimeImage(
   const runtime = builtRuntime(image);
   if (!runtime) return 'not-runtime';
   if (await imagePresent(pool, h, image)) return 'present';
-  const { base, packages } = runtimeRecipe(apps, runtime.python, runtime.gpu);
+  const { base, packages, contextDir } = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
   await buildImage(
     pool,
     h,
     image,
-    await buildContext(apps.runtimeContextDir),
+    await buildContext(contextDir, runtime.flash ? 'gantry_flash' : 'gantry'),
     { BASE_IMAGE: base, PACKAGES: packages.join(' ') },
     { timeoutMs, signal: Context.current().cancellationSignal },
   );

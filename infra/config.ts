@@ -2,10 +2,15 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from 'typebox';
 import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/index.ts';
-import { GPU_RUNTIME_PACKAGES, runtimeContextDigest, runtimePackages } from '../domain/apps/index.ts';
+import {
+  FLASH_RUNTIME_PACKAGES,
+  GPU_RUNTIME_PACKAGES,
+  runtimeContextDigest,
+  runtimePackages,
+} from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
-import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
+import { FLASH_RUNTIME_CONTEXT_DIR, RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
 import { parseLocalHostLabels, type LocalHostSettings } from '../domain/hosts/index.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing/index.ts';
@@ -75,6 +80,14 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_RUNTIME_GPU_PACKAGES: Text("pip requirements the GPU resources' runtime image adds to its base"),
     GANTRY_RUNTIME_GPU_IMAGE: Text("GPU resources' runtime image to pull ({python} replaced); unset: hosts build it"),
     GANTRY_ARTIFACT_CACHE_DIR: Text("host directory of deployed apps' artifact cache"),
+    GANTRY_FLASH_RUNTIME_IMAGE: Text(
+      "image run in place of flash's CPU images ({python} replaced); unset: hosts build it",
+    ),
+    GANTRY_FLASH_RUNTIME_GPU_IMAGE: Text(
+      "image run in place of flash's GPU images ({python} replaced); unset: hosts build it",
+    ),
+    GANTRY_FLASH_RUNTIME_BASE_IMAGE: Text('base image hosts build the flash runtime on ({python} replaced)'),
+    GANTRY_FLASH_RUNTIME_PACKAGES: Text('pip requirements the flash runtime image adds to its base'),
     GANTRY_ROLE: Type.Optional(
       Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], {
         description: 'the parts this process runs',
@@ -184,6 +197,15 @@ function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
     runtimePackages('GANTRY_RUNTIME_GPU_PACKAGES', env.GANTRY_RUNTIME_GPU_PACKAGES ?? GPU_RUNTIME_PACKAGES.join(' ')),
   );
   const files = runtimeContextFiles();
+  const flashBase = env.GANTRY_FLASH_RUNTIME_BASE_IMAGE?.trim() || runtimeBaseImage;
+  const flashPackages = parsed(problems, [...FLASH_RUNTIME_PACKAGES], () =>
+    runtimePackages(
+      'GANTRY_FLASH_RUNTIME_PACKAGES',
+      env.GANTRY_FLASH_RUNTIME_PACKAGES ?? FLASH_RUNTIME_PACKAGES.join(' '),
+    ),
+  );
+  const flashGpuPackages = [...new Set([...gpuPackages, ...flashPackages])];
+  const flashFiles = runtimeContextFiles(FLASH_RUNTIME_CONTEXT_DIR, 'gantry_flash');
   return {
     runtimeImage: env.GANTRY_RUNTIME_IMAGE?.trim() || undefined,
     runtimeBaseImage,
@@ -196,6 +218,17 @@ function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
     },
     runtimeContextDir: RUNTIME_CONTEXT_DIR,
     artifactCacheDir: env.GANTRY_ARTIFACT_CACHE_DIR?.trim().replace(/\/+$/, '') || '/var/tmp/gantry/artifacts',
+    flashRuntime: {
+      image: env.GANTRY_FLASH_RUNTIME_IMAGE?.trim() || undefined,
+      gpuImage: env.GANTRY_FLASH_RUNTIME_GPU_IMAGE?.trim() || undefined,
+      baseImage: flashBase,
+      gpuBaseImage,
+      packages: flashPackages,
+      gpuPackages: flashGpuPackages,
+      digest: runtimeContextDigest(flashFiles, `${flashBase}\0${flashPackages.join(' ')}`),
+      gpuDigest: runtimeContextDigest(flashFiles, `${gpuBaseImage}\0${flashGpuPackages.join(' ')}`),
+      contextDir: FLASH_RUNTIME_CONTEXT_DIR,
+    },
   };
 }
 

@@ -5,8 +5,14 @@ import { fileURLToPath } from 'node:url';
 /** The runtime image's build context: sdk/python's Containerfile and the `gantry` package, without tests and caches. */
 export const RUNTIME_CONTEXT_DIR = fileURLToPath(new URL('../sdk/python', import.meta.url));
 
+/** The flash runtime image's build context: sdk/flash-runtime's Containerfile and the `gantry_flash` package. */
+export const FLASH_RUNTIME_CONTEXT_DIR = fileURLToPath(new URL('../sdk/flash-runtime', import.meta.url));
+
 /** The files that go into the runtime image, for the digest in its name (domain/apps/apps.ts runtimeContextDigest). */
-export function runtimeContextFiles(dir = RUNTIME_CONTEXT_DIR): Array<{ path: string; content: Buffer }> {
+export function runtimeContextFiles(
+  dir = RUNTIME_CONTEXT_DIR,
+  pkg = 'gantry',
+): Array<{ path: string; content: Buffer }> {
   const files: Array<{ path: string; content: Buffer }> = [
     { path: 'Containerfile', content: readFileSync(path.join(dir, 'Containerfile')) },
   ];
@@ -18,6 +24,6 @@ export function runtimeContextFiles(dir = RUNTIME_CONTEXT_DIR): Array<{ path: st
       } else if (!e.name.endsWith('.pyc')) files.push({ path: child, content: readFileSync(path.join(dir, child)) });
     }
   };
-  walk('gantry');
+  walk(pkg);
   return files;
 }

@@ -3,7 +3,8 @@
  * resources get the base with the gantry package, GPU resources that and the packages GPU functions
  * may import without shipping them (torch and its kin: gigabytes with their CUDA libraries, too
  * large for an artifact). Hosts build them from sdk/python/Containerfile unless an operator names
- * images to pull (docs/apps.md, "Runtime images").
+ * images to pull (docs/apps.md, "Runtime images"). Endpoints of the hosted `flash` tool run the flash
+ * runtime in place of flash's own images, built from sdk/flash-runtime (docs/apps.md, "Flash workers").
  */
 import type { AppSettings } from '../shared/index.ts';
 import type { Manifest } from './manifest.ts';
@@ -11,9 +12,58 @@ import type { Manifest } from './manifest.ts';
 /** What the GPU runtime adds by default: what the CLI leaves out of GPU-only artifacts (cli/src/artifact.ts). */
 export const GPU_RUNTIME_PACKAGES = ['torch', 'torchvision', 'torchaudio', 'numpy', 'triton'] as const;
 
+/**
+ * What the flash runtime adds to its base: the hosted deploy tool's package at the version Gantry's
+ * flash support is tested with, and the `runpod` worker SDK (with FastAPI and uvicorn) that its
+ * queue handlers and load-balanced apps run on (sdk/flash-runtime).
+ */
+export const FLASH_RUNTIME_PACKAGES = ['runpod-flash==1.19.0', 'runpod==1.12.0'] as const;
+
 /** Images of these repositories are built on the host (hostctl buildImage) when missing, never pulled. */
 const CPU_REPOSITORY = 'localhost/gantry-runtime';
 const GPU_REPOSITORY = 'localhost/gantry-runtime-gpu';
+const FLASH_REPOSITORY = 'localhost/gantry-flash-runtime';
+const FLASH_GPU_REPOSITORY = 'localhost/gantry-flash-runtime-gpu';
+
+/**
+ * The images the hosted `flash` tool names for the endpoints it makes (`runpod/flash`,
+ * `runpod/flash-cpu`, `runpod/flash-lb`, `runpod/flash-lb-cpu`, tagged `py3.<minor>-<tag>`), with
+ * or without Docker Hub's registry name.
+ */
+const FLASH_IMAGE =
+  /^(?:(?:docker\.io|registry-1\.docker\.io|index\.docker\.io)\/)?runpod\/flash(-lb)?(-cpu)?:py(3\.\d{1,2})-[A-Za-z0-9_.-]{1,100}$/;
+
+/** One of flash's worker images: its Python version, and whether it is a GPU one; undefined for any other image. */
+export function flashImage(image: string): { python: string; gpu: boolean; lb: boolean } | undefined {
+  const m = FLASH_IMAGE.exec(image);
+  if (!m) return undefined;
+  return { python: m[3]!, gpu: m[2] === undefined, lb: m[1] !== undefined };
+}
+
+/** Gantry's flash runtime for a Python version: configured to pull, or built by hosts under a name with the recipe's digest. */
+export function flashRuntimeImageOf(apps: AppSettings, pythonVersion: string, gpu: boolean): string {
+  const f = apps.flashRuntime;
+  const configured = gpu ? (f.gpuImage ?? f.image) : f.image;
+  if (configured) return configured.replaceAll('{python}', pythonVersion);
+  return gpu
+    ? `${FLASH_GPU_REPOSITORY}:py${pythonVersion}-${f.gpuDigest}`
+    : `${FLASH_REPOSITORY}:py${pythonVersion}-${f.digest}`;
+}
+
+/**
+ * Gantry's flash runtime in place of one of flash's images (undefined for any other image): of the
+ * image's kind, and of the build's Python version when known (the version its packages were
+ * installed for; flash 1.19 names `py3.12` images even for a build made with `--python-version
+ * 3.11`), else the tag's.
+ */
+export function flashRuntimeImageFor(
+  apps: AppSettings,
+  image: string,
+  buildPython?: string | null,
+): string | undefined {
+  const flash = flashImage(image);
+  return flash ? flashRuntimeImageOf(apps, buildPython ?? flash.python, flash.gpu) : undefined;
+}
 
 const REQUIREMENT = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}(==[A-Za-z0-9.+!_-]{1,50})?$/;
 
@@ -44,18 +94,41 @@ export function runtimeImageOf(apps: AppSettings, pythonVersion: string, gpu: bo
     : `${CPU_REPOSITORY}:py${pythonVersion}-${apps.runtimeDigest}`;
 }
 
-/** A runtime image hosts build: its Python version and kind; undefined for any other image. */
-export function builtRuntime(image: string): { python: string; gpu: boolean } | undefined {
-  const m = /^(localhost\/gantry-runtime(?:-gpu)?):py(3\.\d+)-[0-9a-f]+$/.exec(image);
+/** A runtime image hosts build: its Python version and kind (flash: the flash runtime); undefined for any other image. */
+export function builtRuntime(image: string): { python: string; gpu: boolean; flash: boolean } | undefined {
+  const m = /^(localhost\/gantry-(?:flash-)?runtime(?:-gpu)?):py(3\.\d+)-[0-9a-f]+$/.exec(image);
   if (!m) return undefined;
-  return { python: m[2]!, gpu: m[1] === GPU_REPOSITORY };
+  const repository = m[1]!;
+  return {
+    python: m[2]!,
+    gpu: repository === GPU_REPOSITORY || repository === FLASH_GPU_REPOSITORY,
+    flash: repository === FLASH_REPOSITORY || repository === FLASH_GPU_REPOSITORY,
+  };
 }
 
-/** What hosts build a runtime image from: its base and the packages added to it. */
-export function runtimeRecipe(apps: AppSettings, python: string, gpu: boolean): { base: string; packages: string[] } {
+/** What hosts build a runtime image from: its base, the packages added to it and its build context. */
+export function runtimeRecipe(
+  apps: AppSettings,
+  python: string,
+  gpu: boolean,
+  flash = false,
+): { base: string; packages: string[]; contextDir: string } {
+  if (flash) {
+    const f = apps.flashRuntime;
+    return {
+      base: (gpu ? f.gpuBaseImage : f.baseImage).replaceAll('{python}', python),
+      packages: gpu ? f.gpuPackages : f.packages,
+      contextDir: f.contextDir,
+    };
+  }
+  const contextDir = apps.runtimeContextDir;
   return gpu
-    ? { base: apps.gpuRuntime.baseImage.replaceAll('{python}', python), packages: apps.gpuRuntime.packages }
-    : { base: apps.runtimeBaseImage.replaceAll('{python}', python), packages: [] };
+    ? {
+        base: apps.gpuRuntime.baseImage.replaceAll('{python}', python),
+        packages: apps.gpuRuntime.packages,
+        contextDir,
+      }
+    : { base: apps.runtimeBaseImage.replaceAll('{python}', python), packages: [], contextDir };
 }
 
 /**

@@ -58,4 +58,24 @@ export interface AppSettings {
   runtimeContextDir: string;
   /** Host directory where workers keep downloaded artifacts, one subdirectory per account. */
   artifactCacheDir: string;
+  /**
+   * The runtime that endpoints of the hosted service's `flash` tool run in place of its images
+   * (`runpod/flash*:py3.X-...`, from a registry hosts may not reach): flash's package and the
+   * `runpod` worker SDK on a Python of the tag's version (sdk/flash-runtime).
+   */
+  flashRuntime: {
+    /** Images to pull instead of building them ({python} replaced); undefined: hosts build them. */
+    image: string | undefined;
+    gpuImage: string | undefined;
+    /** What hosts build the CPU one on (GANTRY_FLASH_RUNTIME_BASE_IMAGE) and the GPU one on (the GPU runtime's base). */
+    baseImage: string;
+    gpuBaseImage: string;
+    /** pip requirements added to the base (those it can import already are skipped); the GPU one adds the GPU runtime's too. */
+    packages: string[];
+    gpuPackages: string[];
+    digest: string;
+    gpuDigest: string;
+    /** The build context (sdk/flash-runtime: the Containerfile and the gantry_flash package). */
+    contextDir: string;
+  };
 }

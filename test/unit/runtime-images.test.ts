@@ -2,7 +2,11 @@
 import { describe, expect, it } from 'vitest';
 import {
   builtRuntime,
+  flashImage,
+  FLASH_RUNTIME_PACKAGES,
   GPU_RUNTIME_PACKAGES,
+  runtimeRecipe,
+  flashRuntimeImageFor,
   ManifestSchema,
   runtimeImageOf,
   runtimePackageProblems,
@@ -17,6 +21,17 @@ const apps = (over: Partial<AppSettings> = {}, gpu: Partial<AppSettings['gpuRunt
   runtimeDigest: 'aaaaaaaaaaaa',
   runtimeContextDir: '/x',
   artifactCacheDir: '/y',
+  flashRuntime: {
+    image: undefined,
+    gpuImage: undefined,
+    baseImage: 'docker.io/library/python:{python}-slim',
+    gpuBaseImage: 'docker.io/library/python:{python}-slim',
+    packages: [...FLASH_RUNTIME_PACKAGES],
+    gpuPackages: [...GPU_RUNTIME_PACKAGES, ...FLASH_RUNTIME_PACKAGES],
+    digest: 'cccccccccccc',
+    gpuDigest: 'dddddddddddd',
+    contextDir: '/f',
+  },
   ...over,
   gpuRuntime: {
     image: undefined,
@@ -56,12 +71,57 @@ describe('runtime images', () => {
   it('names a CPU and a GPU image per Python version, and reads them back', () => {
     expect(runtimeImageOf(apps(), '3.12', false)).toBe('localhost/gantry-runtime:py3.12-aaaaaaaaaaaa');
     expect(runtimeImageOf(apps(), '3.12', true)).toBe('localhost/gantry-runtime-gpu:py3.12-bbbbbbbbbbbb');
-    expect(builtRuntime('localhost/gantry-runtime-gpu:py3.12-bbbbbbbbbbbb')).toEqual({ python: '3.12', gpu: true });
-    expect(builtRuntime('localhost/gantry-runtime:py3.10-aaaaaaaaaaaa')).toEqual({ python: '3.10', gpu: false });
+    expect(builtRuntime('localhost/gantry-runtime-gpu:py3.12-bbbbbbbbbbbb')).toEqual({
+      python: '3.12',
+      gpu: true,
+      flash: false,
+    });
+    expect(builtRuntime('localhost/gantry-runtime:py3.10-aaaaaaaaaaaa')).toEqual({
+      python: '3.10',
+      gpu: false,
+      flash: false,
+    });
     expect(builtRuntime('docker.io/library/python:3.11')).toBeUndefined();
     // Configured images to pull: the GPU one falls back to the general one.
     expect(runtimeImageOf(apps({ runtimeImage: 'reg.example/rt:{python}' }), '3.11', true)).toBe('reg.example/rt:3.11');
     expect(runtimeImageOf(apps({}, { image: 'reg.example/gpu:{python}' }), '3.11', true)).toBe('reg.example/gpu:3.11');
+  });
+
+  it("runs Gantry's flash runtime in place of flash's images", () => {
+    expect(flashImage('runpod/flash-cpu:py3.11-latest')).toEqual({ python: '3.11', gpu: false, lb: false });
+    expect(flashImage('runpod/flash-lb-cpu:py3.12-latest')).toEqual({ python: '3.12', gpu: false, lb: true });
+    expect(flashImage('docker.io/runpod/flash:py3.12-1.2.0')).toEqual({ python: '3.12', gpu: true, lb: false });
+    expect(flashImage('runpod/flash-lb:py3.10-latest')).toEqual({ python: '3.10', gpu: true, lb: true });
+    for (const other of ['runpod/flash-cpu', 'runpod/flashy:py3.11-latest', 'evil.example/runpod/flash:py3.11-latest'])
+      expect(flashImage(other)).toBeUndefined();
+
+    expect(flashRuntimeImageFor(apps(), 'runpod/flash-lb-cpu:py3.11-latest')).toBe(
+      'localhost/gantry-flash-runtime:py3.11-cccccccccccc',
+    );
+    expect(flashRuntimeImageFor(apps(), 'runpod/flash:py3.12-latest')).toBe(
+      'localhost/gantry-flash-runtime-gpu:py3.12-dddddddddddd',
+    );
+    // The build's Python version, when known, over the tag's.
+    expect(flashRuntimeImageFor(apps(), 'runpod/flash-cpu:py3.12-latest', '3.11')).toBe(
+      'localhost/gantry-flash-runtime:py3.11-cccccccccccc',
+    );
+    expect(flashRuntimeImageFor(apps(), 'reg.example/mine:1', '3.11')).toBeUndefined();
+    // Configured images to pull: the GPU one falls back to the CPU one.
+    const pulled = apps({
+      flashRuntime: { ...apps().flashRuntime, image: 'reg.example/flash:{python}' },
+    });
+    expect(flashRuntimeImageFor(pulled, 'runpod/flash:py3.12-latest')).toBe('reg.example/flash:3.12');
+
+    expect(builtRuntime('localhost/gantry-flash-runtime-gpu:py3.12-dddddddddddd')).toEqual({
+      python: '3.12',
+      gpu: true,
+      flash: true,
+    });
+    expect(runtimeRecipe(apps(), '3.11', false, true)).toEqual({
+      base: 'docker.io/library/python:3.11-slim',
+      packages: ['runpod-flash==1.19.0', 'runpod==1.12.0'],
+      contextDir: '/f',
+    });
   });
 
   it('reads package settings and refuses what is not a name or name==version', () => {
