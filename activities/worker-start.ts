@@ -8,7 +8,7 @@ import type { DomainContext } from '../domain/context.ts';
 import { splitArgs } from '../domain/containers/index.ts';
 import { ENDPOINT_VOLUME_MOUNT, recordedCpuInstance } from '../domain/catalog/index.ts';
 import { podPorts } from '../domain/pods/index.ts';
-import { artifactDownloadUrl } from '../domain/apps/index.ts';
+import { artifactDownloadUrl, flashWorker } from '../domain/apps/index.ts';
 import { openRegistryCredential } from '../domain/registries/index.ts';
 import { registerWorkerCredential } from '../domain/workers/index.ts';
 import type { Pod } from '../generated/prisma/client.ts';
@@ -163,8 +163,12 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         const release = await db.release.findUnique({
           where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } },
         });
-        image = release?.image ?? w.endpoint.image;
-        registryId = release ? release.registryId : w.endpoint.registryId;
+        const named = release?.image ?? w.endpoint.image;
+        // flash's images on a flash environment's endpoint: Gantry's flash runtime runs instead,
+        // and no registry login of the tenant's goes with it.
+        const flash = await flashWorker(rt, rt.platform.apps, w.endpoint, named);
+        image = flash?.image ?? named;
+        registryId = flash ? null : release ? release.registryId : w.endpoint.registryId;
         accountId = w.endpoint.accountId;
       }
       const w = { hostId: row.hostId };
@@ -246,9 +250,11 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         RUNPOD_DC_ID: w.host.dataCenterId,
       };
       const env = config.env as Record<string, string>;
-      const artifact = env.GANTRY_BUILD_ID
-        ? await artifactDownloadUrl(rt, base, e.accountId, env.GANTRY_BUILD_ID)
-        : undefined;
+      const flash = await flashWorker(rt, rt.platform.apps, e, config.image);
+      const image = flash?.image ?? config.image;
+      // A gantry deploy's endpoint names its build; flash's runtime runs its environment's active build.
+      const buildId = env.GANTRY_BUILD_ID ?? flash?.buildId;
+      const artifact = buildId ? await artifactDownloadUrl(rt, base, e.accountId, buildId) : undefined;
       const binds: NonNullable<ContainerSpec['binds']> = [];
       if (artifact) {
         // Workers of one account on one host share downloads; other accounts' artifacts are not there to read.
@@ -270,7 +276,7 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
       const cpu = w.cpuFlavorId ? recordedCpuInstance(w.cpuFlavorId) : undefined;
       const spec: ContainerSpec = {
         name,
-        image: config.image,
+        image,
         args: splitArgs(config.args),
         env: { ...env, ...protocol },
         labels: {

@@ -13,7 +13,9 @@ import {
   prepareArtifactUpload,
   signedUpload,
 } from './builds.ts';
+import type { AppSettings } from '../shared/index.ts';
 import { MAX_ARTIFACT_BYTES } from './manifest.ts';
+import { flashImage, flashRuntimeImageFor } from './runtime-images.ts';
 import type { BuildView, PreparedUploadView } from './schemas.ts';
 import { buildView } from './views.ts';
 
@@ -225,4 +227,31 @@ export async function buildArtifactLink(
   requireAppAccess(principal, 'READ');
   const link = await artifactDownloadUrl(ctx, ctx.publicUrl, principal.accountId, buildId);
   return link ? { objectKey: buildId, downloadUrl: link.url, expiresAt: link.expiresAt } : null;
+}
+
+/**
+ * What a worker of an endpoint runs when the endpoint is a flash environment's and names one of
+ * flash's images: Gantry's flash runtime (runtime-images.ts flashRuntimeImageFor) and the
+ * environment's active build, when that is a READY flash build of the endpoint's own account (its
+ * artifact is then fetched by a signed URL for that account only, artifactDownloadUrl). Undefined
+ * for any other endpoint or image: it runs as named.
+ */
+export async function flashWorker(
+  ctx: Pick<DomainContext, 'db'>,
+  apps: AppSettings,
+  endpoint: { accountId: string; appEnvironmentId: string | null },
+  image: string,
+): Promise<{ image: string; buildId: string | undefined } | undefined> {
+  if (!endpoint.appEnvironmentId || !flashImage(image)) return undefined;
+  const env = await ctx.db.appEnvironment.findFirst({
+    where: { id: endpoint.appEnvironmentId, app: { accountId: endpoint.accountId } },
+    select: { currentBuildId: true },
+  });
+  const build = env?.currentBuildId
+    ? await ctx.db.build.findFirst({
+        where: { id: env.currentBuildId, kind: 'FLASH', status: 'READY', app: { accountId: endpoint.accountId } },
+        select: { id: true, pythonVersion: true },
+      })
+    : null;
+  return { image: flashRuntimeImageFor(apps, image, build?.pythonVersion)!, buildId: build?.id };
 }

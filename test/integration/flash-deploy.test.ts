@@ -1,9 +1,9 @@
 /**
  * The hosted service's deploy tool run as its users run it: `flash deploy` of a tiny project
  * (test/fixtures/flash-app) with nothing but its URL and key variables pointed at Gantry, then `flash app`,
- * `flash env`, `flash undeploy` and `flash app delete`. The endpoints it makes are Gantry's; their
- * workers are flash's images, which this machine cannot pull (docs/graphql.md says what that takes),
- * so the resources are scaled to zero and nothing here waits for a worker.
+ * `flash env`, `flash undeploy` and `flash app delete`. The endpoints it makes are Gantry's; the
+ * resources are scaled to zero and nothing here waits for a worker (flash-workers.test.ts has their
+ * workers serve).
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
