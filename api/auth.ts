@@ -29,7 +29,11 @@ declare module 'fastify' {
 
 /** `Authorization: Bearer <key>`; anything else is 401 (spec "Authentication"). */
 export function bearerToken(request: FastifyRequest): string | undefined {
-  const header = request.headers.authorization;
+  return bearerOf(request.headers.authorization);
+}
+
+/** The key of an `Authorization` header's value; undefined without one, 401 when it is not `Bearer <key>`. */
+export function bearerOf(header: string | undefined): string | undefined {
   if (!header) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match) throw new DomainError('unauthenticated', 'malformed Authorization header; expected "Bearer <key>"');
@@ -49,7 +53,8 @@ export class AuthFailureThrottle {
     private readonly perMinute: number,
   ) {}
 
-  private check(address: string): void {
+  /** Refuses a blocked address (429), before any key is looked at. */
+  check(address: string): void {
     const until = this.blockedUntil.get(address);
     if (until === undefined) return;
     const left = until - Date.now();

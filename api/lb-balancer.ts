@@ -134,6 +134,14 @@ export class LoadBalancer {
     }
   }
 
+  /** A worker at once when the endpoint's view is loaded and one is in rotation; undefined otherwise (acquire then waits). */
+  takeNow(endpointId: string): { worker: LbWorkerAddress; release: () => void } | undefined {
+    const view = this.views.get(endpointId);
+    if (!view) return undefined;
+    view.lastUsedMs = Date.now();
+    return this.take(view);
+  }
+
   /** Another worker for a request whose worker could not be reached, without waiting. */
   retake(endpointId: string, except: string): { worker: LbWorkerAddress; release: () => void } | undefined {
     const view = this.views.get(endpointId);

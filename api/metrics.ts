@@ -1,4 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Observes a request answered outside Fastify's routes (the load-balancing proxy's HTTP path). */
+    observeRequest?: (method: string, route: string, status: number, seconds: number) => void;
+  }
+}
 import { collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 
 /** Prometheus metrics at /metrics: process defaults plus one histogram of HTTP request durations. */
@@ -18,6 +25,9 @@ export function registerMetrics(app: FastifyInstance): Registry {
       reply.elapsedTime / 1000,
     );
   });
+  app.decorate('observeRequest', (method: string, route: string, status: number, seconds: number) =>
+    duration.observe({ method, route, status: String(status) }, seconds),
+  );
   app.get('/metrics', async (_request, reply) => {
     reply.type(registry.contentType);
     return registry.metrics();

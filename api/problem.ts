@@ -30,6 +30,15 @@ export function sendProblem(reply: FastifyReply, p: Problem): FastifyReply {
   return reply.code(p.status).type('application/problem+json').send(p);
 }
 
+/** A domain error's problem and the headers that go with it; undefined for anything else. */
+export function problemOf(err: unknown): { problem: Problem; headers: Record<string, string> } | undefined {
+  if (!(err instanceof DomainError)) return undefined;
+  return {
+    problem: problem(STATUS_OF[err.kind], err.message, err.errors),
+    headers: err instanceof RetryLater ? { 'retry-after': String(err.retryAfterSeconds) } : {},
+  };
+}
+
 /** Maps anything thrown in a route to a problem+json answer; 5xx details never leak internals. */
 export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   if (err instanceof DomainError) {

@@ -26,22 +26,57 @@ export function rateLimitHeader(decision: RateLimitDecision): string {
   );
 }
 
+/** Serialized policies by their quotas: a policy changes only with its quotas, and serializing it costs as much as a proxied request's routing. */
+const policies = new Map<string, string>();
+
 /** `"minute";q=600;w=60, "hour";q=...;w=3600, "day";q=...;w=86400`. */
 export function rateLimitPolicyHeader(decision: RateLimitDecision): string {
-  return serializeList(
-    decision.windows.map((w) => [
-      w.window,
-      new Map([
-        ['q', w.quota],
-        ['w', w.seconds],
+  const key = decision.windows.map((w) => `${w.window}/${w.quota}/${w.seconds}`).join(',');
+  let header = policies.get(key);
+  if (header === undefined) {
+    header = serializeList(
+      decision.windows.map((w) => [
+        w.window,
+        new Map([
+          ['q', w.quota],
+          ['w', w.seconds],
+        ]),
       ]),
-    ]),
-  );
+    );
+    if (policies.size >= 10_000) policies.clear();
+    policies.set(key, header);
+  }
+  return header;
 }
 
-function setHeaders(reply: FastifyReply, decision: RateLimitDecision): void {
-  reply.header('RateLimit', rateLimitHeader(decision));
-  reply.header('RateLimit-Policy', rateLimitPolicyHeader(decision));
+/**
+ * The headers an answer to a counted request carries: RateLimit and RateLimit-Policy, and over
+ * quota Retry-After.
+ */
+export function rateLimitHeaders(decision: RateLimitDecision): Array<[string, string]> {
+  const headers: Array<[string, string]> = [
+    ['RateLimit', rateLimitHeader(decision)],
+    ['RateLimit-Policy', rateLimitPolicyHeader(decision)],
+  ];
+  if (!decision.allowed && decision.exceeded) headers.push(['Retry-After', String(decision.exceeded.resetSeconds)]);
+  return headers;
+}
+
+/**
+ * Counts one request against `spec`'s windows; over quota it throws `rate_limited` (429). The
+ * caller sets rateLimitHeaders(decision) first, whatever the outcome.
+ */
+export async function consumeQuota(
+  ctx: Pick<DomainContext, 'db' | 'rateLimiter'>,
+  spec: CounterSpec,
+): Promise<RateLimitDecision> {
+  return ctx.rateLimiter ? ctx.rateLimiter.consume(spec) : consumeCounter(ctx.db, spec);
+}
+
+/** Throws `rate_limited` (429) when the decision refused the request. */
+export function refuseOverQuota(decision: RateLimitDecision): void {
+  if (!decision.allowed && decision.exceeded)
+    throw new DomainError('rate_limited', `rate limit exceeded for the ${decision.exceeded.window} window`);
 }
 
 /**
@@ -53,12 +88,9 @@ export async function enforceRateLimit(
   reply: FastifyReply,
   spec: CounterSpec,
 ): Promise<void> {
-  const decision = ctx.rateLimiter ? await ctx.rateLimiter.consume(spec) : await consumeCounter(ctx.db, spec);
-  setHeaders(reply, decision);
-  if (!decision.allowed && decision.exceeded) {
-    reply.header('Retry-After', String(decision.exceeded.resetSeconds));
-    throw new DomainError('rate_limited', `rate limit exceeded for the ${decision.exceeded.window} window`);
-  }
+  const decision = await consumeQuota(ctx, spec);
+  for (const [name, value] of rateLimitHeaders(decision)) reply.header(name, value);
+  refuseOverQuota(decision);
 }
 
 /**

@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { DomainContext } from '../domain/context.ts';
 import { registerMetrics } from './metrics.ts';
 import { errorHandler, problem, sendProblem } from './problem.ts';
@@ -32,12 +33,33 @@ declare module 'fastify' {
 }
 
 /**
+ * The API's HTTP server: requests the load-balancing proxy takes (`entry.take`, set once its routes
+ * are registered) never become Fastify requests; the rest are Fastify's. Its timeouts are those
+ * Fastify sets on a server of its own.
+ */
+function apiServer(
+  fastifyHandler: (req: IncomingMessage, res: ServerResponse) => void,
+  options: FastifyServerOptions,
+  entry: FastifyInstance['lbEntry'],
+): Server {
+  const server = createServer((req, res) => {
+    if (!entry.take?.(req, res)) fastifyHandler(req, res);
+  });
+  server.keepAliveTimeout = options.keepAliveTimeout ?? 72_000;
+  server.requestTimeout = options.requestTimeout ?? 0;
+  server.setTimeout(options.connectionTimeout ?? 0);
+  return server;
+}
+
+/**
  * The Fastify app: the public routes (health, readiness, metrics, the OpenAPI document and its
  * explorer) and what every surface shares; the surfaces themselves, each in its own scope with its
  * own authentication and limits, in routes/index.ts.
  */
 export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance {
+  const lbEntry: FastifyInstance['lbEntry'] = {};
   const app = Fastify({
+    serverFactory: (handler, options) => apiServer(handler, options, lbEntry),
     logger: {
       level: opts.logLevel,
       ...(opts.logStream ? { stream: opts.logStream } : {}),
@@ -96,6 +118,7 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     ...opts.limits,
   };
   app.decorate('surfaceLimits', limits);
+  app.decorate('lbEntry', lbEntry);
   // Before anything reads them: ids and query values that no handler can store (NUL).
   registerInputGuards(app);
   // Worker containers' own address answers the worker protocol and nothing else.

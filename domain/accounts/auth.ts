@@ -116,6 +116,20 @@ export async function authenticateCached(
 }
 
 /**
+ * authenticateCached's principal when this process remembers the key (unexpired); undefined when it
+ * must be read, or failed: authenticateCached then gives the answer.
+ */
+export function authenticateCachedNow(
+  ctx: Pick<DomainContext, 'records'>,
+  presented: string | undefined,
+): Principal | undefined {
+  if (!presented) return undefined;
+  const key = recordCachesOf(ctx).keys.peek(hashKey(presented));
+  if (!key || (key.expiresAt !== null && key.expiresAt <= Date.now())) return undefined;
+  return key.principal;
+}
+
+/**
  * A key as current as a read of it, for the management REST API and GraphQL: through the record
  * cache while the process hears every key change (a revocation reaches it at commit, see
  * domain/shared/record-cache.ts), else read from PostgreSQL.

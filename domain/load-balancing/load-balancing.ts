@@ -14,7 +14,7 @@ import { requireEndpointAccess, requireScope, type Principal } from '../accounts
 import type { DomainContext } from '../context.ts';
 import type { Db } from '../shared/db.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { liveEndpoint } from '../shared/record-cache.ts';
+import { liveEndpoint, liveEndpointNow, type LiveEndpoint } from '../shared/record-cache.ts';
 import { parseNumberOverrides } from '../shared/orchestration-settings.ts';
 
 /** The health path of a load-balancing worker (compat.md): 200 ready, 204 still initializing. */
@@ -94,7 +94,21 @@ export async function authorizeLbCall(
   endpointId: string,
 ): Promise<LbEndpoint> {
   requireScope(principal, 'RUN');
-  const found = await liveEndpoint(ctx, endpointId);
+  return lbEndpointFor(principal, endpointId, await liveEndpoint(ctx, endpointId));
+}
+
+/** authorizeLbCall's answer when this process remembers the endpoint; undefined when it must be read. */
+export function authorizeLbCallNow(
+  ctx: Pick<DomainContext, 'records'>,
+  principal: Principal,
+  endpointId: string,
+): LbEndpoint | undefined {
+  requireScope(principal, 'RUN');
+  const found = liveEndpointNow(ctx, endpointId);
+  return found && lbEndpointFor(principal, endpointId, found);
+}
+
+function lbEndpointFor(principal: Principal, endpointId: string, found: LiveEndpoint | undefined): LbEndpoint {
   if (!found || found.accountId !== principal.accountId) throw notFound('endpoint');
   requireEndpointAccess(principal, endpointId);
   if (found.type !== 'LOAD_BALANCING') {

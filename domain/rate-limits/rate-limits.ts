@@ -142,12 +142,16 @@ interface Lease {
   /** Database epoch seconds minus local epoch seconds. */
   clockOffset: number;
   grantedAt: number;
+  /** The most the last statement asked for: the next asks twice as many when this block went within GROW_WITHIN_MS. */
+  block: number;
   /** The statement under way for this counter: requests arriving meanwhile wait for its block. */
   asking?: Promise<void>;
 }
 
 export interface RateLimiterOptions {
-  /** Most requests one statement may grant. */
+  /** Most requests the first statement of a counter may grant. */
+  firstBlock: number;
+  /** Most requests one statement may grant, however busy the counter. */
   maxBlock: number;
   /** A block is at most this share of what is left of the tightest quota (so blocks shrink near it). */
   blockShare: number;
@@ -155,12 +159,25 @@ export interface RateLimiterOptions {
   staleMs: number;
 }
 
-export const DEFAULT_RATE_LIMITER_OPTIONS: RateLimiterOptions = { maxBlock: 100, blockShare: 1 / 20, staleMs: 10_000 };
+export const DEFAULT_RATE_LIMITER_OPTIONS: RateLimiterOptions = {
+  firstBlock: 100,
+  maxBlock: 6_400,
+  blockShare: 1 / 20,
+  staleMs: 10_000,
+};
+
+/**
+ * A block spent within this long asks for twice as many next time: a busy counter (a proxied
+ * endpoint at thousands of requests a second) runs a statement every second or so instead of one
+ * per `firstBlock` requests, each of which costs more CPU than the requests it admits.
+ */
+const GROW_WITHIN_MS = 1_000;
 
 /**
  * The request limits of one API process, with PostgreSQL still the one count every process shares.
  * A request either spends a token of the block this process holds for its counter (no round trip),
- * or runs one statement that grants a new block: up to `maxBlock` requests, at most `blockShare` of
+ * or runs one statement that grants a new block: up to `firstBlock` requests, twice the last block
+ * for a counter that spent it within a second (up to `maxBlock`), at most `blockShare` of
  * what is left of the tightest window (the account's own quotas included), never more than is
  * left, all counted at once. So the
  * database's count is always at least what every process admitted, and a quota is never passed
@@ -180,27 +197,37 @@ export class RateLimiter {
 
   async consume(spec: CounterSpec): Promise<RateLimitDecision> {
     for (;;) {
-      const now = Date.now();
       const lease = this.leases.get(spec.counter);
       if (lease?.asking) {
         await lease.asking.catch(() => undefined);
         continue;
       }
-      if (
-        lease &&
-        lease.tokens > 0 &&
-        now - lease.grantedAt < this.options.staleMs &&
-        now / 1000 + lease.clockOffset < lease.endsAtEpoch
-      ) {
-        lease.tokens--;
-        return this.decision(lease, now);
-      }
-      return this.ask(spec, lease, now);
+      return this.consumeNow(spec) ?? this.ask(spec, lease, Date.now());
     }
   }
 
+  /** The request admitted from the block this process holds; undefined when the database must be asked. */
+  consumeNow(spec: CounterSpec): RateLimitDecision | undefined {
+    const now = Date.now();
+    const lease = this.leases.get(spec.counter);
+    if (
+      !lease ||
+      lease.asking ||
+      lease.tokens <= 0 ||
+      now - lease.grantedAt >= this.options.staleMs ||
+      now / 1000 + lease.clockOffset >= lease.endsAtEpoch
+    )
+      return undefined;
+    lease.tokens--;
+    return this.decision(lease, now);
+  }
+
   private async ask(spec: CounterSpec, previous: Lease | undefined, now: number): Promise<RateLimitDecision> {
-    const block = this.options.maxBlock;
+    const { firstBlock, maxBlock } = this.options;
+    const block =
+      previous && previous.tokens === 0 && now - previous.grantedAt < GROW_WITHIN_MS
+        ? Math.min(maxBlock, previous.block * 2)
+        : firstBlock;
     const lease: Lease = previous ?? {
       spec,
       tokens: 0,
@@ -209,7 +236,9 @@ export class RateLimiter {
       endsAtEpoch: 0,
       clockOffset: 0,
       grantedAt: 0,
+      block,
     };
+    lease.block = block;
     let result: { rows: GrantRow[]; granted: number } | undefined;
     const asking = grantStatement(this.db, spec, block, this.options.blockShare).then((r) => {
       result = r;

@@ -78,6 +78,11 @@ export class RecordCache<V extends object> {
     return value;
   }
 
+  /** The remembered record under `key` while it is younger than the bound; undefined when it must be read. */
+  peek(key: string): V | undefined {
+    return this.lru.get(key);
+  }
+
   /** Forgets the record under `key`: its next use reads it again. */
   delete(key: string): void {
     this.generation++;
@@ -180,6 +185,11 @@ export function recordCachesOf(ctx: Pick<DomainContext, 'records'>): RecordCache
 }
 
 /** The endpoint unless it does not exist or is being deleted, through the record cache. */
+/** liveEndpoint's answer when this process remembers it; undefined when it must be read. */
+export function liveEndpointNow(ctx: Pick<DomainContext, 'records'>, endpointId: string): LiveEndpoint | undefined {
+  return recordCachesOf(ctx).endpoints.peek(endpointId);
+}
+
 export function liveEndpoint(
   ctx: Pick<DomainContext, 'db' | 'records'>,
   endpointId: string,

@@ -160,6 +160,56 @@ describe('HTTP through the proxy', () => {
     expect(teapot).toMatchObject({ status: 418, body: 'worker w-errors says 418' });
   });
 
+  it("takes plain HTTP before Fastify and answers Fastify's own requests (inject) the same way, counted in the metrics either way", async () => {
+    const { endpointId, base } = await endpointWithWorkers('hand-off', ['w-hand-off']);
+    const auth = `Bearer ${p.adminKey}`;
+    // Headers the client names in Connection describe its connection: the worker never sees them.
+    const direct = await rawRequest(`${base}/any/path?q=1`, {
+      headers: { authorization: auth, connection: 'keep-alive, x-hop', 'x-hop': 'secret', 'x-kept': 'yes' },
+    });
+    expect(direct.status).toBe(200);
+    expect(direct.json()).toMatchObject({ worker: 'w-hand-off', method: 'GET', url: '/any/path?q=1' });
+    expect(direct.json().headers['x-hop']).toBeUndefined();
+    expect(direct.json().headers['x-kept']).toBe('yes');
+    expect(direct.headers.ratelimit).toMatch(/^"minute";r=\d+;t=\d+, "hour";r=\d+;t=\d+, "day";r=\d+;t=\d+$/);
+    expect(direct.headers['ratelimit-policy']).toMatch(
+      /^"minute";q=\d+;w=60, "hour";q=\d+;w=3600, "day";q=\d+;w=86400$/,
+    );
+
+    // A body announced with Expect: 100-continue reaches the worker whole.
+    const body = 'x'.repeat(70_000);
+    const continued = await rawRequest(`${base}/upload`, {
+      method: 'POST',
+      headers: { authorization: auth, expect: '100-continue', 'content-type': 'text/plain' },
+      body,
+    });
+    expect(continued.json()).toMatchObject({ method: 'POST', bodyBytes: body.length });
+
+    // Through Fastify's routing (the server's hand-off is not in the way of inject): same checks, same answer.
+    const injected = await p.app!.inject({
+      method: 'GET',
+      url: `/lb/${endpointId}/via/inject`,
+      headers: { authorization: auth },
+    });
+    expect(injected.statusCode).toBe(200);
+    expect(injected.json()).toMatchObject({ worker: 'w-hand-off', url: '/via/inject' });
+    const refused = await p.app!.inject({ method: 'GET', url: `/lb/${endpointId}/via/inject` });
+    expect(refused.statusCode).toBe(401);
+    expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+    // A malformed Authorization header is a 401 problem, not a worker call.
+    const malformed = await rawRequest(`${base}/health`, { headers: { authorization: 'Basic abc' } });
+    expect(malformed.status).toBe(401);
+    expect(malformed.json().detail).toMatch(/Bearer/);
+
+    const metrics = await (await fetch(`${p.url}/metrics`)).text();
+    const proxied =
+      /gantry_http_request_duration_seconds_count\{method="GET",route="\/lb\/:endpointId\/\*",status="200"\} (\d+)/.exec(
+        metrics,
+      );
+    expect(Number(proxied?.[1])).toBeGreaterThanOrEqual(2);
+    expect(metrics).toMatch(/route="\/lb\/:endpointId\/\*",status="401"\}/);
+  });
+
   it('answers 504 when the worker does not answer within the endpoint timeout', async () => {
     const { base } = await endpointWithWorkers('slow', ['w-slow'], { timeout: 1000 });
     const started = Date.now();

@@ -65,12 +65,37 @@ describe('the request limiter', () => {
       expect(d.windows.map((w) => w.window)).toEqual(['minute', 'hour', 'day']);
     }
     expect(allowed).toBe(2_000);
-    // One block of one request first (nothing known of the counter), then blocks of 100.
-    expect(c.statements()).toBeLessThanOrEqual(22);
-    // Counted up front: what was granted, at least what was admitted.
+    // Blocks of 100 first, each twice the last while they go within a second: a handful of statements.
+    expect(c.statements()).toBeLessThanOrEqual(8);
+    // Counted up front: what was granted, at least what was admitted, and no more than the last block beyond it.
     const count = await stored(db, spec.counter);
     expect(count).toBeGreaterThanOrEqual(2_000);
-    expect(count).toBeLessThan(2_000 + DEFAULT_RATE_LIMITER_OPTIONS.maxBlock);
+    expect(count).toBeLessThan(2_000 + 2_000);
+  });
+
+  it('asks for larger blocks while a counter is busy, and for the first size again once it is not', async () => {
+    await awayFromMinuteEdge();
+    const c = counting(db);
+    const limiter = new RateLimiter(c.db, { ...DEFAULT_RATE_LIMITER_OPTIONS, staleMs: 60_000 });
+    const spec: CounterSpec = {
+      counter: `grow/${newId()}`,
+      quotas: { minute: 10_000_000, hour: 10_000_000, day: 10_000_000 },
+    };
+    for (let i = 0; i < 20_000; i++) expect((await limiter.consume(spec)).allowed).toBe(true);
+    // 100, 200, ..., 6,400 (the most), then 6,400 again: 20,000 requests in 9 statements, not 200.
+    expect(c.statements()).toBeLessThanOrEqual(9);
+    const busy = (await stored(db, spec.counter)) - 20_000;
+    // What is held unspent is at most the largest block.
+    expect(busy).toBeLessThan(DEFAULT_RATE_LIMITER_OPTIONS.maxBlock);
+
+    // A quiet counter: its block lasts longer than a second, so the next is the first size again.
+    const quiet: CounterSpec = { ...spec, counter: `quiet/${newId()}` };
+    const before = c.statements();
+    for (let i = 0; i < 100; i++) await limiter.consume(quiet);
+    await new Promise((r) => setTimeout(r, 1_100));
+    await limiter.consume(quiet);
+    expect(c.statements() - before).toBe(2);
+    expect(await stored(db, quiet.counter)).toBe(2 * DEFAULT_RATE_LIMITER_OPTIONS.firstBlock);
   });
 
   it('one process is exact at the quota', async () => {
@@ -107,7 +132,8 @@ describe('the request limiter', () => {
     // went over is refused. Each keeps asking after a refusal, so what the others still held is
     // spent; one that ended its loop first may have held back a block at most.
     expect(allowed).toBeLessThanOrEqual(quota);
-    expect(allowed).toBeGreaterThanOrEqual(quota - DEFAULT_RATE_LIMITER_OPTIONS.maxBlock);
+    // Near a quota a block is at most a 20th of what is left, however busy the counter.
+    expect(allowed).toBeGreaterThanOrEqual(quota - 3 * quota * DEFAULT_RATE_LIMITER_OPTIONS.blockShare);
     // The count is never below what was admitted; the racing statements that were refused are in
     // it (near the quota blocks are one request: the three pass it by two at most).
     const count = await stored(db, spec.counter);
