@@ -209,8 +209,7 @@ export class LbHttpProxy {
     res.once('close', () => {
       call.release?.();
       if (!res.writableFinished) call.hangup.abort();
-      else if (!process.env.EXP_NOOBS)
-        this.o.observe?.(req.method ?? 'GET', target, res.statusCode, (performance.now() - started) / 1000);
+      else this.o.observe?.(req.method ?? 'GET', target, res.statusCode, (performance.now() - started) / 1000);
     });
     this.admit(req, res, target, call).catch((err: unknown) => {
       const p = problemOf(err);
@@ -238,7 +237,7 @@ export class LbHttpProxy {
       (await authorizeLbCall(ctx, principal, target.endpointId));
     const spec = { counter: `${principal.accountId}/proxy/${endpoint.id}`, quotas: this.o.quotas };
     const decision = ctx.rateLimiter?.consumeNow(spec) ?? (await consumeQuota(ctx, spec));
-    if (!process.env.EXP_NOHDR) for (const [name, value] of rateLimitHeaders(decision)) res.setHeader(name, value);
+    for (const [name, value] of rateLimitHeaders(decision)) res.setHeader(name, value);
     refuseOverQuota(decision);
 
     const waitFrom = Date.now();
@@ -286,7 +285,7 @@ export class LbHttpProxy {
       method: req.method as Dispatcher.HttpMethod,
       headers: attempt.headers as Dispatcher.RequestOptions['headers'],
       body: withBody ? req : undefined,
-      signal: process.env.EXP_NOSIG ? undefined : call.hangup.signal,
+      signal: call.hangup.signal,
       headersTimeout: attempt.endpoint.timeoutMs,
       bodyTimeout: attempt.endpoint.timeoutMs,
     };

@@ -4,7 +4,7 @@
  * anchor for what a proxy costs on this machine) and through Gantry's `/lb/<endpointId>/...` (bearer
  * key checked, quota counted, worker chosen, in-flight counted and published, body streamed).
  *
- *   node --import tsx bench/lb-proxy.ts [seconds=6] [connections=1,10,100] [rounds=1]
+ *   node --import tsx bench/lb-proxy.ts [seconds=6] [connections=1,10,100] [rounds=1] [requests=get,post,ws]
  *
  * The load generators (autocannon's CLI, bench/lb-ws-load.ts for WebSocket echoes) run as processes
  * of their own, so that the CPU each proxy spends per request is read off that proxy alone: the
@@ -25,6 +25,8 @@ import { freePort, startBenchPlatform } from './support.ts';
 const seconds = Number(process.argv[2] ?? 6);
 const connectionLevels = (process.argv[3] ?? '1,10,100').split(',').map(Number);
 const rounds = Number(process.argv[4] ?? 1);
+const REQUESTS = { get: 'GET /health', post: 'POST /process', ws: 'WebSocket echo' } as const;
+const requests = (process.argv[5] ?? 'get,post,ws').split(',').map((k) => REQUESTS[k as keyof typeof REQUESTS]);
 const here = path.dirname(fileURLToPath(import.meta.url));
 const autocannonBin = createRequire(import.meta.url).resolve('autocannon/autocannon.js');
 
@@ -45,7 +47,7 @@ async function waitFor(url: string, what: string): Promise<void> {
 }
 
 // The worker, as its own process.
-const workerPort = Number(process.env.EXP_PORT ?? (await freePort()));
+const workerPort = await freePort();
 const workerProc = spawn(process.execPath, [path.join(here, '../test/fixtures/lb-worker/index.js')], {
   env: { PATH: process.env.PATH ?? '', PORT: String(workerPort), WORKER_NAME: 'bench' },
   stdio: 'ignore',
@@ -253,11 +255,7 @@ const idleMsPerSecond = ((selfCpu() - idleFrom) / 3) * 1000;
 
 for (let round = 0; round < rounds; round++) {
   for (const connections of connectionLevels) {
-    for (const what of (process.env.EXP_ONLY_GET
-      ? ['GET /health']
-      : ['GET /health', 'POST /process', 'WebSocket echo']) as Array<
-      'GET /health' | 'POST /process' | 'WebSocket echo'
-    >) {
+    for (const what of requests) {
       for (const t of targets) {
         const m = what === 'WebSocket echo' ? await webSocket(t, connections) : await http(t, what, connections);
         rows.push({ ...m, what, connections, target: t.name });
