@@ -2,6 +2,7 @@ import type { Deployment } from '../../generated/prisma/client.ts';
 import { deployWorkflowId, type DeployWorkflow } from '../../contracts/workflows.ts';
 import type { Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
+import { rollEndpoints } from '../endpoints/endpoints.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
@@ -141,6 +142,7 @@ export async function deployBuild(
   });
   if (!workflowId) {
     const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
+    await rollForNewCode(ctx, deployment.previousBuildId, build, row.endpoints);
     return await deploymentView(ctx, deployment, row, undefined);
   }
   try {
@@ -163,6 +165,26 @@ export async function deployBuild(
   }
   const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
   return await deploymentView(ctx, deployment, row, build.manifest as unknown as Manifest);
+}
+
+/**
+ * A flash build made active: flash changes the endpoints whose configuration changed itself, and
+ * expects every endpoint of the environment to roll when the code did (spec "deploy" rule 4: a new
+ * source fingerprint starts a rolling release even if the configuration is unchanged), since its
+ * workers run the environment's active build and only new ones fetch it. A build without a
+ * fingerprint is taken as new code.
+ */
+async function rollForNewCode(
+  ctx: DomainContext,
+  previousBuildId: string | null,
+  build: { id: string; fingerprint: string | null },
+  endpoints: Array<{ id: string; deletingAt: Date | null }>,
+): Promise<void> {
+  if (!previousBuildId || previousBuildId === build.id) return;
+  const previous = await ctx.db.build.findUnique({ where: { id: previousBuildId }, select: { fingerprint: true } });
+  if (previous?.fingerprint && previous.fingerprint === build.fingerprint) return;
+  const live = endpoints.filter((e) => !e.deletingAt).map((e) => e.id);
+  await rollEndpoints(ctx, live, { field: 'build', old: previousBuildId, new: build.id });
 }
 
 export async function getDeployment(

@@ -259,6 +259,81 @@ function canonical(value: unknown): string {
   );
 }
 
+type ContainerConfig = Pick<Endpoint, 'image' | 'args' | 'disk' | 'ports' | 'registryId'> & {
+  env: Prisma.InputJsonValue;
+};
+
+/**
+ * Release N+1 of an endpoint whose row `tx` holds locked: the releases before it superseded, the
+ * new one rolling out with `config`. Answers its version; the caller sets the row's.
+ */
+async function createRelease(
+  tx: Prisma.TransactionClient,
+  row: Pick<Endpoint, 'id' | 'currentReleaseVersion'>,
+  config: ContainerConfig,
+  changes: ReleaseDiffEntry[],
+): Promise<number> {
+  const newest = await tx.release.aggregate({ where: { endpointId: row.id }, _max: { version: true } });
+  const version = Math.max(newest._max.version ?? 0, row.currentReleaseVersion) + 1;
+  const finishedAt = new Date();
+  await tx.release.updateMany({
+    where: { endpointId: row.id, status: 'ROLLING_OUT' },
+    data: { status: 'SUPERSEDED', finishedAt },
+  });
+  await tx.release.updateMany({ where: { endpointId: row.id, status: 'COMPLETED' }, data: { status: 'SUPERSEDED' } });
+  await tx.release.create({
+    data: {
+      id: newId(),
+      endpointId: row.id,
+      version,
+      ...config,
+      changes: changes as Prisma.InputJsonValue,
+      status: 'ROLLING_OUT',
+    },
+  });
+  return version;
+}
+
+/**
+ * A rolling release of each endpoint with its configuration unchanged and `change` as the reason
+ * (an app environment's new build: spec "deploy" rule 4, the workers run the environment's active
+ * build and only new workers fetch it). Endpoints being deleted are left alone.
+ */
+export async function rollEndpoints(
+  ctx: DomainContext,
+  endpointIds: string[],
+  change: ReleaseDiffEntry,
+): Promise<void> {
+  for (const id of endpointIds) {
+    const rolled = await ctx.db.$transaction(async (tx) => {
+      const locked = await tx.$queryRaw<
+        Array<{ id: string }>
+      >`SELECT id FROM "Endpoint" WHERE id = ${id} AND "deletingAt" IS NULL FOR UPDATE`;
+      if (locked.length === 0) return undefined;
+      const row = await tx.endpoint.findUniqueOrThrow({ where: { id } });
+      const config = { ...containerConfigOf(row), env: row.env as Prisma.InputJsonValue };
+      const version = await createRelease(tx, row, config, [change]);
+      return tx.endpoint.update({ where: { id }, data: { currentReleaseVersion: version } });
+    });
+    if (!rolled) continue;
+    try {
+      await tellEndpointWorkflow(ctx, rolled);
+    } catch {
+      throw unavailable(
+        `the new build is active but endpoint ${id} has not been told yet (Temporal did not answer in time); repeat the request to roll it`,
+      );
+    }
+  }
+}
+
+const containerConfigOf = (e: Endpoint): Omit<ContainerConfig, 'env'> => ({
+  image: e.image,
+  args: e.args,
+  disk: e.disk,
+  ports: e.ports,
+  registryId: e.registryId,
+});
+
 /**
  * PATCH /v2/serverless/{id}: only what the body names changes. The row (and, for container
  * changes, release N+1) is committed first, in one transaction, after the domain's rules
@@ -348,27 +423,7 @@ export async function updateEndpoint(
         const now = containerValue(next as Endpoint, field);
         if (canonical(old) !== canonical(now)) changes.push({ field, old, new: now });
       }
-      if (changes.length > 0) {
-        const newest = await tx.release.aggregate({ where: { endpointId: id }, _max: { version: true } });
-        const version = Math.max(newest._max.version ?? 0, row.currentReleaseVersion) + 1;
-        const finishedAt = new Date();
-        await tx.release.updateMany({
-          where: { endpointId: id, status: 'ROLLING_OUT' },
-          data: { status: 'SUPERSEDED', finishedAt },
-        });
-        await tx.release.updateMany({ where: { endpointId: id, status: 'COMPLETED' }, data: { status: 'SUPERSEDED' } });
-        await tx.release.create({
-          data: {
-            id: newId(),
-            endpointId: id,
-            version,
-            ...next,
-            changes: changes as Prisma.InputJsonValue,
-            status: 'ROLLING_OUT',
-          },
-        });
-        data.currentReleaseVersion = version;
-      }
+      if (changes.length > 0) data.currentReleaseVersion = await createRelease(tx, row, next, changes);
       return tx.endpoint.update({ where: { id }, data });
     });
   } catch (err) {

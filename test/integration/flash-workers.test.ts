@@ -8,7 +8,7 @@
  * signed URL, checks it and serves the resource's generated handler.
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -161,5 +161,33 @@ describe("flash's endpoints on Gantry's workers", () => {
     expect([health.status, health.body]).toEqual([200, { status: 'healthy' }]);
     // Without a key the proxy refuses.
     expect((await call(`${p.url}/lb/${lb!.id}`, 'GET', '/health')).status).toBe(401);
-  }, 900_000);
+
+    // New code deployed again: the environment's endpoints roll (spec "deploy" rule 4), and the
+    // queue resource's new workers run the new build.
+    const source = path.join(project, 'cpu_worker.py');
+    writeFileSync(source, readFileSync(source, 'utf8').replace('"worker": "cpu"', '"worker": "cpu-v2"'));
+    const again = await flashCli(['deploy', '--no-deps', '--python-version', '3.11']);
+    expect(again.code, again.output).toBe(0);
+    const newBuildId = (await p.ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id } })).currentBuildId;
+    expect(newBuildId).not.toBe(build.id);
+    for (const e of [cpu!, lb!]) {
+      const releases = await p.ctx.db.release.findMany({ where: { endpointId: e.id } });
+      const changes = releases.flatMap((r) => r.changes as Array<{ field: string; old: unknown; new: unknown }>);
+      expect(changes, e.name).toContainEqual({ field: 'build', old: build.id, new: newBuildId });
+    }
+    const v2 = await until(
+      'cpu_worker answering with the new code',
+      async () => {
+        const r = await call(`${p.url}/v2/${cpu!.id}`, 'POST', '/runsync', {
+          key: p.adminKey,
+          body: { input: { input_data: {} } },
+        });
+        return r.body?.output?.worker === 'cpu-v2' ? r.body : undefined;
+      },
+      420_000,
+      1_000,
+      () => workersState(cpu!.id),
+    );
+    expect(v2.output).toEqual({ message: 'hello', worker: 'cpu-v2' });
+  }, 1_200_000);
 });
