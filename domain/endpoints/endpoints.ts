@@ -179,23 +179,41 @@ export async function createEndpoint(
  * JSON is parsed, timestamps are UTC).
  */
 export async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
-  const store = ctx.jobs?.store;
-  const e = store
-    ? (
-        await store.rows<Endpoint>(
-          'SELECT * FROM "Endpoint" WHERE id = $1 AND "accountId" = $2 AND "deletingAt" IS NULL',
-          [id, principal.accountId],
-        )
-      )[0]
-    : await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
-  if (!e) throw notFound('endpoint');
+  const e = await readLiveEndpoint(ctx, id);
+  if (!e || e.accountId !== principal.accountId) throw notFound('endpoint');
   requireEndpointAccess(principal, id);
   return e;
 }
 
+async function readLiveEndpoint(ctx: DomainContext, id: string): Promise<Endpoint | undefined> {
+  const store = ctx.jobs?.store;
+  return store
+    ? (await store.rows<Endpoint>('SELECT * FROM "Endpoint" WHERE id = $1 AND "deletingAt" IS NULL', [id]))[0]
+    : ((await ctx.db.endpoint.findFirst({ where: { id, deletingAt: null } })) ?? undefined);
+}
+
+/**
+ * findOwned for reads: the row this process remembers while it follows changes (a trigger notifies
+ * every change of an `Endpoint` row at commit, and this process's own writes forget theirs before
+ * they answer), else read. Across API processes a read trails a write by the notification's
+ * delivery at most; a process that stops hearing changes reads every row again.
+ */
+async function findOwnedForRead(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
+  const rows = ctx.records?.endpointsFollowChanges ? ctx.records.endpointRows : undefined;
+  const e = rows ? await rows.get(id, () => readLiveEndpoint(ctx, id)) : await readLiveEndpoint(ctx, id);
+  if (!e || e.accountId !== principal.accountId) throw notFound('endpoint');
+  requireEndpointAccess(principal, id);
+  return e;
+}
+
+/** This process's own write of an endpoint row: forgotten before the write is answered (read-your-writes). */
+export function forgetEndpoint(ctx: DomainContext, id: string): void {
+  ctx.records?.endpointRows.delete(id);
+}
+
 export async function getEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<EndpointView> {
   requireScope(principal, 'READ');
-  return endpointView(await findOwned(ctx, principal, id), ctx);
+  return endpointView(await findOwnedForRead(ctx, principal, id), ctx);
 }
 
 export async function listEndpoints(ctx: DomainContext, principal: Principal): Promise<EndpointView[]> {
@@ -315,6 +333,7 @@ export async function rollEndpoints(
       const version = await createRelease(tx, row, config, [change]);
       return tx.endpoint.update({ where: { id }, data: { currentReleaseVersion: version } });
     });
+    forgetEndpoint(ctx, id);
     if (!rolled) continue;
     try {
       await tellEndpointWorkflow(ctx, rolled);
@@ -432,6 +451,7 @@ export async function updateEndpoint(
     }
     throw err;
   }
+  forgetEndpoint(ctx, id);
 
   const reachesWorkflow =
     input.workers !== undefined ||
@@ -480,6 +500,7 @@ export async function deleteEndpoint(ctx: DomainContext, principal: Principal, i
       data: { status: 'CANCELLED', error: ENDPOINT_DELETED, completedAt: now, seq: { increment: 1 }, signalDueAt: now },
     }),
   ]);
+  forgetEndpoint(ctx, id);
   for (const m of models) ctx.records?.models.delete(m.id);
   try {
     await signalDeletion(ctx, e, Date.now() + WORKFLOW_CALL_BUDGET_MS);

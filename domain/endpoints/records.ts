@@ -3,7 +3,7 @@ import type { Endpoint } from '../../generated/prisma/client.ts';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { requireAccountWide } from '../registries/registries.ts';
 import type { DomainContext } from '../context.ts';
-import { createEndpoint, deleteEndpoint, updateEndpoint } from './endpoints.ts';
+import { createEndpoint, deleteEndpoint, forgetEndpoint, updateEndpoint } from './endpoints.ts';
 import { cpuInstanceId, requireCpuInstanceId, type CpuInstance } from '../catalog/cpu-instances.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
@@ -313,6 +313,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       ...(input.minCudaVersion !== undefined ? { minCudaVersion: input.minCudaVersion } : {}),
     },
   });
+  forgetEndpoint(ctx, id);
   return endpointRecord(row);
 }
 

@@ -15,6 +15,7 @@
  * it is down they read every key, and the job API and the proxy fall back to the revocation bound.
  */
 import { LRUCache } from 'lru-cache';
+import type { Endpoint } from '../../generated/prisma/client.ts';
 import type { EndpointType } from '../../generated/prisma/enums.ts';
 import type { Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
@@ -43,7 +44,7 @@ import type { CachedModel } from '../public-models/models.ts';
  */
 export const REVOCATION_BOUND_MS = 1_000;
 
-/** The channel of the key-change trigger; payloads `key:<sha-256 of the key>` and `account:<id>`. */
+/** The channel of the change triggers; payloads `key:<sha-256 of the key>`, `account:<id>` and `endpoint:<id>`. */
 export const RECORD_CHANNEL = 'gantry_records';
 
 /** Most records each cache holds; past it the least recently used one goes. */
@@ -133,6 +134,11 @@ export class RecordCaches {
   readonly endpoints: RecordCache<LiveEndpoint>;
   /** Published models by model id (domain/public-models/models.ts publishedModel). */
   readonly models: RecordCache<CachedModel>;
+  /**
+   * Whole endpoint rows by id, for the management API's reads (domain/endpoints/endpoints.ts
+   * findOwned): used only while the process follows changes, each forgotten when its row changes.
+   */
+  readonly endpointRows: RecordCache<Endpoint>;
 
   /** `boundMs`: REVOCATION_BOUND_MS; tests may shorten it. */
   constructor(
@@ -143,6 +149,7 @@ export class RecordCaches {
     this.workers = new RecordCache(boundMs, max);
     this.endpoints = new RecordCache(boundMs, max);
     this.models = new RecordCache(boundMs, max);
+    this.endpointRows = new RecordCache(boundMs, max);
   }
 
   private following = false;
@@ -156,16 +163,26 @@ export class RecordCaches {
     return this.following;
   }
 
+  /** The same for endpoint rows (a trigger on `Endpoint` notifies every change at commit). */
+  get endpointsFollowChanges(): boolean {
+    return this.following;
+  }
+
   /** The LISTEN session came up or was lost: changes may have gone unheard meanwhile, so every key is read again. */
   changeFeed(live: boolean): void {
     this.following = live;
     this.keys.clear();
+    this.endpointRows.clear();
   }
 
-  /** A notification on RECORD_CHANNEL: the key, or every key of the account, is read again at its next use. */
+  /** A notification on RECORD_CHANNEL: the key, every key of the account, or the endpoint, is read again at its next use. */
   recordChanged(payload: string): void {
     if (payload.startsWith('key:')) this.keys.delete(payload.slice('key:'.length));
-    else if (payload.startsWith('account:')) {
+    else if (payload.startsWith('endpoint:')) {
+      const id = payload.slice('endpoint:'.length);
+      this.endpointRows.delete(id);
+      this.endpoints.delete(id);
+    } else if (payload.startsWith('account:')) {
       const accountId = payload.slice('account:'.length);
       this.keys.forget((k) => k.principal.accountId === accountId);
     }
@@ -184,12 +201,12 @@ export function recordCachesOf(ctx: Pick<DomainContext, 'records'>): RecordCache
   return ctx.records;
 }
 
-/** The endpoint unless it does not exist or is being deleted, through the record cache. */
 /** liveEndpoint's answer when this process remembers it; undefined when it must be read. */
 export function liveEndpointNow(ctx: Pick<DomainContext, 'records'>, endpointId: string): LiveEndpoint | undefined {
   return recordCachesOf(ctx).endpoints.peek(endpointId);
 }
 
+/** The endpoint unless it does not exist or is being deleted, through the record cache. */
 export function liveEndpoint(
   ctx: Pick<DomainContext, 'db' | 'records'>,
   endpointId: string,

@@ -284,13 +284,45 @@ describe('the revocation bound', () => {
     );
   });
 
-  it('a deleted endpoint: the job API and the proxy within the bound', async () => {
+  /** Management REST's read of one endpoint: admitted while it lives, 404 once it is being deleted. */
+  const endpointRead = (endpointId: string, key: string, cached: boolean): Probe => ({
+    name: 'management REST read',
+    cached,
+    call: () => call('GET', `/v2/serverless/${endpointId}`, key),
+    admitted: (r) => r.status === 200 && r.body?.id === endpointId,
+    refused: (r) => r.status === 404,
+  });
+
+  it('a deleted endpoint: every path as soon as the change notification arrives', async () => {
     const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
-    const issued = await issueApiKey(t.ctx.db, accountId, 'endpoint user', ['RUN']);
+    const issued = await issueApiKey(t.ctx.db, accountId, 'endpoint user', ['RUN', 'READ']);
     const key = () => issued.key;
-    await expectBound([jobApi(queue, key, 404), proxy(lb, key, 404)], async () => {
-      await t.ctx.db.endpoint.updateMany({ where: { id: { in: [queue, lb] } }, data: { deletingAt: new Date() } });
-    });
+    await expectRefusedOnNotice(
+      [jobApi(queue, key, 404), proxy(lb, key, 404), endpointRead(queue, issued.key, true)],
+      async () => {
+        await t.ctx.db.endpoint.updateMany({ where: { id: { in: [queue, lb] } }, data: { deletingAt: new Date() } });
+      },
+    );
+  });
+
+  it('a deleted endpoint while the process hears no changes: management reads at once, the job API and the proxy within the bound', async () => {
+    const [queue, lb] = [await queueEndpoint(), await lbEndpoint()];
+    const issued = await issueApiKey(t.ctx.db, accountId, 'endpoint user unheard', ['RUN', 'READ']);
+    const key = () => issued.key;
+    const records = recordCachesOf(t.ctx);
+    await t.ctx.db.$executeRawUnsafe('ALTER TABLE "Endpoint" DISABLE TRIGGER "Endpoint_notify_change"');
+    records.changeFeed(false);
+    try {
+      await expectBound(
+        [jobApi(queue, key, 404), proxy(lb, key, 404), endpointRead(queue, issued.key, false)],
+        async () => {
+          await t.ctx.db.endpoint.updateMany({ where: { id: { in: [queue, lb] } }, data: { deletingAt: new Date() } });
+        },
+      );
+    } finally {
+      await t.ctx.db.$executeRawUnsafe('ALTER TABLE "Endpoint" ENABLE TRIGGER "Endpoint_notify_change"');
+      records.changeFeed(true);
+    }
   });
 
   it('a revoked worker credential: the worker protocol within the bound; the new credential works at once', async () => {
