@@ -38,12 +38,17 @@ interface Row {
   p99: number;
   non2xx: number;
   errors: number;
+  /** CPU of the API's event loop (the main thread; the load generator runs in a worker thread) per request, µs. */
+  cpuUs: number;
 }
 
 async function run(name: string, opts: autocannon.Options): Promise<Row> {
   // The load generator runs in a worker thread: it must not share the server's event loop.
+  const cpuBefore = process.threadCpuUsage();
   const result = await autocannon({ connections, duration: seconds, workers: 1, ...opts });
+  const cpu = process.threadCpuUsage(cpuBefore);
   return {
+    cpuUs: (cpu.user + cpu.system) / Math.max(1, result.requests.total),
     name,
     reqPerSec: result.requests.average,
     p50: result.latency.p50,
@@ -94,10 +99,12 @@ const spec = await fetch(url, { headers }).then((r) => r.json());
 console.log(
   `connections ${connections}, ${seconds} s each, rate limiting on; final scaling ${JSON.stringify((spec as { scaling: unknown }).scaling)}`,
 );
-console.log('| request | req/s | p50 ms | p99 ms | non-2xx | errors |');
-console.log('|---|---|---|---|---|---|');
+console.log('| request | req/s | p50 ms | p99 ms | non-2xx | errors | API main thread CPU µs/req |');
+console.log('|---|---|---|---|---|---|---|');
 for (const r of rows)
-  console.log(`| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} |`);
+  console.log(
+    `| ${r.name} | ${r.reqPerSec.toFixed(0)} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.errors} | ${r.cpuUs.toFixed(0)} |`,
+  );
 console.log(`rate-limit statement alone: ${limiterMs.toFixed(2)} ms per call (${calls} sequential calls)`);
 console.log(
   `GET /v2/serverless/{id} as a ratio to the floor: ${((100 * rows[1]!.reqPerSec) / rows[0]!.reqPerSec).toFixed(1)} %`,
