@@ -12,7 +12,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Agent, type Dispatcher } from 'undici';
 import { authenticateCached, authenticateCachedNow } from '../domain/accounts/index.ts';
 import type { DomainContext } from '../domain/context.ts';
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, notFound } from '../domain/errors.ts';
 import {
   authorizeLbCall,
   authorizeLbCallNow,
@@ -39,6 +39,8 @@ export interface LbTarget {
 const MAX_ATTEMPTS = 3;
 const CONNECT_TIMEOUT_MS = 5_000;
 const LB_PREFIX = '/lb/';
+/** The shape of every endpoint id (domain/shared/ids.ts), with room to spare. */
+const ENDPOINT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** `<endpointId>.<domain>[:port]` to the endpoint id; undefined for any other host. */
 export function endpointIdFromHost(host: string | undefined, domain: string): string | undefined {
@@ -232,6 +234,8 @@ export class LbHttpProxy {
       (await (throttle
         ? throttle.guard(address, () => authenticateCached(ctx, presented))
         : authenticateCached(ctx, presented)));
+    // No look-up for what cannot be an endpoint id (the router's parameter limit, before this path).
+    if (!ENDPOINT_ID.test(target.endpointId)) throw notFound('endpoint');
     const endpoint =
       authorizeLbCallNow(ctx, principal, target.endpointId) ??
       (await authorizeLbCall(ctx, principal, target.endpointId));

@@ -196,6 +196,10 @@ describe('HTTP through the proxy', () => {
     const refused = await p.app!.inject({ method: 'GET', url: `/lb/${endpointId}/via/inject` });
     expect(refused.statusCode).toBe(401);
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+    // What cannot be an endpoint id is not looked up: 404, as an unknown one.
+    const long = await rawRequest(`${p.url}/lb/${'a'.repeat(5_000)}/health`, { headers: { authorization: auth } });
+    expect(long.status).toBe(404);
+    expect(long.json().detail).toBe('endpoint not found');
     // A malformed Authorization header is a 401 problem, not a worker call.
     const malformed = await rawRequest(`${base}/health`, { headers: { authorization: 'Basic abc' } });
     expect(malformed.status).toBe(401);
