@@ -30,6 +30,7 @@ import { authorizeLbCall, type LbEndpoint, type LbWorkerAddress } from '../domai
 import { bearerToken, throttledAuth } from './auth.ts';
 import { enforceRateLimit } from './rate-limit.ts';
 import { LoadBalancer } from './lb-balancer.ts';
+import { problem, sendProblem } from './problem.ts';
 import { endpointIdFromHost, forwardedHeaders, HOP_BY_HOP, LbHttpProxy, lbTargetOf, type Routing } from './lb-http.ts';
 
 interface LbWebSocketState {
@@ -180,7 +181,10 @@ export const lbProxyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       );
     }
     // Counted for the whole session; a client gone meanwhile ends its count now.
-    if (hangup.signal.aborted || request.raw.socket?.destroyed) return got.release();
+    if (hangup.signal.aborted || request.raw.socket?.destroyed) {
+      got.release();
+      return sendProblem(reply, problem(499, 'the client closed the connection before a worker was chosen'));
+    }
     request.lb = { endpoint, worker: got.worker, routing };
     reply.raw.once('close', got.release);
   });
