@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { create } from 'tar';
-import { builtRuntime, runtimeRecipe } from '../domain/apps/index.ts';
+import { builtRuntime, FLASH_RUNTIME_MODULE, runtimeRecipe } from '../domain/apps/index.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
 import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
 import type { SshPool } from '../hostctl/ssh.ts';
@@ -49,8 +49,8 @@ export async function ensureRuntimeImage(
     pool,
     h,
     image,
-    await buildContext(contextDir, runtime.flash ? 'gantry_flash' : 'gantry'),
-    { BASE_IMAGE: base, PACKAGES: packages.join(' ') },
+    await buildContext(contextDir, 'gantry'),
+    { BASE_IMAGE: base, PACKAGES: packages.join(' '), ...(runtime.flash ? { MODULE: FLASH_RUNTIME_MODULE } : {}) },
     { timeoutMs, signal: Context.current().cancellationSignal },
   );
   return 'built';

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Type, type Static } from 'typebox';
 import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/index.ts';
 import {
+  FLASH_RUNTIME_MODULE,
   FLASH_RUNTIME_PACKAGES,
   GPU_RUNTIME_PACKAGES,
   runtimeContextDigest,
@@ -10,7 +11,7 @@ import {
 } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
-import { FLASH_RUNTIME_CONTEXT_DIR, RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
+import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
 import { parseLocalHostLabels, type LocalHostSettings } from '../domain/hosts/index.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
 import { parseLbHealthSettings } from '../domain/load-balancing/index.ts';
@@ -205,7 +206,6 @@ function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
     ),
   );
   const flashGpuPackages = [...new Set([...gpuPackages, ...flashPackages])];
-  const flashFiles = runtimeContextFiles(FLASH_RUNTIME_CONTEXT_DIR, 'gantry_flash');
   return {
     runtimeImage: env.GANTRY_RUNTIME_IMAGE?.trim() || undefined,
     runtimeBaseImage,
@@ -225,9 +225,9 @@ function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
       gpuBaseImage,
       packages: flashPackages,
       gpuPackages: flashGpuPackages,
-      digest: runtimeContextDigest(flashFiles, `${flashBase}\0${flashPackages.join(' ')}`),
-      gpuDigest: runtimeContextDigest(flashFiles, `${gpuBaseImage}\0${flashGpuPackages.join(' ')}`),
-      contextDir: FLASH_RUNTIME_CONTEXT_DIR,
+      digest: runtimeContextDigest(files, `${flashBase}\0${flashPackages.join(' ')}\0${FLASH_RUNTIME_MODULE}`),
+      gpuDigest: runtimeContextDigest(files, `${gpuBaseImage}\0${flashGpuPackages.join(' ')}\0${FLASH_RUNTIME_MODULE}`),
+      contextDir: RUNTIME_CONTEXT_DIR,
     },
   };
 }

@@ -2,11 +2,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The runtime image's build context: sdk/python's Containerfile and the `gantry` package, without tests and caches. */
+/**
+ * Every runtime image's build context (the flash runtime's too: it runs gantry.flash): sdk/python's
+ * Containerfile and the `gantry` package, without tests and caches.
+ */
 export const RUNTIME_CONTEXT_DIR = fileURLToPath(new URL('../sdk/python', import.meta.url));
-
-/** The flash runtime image's build context: sdk/flash-runtime's Containerfile and the `gantry_flash` package. */
-export const FLASH_RUNTIME_CONTEXT_DIR = fileURLToPath(new URL('../sdk/flash-runtime', import.meta.url));
 
 /** The files that go into the runtime image, for the digest in its name (domain/apps/apps.ts runtimeContextDigest). */
 export function runtimeContextFiles(

@@ -4,7 +4,7 @@
  * may import without shipping them (torch and its kin: gigabytes with their CUDA libraries, too
  * large for an artifact). Hosts build them from sdk/python/Containerfile unless an operator names
  * images to pull (docs/apps.md, "Runtime images"). Endpoints of the hosted `flash` tool run the flash
- * runtime in place of flash's own images, built from sdk/flash-runtime (docs/apps.md, "Flash workers").
+ * runtime in place of flash's own images, built from sdk/python's Containerfile with MODULE=gantry.flash (docs/apps.md, "Flash workers").
  */
 import type { AppSettings } from '../shared/index.ts';
 import type { Manifest } from './manifest.ts';
@@ -15,9 +15,12 @@ export const GPU_RUNTIME_PACKAGES = ['torch', 'torchvision', 'torchaudio', 'nump
 /**
  * What the flash runtime adds to its base: the hosted deploy tool's package at the version Gantry's
  * flash support is tested with, and the `runpod` worker SDK (with FastAPI and uvicorn) that its
- * queue handlers and load-balanced apps run on (sdk/flash-runtime).
+ * queue handlers and load-balanced apps run on (sdk/python/gantry/flash.py).
  */
 export const FLASH_RUNTIME_PACKAGES = ['runpod-flash==1.19.0', 'runpod==1.12.0'] as const;
+
+/** The flash runtime's entry point: the runtime images' Containerfile runs this module (its MODULE build argument). */
+export const FLASH_RUNTIME_MODULE = 'gantry.flash';
 
 /** Images of these repositories are built on the host (hostctl buildImage) when missing, never pulled. */
 const CPU_REPOSITORY = 'localhost/gantry-runtime';

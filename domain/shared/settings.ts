@@ -61,7 +61,7 @@ export interface AppSettings {
   /**
    * The runtime that endpoints of the hosted service's `flash` tool run in place of its images
    * (`runpod/flash*:py3.X-...`, from a registry hosts may not reach): flash's package and the
-   * `runpod` worker SDK on a Python of the tag's version (sdk/flash-runtime).
+   * `runpod` worker SDK on a Python of the tag's version, running gantry.flash (sdk/python).
    */
   flashRuntime: {
     /** Images to pull instead of building them ({python} replaced); undefined: hosts build them. */
@@ -75,7 +75,7 @@ export interface AppSettings {
     gpuPackages: string[];
     digest: string;
     gpuDigest: string;
-    /** The build context (sdk/flash-runtime: the Containerfile and the gantry_flash package). */
+    /** The build context (sdk/python, as the other runtimes': the Containerfile and the gantry package). */
     contextDir: string;
   };
 }

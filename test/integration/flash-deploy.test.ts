@@ -5,13 +5,13 @@
  * resources are scaled to zero and nothing here waits for a worker (flash-workers.test.ts has their
  * workers serve).
  */
-import { execFile } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestPlatform } from '../support/platform.ts';
+import { flashCli as runFlash } from '../support/flash-cli.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
 import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
 
@@ -37,33 +37,8 @@ afterAll(async () => {
 }, 120_000);
 
 /** `flash <args>` in the project, as a user with nothing but the URL and key variables set runs it. */
-function flashCli(args: string[]): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      python,
-      ['-m', 'runpod_flash.cli.main', ...args],
-      {
-        cwd: project,
-        encoding: 'utf8',
-        timeout: 300_000,
-        env: {
-          PATH: process.env.PATH,
-          HOME: home,
-          COLUMNS: '200',
-          RUNPOD_API_KEY: p.adminKey,
-          RUNPOD_API_BASE_URL: p.url,
-          RUNPOD_ENDPOINT_BASE_URL: `${p.url}/v2`,
-          RUNPOD_REST_API_URL: `${p.url}/v2`,
-          RUNPOD_HAPI_URL: p.url,
-          RUNPOD_CONSOLE_URL: p.url,
-          FLASH_NO_UPDATE_CHECK: '1',
-        },
-      },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}${stderr}` }),
-    );
-  });
-}
+const flashCli = (args: string[]): ReturnType<typeof runFlash> =>
+  runFlash({ python, project, home, url: p.url, key: p.adminKey }, args);
 
 describe('flash, the hosted deploy tool, against Gantry', () => {
   it('deploys a project, lists its app and environment, undeploys it and deletes the app', async () => {

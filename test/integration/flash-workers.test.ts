@@ -3,11 +3,11 @@
  * fixture project (test/fixtures/flash-app), then a job on its queue resource and a request to its
  * load-balanced resource, each answered by a real worker on the SSH test host. Their endpoints name
  * flash's images (runpod/flash-cpu, runpod/flash-lb-cpu), which no registry here serves; Gantry runs
- * its flash runtime in their place (sdk/flash-runtime, built on the host on a base with flash's
+ * its flash runtime in their place (gantry.flash of sdk/python, built on the host on a base with flash's
  * packages: test/support/flash-base-image.ts), which fetches the environment's active build by a
  * signed URL, checks it and serves the resource's generated handler.
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureFlashBaseImage } from '../support/flash-base-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
+import { flashCli as runFlash } from '../support/flash-cli.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
 import { managedContainers, startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
 
@@ -48,33 +49,8 @@ afterAll(async () => {
 }, 180_000);
 
 /** `flash <args>` in the project, as a user with nothing but the URL and key variables set runs it. */
-function flashCli(args: string[]): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      python,
-      ['-m', 'runpod_flash.cli.main', ...args],
-      {
-        cwd: project,
-        encoding: 'utf8',
-        timeout: 300_000,
-        env: {
-          PATH: process.env.PATH,
-          HOME: home,
-          COLUMNS: '200',
-          RUNPOD_API_KEY: p.adminKey,
-          RUNPOD_API_BASE_URL: p.url,
-          RUNPOD_ENDPOINT_BASE_URL: `${p.url}/v2`,
-          RUNPOD_REST_API_URL: `${p.url}/v2`,
-          RUNPOD_HAPI_URL: p.url,
-          RUNPOD_CONSOLE_URL: p.url,
-          FLASH_NO_UPDATE_CHECK: '1',
-        },
-      },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}${stderr}` }),
-    );
-  });
-}
+const flashCli = (args: string[]): ReturnType<typeof runFlash> =>
+  runFlash({ python, project, home, url: p.url, key: p.adminKey }, args);
 
 /** What the endpoint's workers are doing and what their containers printed last: for a timeout's message. */
 async function workersState(endpointId: string): Promise<unknown> {

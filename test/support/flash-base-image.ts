@@ -3,7 +3,7 @@
  * container builds no PyPI: the Debian-made Python base (python-base-image.ts) with the packages of
  * the pinned flash client set (runpod-flash, runpod and their dependencies,
  * test/fixtures/flash-client/requirements.txt) installed by this machine's pip for that Python into
- * its dist-packages. The platform then builds the flash runtime on it (sdk/flash-runtime/Containerfile
+ * its dist-packages. The platform then builds the flash runtime on it (sdk/python/Containerfile with MODULE=gantry.flash
  * installs nothing the base can import), as an operator of hosts without PyPI would
  * (docs/apps.md, "Runtime images"). Built once per machine, named by a hash of what went in.
  */

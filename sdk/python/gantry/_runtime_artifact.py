@@ -89,19 +89,25 @@ def _check_sha256(sha256, variable):
     return sha256
 
 
-def _ensure_tree(url, sha256, cache, name, what, check=None):
+def _ensure_tree(url, sha256, cache, name, what, check=None, keep_archive=False):
     """<cache>/<name>: the extracted tree of the gzip tar at url, whose bytes must have sha256; from
     the cache when there. Workers on one host share the cache: an exclusive lock per tree makes the
-    others wait for the first, and the tree appears by an atomic rename, never half-written."""
+    others wait for the first, and the tree appears by an atomic rename, never half-written. With
+    keep_archive the verified bytes stay beside it too, as <cache>/<name>.tar.gz."""
     final = os.path.join(cache, name)
-    if os.path.isdir(final):
+    kept = f"{final}.tar.gz" if keep_archive else None
+
+    def cached():
+        return os.path.isdir(final) and (kept is None or os.path.isfile(kept))
+
+    if cached():
         log(f"{what} {sha256[:12]} found in the cache")
         return final
     os.makedirs(cache, exist_ok=True)
     started = time.monotonic()
     with open(os.path.join(cache, f"{name}.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.isdir(final):
+        if cached():
             log(f"{what} {sha256[:12]} extracted by another worker (waited {time.monotonic() - started:.1f} s)")
             return final
         # Leftovers of a worker killed half-way; only the lock holder writes these.
@@ -115,15 +121,18 @@ def _ensure_tree(url, sha256, cache, name, what, check=None):
                 got = _download(url, f, f"the {what}")
             if got != sha256:
                 raise Fatal(f"the {what}'s sha256 is {got}, expected {sha256}: refusing to run it")
-            tmp = tempfile.mkdtemp(dir=cache, prefix=f".{name}.")
-            try:
-                _safe_extract(archive, tmp, f"the {what}")
-                if check is not None:
-                    check(tmp)
-                os.rename(tmp, final)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+            if not os.path.isdir(final):
+                tmp = tempfile.mkdtemp(dir=cache, prefix=f".{name}.")
+                try:
+                    _safe_extract(archive, tmp, f"the {what}")
+                    if check is not None:
+                        check(tmp)
+                    os.rename(tmp, final)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+            if kept is not None:
+                os.rename(archive, kept)
         finally:
             try:
                 os.unlink(archive)
@@ -143,6 +152,15 @@ def ensure_artifact(url, sha256, cache):
     verified and extracted into it."""
     sha256 = _check_sha256(sha256, "GANTRY_ARTIFACT_SHA256")
     return _ensure_tree(url, sha256, cache, sha256, "artifact", _has_manifest)
+
+
+def ensure_flash_build(url, sha256, cache):
+    """(archive, tree) of a build of the hosted flash tool: <cache>/flash-<sha256>.tar.gz, the
+    verified bytes (flash's workers keep them at a path of their own), and <cache>/flash-<sha256>/,
+    their extracted tree. Shared and made like artifacts."""
+    sha256 = _check_sha256(sha256 or "", "GANTRY_ARTIFACT_SHA256")
+    tree = _ensure_tree(url, sha256, cache, f"flash-{sha256}", "artifact", None, keep_archive=True)
+    return f"{tree}.tar.gz", tree
 
 
 def ensure_source(url, sha256, cache):

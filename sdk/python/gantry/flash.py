@@ -1,4 +1,4 @@
-"""`python3 -m gantry_flash`: the command of Gantry's flash runtime image.
+"""`python3 -m gantry.flash`: the command of Gantry's flash runtime image (sdk/python/Containerfile, MODULE=gantry.flash).
 
 A build of the hosted service's `flash` tool is a gzip tar whose root holds the project's files,
 its dependencies, flash's own package, `flash_manifest.json` and one generated `handler_<resource>.py`
@@ -24,7 +24,8 @@ import runpy
 import sys
 import tempfile
 
-from .artifact import Fatal, ensure_artifact, extract, log
+from ._runtime_artifact import _safe_extract, ensure_flash_build
+from ._runtime_common import Fatal, log
 
 STAGED = "/root/.runpod/artifact.tar.gz"
 DEFAULT_CACHE = "/var/cache/gantry/artifacts"
@@ -46,12 +47,12 @@ def unpacked_tree(env):
     """The directory of the unpacked build."""
     url = env.get("GANTRY_ARTIFACT_URL")
     if url:
-        tarball, tree = ensure_artifact(url, env.get("GANTRY_ARTIFACT_SHA256"), env.get("GANTRY_ARTIFACT_CACHE") or DEFAULT_CACHE)
+        tarball, tree = ensure_flash_build(url, env.get("GANTRY_ARTIFACT_SHA256"), env.get("GANTRY_ARTIFACT_CACHE") or DEFAULT_CACHE)
         _stage(tarball)
         return tree
     if os.path.isfile(STAGED):
         tree = tempfile.mkdtemp(prefix="flash-app-")
-        extract(STAGED, tree)
+        _safe_extract(STAGED, tree)
         log(f"unpacked {STAGED}")
         return tree
     raise Fatal(
@@ -101,6 +102,9 @@ def main(env=None):
     # reads its manifest from the working directory.
     os.chdir(tree)
     sys.path.insert(0, tree)
+    # The runpod worker SDK's start-up probe of a public DNS server would stop workers on hosts
+    # without internet access.
+    os.environ.setdefault("RUNPOD_SKIP_AUTO_SYSTEM_CHECKS", "true")
     if is_load_balanced(tree, resource, env):
         serve_lb(handler_file, int(env.get("PORT") or 80))
     else:
@@ -113,5 +117,5 @@ if __name__ == "__main__":
     try:
         main()
     except Fatal as e:
-        print(f"gantry-flash: {e}", file=sys.stderr, flush=True)
+        print(f"gantry: {e}", file=sys.stderr, flush=True)
         sys.exit(e.code)

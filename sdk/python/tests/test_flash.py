@@ -1,4 +1,4 @@
-"""gantry_flash: the artifact's download, check, cache and staging, and which handler is served."""
+"""gantry.flash (the flash runtime's entry point): the build's download, check, cache and staging, and which handler is served."""
 
 import hashlib
 import http.server
@@ -12,10 +12,11 @@ import threading
 import unittest
 from unittest import mock
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import support  # noqa: F401  (puts sdk/python on sys.path)
 
-import gantry_flash.__main__ as entry  # noqa: E402
-from gantry_flash.artifact import Fatal, ensure_artifact  # noqa: E402
+import gantry.flash as entry
+from gantry._runtime_artifact import ensure_flash_build as ensure_artifact
+from gantry._runtime_common import Fatal
 
 
 def make_tar(entries):
