@@ -62,6 +62,8 @@ class PendingWaiter implements Waiter {
     this.hub.remove(this);
     // A queue wake-up this request took but will not act on belongs to another taker.
     if (this.kind === 'q' && this.woken && !this.observed) this.hub.wake('q', this.key);
+    // A wait still pending (a take handed its job while waiting) ends now, with its timer.
+    this.resolve?.({ woken: false });
   }
 }
 

@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
 import { DomainError, notFound, RetryLater, validationFailed } from '../errors.ts';
 import { idempotencyKeyOf, requestFingerprint } from './idempotency.ts';
-import { isTerminal, type HealthCounts, type JobRow, type JobStatus, type NewJob } from './rows.ts';
+import type { TakeOffer } from './handoff.ts';
+import { isTerminal, type HealthCounts, type JobRow, type JobStatus, type NewJob, type TakenJob } from './rows.ts';
 import { validate } from '../shared/validation.ts';
 import { webhookUrlProblem } from './webhook-targets.ts';
 import { isModelId, validateModelInput, type CachedModel } from '../public-models/models.ts';
@@ -138,6 +139,9 @@ async function submit(
     lowPriority: req.policy?.lowPriority ?? false,
     sync,
   };
+  // A runsync job with a worker's take waiting in this process goes straight to that worker.
+  const offer = sync && fingerprint === undefined ? jobs.offers.claim(endpointId) : undefined;
+  if (offer) return { row: await handOff(jobs, job, offer), replayed: false };
   let row: JobRow | undefined;
   try {
     if (idempotencyKey === undefined || fingerprint === undefined) {
@@ -173,6 +177,21 @@ async function submit(
   jobs.signals.state(row);
   jobs.queued({ endpointId, jobId: row.id, lowPriority: row.lowPriority });
   return { row, replayed: false };
+}
+
+/** Inserts the job already taken by the offer's worker and hands it to that worker's waiting take. */
+async function handOff(jobs: JobRuntime, job: NewJob, offer: TakeOffer): Promise<JobRow> {
+  let taken: TakenJob;
+  try {
+    taken = await jobs.store.insertTaken(job, offer.workerId);
+  } catch (err) {
+    offer.deliver([]);
+    if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
+    throw err;
+  }
+  offer.deliver([taken]);
+  jobs.signals.state(taken);
+  return taken;
 }
 
 /**

@@ -5,6 +5,7 @@
  * (workflows/job.ts) owns its timers and its webhook.
  */
 export * from './client-api.ts';
+export * from './handoff.ts';
 export * from './idempotency.ts';
 export * from './lost-workers.ts';
 export * from './queue-endpoints.ts';

@@ -75,6 +75,36 @@ export class JobStore extends JobSupervision {
   }
 
   /**
+   * A runsync job inserted already taken by a worker whose take waits in this process (handoff.ts):
+   * the insert and the take in one statement. Relaxed like a runsync insert and a take (the client
+   * is answered with the result, whose commit flushes this one); no queue notification, since
+   * nothing was queued. The queue cap does not apply: the job never waits in the queue.
+   */
+  async insertTaken(job: NewJob, workerId: string): Promise<TakenJob> {
+    const [row] = await this.rows<TakenJob>(
+      `WITH ${relaxedCommit()}, j AS (
+         INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt", "modelId", "workerId", "startedAt", seq)
+         VALUES ($1, $2, $3, 'IN_PROGRESS', $4::jsonb, $5, $6::int, $7::int, $8::boolean, true, now(), now() + $7::int * interval '1 millisecond', now(), $9, $10, now(), 1)
+         RETURNING *)
+       SELECT ${COLS_LEAN}, j.input FROM j CROSS JOIN relaxed`,
+      [
+        job.id,
+        job.endpointId,
+        job.accountId,
+        job.inputJson,
+        job.webhook,
+        job.executionTimeoutMs,
+        job.ttlMs,
+        job.lowPriority,
+        job.modelId ?? null,
+        workerId,
+      ],
+    );
+    if (!row) throw new Error(`job ${job.id} was not inserted`);
+    return row;
+  }
+
+  /**
    * insert for a request with an idempotency key (idempotency.ts): the job is queued with its key
    * and request fingerprint unless the account already has a job under that key on the endpoint,
    * which is then read instead, in the same statement. The key's unique index decides, so two

@@ -14,6 +14,7 @@
 import type { DomainContext } from '../context.ts';
 import type { Db } from '../shared/db.ts';
 import type { JobStore } from './queue.ts';
+import { TakeOffers } from './handoff.ts';
 import type { OutputStoreDeps } from '../public-models/outputs.ts';
 import { publishedModel, type CachedModel } from '../public-models/models.ts';
 import { recordCachesOf, type RecordCaches } from '../shared/record-cache.ts';
@@ -72,6 +73,8 @@ export class JobRuntime {
   /** Where public models' outputs are stored and how their URLs are signed. */
   readonly outputs: OutputStoreDeps;
   private readonly db: Db;
+  /** Takes waiting in this process that a runsync submission can hand its job to (handoff.ts). */
+  readonly offers = new TakeOffers();
   /** Set by `stop`: waits return at once and take no new work. */
   closing = false;
   /** Final states signalled since the last flush: their marks are cleared in one statement. */

@@ -10,7 +10,7 @@ import type { JobRow, NotifyKind } from './rows.ts';
 export interface Waiter {
   /** Resolves when woken (with the job row when the waker had it), or with woken=false on timeout or abort. */
   wait(timeoutMs: number, abort?: AbortSignal): Promise<{ woken: boolean; row?: JobRow }>;
-  /** Stops watching. A queue wake-up received but never waited for is handed to the next waiter. */
+  /** Stops watching; a wait still pending returns, not woken. A queue wake-up received but never waited for is handed to the next waiter. */
   release(): void;
 }
 

@@ -48,7 +48,22 @@ export async function takeJobs(jobs: JobRuntime, worker: WorkerIdentity, opts: T
       }
       const left = deadline - Date.now();
       if (left <= 0 || jobs.closing || opts.abort?.aborted) return [];
-      await waiter.wait(Math.min(left, REPOLL_MS), opts.abort);
+      // While it waits, a runsync submission may hand this worker its job directly (handoff.ts).
+      const offer = jobs.offers.offer(worker.endpointId, worker.workerId, opts.abort);
+      let woken = false;
+      const waited = waiter.wait(Math.min(left, REPOLL_MS), opts.abort).then((r) => {
+        woken = r.woken;
+      });
+      await Promise.race([waited, offer.claimed]);
+      const handed = offer.withdraw();
+      if (handed) {
+        const taken = await handed;
+        if (taken.length > 0) {
+          // A queue wake-up this take received meanwhile is another taker's to act on.
+          if (woken) jobs.wakeups.wake('q', worker.endpointId);
+          return taken;
+        }
+      }
     } finally {
       waiter.release();
     }

@@ -4,6 +4,7 @@
  * handed out twice under concurrent takers.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jobRuntimeOf } from '../../domain/jobs/index.ts';
 import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import {
@@ -419,4 +420,131 @@ describe('the compat worker (compat.md only) as a process', () => {
       await proc.kill();
     }
   }, 90_000);
+});
+
+describe('runsync hand-off to a waiting take', () => {
+  /** Counts the calls of a JobStore method while the test runs (the store itself still runs them). */
+  function countCalls(store: object, method: 'take' | 'insert' | 'insertTaken'): { n: number; restore(): void } {
+    const target = store as Record<string, (...args: unknown[]) => unknown>;
+    const original = target[method]!;
+    const counter = {
+      n: 0,
+      restore: () => {
+        target[method] = original;
+      },
+    };
+    target[method] = function (this: unknown, ...args: unknown[]) {
+      counter.n++;
+      return original.apply(this, args);
+    };
+    return counter;
+  }
+  const runsync = (ep: string, input: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${p.url}/v2/${ep}/runsync`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ input }),
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+
+  it('hands the job to the longest-waiting take in one statement, without the queue', async () => {
+    const jobs = jobRuntimeOf(p.ctx);
+    const ep = await createQueueEndpoint(p);
+    const first = await createWorker(p, ep);
+    const second = await createWorker(p, ep);
+    const takeA = take(ep, first);
+    await eventually(async () => jobs.offers.waiting === 1, 5_000, 'first take waiting');
+    const takeB = take(ep, second);
+    await eventually(async () => jobs.offers.waiting === 2, 5_000, 'second take waiting');
+
+    const takes = countCalls(jobs.workerStore, 'take');
+    const inserts = countCalls(jobs.store, 'insert');
+    const handed = countCalls(jobs.store, 'insertTaken');
+    try {
+      const answer = runsync(ep, { handed: 1 });
+      const got = await takeA;
+      expect(got.status).toBe(200);
+      expect(got.body.input).toEqual({ handed: 1 });
+      // Taken by the first worker the moment it was inserted: never queued, never picked by a take.
+      const row = await p.ctx.db.job.findUniqueOrThrow({ where: { id: got.body.id } });
+      expect(row).toMatchObject({ status: 'IN_PROGRESS', workerId: first.id, sync: true });
+      expect(row.startedAt).not.toBeNull();
+      expect(jobs.offers.waiting).toBe(1);
+      expect((await done(ep, first, got.body.id, { output: { ok: 1 } })).status).toBe(200);
+      const final = await answer;
+      expect(final.status).toBe(200);
+      expect(final.body).toMatchObject({ id: got.body.id, status: 'COMPLETED', output: { ok: 1 } });
+
+      // The next one goes to the take still waiting.
+      const next = runsync(ep, { handed: 2 });
+      const gotB = await takeB;
+      expect(gotB.body.input).toEqual({ handed: 2 });
+      await done(ep, second, gotB.body.id, { output: 2 });
+      expect((await next).body.status).toBe('COMPLETED');
+      expect([takes.n, inserts.n, handed.n]).toEqual([0, 0, 2]);
+    } finally {
+      takes.restore();
+      inserts.restore();
+      handed.restore();
+    }
+  });
+
+  it('queues it as before when no take waits, when the call has an idempotency key, and for /run', async () => {
+    const jobs = jobRuntimeOf(p.ctx);
+    const ep = await createQueueEndpoint(p);
+    const w = await createWorker(p, ep);
+    const handed = countCalls(jobs.store, 'insertTaken');
+    try {
+      // No take waits: queued, then taken.
+      const answer = runsync(ep, { queued: true });
+      await eventually(async () => (await p.ctx.db.job.count({ where: { endpointId: ep } })) === 1, 5_000, 'queued');
+      const got = await take(ep, w);
+      expect(got.body.input).toEqual({ queued: true });
+      await done(ep, w, got.body.id, { output: 'q' });
+      expect((await answer).body.status).toBe('COMPLETED');
+
+      // A take waits, but a keyed runsync and a /run job go through the queue (and wake it).
+      for (const submit of [
+        () => runsync(ep, { keyed: true }, { 'idempotency-key': `k-${Date.now()}` }),
+        () => run(ep, { async: true }),
+      ]) {
+        const waiting = take(ep, w);
+        await eventually(async () => jobs.offers.waiting === 1, 5_000, 'take waiting');
+        const pending = submit();
+        const t = await waiting;
+        expect(t.status).toBe(200);
+        await done(ep, w, t.body.id, { output: 'x' });
+        await pending;
+      }
+      expect(handed.n).toBe(0);
+    } finally {
+      handed.restore();
+    }
+  });
+
+  it('gives a take that hung up nothing: its job goes to a take that still waits', async () => {
+    const jobs = jobRuntimeOf(p.ctx);
+    const ep = await createQueueEndpoint(p);
+    const gone = await createWorker(p, ep);
+    const stays = await createWorker(p, ep);
+    const hangUp = new AbortController();
+    const abandoned = fetch(`${p.url}/v2/${ep}/job-take/${gone.id}?gpu=X`, {
+      headers: { authorization: gone.key },
+      signal: hangUp.signal,
+    }).catch(() => 'hung up');
+    await eventually(async () => jobs.offers.waiting === 1, 5_000, 'first take waiting');
+    const waiting = take(ep, stays);
+    await eventually(async () => jobs.offers.waiting === 2, 5_000, 'second take waiting');
+    hangUp.abort();
+    expect(await abandoned).toBe('hung up');
+    await eventually(async () => jobs.offers.waiting === 1, 5_000, 'the hung-up take withdrawn');
+
+    const answer = runsync(ep, { to: 'the one still there' });
+    const got = await waiting;
+    expect(got.body.input).toEqual({ to: 'the one still there' });
+    const row = await p.ctx.db.job.findUniqueOrThrow({ where: { id: got.body.id } });
+    expect(row.workerId).toBe(stays.id);
+    await done(ep, stays, got.body.id, { output: 'ok' });
+    expect((await answer).body.status).toBe('COMPLETED');
+  });
 });
