@@ -1,9 +1,16 @@
 /** `npm start`: the whole platform in one process on its embedded defaults (see docs/operating.md). */
 import closeWithGrace from 'close-with-grace';
-import { loadConfig } from './config.ts';
+import { loadConfig, type GantryConfig } from './config.ts';
 import { startPlatform, type Platform } from './platform.ts';
 
-const config = loadConfig();
+let config: GantryConfig;
+try {
+  config = loadConfig();
+} catch (err) {
+  // The message names every variable at fault; a stack trace would only bury it.
+  console.error(err instanceof Error ? err.message : String(err));
+  process.exit(1);
+}
 const started = Date.now();
 /** The start under way or done, once begun (a stop may come before). */
 const start: { platform?: Promise<Platform> } = {};
