@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { DomainContext } from '../domain/context.ts';
 import { registerMetrics } from './metrics.ts';
@@ -13,6 +14,7 @@ import { registerWorkerListenerGuard } from './worker-listener.ts';
 import { registerAuthThrottle } from './auth.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerRateLimitPurge } from './rate-limit.ts';
+import { readTlsCredentials, watchTlsFiles, type TlsCredentials, type TlsFiles } from './tls.ts';
 
 export interface AppOptions {
   logLevel: string;
@@ -24,6 +26,8 @@ export interface AppOptions {
   limits?: Partial<SurfaceLimits>;
   /** Where log lines go; default: standard output. */
   logStream?: { write(line: string): void };
+  /** Serve HTTPS with these PEM files (GANTRY_TLS_CERT, GANTRY_TLS_KEY), re-read when they change; default: plain HTTP. */
+  tls?: TlsFiles;
 }
 
 declare module 'fastify' {
@@ -35,16 +39,20 @@ declare module 'fastify' {
 /**
  * The API's HTTP server: requests the load-balancing proxy takes (`entry.take`, set once its routes
  * are registered) never become Fastify requests; the rest are Fastify's. Its timeouts are those
- * Fastify sets on a server of its own.
+ * Fastify sets on a server of its own. With `tls` it is an HTTPS server: the same handler, so the
+ * proxy's fast path and WebSocket upgrades work the same over TLS.
  */
 function apiServer(
   fastifyHandler: (req: IncomingMessage, res: ServerResponse) => void,
   options: FastifyServerOptions,
   entry: FastifyInstance['lbEntry'],
+  tls: TlsCredentials | undefined,
 ): Server {
-  const server = createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!entry.take?.(req, res)) fastifyHandler(req, res);
-  });
+  };
+  // An HTTPS server is an HTTP server with TLS sockets (node:https's Server extends http.Server).
+  const server: Server = tls ? createTlsServer({ cert: tls.cert, key: tls.key }, handler) : createServer(handler);
   server.keepAliveTimeout = options.keepAliveTimeout ?? 72_000;
   server.requestTimeout = options.requestTimeout ?? 0;
   server.setTimeout(options.connectionTimeout ?? 0);
@@ -58,8 +66,10 @@ function apiServer(
  */
 export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance {
   const lbEntry: FastifyInstance['lbEntry'] = {};
+  // Read before anything listens: a missing or mismatched file stops the start, naming its variable.
+  const tls = opts.tls && readTlsCredentials(opts.tls, ctx.settings.lbDomain);
   const app = Fastify({
-    serverFactory: (handler, options) => apiServer(handler, options, lbEntry),
+    serverFactory: (handler, options) => apiServer(handler, options, lbEntry, tls),
     logger: {
       level: opts.logLevel,
       ...(opts.logStream ? { stream: opts.logStream } : {}),
@@ -93,6 +103,15 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     },
   });
   app.setErrorHandler(errorHandler);
+  if (opts.tls) {
+    const stop = watchTlsFiles(
+      opts.tls,
+      ctx.settings.lbDomain,
+      (next) => (app.server as TlsServer).setSecureContext({ cert: next.cert, key: next.key }),
+      { info: (m) => app.log.info(m), warn: (m) => app.log.warn(m) },
+    );
+    app.addHook('onClose', async () => stop());
+  }
   // Route schemas (params, query, body) validate with the domain's validator: one set of messages.
   app.setValidatorCompiler(({ schema }) => {
     const validateFn = compileSchema(schema);

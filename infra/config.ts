@@ -11,6 +11,7 @@ import {
 } from '../domain/apps/index.ts';
 import { DomainError } from '../domain/errors.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
+import { readTlsCredentials, type TlsFiles } from '../api/tls.ts';
 import { RUNTIME_CONTEXT_DIR, runtimeContextFiles } from './runtime-context.ts';
 import { parseLocalHostLabels, type LocalHostSettings } from '../domain/hosts/index.ts';
 import { jobSettings } from '../domain/jobs/index.ts';
@@ -42,6 +43,8 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_HOST: Text('address the API binds to'),
     GANTRY_PUBLIC_URL: Text('address clients and worker containers use to reach the API'),
     GANTRY_LB_DOMAIN: Text('wildcard DNS domain of load-balancing endpoints'),
+    GANTRY_TLS_CERT: Text('PEM certificate chain file: the API serves HTTPS'),
+    GANTRY_TLS_KEY: Text('PEM private key file of GANTRY_TLS_CERT'),
     GANTRY_RATE_LIMITS: Text('management API quotas per account'),
     GANTRY_JOB_RATE_LIMITS: Text('job API quotas per account and endpoint'),
     GANTRY_PROXY_RATE_LIMITS: Text('load-balancing proxy quotas per account and endpoint'),
@@ -146,6 +149,8 @@ export interface GantryConfig {
   port: number;
   /** Address worker containers and clients use to reach the API (requestUrls, worker env). */
   publicUrl: string;
+  /** The API serves HTTPS with these files (GANTRY_TLS_CERT, GANTRY_TLS_KEY); undefined: plain HTTP. */
+  tls: TlsFiles | undefined;
   /** With a loopback publicUrl: the worker-facing listener's port on the container bridge's gateway. */
   workerPort: number;
   temporalAddress: string | undefined;
@@ -278,6 +283,19 @@ function blobStoreSettings(env: GantryEnvironment, dataDir: string, problems: st
   };
 }
 
+/** GANTRY_TLS_CERT and GANTRY_TLS_KEY: both or neither, read and checked now so a bad pair stops the start. */
+function tlsFiles(env: GantryEnvironment, lbDomain: string | undefined, problems: string[]): TlsFiles | undefined {
+  const certFile = env.GANTRY_TLS_CERT?.trim() || undefined;
+  const keyFile = env.GANTRY_TLS_KEY?.trim() || undefined;
+  if (!certFile && !keyFile) return undefined;
+  if (!certFile || !keyFile) {
+    problems.push('GANTRY_TLS_CERT and GANTRY_TLS_KEY go together: set both or neither');
+    return undefined;
+  }
+  const files = { certFile: path.resolve(certFile), keyFile: path.resolve(keyFile) };
+  return parsed(problems, undefined, () => (readTlsCredentials(files, lbDomain), files));
+}
+
 /**
  * Reads the environment once: every variable's shape is checked against ENVIRONMENT_SCHEMA, every
  * value parsed, and all problems are reported together, each naming its variable.
@@ -379,15 +397,18 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     stackTraces: env.NODE_ENV === 'development',
   };
   const dataDir = path.resolve(env.GANTRY_DATA_DIR ?? '.gantry/data');
+  const tls = tlsFiles(env, settings.lbDomain, problems);
+  const scheme = tls ? 'https' : 'http';
   const config: GantryConfig = {
     role: env.GANTRY_ROLE ?? 'all',
     dataDir,
     host,
     port,
-    publicUrl: (env.GANTRY_PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(
+    publicUrl: (env.GANTRY_PUBLIC_URL ?? `${scheme}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`).replace(
       /\/$/,
       '',
     ),
+    tls,
     workerPort: intOf(env.GANTRY_WORKER_PORT, port + 1),
     temporalAddress: env.TEMPORAL_ADDRESS,
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',

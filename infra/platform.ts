@@ -146,7 +146,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       stops.push(() => tasks.stop());
       // Request limits: blocks of requests granted by PostgreSQL, spent here (domain/rate-limits/rate-limits.ts).
       ctx.rateLimiter = new RateLimiter(db);
-      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready });
+      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, tls: config.tls });
       app = built;
       await built.listen({ host: config.host, port: config.port });
       if (gateway) {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENVIRONMENT_SCHEMA, loadConfig } from '../../infra/config.ts';
 import { specProblems } from '../../contracts/workflows.ts';
+import { createTestCa, issueTestCertificate } from '../support/test-certificates.ts';
 
 describe('loadConfig', () => {
   it('has embedded defaults when nothing is set', () => {
@@ -109,6 +110,57 @@ describe('loadConfig', () => {
     documented.delete('TEST_DATABASE_URL');
     documented.delete('TEST_TEMPORAL_ADDRESS');
     expect([...documented].sort()).toEqual(Object.keys(ENVIRONMENT_SCHEMA.properties).sort());
+  });
+});
+
+describe('GANTRY_TLS_CERT and GANTRY_TLS_KEY', () => {
+  const ca = createTestCa();
+  const lb = issueTestCertificate(ca, 'lb', ['*.lb.example', 'lb.example']);
+  const other = issueTestCertificate(ca, 'other', ['api.example']);
+  const problemOf = (env: Record<string, string>): string => {
+    try {
+      loadConfig(env);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    return '';
+  };
+
+  it('serves HTTPS with a pair that matches: the files are kept as absolute paths and the default public URL is https', () => {
+    const c = loadConfig({ GANTRY_TLS_CERT: lb.certFile, GANTRY_TLS_KEY: lb.keyFile, GANTRY_LB_DOMAIN: 'lb.example' });
+    expect(c.tls).toEqual({ certFile: lb.certFile, keyFile: lb.keyFile });
+    expect(c.publicUrl).toBe('https://127.0.0.1:8080');
+    // A public URL that is set stays as set; without the pair, plain HTTP.
+    expect(
+      loadConfig({ GANTRY_TLS_CERT: lb.certFile, GANTRY_TLS_KEY: lb.keyFile, GANTRY_PUBLIC_URL: 'https://api.example' })
+        .publicUrl,
+    ).toBe('https://api.example');
+    expect(loadConfig({}).tls).toBeUndefined();
+  });
+
+  it('refuses a start with a message naming the variable at fault', () => {
+    expect(problemOf({ GANTRY_TLS_CERT: lb.certFile })).toMatch(/GANTRY_TLS_CERT and GANTRY_TLS_KEY go together/);
+    expect(problemOf({ GANTRY_TLS_KEY: lb.keyFile })).toMatch(/GANTRY_TLS_CERT and GANTRY_TLS_KEY go together/);
+    expect(problemOf({ GANTRY_TLS_CERT: '/nonexistent/cert.pem', GANTRY_TLS_KEY: lb.keyFile })).toMatch(
+      /^configuration: GANTRY_TLS_CERT: cannot read \/nonexistent\/cert\.pem \(ENOENT\)$/,
+    );
+    expect(problemOf({ GANTRY_TLS_CERT: lb.certFile, GANTRY_TLS_KEY: '/nonexistent/key.pem' })).toMatch(
+      /GANTRY_TLS_KEY: cannot read \/nonexistent\/key\.pem/,
+    );
+    expect(problemOf({ GANTRY_TLS_CERT: lb.certFile, GANTRY_TLS_KEY: other.keyFile })).toMatch(
+      /GANTRY_TLS_KEY: .*other\.key is not the key of the certificate in GANTRY_TLS_CERT/,
+    );
+    expect(problemOf({ GANTRY_TLS_CERT: lb.keyFile, GANTRY_TLS_KEY: lb.keyFile })).toMatch(
+      /GANTRY_TLS_CERT: .* is not a PEM certificate/,
+    );
+    expect(problemOf({ GANTRY_TLS_CERT: lb.certFile, GANTRY_TLS_KEY: lb.certFile })).toMatch(
+      /GANTRY_TLS_KEY: .* is not a PEM private key/,
+    );
+    // Clients of load-balancing endpoints ask for <endpointId>.<GANTRY_LB_DOMAIN>: the certificate must cover it.
+    expect(
+      problemOf({ GANTRY_TLS_CERT: other.certFile, GANTRY_TLS_KEY: other.keyFile, GANTRY_LB_DOMAIN: 'lb.example' }),
+    ).toMatch(/GANTRY_TLS_CERT: .* does not cover \*\.lb\.example \(GANTRY_LB_DOMAIN\); it names DNS:api\.example/);
+    expect(loadConfig({ GANTRY_TLS_CERT: other.certFile, GANTRY_TLS_KEY: other.keyFile }).tls).toBeDefined();
   });
 });
 
