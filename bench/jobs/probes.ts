@@ -65,7 +65,7 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
       };
     }
   };
-  timed(JobStore.prototype, ['insert', 'take', 'finish', 'get', 'clearSignalDue'], 'sql.');
+  timed(JobStore.prototype, ['insert', 'insertTaken', 'take', 'finish', 'get', 'clearSignalDue'], 'sql.');
   timed(WorkflowSignals.prototype, ['send'], 'temporal.signalWithStart');
   const timingReport = (): string =>
     [...timings.entries()]

@@ -2,6 +2,7 @@
  * The scenarios, in the order bench/jobs.ts runs them: each drives its traffic through the load
  * process, reads the probes around it and prints its lines.
  */
+import type { SearchAttributePair } from '@temporalio/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { rssMb } from '../proc.ts';
 import { liveHeapMb, type Probes } from './probes.ts';
@@ -168,6 +169,32 @@ export async function burst(run: Run, n: number): Promise<void> {
 
 /** Bare job workflows on the same Temporal server and worker: the throughput scenarios' ceiling. */
 export async function ceiling(run: Run): Promise<void> {
+  // What this Temporal server and worker complete when each job is only its workflow: the floor
+  // of "job workflows per second through the full path", bare and with the search attributes the
+  // platform starts every job workflow with (endpoint, account, kind, status), to tell their cost apart.
+  const { gantrySearchAttributes } = await import('../../contracts/search-attributes.ts');
+  const bare = await ceilingRun(run, 'bare', undefined);
+  const withAttributes = await ceilingRun(
+    run,
+    "with the platform's search attributes",
+    gantrySearchAttributes('job', {
+      endpointId: 'ceiling-endpoint',
+      accountId: 'ceiling-account',
+      jobStatus: 'COMPLETED',
+    }),
+  );
+  for (const [mode, rate] of run.fullPathSustained)
+    run.out(
+      `  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / withAttributes).toFixed(0)} % of the ceiling with search attributes, ${((100 * rate) / bare).toFixed(0)} % of the bare one`,
+    );
+}
+
+/** One ceiling run; its sustained workflows per second. */
+async function ceilingRun(
+  run: Run,
+  label: string,
+  searchAttributes: SearchAttributePair[] | undefined,
+): Promise<number> {
   const {
     bench: { platform },
     probes: { cpuNow, cpuSince },
@@ -175,8 +202,6 @@ export async function ceiling(run: Run): Promise<void> {
     concurrency,
     seconds,
   } = run;
-  // What this Temporal server and worker complete when each job is only its workflow: the floor
-  // of "job workflows per second through the full path".
   const { jobTaskQueueOf } = await import('../../contracts/workflows.ts');
   const { finishedJobSnapshot, signalFinishedJob } = await import('../finished-job.ts');
   const prefix = `ceiling-${Date.now().toString(36)}`;
@@ -194,7 +219,13 @@ export async function ceiling(run: Run): Promise<void> {
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (Date.now() < until)
-        await signalFinishedJob(platform.ctx.temporal, jobTaskQueueOf('bench'), `${prefix}-${sent++}`, snapshot);
+        await signalFinishedJob(
+          platform.ctx.temporal,
+          jobTaskQueueOf('bench'),
+          `${prefix}-${sent++}`,
+          snapshot,
+          searchAttributes,
+        );
     }),
   );
   const loadSecs = (performance.now() - t) / 1000;
@@ -208,13 +239,10 @@ export async function ceiling(run: Run): Promise<void> {
   const totalSecs = (performance.now() - t) / 1000;
   const sustained = done / totalSecs;
   out(
-    `ceiling: bare job workflows on the same Temporal server and worker, ${concurrency} concurrent signal-with-starts for ${seconds} s: ${sent} sent (${(sent / loadSecs).toFixed(0)}/s), ` +
+    `ceiling (${label}): job workflows on the same Temporal server and worker, ${concurrency} concurrent signal-with-starts for ${seconds} s: ${sent} sent (${(sent / loadSecs).toFixed(0)}/s), ` +
       `${(duringLoad / loadSecs).toFixed(0)}/s completed during the load, all ${done} after ${totalSecs.toFixed(1)} s: ${sustained.toFixed(0)} workflows/s sustained; CPU during the load ${cpu}`,
   );
-  for (const [mode, rate] of run.fullPathSustained)
-    out(
-      `  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / sustained).toFixed(0)} % of the ceiling`,
-    );
+  return sustained;
 }
 
 /** Take latency and memory with `depth` jobs queued, against a queue of about 100. */
