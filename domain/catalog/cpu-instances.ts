@@ -75,6 +75,20 @@ export function requireCpuInstanceId(at: string, id: string): CpuInstance {
 }
 
 /**
+ * The hosted service's 1-vCPU instances (`cpu3c-1-2`, the hosted flash tool's default size), named in
+ * GraphQL `saveEndpoint(instanceIds)`: run at the smallest size the spec allows, MIN_VCPUS with the
+ * flavor's memory for them (cpu3c-2-4), so a fresh flash project deploys unchanged. Only that exact
+ * shape (one vCPU with its flavor's memory per vCPU) is widened; any other id stays as parsed, and
+ * cpuInstanceProblems refuses what breaks the rules (cpu3c-1-99, cpu3c-3-6, ...). REST's
+ * `cpu.vcpuCount` is not read through here: its rule (>= 2) is unchanged.
+ */
+export function smallestForOneVcpu(i: CpuInstance): CpuInstance {
+  const flavor = cpuFlavor(i.flavorId);
+  if (!flavor || i.vcpus !== 1 || i.memoryGb !== flavor.ramGbPerVcpu) return i;
+  return { flavorId: flavor.id, vcpus: MIN_VCPUS, memoryGb: MIN_VCPUS * flavor.ramGbPerVcpu };
+}
+
+/**
  * The instance a worker's recorded `cpuFlavorId` names. Rows written before instances were recorded
  * hold a bare flavor id: their size is the endpoint's, or the smallest.
  */

@@ -4,7 +4,7 @@ import { requireEndpointAccess, requireScope, type Principal } from '../accounts
 import { requireAccountWide } from '../registries/registries.ts';
 import type { DomainContext } from '../context.ts';
 import { createEndpoint, deleteEndpoint, forgetEndpoint, updateEndpoint } from './endpoints.ts';
-import { cpuInstanceId, requireCpuInstanceId, type CpuInstance } from '../catalog/cpu-instances.ts';
+import { cpuInstanceId, requireCpuInstanceId, smallestForOneVcpu, type CpuInstance } from '../catalog/cpu-instances.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
 import { InlineTemplateSchema, saveInlineTemplate } from './inline-template.ts';
@@ -174,20 +174,56 @@ export async function listEndpointRecords(ctx: DomainContext, principal: Princip
   return rows.map(endpointRecord);
 }
 
-function normaliseLocations(locations: string | null | undefined): string | undefined {
+/** The most entries a `locations` list may have (the hosted service has a few dozen data centers). */
+export const MAX_LOCATIONS = 64;
+const COUNTRY = /^[A-Z]{2}$/;
+/** The hosted service's data-center ids (US-CA-2, EUR-NO-1, CA-MTL-1), which its flash tool sends. */
+const HOSTED_DATA_CENTER = /^[A-Z]{2,3}-[A-Z]{2,4}-[0-9]{1,2}$/;
+const DATA_CENTER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * `locations`, comma-separated, as stored and answered: ISO 3166-1 alpha-2 countries (upper case;
+ * one no data center has yet is kept, and workers wait for it, saying so) and ids of this Gantry's
+ * data centers (the operator's spelling): workers go to hosts in any of them. The hosted service's
+ * data-center ids (its flash tool sends all of them for a GPU resource) that are not data centers
+ * here are dropped, and the endpoint answers the locations it kept: they cannot constrain placement
+ * to somewhere that does not exist. Anything else is refused.
+ */
+async function resolveLocations(ctx: DomainContext, locations: string | null | undefined): Promise<string | undefined> {
   if (locations === undefined) return undefined;
   const list = (locations ?? '')
     .split(',')
-    .map((l) => l.trim().toUpperCase())
+    .map((l) => l.trim())
     .filter(Boolean);
-  // Countries of the data centers the operator describes (hosts configuration); one no data center
-  // has yet is kept, and workers wait for it (PENDING, saying so).
-  const bad = list.filter((l) => !/^[A-Z]{2}$/.test(l));
+  if (list.length > MAX_LOCATIONS)
+    throw validationFailed([`$.locations: at most ${MAX_LOCATIONS} entries, got ${list.length}`]);
+  const others = list.filter((l) => !COUNTRY.test(l.toUpperCase()));
+  const known = new Map<string, string>();
+  if (others.some((l) => DATA_CENTER_ID.test(l))) {
+    const [settings, hosts] = await Promise.all([
+      ctx.db.dataCenter.findMany({ select: { id: true } }),
+      ctx.db.host.findMany({ distinct: ['dataCenterId'], select: { dataCenterId: true } }),
+    ]);
+    for (const id of [...settings.map((d) => d.id), ...hosts.map((h) => h.dataCenterId)])
+      known.set(id.toUpperCase(), id);
+  }
+  const kept: string[] = [];
+  const bad: string[] = [];
+  for (const entry of list) {
+    const upper = entry.toUpperCase();
+    if (COUNTRY.test(upper)) kept.push(upper);
+    else if (known.has(upper)) kept.push(known.get(upper)!);
+    else if (!HOSTED_DATA_CENTER.test(upper)) bad.push(entry);
+  }
   if (bad.length > 0)
     throw validationFailed([
-      `$.locations: ${bad.join(', ')} ${bad.length > 1 ? 'are' : 'is'} not an ISO 3166-1 alpha-2 country code (US, CZ, ...)`,
+      `$.locations: ${bad
+        .slice(0, 3)
+        .map((b) => JSON.stringify(b.slice(0, 40)))
+        .join(', ')}${bad.length > 3 ? ` and ${bad.length - 3} more` : ''}: ` +
+        'neither an ISO 3166-1 alpha-2 country code (US, CZ, ...) nor a data center of this platform',
     ]);
-  return [...new Set(list)].join(',');
+  return [...new Set(kept)].join(',');
 }
 
 /** `saveEndpoint`: creates without `id`; with `id` changes the given fields (the template's container config on a template change). */
@@ -196,7 +232,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   const input = validate(SaveEndpointInputSchema, raw);
   if (input.id) requireEndpointAccess(principal, input.id);
   else requireAccountWide(principal);
-  const locations = normaliseLocations(input.locations);
+  const locations = await resolveLocations(ctx, input.locations);
   const cudaVersions = parseCudaVersions(input.allowedCudaVersions);
   if (input.templateId === undefined && input.template === undefined)
     throw validationFailed(['$.templateId: name a template, or give one inline in template']);
@@ -218,7 +254,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   if (instanceId !== undefined) {
     if (pools.length > 0)
       throw validationFailed(['$.gpuIds: a CPU endpoint (instanceIds) names no GPU pools; leave gpuIds empty']);
-    cpuInstance = requireCpuInstanceId('$.instanceIds[0]', instanceId);
+    cpuInstance = smallestForOneVcpu(requireCpuInstanceId('$.instanceIds[0]', instanceId));
   } else if (pools.length === 0 && !input.id) {
     throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
   }

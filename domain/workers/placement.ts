@@ -2,7 +2,7 @@
  * Worker placement: which host (and which GPUs on it) a new worker goes to. Pure: the caller reads
  * hosts and live workers inside one serialized transaction, asks here, and writes the answer.
  *
- * Rules: only READY hosts; only hosts the request allows (its countries, the data centers or hosts
+ * Rules: only READY hosts; only hosts the request allows (its locations, the data centers or hosts
  * that hold its network volume); a GPU worker takes `gpuCount` whole devices of one of the
  * endpoint's pools on one host, named by UUID, and a device is never given to two live workers; a
  * CPU worker reserves its instance's vCPUs and memory, which the host's CPUs and memory (times its
@@ -58,7 +58,10 @@ export interface PlacementRequest {
   dataCenterIds: readonly string[];
   /** Hosts not to use (e.g. the one a worker just failed on). */
   avoidHostIds?: readonly string[];
-  /** Only hosts whose data center is in one of these countries (GraphQL `locations`); empty: anywhere. */
+  /**
+   * GraphQL `locations`: only hosts whose data center is one of these, or is in one of these
+   * countries; empty: anywhere.
+   */
   countries?: readonly string[];
   /** Only these data centers / hosts (where the worker's network volume lives); undefined: any. */
   onlyDataCenterIds?: readonly string[];
@@ -104,7 +107,9 @@ export function placeWorker(
   for (const w of workers) byHost.set(w.hostId, [...(byHost.get(w.hostId) ?? []), w]);
   const ready = hosts.filter((h) => h.status === 'READY');
   const countries = request.countries ?? [];
-  const outsideCountries = ready.filter((h) => countries.length > 0 && !countries.includes(h.country ?? ''));
+  const outsideCountries = ready.filter(
+    (h) => countries.length > 0 && !countries.includes(h.country ?? '') && !countries.includes(h.dataCenterId),
+  );
   const outsideVolume = ready.filter(
     (h) =>
       (request.onlyDataCenterIds !== undefined && !request.onlyDataCenterIds.includes(h.dataCenterId)) ||

@@ -263,6 +263,65 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     expect((await p.ctx.db.endpoint.findUniqueOrThrow({ where: { id: oneEndpoint } })).templateId).toBe(templateId);
   });
 
+  it("takes the hosted flash tool's 1-vCPU size and data-center ids, and nothing else they could carry", async () => {
+    const SAVE = `mutation S($input: EndpointInput!) { saveEndpoint(input: $input) { id instanceIds locations } }`;
+    const save = (name: string, extra: Record<string, unknown>) =>
+      gql(SAVE, { input: { name, templateId, workersMin: 0, workersMax: 0, ...extra } });
+    // flash's default size runs at the smallest there is; REST answers that size.
+    const one = await save('one-vcpu', { instanceIds: ['cpu3c-1-2'] });
+    expect(one.data.saveEndpoint.instanceIds).toEqual(['cpu3c-2-4']);
+    const rest = await call(p.url, 'GET', `/v2/serverless/${one.data.saveEndpoint.id}`, { key: p.adminKey });
+    expect(rest.body.cpu).toEqual({ id: 'cpu3c', vcpuCount: 2, memory: 4 });
+    const resized = await save('one-vcpu', { id: one.data.saveEndpoint.id, instanceIds: ['cpu3m-1-8'] });
+    expect(resized.data.saveEndpoint.instanceIds).toEqual(['cpu3m-2-16']);
+    // Other sizes keep their errors; REST's rule (vcpuCount >= 2) is unchanged.
+    for (const [instance, message] of [
+      ['cpu3c-1-99', /vcpuCount must be a power of two from 2/],
+      ['cpu3c-0-0', /vcpuCount must be a power of two from 2/],
+      ['cpu3c-3-6', /vcpuCount must be a power of two from 2/],
+      ['cpu3g-1-2', /vcpuCount must be a power of two from 2/],
+      ['cpu9x-1-2', /unknown CPU flavor/],
+    ] as const) {
+      const bad = await save(`bad-${instance}`, { instanceIds: [instance] });
+      expect(bad.errors?.[0]?.message, instance).toMatch(message);
+    }
+    const restOne = await call(p.url, 'POST', '/v2/serverless', {
+      key: p.adminKey,
+      body: { name: 'rest-one', image: 'img:1', cpu: { id: 'cpu3c', vcpuCount: 1, memory: 2 } },
+    });
+    expect(restOne.status).toBe(400);
+
+    // The hosted service's data centers: those this platform has are kept (as the operator spells
+    // them), those it has not are dropped; countries as before.
+    expect((await call(p.url, 'PUT', '/v2/datacenters/eu-ro-1', { key: p.adminKey, body: {} })).status).toBe(200);
+    const hosted = await save('hosted-dcs', {
+      gpuIds: 'AMPERE_16',
+      locations: 'US-CA-2,EU-RO-1,EUR-NO-1,cz, US-KS-2',
+    });
+    expect(hosted.data.saveEndpoint.locations).toBe('eu-ro-1,CZ');
+    const dropped = await save('no-dcs', { gpuIds: 'AMPERE_16', locations: 'US-CA-2,US-IL-1,EUR-NO-1' });
+    expect(dropped.data.saveEndpoint.locations).toBe('');
+    // Not a country, not a data center here, not of the hosted service's form; too many entries; too
+    // long: refused, and the message quotes at most a little of each.
+    const before = await p.ctx.db.endpoint.count();
+    for (const [locations, message] of [
+      ['US,my-dc', /"my-dc": neither an ISO 3166-1 alpha-2 country code/],
+      ['US,$(reboot)', /"\$\(reboot\)": neither/],
+      ['EU-RO-1;DROP TABLE', /"EU-RO-1;DROP TABLE": neither/],
+      ['US-CA-2\nX-Injected: 1', /"US-CA-2\\nX-Injected: 1": neither/],
+      [`US,${'A'.repeat(200)}`, /"A{40}": neither/],
+      ['a,b,c,d,e', /"a", "b", "c" and 2 more: neither/],
+      [Array.from({ length: 65 }, () => 'US').join(','), /at most 64 entries, got 65/],
+      ['US,'.repeat(400), /locations/],
+    ] as const) {
+      const bad = await save('bad-loc', { gpuIds: 'AMPERE_16', locations });
+      expect(bad.errors?.[0]?.extensions?.code, locations).toBe('BAD_USER_INPUT');
+      expect(bad.errors[0].message, locations).toMatch(message);
+      expect(bad.errors[0].message, locations).not.toMatch(/[\n\r]/);
+    }
+    expect(await p.ctx.db.endpoint.count()).toBe(before);
+  });
+
   it('lists gpuTypes from the registered hosts', async () => {
     await p.ctx.db.host.create({
       data: {

@@ -11,6 +11,7 @@ import {
   cpuInstanceProblems,
   DEFAULT_CPU_INSTANCE,
   parseCpuInstanceId,
+  smallestForOneVcpu,
 } from '../../domain/catalog/index.ts';
 import { sharedVolumeDir, volumeStorage } from '../../domain/catalog/index.ts';
 import {
@@ -39,6 +40,21 @@ const request = (extra: Partial<PlacementRequest> = {}): PlacementRequest => ({
   ...extra,
 });
 
+describe('CPU instances of the hosted service', () => {
+  it("runs a 1-vCPU instance (flash's default) at the smallest size, and nothing else changes size", () => {
+    const at = (id: string) => smallestForOneVcpu(parseCpuInstanceId(id)!);
+    expect(cpuInstanceId(at('cpu3c-1-2'))).toBe('cpu3c-2-4');
+    expect(cpuInstanceId(at('cpu3g-1-4'))).toBe('cpu3g-2-8');
+    expect(cpuInstanceId(at('cpu3m-1-8'))).toBe('cpu3m-2-16');
+    // Not the flavor's memory for one vCPU, not one vCPU, or no such flavor: as asked, and refused.
+    for (const id of ['cpu3c-1-99', 'cpu3c-1-4', 'cpu3c-0-0', 'cpu3c-3-6', 'cpu9x-1-2']) {
+      expect(cpuInstanceId(at(id))).toBe(id);
+      expect(cpuInstanceProblems(at(id)), id).not.toEqual([]);
+    }
+    expect(at('cpu3c-4-8')).toEqual({ flavorId: 'cpu3c', vcpus: 4, memoryGb: 8 });
+  });
+});
+
 describe('placement constraints', () => {
   it('keeps workers in the countries asked for, and says how many hosts were outside them', () => {
     const hosts = [
@@ -57,6 +73,20 @@ describe('placement constraints', () => {
       ok: false,
       reason: 'no capacity: no READY host has room for a CPU worker (3 of 3 hosts READY, 3 outside the locations FR)',
     });
+  });
+
+  it('keeps workers in the data centers `locations` names, beside its countries', () => {
+    const hosts = [
+      host('us-1', { country: 'US', dataCenterId: 'US-CA-2' }),
+      host('ro-1', { country: null, dataCenterId: 'EU-RO-1' }),
+      host('cz-1', { country: 'CZ', dataCenterId: 'dc-cz' }),
+    ];
+    expect(placeWorker(request({ countries: ['EU-RO-1'] }), hosts, [])).toMatchObject({ ok: true, hostId: 'ro-1' });
+    const busy: PlacedWorker[] = [{ hostId: 'ro-1', endpointId: 'ep', gpuUuids: [] }];
+    expect(placeWorker(request({ countries: ['EU-RO-1', 'CZ'] }), hosts, busy)).toMatchObject({ hostId: 'cz-1' });
+    // A data center id is matched as the operator spells it, not as a country.
+    const none = placeWorker(request({ countries: ['eu-ro-1'] }), hosts, []);
+    expect(!none.ok && none.reason).toMatch(/3 outside the locations eu-ro-1/);
   });
 
   it('keeps workers where their network volume is', () => {
