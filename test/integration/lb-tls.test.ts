@@ -9,8 +9,7 @@
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -125,6 +124,7 @@ afterAll(async () => {
   await worker?.stop();
   await p?.stop();
   await agent?.close();
+  if (ca) rmSync(ca.dir, { recursive: true, force: true });
 });
 
 describe('https://<endpointId>.<GANTRY_LB_DOMAIN> served by the API', () => {
@@ -204,12 +204,12 @@ describe('https://<endpointId>.<GANTRY_LB_DOMAIN> served by the API', () => {
   });
 });
 
-/** `Endpoint(id=...)` of runpod-flash calling the endpoint, with only the variables a flash user sets. */
+/** runpod-flash's own code calling the platform, with only the variables a flash user sets (and the CA). */
 function flashClientCall(opts: {
   key: string;
   caFile?: string;
 }): Promise<{ code: number; stdout: string; stderr: string }> {
-  const site = mkdtempSync(path.join(tmpdir(), 'flash-resolver-'));
+  const site = mkdtempSync(path.join(ca.dir, 'flash-'));
   // The resolver override, as a wildcard DNS record would answer: in this test's Python only.
   writeFileSync(
     path.join(site, 'sitecustomize.py'),
@@ -226,12 +226,20 @@ function flashClientCall(opts: {
       '',
     ].join('\n'),
   );
+  // What `flash deploy` records and prints for a load-balancing resource, its GraphQL client (aiohttp)
+  // and its endpoint client (httpx), each as flash itself makes them.
   const script = [
     'import asyncio, json, sys',
     'from runpod_flash import Endpoint',
+    'from runpod_flash.core.api.runpod import RunpodGraphQLClient',
+    'from runpod_flash.core.resources.load_balancer_sls_resource import LoadBalancerSlsResource',
     'async def main():',
-    '    ep = Endpoint(id=sys.argv[1])',
-    '    print(json.dumps({"url": ep._resolve_lb_url(sys.argv[1]), "answer": await ep.post("/process", {"from": "flash"})}))',
+    '    endpoint_id = sys.argv[1]',
+    '    url = LoadBalancerSlsResource(name="tls", imageName="unused", id=endpoint_id).endpoint_url',
+    '    async with RunpodGraphQLClient() as api:',
+    '        exists = await api.endpoint_exists(endpoint_id)',
+    '    answer = await Endpoint(id=endpoint_id).post("/process", {"from": "flash"})',
+    '    print(json.dumps({"url": url, "exists": exists, "answer": answer}))',
     'asyncio.run(main())',
   ].join('\n');
   const api = `https://${DOMAIN}:${port}`;
@@ -254,7 +262,8 @@ function flashClientCall(opts: {
           RUNPOD_HAPI_URL: api,
           RUNPOD_CONSOLE_URL: api,
           FLASH_NO_UPDATE_CHECK: '1',
-          // httpx, flash's client for load-balancing calls, trusts this CA file instead of certifi's.
+          // httpx (load-balancing calls) and aiohttp (GraphQL), flash's clients, trust this CA file
+          // instead of certifi's and the system's lists.
           ...(opts.caFile ? { SSL_CERT_FILE: opts.caFile } : {}),
         },
       },
@@ -270,6 +279,8 @@ describe("flash's own client", () => {
     const out = JSON.parse(ok.stdout.trim().split('\n').at(-1)!);
     // flash keeps RUNPOD_ENDPOINT_BASE_URL's port and drops its path.
     expect(out.url).toBe(`https://${endpointId}.${DOMAIN}:${port}`);
+    // The GraphQL API over the same TLS, through aiohttp, which reads SSL_CERT_FILE too.
+    expect(out.exists).toBe(true);
     expect(out.answer).toMatchObject({ worker: 'w-tls', output: { from: 'flash' } });
     expect(out.answer.headers['x-forwarded-proto']).toBe('https');
     expect(out.answer.headers['user-agent']).toMatch(/flash/i);

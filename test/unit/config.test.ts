@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENVIRONMENT_SCHEMA, loadConfig } from '../../infra/config.ts';
@@ -117,6 +117,7 @@ describe('GANTRY_TLS_CERT and GANTRY_TLS_KEY', () => {
   const ca = createTestCa();
   const lb = issueTestCertificate(ca, 'lb', ['*.lb.example', 'lb.example']);
   const other = issueTestCertificate(ca, 'other', ['api.example']);
+  afterAll(() => rmSync(ca.dir, { recursive: true, force: true }));
   const problemOf = (env: Record<string, string>): string => {
     try {
       loadConfig(env);
