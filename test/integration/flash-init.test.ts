@@ -15,6 +15,7 @@ import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { liveWorker } from '../../domain/workers/index.ts';
 import { ensureFlashBaseImage } from '../support/flash-base-image.ts';
 import { flashCli as runFlash } from '../support/flash-cli.ts';
 import { startGpuTestHost, type GpuTestHost } from '../support/gpu-test-host.ts';
@@ -191,6 +192,17 @@ describe('a fresh `flash init` project on Gantry', () => {
 
     const undeploy = await flashCli(['undeploy', '--all', '--force']);
     expect(undeploy.code, undeploy.output).toBe(0);
+    expect(undeploy.output).toContain('deleted 3/3 endpoints');
     expect(await p.ctx.db.endpoint.count({ where: { appEnvironmentId: env.id, deletingAt: null } })).toBe(0);
+    // Their workers drain away, on both hosts.
+    const ids = endpoints.map((e) => e.id);
+    await until(
+      'the undeployed endpoints without workers',
+      async () => (await p.ctx.db.worker.count({ where: { endpointId: { in: ids }, ...liveWorker } })) === 0,
+      120_000,
+      500,
+    );
+    const left = [fixture!.hostId, gpuHostId!].flatMap((h) => managedContainers(h));
+    expect(left.filter((c) => ids.includes(c.endpointId) && c.running)).toEqual([]);
   }, 1_200_000);
 });
