@@ -45,6 +45,12 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_LB_DOMAIN: Text('wildcard DNS domain of load-balancing endpoints'),
     GANTRY_TLS_CERT: Text('PEM certificate chain file: the API serves HTTPS'),
     GANTRY_TLS_KEY: Text('PEM private key file of GANTRY_TLS_CERT'),
+    GANTRY_REUSE_PORT: Type.Optional(
+      Type.Union(
+        ['true', 'false', '1', '0'].map((v) => Type.Literal(v)),
+        { description: 'several API processes may listen on the same address and port (SO_REUSEPORT)' },
+      ),
+    ),
     GANTRY_RATE_LIMITS: Text('management API quotas per account'),
     GANTRY_JOB_RATE_LIMITS: Text('job API quotas per account and endpoint'),
     GANTRY_PROXY_RATE_LIMITS: Text('load-balancing proxy quotas per account and endpoint'),
@@ -151,6 +157,8 @@ export interface GantryConfig {
   publicUrl: string;
   /** The API serves HTTPS with these files (GANTRY_TLS_CERT, GANTRY_TLS_KEY); undefined: plain HTTP. */
   tls: TlsFiles | undefined;
+  /** Several API processes share `host:port`, the kernel spreading connections among them (GANTRY_REUSE_PORT). */
+  reusePort: boolean;
   /** With a loopback publicUrl: the worker-facing listener's port on the container bridge's gateway. */
   workerPort: number;
   temporalAddress: string | undefined;
@@ -409,6 +417,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
       '',
     ),
     tls,
+    reusePort: env.GANTRY_REUSE_PORT === 'true' || env.GANTRY_REUSE_PORT === '1',
     workerPort: intOf(env.GANTRY_WORKER_PORT, port + 1),
     temporalAddress: env.TEMPORAL_ADDRESS,
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',

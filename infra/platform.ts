@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../api/server.ts';
 import { ensureAdmin } from '../domain/accounts/index.ts';
 import { createBlobStore } from '../domain/blobs/index.ts';
@@ -148,7 +148,9 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       ctx.rateLimiter = new RateLimiter(db);
       const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, tls: config.tls });
       app = built;
-      await built.listen({ host: config.host, port: config.port });
+      // Fastify hands these options to net.Server.listen as they are; its types do not list reusePort yet.
+      const listenOptions = { host: config.host, port: config.port, reusePort: config.reusePort };
+      await built.listen(listenOptions as FastifyListenOptions);
       if (gateway) {
         const workerListener = startWorkerListener(built, gateway, config.workerPort, log);
         stops.push(() => workerListener.close());
