@@ -11,6 +11,8 @@
  * platform's from this process (process.cpuUsage), nginx's and the worker's from /proc. Starts its own
  * PostgreSQL and Temporal dev server like the test suite, the whole platform in this process, the
  * test worker (test/fixtures/lb-worker) and two nginx instances (1 worker process, and `auto`).
+ * Gantry is measured three ways: the platform in this process (as `npm start` runs it), one API
+ * process of its own (GANTRY_ROLE=api), and two API processes sharing one port (GANTRY_REUSE_PORT).
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,7 +22,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { newId } from '../domain/shared/index.ts';
 import { cpuSeconds, loadAverage } from './proc.ts';
-import { freePort, startBenchPlatform } from './support.ts';
+import { BENCH_QUOTAS, freePort, startBenchPlatform } from './support.ts';
 
 const seconds = Number(process.argv[2] ?? 6);
 const connectionLevels = (process.argv[3] ?? '1,10,100').split(',').map(Number);
@@ -105,6 +107,44 @@ async function startBareProxy(): Promise<{ url: string; pid: number }> {
   await waitFor(`http://127.0.0.1:${port}/ping`, 'the bare Node proxy');
   return { url: `http://127.0.0.1:${port}`, pid: proc.pid! };
 }
+/**
+ * Gantry's API as OS processes of their own (GANTRY_ROLE=api, the platform's database and Temporal),
+ * `n` of them sharing one port (GANTRY_REUSE_PORT): the kernel spreads the connections.
+ */
+async function startApiProcesses(n: number): Promise<{ url: string; pids: number[] }> {
+  const port = await freePort();
+  const pids: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const proc = spawn(process.execPath, ['--import', 'tsx', path.join(here, '../infra/start.ts')], {
+      env: {
+        ...process.env,
+        GANTRY_ROLE: 'api',
+        PORT: String(port),
+        GANTRY_REUSE_PORT: 'true',
+        GANTRY_WORKER_PORT: String(await freePort()),
+        DATABASE_URL: platform.databaseUrl,
+        TEMPORAL_ADDRESS: platform.temporalAddress,
+        GANTRY_ADMIN_API_KEY: bench.adminKey,
+        GANTRY_DATA_DIR: mkdtempSync(path.join(scratch, 'api-')),
+        LOG_LEVEL: 'warn',
+        GANTRY_RATE_LIMITS: BENCH_QUOTAS,
+        GANTRY_JOB_RATE_LIMITS: BENCH_QUOTAS,
+        GANTRY_PROXY_RATE_LIMITS: BENCH_QUOTAS,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(proc);
+    let out = '';
+    proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    for (let waited = 0; !out.includes('Gantry is up'); waited += 100) {
+      if (proc.exitCode !== null || waited > 120_000) throw new Error(`API process ${i + 1} did not start: ${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    pids.push(proc.pid!);
+  }
+  return { url: `http://127.0.0.1:${port}`, pids };
+}
 const bare = await startBareProxy();
 const nginx1 = await startNginx('1');
 const nginxAuto = await startNginx('auto');
@@ -147,6 +187,9 @@ await db.worker.create({
   },
 });
 
+const oneApi = await startApiProcesses(1);
+const twoApis = await startApiProcesses(2);
+
 interface Target {
   name: string;
   base: string;
@@ -163,6 +206,16 @@ const targets: Target[] = [
   { name: 'nginx, auto (2)', base: nginxAuto.url, cpu: () => cpuSeconds(nginxAuto.pid) },
   { name: 'bare Node proxy, no checks', base: bare.url, cpu: () => cpuSeconds(bare.pid) },
   { name: 'Gantry', base: `${base}/lb/${endpoint.id}`, cpu: selfCpu },
+  {
+    name: 'Gantry, 1 API process',
+    base: `${oneApi.url}/lb/${endpoint.id}`,
+    cpu: () => cpuSeconds(oneApi.pids[0]!),
+  },
+  {
+    name: 'Gantry, 2 API processes on one port',
+    base: `${twoApis.url}/lb/${endpoint.id}`,
+    cpu: () => twoApis.pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
+  },
 ];
 
 interface Measured {
@@ -204,7 +257,7 @@ const body = JSON.stringify({ prompt: 'a lighthouse at dusk', steps: 30, seed: 4
 
 async function http(target: Target, route: 'GET /health' | 'POST /process', connections: number): Promise<Measured> {
   const args = [autocannonBin, '--json', '-c', String(connections), '-d', String(seconds)];
-  if (target.name === 'Gantry') args.push('-H', `authorization=${authorization}`);
+  if (target.name.startsWith('Gantry')) args.push('-H', `authorization=${authorization}`);
   if (route === 'POST /process') args.push('-m', 'POST', '-H', 'content-type=application/json', '-b', body);
   args.push(`${target.base}${route.split(' ')[1]}`);
   return measure(target, async () => {
@@ -228,7 +281,7 @@ async function webSocket(target: Target, connections: number): Promise<Measured>
   if (target.name.startsWith('bare')) return { perSecond: NaN, p50: NaN, p99: NaN, failed: 0, workerCpuUs: NaN };
   const url = `${target.base.replace(/^http/, 'ws')}/ws`;
   const args = ['--import', 'tsx', path.join(here, 'lb-ws-load.ts'), url, String(connections), String(seconds)];
-  if (target.name === 'Gantry') args.push(authorization);
+  if (target.name.startsWith('Gantry')) args.push(authorization);
   return measure(target, async () => {
     const out = JSON.parse(await runChild(args)) as {
       messages: number;
