@@ -12,6 +12,17 @@
  *   /dev/null's numbers, so Podman really resolves and injects `--device nvidia.com/gpu=<uuid>` and a
  *   container sees `/dev/nvidia<index>` of its own GPUs, and nothing reaches hardware.
  * The spec lives in /var/run/cdi (runtime-generated specs) while the host runs and is removed by stop().
+ *
+ * With `runtime: 'docker'` the host is a Docker host instead (test/support/docker-test-host.ts: a
+ * dockerd of its own, DOCKER_HOST in every session) with Docker 20.10's GPU path, `--gpus`, in
+ * place of CDI (which Docker reads from version 25 on): no spec and no `nvidia-ctk`, but stand-ins
+ * of the toolkit's `nvidia-container-cli` (answers `--version`, which the probe reads) and
+ * `nvidia-container-runtime-hook`, which dockerd finds on its PATH and adds as the prestart hook
+ * of every container that asks for GPUs. The hook stand-in writes down each container's id and its
+ * `NVIDIA_VISIBLE_DEVICES` (what dockerd made of `--gpus device=<uuid>`), refuses a device this host
+ * does not have, and makes `/dev/nvidia<index>` of each GPU asked for and the control nodes in the
+ * container, with /dev/null's numbers, as the real hook (through `nvidia-container-cli configure`)
+ * makes the real ones. It does not mount driver libraries or touch a device cgroup.
  */
 import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
@@ -19,6 +30,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, w
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startTestDockerd, type TestDockerd } from './docker-test-host.ts';
 import { startSshTestHost, type SshTestHost } from './ssh-test-host.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'nvidia-smi');
@@ -36,8 +48,12 @@ export interface StandInGpu {
 export interface GpuTestHost extends SshTestHost {
   /** The GPUs its nvidia-smi reports (none when it fails). */
   gpus: StandInGpu[];
-  /** The CDI spec file written for it. */
+  /** The CDI spec file written for it (none on a Docker host). */
   cdiSpec: string;
+  /** A Docker host's daemon. */
+  dockerd?: TestDockerd;
+  /** A Docker host's hook record: a line `<container id> <NVIDIA_VISIBLE_DEVICES>` per container given GPUs. */
+  hookLog?: string;
 }
 
 export interface GpuTestHostOptions {
@@ -45,6 +61,10 @@ export interface GpuTestHostOptions {
   cdiVersion?: string;
   /** What nvidia-smi's header says the driver supports. */
   cudaVersion?: string;
+  /** The container runtime its sessions find (Podman unless told). */
+  runtime?: 'podman' | 'docker';
+  /** Images a Docker host's daemon gets from this machine's Podman. */
+  images?: string[];
 }
 
 /** Removes the specs of GPU test hosts whose test process is gone (a run killed before its cleanup). */
@@ -119,6 +139,40 @@ function nvidiaCtk(gpus: StandInGpu[]): string {
   ]);
 }
 
+/** The NVIDIA Container Toolkit's CLI, as far as the probe asks it. */
+function nvidiaContainerCli(): string {
+  return sh([
+    'case "$*" in',
+    "  *--version*) printf 'cli-version: 1.17.8\\nlib-version: 1.17.8\\n' ;;",
+    '  *) echo "nvidia-container-cli stand-in: $* is not answered" >&2; exit 1 ;;',
+    'esac',
+  ]);
+}
+
+/** The prestart hook dockerd runs for `--gpus` (see the module's comment); `list` is nvidia-smi's CSV. */
+function nvidiaContainerRuntimeHook(list: string, log: string): string {
+  return sh([
+    '[ "$1" = prestart ] || { echo "nvidia-container-runtime-hook stand-in: only prestart is answered" >&2; exit 1; }',
+    // The OCI state on stdin: the container's id, its init process and its bundle (config.json).
+    'state=$(cat)',
+    `field() { printf '%s' "$state" | sed -n "s/.*\\"$1\\":\\"\\{0,1\\}\\([^\\",}]*\\).*/\\1/p"; }`,
+    'id=$(field id); pid=$(field pid); bundle=$(field bundle)',
+    'config="$bundle/config.json"',
+    `root=$(sed -n 's/.*"root":{"path":"\\([^"]*\\)".*/\\1/p' "$config")`,
+    'case $root in /*) ;; *) root="$bundle/$root" ;; esac',
+    `visible=$(sed -n 's/.*"NVIDIA_VISIBLE_DEVICES=\\([^"]*\\)".*/\\1/p' "$config")`,
+    'nodes="nvidiactl nvidia-uvm nvidia-uvm-tools"',
+    "for d in $(printf '%s' \"$visible\" | tr , ' '); do",
+    `  i=$(awk -F', ' -v d="$d" '$3 == d { print NR - 1 }' ${quote(list)})`,
+    '  [ -n "$i" ] || { echo "nvidia-container-runtime-hook stand-in: no GPU $d on this host" >&2; exit 1; }',
+    '  nodes="$nodes nvidia$i"',
+    'done',
+    `printf '%s %s\\n' "$id" "$visible" >> ${quote(log)}`,
+    // In the container's mount namespace, before it pivots into its root.
+    'exec nsenter --target "$pid" --mount -- sh -c \'r=$1; shift; for n; do mknod -m 666 "$r/dev/$n" c 1 3 || exit 1; done\' sh "$root" $nodes',
+  ]);
+}
+
 /** The spec, as JSON (a YAML subset the runtimes read alike), in nvidia-ctk's layout. */
 function cdiSpec(gpus: StandInGpu[], nodes: string, cdiVersion: string): string {
   const node = (name: string) => ({ path: `/dev/${name}`, hostPath: path.join(nodes, name) });
@@ -145,15 +199,22 @@ function cdiSpec(gpus: StandInGpu[], nodes: string, cdiVersion: string): string 
 /** Starts a GPU test host whose nvidia-smi answers with `fixture` (a file of test/fixtures/nvidia-smi). */
 export async function startGpuTestHost(fixture: string, options: GpuTestHostOptions = {}): Promise<GpuTestHost> {
   removeLeftoverSpecs();
+  const docker = options.runtime === 'docker';
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-gpu-host-'));
   const bin = path.join(dir, 'bin');
   const nodes = path.join(dir, 'dev');
   mkdirSync(bin);
   mkdirSync(nodes);
   const { gpus, failure } = readGpus(fixture);
+  const hookLog = path.join(dir, 'nvidia-container-runtime-hook.log');
   const tools: Record<string, string> = {
     'nvidia-smi': nvidiaSmi(dir, gpus, failure, options.cudaVersion ?? '13.0'),
-    'nvidia-ctk': nvidiaCtk(gpus),
+    ...(docker
+      ? {
+          'nvidia-container-cli': nvidiaContainerCli(),
+          'nvidia-container-runtime-hook': nvidiaContainerRuntimeHook(path.join(dir, 'nvidia-smi.csv'), hookLog),
+        }
+      : { 'nvidia-ctk': nvidiaCtk(gpus) }),
   };
   for (const [name, script] of Object.entries(tools)) {
     writeFileSync(path.join(bin, name), script);
@@ -166,11 +227,20 @@ export async function startGpuTestHost(fixture: string, options: GpuTestHostOpti
   }
   mkdirSync(CDI_DIR, { recursive: true });
   const spec = path.join(CDI_DIR, `${SPEC_PREFIX}${process.pid}-${path.basename(dir)}.json`);
-  if (gpus.length > 0) writeFileSync(spec, cdiSpec(gpus, nodes, options.cdiVersion ?? '0.5.0'));
+  if (gpus.length > 0 && !docker) writeFileSync(spec, cdiSpec(gpus, nodes, options.cdiVersion ?? '0.5.0'));
+  let dockerd: TestDockerd | undefined;
   let ssh: SshTestHost;
   try {
-    ssh = await startSshTestHost({ sessionPath: bin });
+    if (docker) {
+      dockerd = await startTestDockerd({ path: bin });
+      dockerd.loadImages(options.images ?? []);
+    }
+    ssh = await startSshTestHost({
+      sessionPath: bin,
+      ...(dockerd ? { sessionEnv: { DOCKER_HOST: dockerd.dockerHost } } : {}),
+    });
   } catch (err) {
+    await dockerd?.stop();
     rmSync(spec, { force: true });
     rmSync(dir, { recursive: true, force: true });
     throw err;
@@ -178,9 +248,11 @@ export async function startGpuTestHost(fixture: string, options: GpuTestHostOpti
   return {
     ...ssh,
     gpus,
-    cdiSpec: spec,
+    cdiSpec: docker ? '' : spec,
+    ...(dockerd ? { dockerd, hookLog } : {}),
     async stop() {
       await ssh.stop();
+      await dockerd?.stop();
       rmSync(spec, { force: true });
       rmSync(dir, { recursive: true, force: true });
     },

@@ -140,7 +140,12 @@ function answersSsh(port: number): Promise<boolean> {
   });
 }
 
-function sshdConfig(dir: string, port: number, sessionPath?: string): string {
+function sshdConfig(dir: string, port: number, sessionPath?: string, sessionEnv: Record<string, string> = {}): string {
+  const env = Object.entries(sessionEnv).map(([k, v]) => {
+    if (!/^[A-Z_][A-Z0-9_]*$/.test(k) || /[\s"]/.test(v)) throw new Error(`cannot set ${k}=${v} for sessions`);
+    return `${k}=${v}`;
+  });
+  if (sessionPath) env.unshift(`PATH=${sessionPath}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`);
   return [
     `Port ${port}`,
     'ListenAddress 127.0.0.1',
@@ -160,8 +165,9 @@ function sshdConfig(dir: string, port: number, sessionPath?: string): string {
     'ClientAliveInterval 15',
     'Subsystem sftp internal-sftp',
     'LogLevel ERROR',
-    // A host's own tools (a GPU host's nvidia-smi) ahead of the system's, for every session.
-    ...(sessionPath ? [`SetEnv PATH=${sessionPath}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`] : []),
+    // A host's own tools (a GPU host's nvidia-smi) ahead of the system's, and its own variables (a
+    // Docker host's DOCKER_HOST), for every session.
+    ...(env.length > 0 ? [`SetEnv ${env.join(' ')}`] : []),
     '',
   ].join('\n');
 }
@@ -172,6 +178,8 @@ export interface StartSshTestHostOptions {
   log?: (msg: string) => void;
   /** A folder searched first for commands in every session (test/support/gpu-test-host.ts). */
   sessionPath?: string;
+  /** Variables set in every session (test/support/docker-test-host.ts: DOCKER_HOST). */
+  sessionEnv?: Record<string, string>;
 }
 
 /**
@@ -196,7 +204,7 @@ export async function startSshTestHost(options: StartSshTestHostOptions = {}): P
     for (let attempt = 0; attempt < 5; attempt++) {
       const port = await freeLoopbackPort();
       const configFile = path.join(dir, 'sshd_config');
-      writeFileSync(configFile, sshdConfig(dir, port, options.sessionPath));
+      writeFileSync(configFile, sshdConfig(dir, port, options.sessionPath, options.sessionEnv));
       const check = spawnSync('/usr/sbin/sshd', ['-t', '-f', configFile], { encoding: 'utf8' });
       if (check.status !== 0) throw new Error(`sshd rejected its config: ${check.stderr}`);
       // sshd must be started by absolute path: it re-executes itself for every connection.
