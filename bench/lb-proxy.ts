@@ -297,6 +297,7 @@ async function webSocket(target: Target, connections: number): Promise<Measured>
 for (const t of targets) await http(t, 'GET /health', 10);
 
 interface Row extends Measured {
+  round: number;
   what: string;
   connections: number;
   target: string;
@@ -311,7 +312,7 @@ for (let round = 0; round < rounds; round++) {
     for (const what of requests) {
       for (const t of targets) {
         const m = what === 'WebSocket echo' ? await webSocket(t, connections) : await http(t, what, connections);
-        rows.push({ ...m, what, connections, target: t.name });
+        rows.push({ ...m, round, what, connections, target: t.name });
       }
     }
   }
@@ -327,7 +328,7 @@ console.log(
 );
 console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  const same = rows.filter((o) => o.what === r.what && o.connections === r.connections);
+  const same = rows.filter((o) => o.round === r.round && o.what === r.what && o.connections === r.connections);
   const direct = same.find((o) => o.target === 'direct')!;
   const nginxBest = Math.max(...same.filter((o) => o.target.startsWith('nginx')).map((o) => o.perSecond));
   console.log(
@@ -338,7 +339,7 @@ for (const r of rows) {
 }
 // At one connection the mean time per request is 1 / rate: what each proxy adds to the direct call.
 for (const what of ['GET /health', 'POST /process', 'WebSocket echo']) {
-  const one = rows.filter((r) => r.what === what && r.connections === 1);
+  const one = rows.filter((r) => r.round === 0 && r.what === what && r.connections === 1);
   const direct = one.find((r) => r.target === 'direct');
   if (!direct) continue;
   const added = one
