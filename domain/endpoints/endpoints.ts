@@ -19,7 +19,11 @@ import { validate } from '../shared/validation.ts';
  */
 export function loadBalancerBaseUrl(endpointId: string, publicUrl: string, lbDomain: string | undefined): string {
   const domain = lbDomain?.trim().replace(/^\.+|\.+$/g, '');
-  return domain ? `https://${endpointId}.${domain}` : `${publicUrl}/lb/${endpointId}`;
+  if (!domain) return `${publicUrl}/lb/${endpointId}`;
+  // An HTTPS public URL on a port of its own is the API serving TLS there, wildcard names included.
+  const pub = URL.canParse(publicUrl) ? new URL(publicUrl) : undefined;
+  const port = pub?.protocol === 'https:' && pub.port ? `:${pub.port}` : '';
+  return `https://${endpointId}.${domain}${port}`;
 }
 
 export function endpointView(e: Endpoint, ctx: Pick<DomainContext, 'publicUrl' | 'settings'>): EndpointView {

@@ -131,7 +131,7 @@ describe('https://<endpointId>.<GANTRY_LB_DOMAIN> served by the API', () => {
   it('serves the given certificate on the API port, and the public URL and requestUrls are https', async () => {
     expect(p.ctx.publicUrl).toBe(`https://127.0.0.1:${port}`);
     const view = await https(`https://${DOMAIN}:${port}/v2/serverless/${endpointId}`, { key: p.adminKey });
-    expect(view.body.requestUrls).toEqual({ base: `https://${endpointId}.${DOMAIN}` });
+    expect(view.body.requestUrls).toEqual({ base: `https://${endpointId}.${DOMAIN}:${port}` });
     const shown = await servedCertificate(`${endpointId}.${DOMAIN}`);
     expect(shown).toEqual({ fingerprint: fingerprintOf(served.certFile), authorized: true });
     // TLS only: a plain HTTP request on the port gets no answer from the API.

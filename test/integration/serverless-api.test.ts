@@ -418,6 +418,9 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     }
     expect(loadBalancerBaseUrl('abc', 'http://h:1', '.wild.example.')).toBe('https://abc.wild.example');
     expect(loadBalancerBaseUrl('abc', 'http://h:1', '')).toBe('http://h:1/lb/abc');
+    // The API serving TLS on a port of its own serves the wildcard names there too.
+    expect(loadBalancerBaseUrl('abc', 'https://h:8443', 'wild.example')).toBe('https://abc.wild.example:8443');
+    expect(loadBalancerBaseUrl('abc', 'https://h', 'wild.example')).toBe('https://abc.wild.example');
   });
 
   it('deletes: 204, 404 to reads at once, and the workflow removes the row', async () => {
