@@ -79,6 +79,20 @@ export function ensureHostPackages(
       `missing Debian packages ${missing.join(' ')}; install them as root (apt-get install ${missing.join(' ')})`,
     );
   log(`Installing Debian packages: ${missing.join(' ')}`);
+  // The tests start their own sshd and dockerd: a package's system service (sshd on port 22, a
+  // dockerd on /var/run/docker.sock that the host probe would take for every host's runtime) must
+  // not start. A machine without a policy-rc.d gets one that refuses for the install's duration.
+  const policy = '/usr/sbin/policy-rc.d';
+  const ownPolicy = !existsSync(policy);
+  if (ownPolicy) writeFileSync(policy, '#!/bin/sh\nexit 101\n', { mode: 0o755 });
+  try {
+    installMissing(missing);
+  } finally {
+    if (ownPolicy) rmSync(policy, { force: true });
+  }
+}
+
+function installMissing(missing: string[]): void {
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const install = (): SpawnSyncReturns<string> =>
     spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', '--no-install-recommends', ...missing], {
