@@ -36,6 +36,18 @@ import { JobSupervision } from './queue-supervision.ts';
 const relaxedCommit = (when = 'true'): string =>
   `relaxed AS (SELECT set_config('synchronous_commit', CASE WHEN ${when} THEN 'off' ELSE current_setting('synchronous_commit') END, true))`;
 
+/** $1-$8 of the statements that insert a job: what the submission set. */
+const jobValues = (job: NewJob): unknown[] => [
+  job.id,
+  job.endpointId,
+  job.accountId,
+  job.inputJson,
+  job.webhook,
+  job.executionTimeoutMs,
+  job.ttlMs,
+  job.lowPriority,
+];
+
 /**
  * The SQL of every job state change; the statements of supervision and sweeps come from
  * JobSupervision (queue-supervision.ts), the pool and its statements from JobStoreBase (queue-base.ts).
@@ -56,20 +68,7 @@ export class JobStore extends JobSupervision {
          RETURNING *)
        -- A /run job commits durably (its answer acknowledges it), a runsync job relaxed.
        SELECT ${COLS_LEAN}, pg_notify('${JOB_CHANNEL}', 'q:' || $10 || ':' || j."endpointId") FROM j CROSS JOIN relaxed`,
-      [
-        job.id,
-        job.endpointId,
-        job.accountId,
-        job.inputJson,
-        job.webhook,
-        job.executionTimeoutMs,
-        job.ttlMs,
-        job.lowPriority,
-        job.sync,
-        this.tag,
-        maxQueued,
-        job.modelId ?? null,
-      ],
+      [...jobValues(job), job.sync, this.tag, maxQueued, job.modelId ?? null],
     );
     return row;
   }
@@ -87,18 +86,7 @@ export class JobStore extends JobSupervision {
          VALUES ($1, $2, $3, 'IN_PROGRESS', $4::jsonb, $5, $6::int, $7::int, $8::boolean, true, now(), now() + $7::int * interval '1 millisecond', now(), $9, $10, now(), 1)
          RETURNING *)
        SELECT ${COLS_LEAN}, j.input FROM j CROSS JOIN relaxed`,
-      [
-        job.id,
-        job.endpointId,
-        job.accountId,
-        job.inputJson,
-        job.webhook,
-        job.executionTimeoutMs,
-        job.ttlMs,
-        job.lowPriority,
-        job.modelId ?? null,
-        workerId,
-      ],
+      [...jobValues(job), job.modelId ?? null, workerId],
     );
     if (!row) throw new Error(`job ${job.id} was not inserted`);
     return row;
@@ -139,22 +127,7 @@ export class JobStore extends JobSupervision {
          SELECT ${withOutput ? COLS : COLS_LEAN}, false, j."idempotencyHash" = $14::bytea, j."expiresAt" > now(), NULL
          FROM "Job" j
          WHERE j."accountId" = $3 AND j."endpointId" = $2 AND j."idempotencyKey" = $13 AND NOT EXISTS (SELECT 1 FROM ins)`,
-        [
-          job.id,
-          job.endpointId,
-          job.accountId,
-          job.inputJson,
-          job.webhook,
-          job.executionTimeoutMs,
-          job.ttlMs,
-          job.lowPriority,
-          job.sync,
-          this.tag,
-          maxQueued,
-          job.modelId ?? null,
-          key.key,
-          key.hash,
-        ],
+        [...jobValues(job), job.sync, this.tag, maxQueued, job.modelId ?? null, key.key, key.hash],
       );
       if (!found) {
         // Neither inserted nor read: the queue is full, unless another submit committed a job under
