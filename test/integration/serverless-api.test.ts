@@ -2,7 +2,7 @@ import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/clien
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/server.ts';
 import { issueApiKey } from '../../domain/accounts/index.ts';
-import { loadBalancerBaseUrl, reconcileEndpointWorkflows } from '../../domain/endpoints/index.ts';
+import { reconcileEndpointWorkflows } from '../../domain/endpoints/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import {
   endpointWorkflowId,
@@ -416,11 +416,6 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     } finally {
       p.ctx.settings.lbDomain = undefined;
     }
-    expect(loadBalancerBaseUrl('abc', 'http://h:1', '.wild.example.')).toBe('https://abc.wild.example');
-    expect(loadBalancerBaseUrl('abc', 'http://h:1', '')).toBe('http://h:1/lb/abc');
-    // The API serving TLS on a port of its own serves the wildcard names there too.
-    expect(loadBalancerBaseUrl('abc', 'https://h:8443', 'wild.example')).toBe('https://abc.wild.example:8443');
-    expect(loadBalancerBaseUrl('abc', 'https://h', 'wild.example')).toBe('https://abc.wild.example');
   });
 
   it('deletes: 204, 404 to reads at once, and the workflow removes the row', async () => {
