@@ -93,7 +93,7 @@ async function cpuPerCall(fn: () => Promise<unknown>): Promise<number> {
 }
 const keyCurrentMs = await cpuPerCall(() => authenticateCurrent(platform.ctx, adminKey));
 const keyReadMs = await cpuPerCall(() => authenticate(platform.ctx, adminKey));
-const following = platform.ctx.records?.keysFollowChanges ?? false;
+const following = platform.ctx.records?.followsChanges ?? false;
 
 const spec = await fetch(url, { headers }).then((r) => r.json());
 console.log(

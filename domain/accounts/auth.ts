@@ -135,7 +135,7 @@ export function authenticateCachedNow(
  * domain/shared/record-cache.ts), else read from PostgreSQL.
  */
 export function authenticateCurrent(source: KeySource, presented: string | undefined): Promise<Principal> {
-  return source.records?.keysFollowChanges ? authenticateCached(source, presented) : authenticate(source, presented);
+  return source.records?.followsChanges ? authenticateCached(source, presented) : authenticate(source, presented);
 }
 
 export function requireScope(principal: Principal, scope: Scope): void {

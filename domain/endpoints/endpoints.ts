@@ -203,7 +203,7 @@ async function readLiveEndpoint(ctx: DomainContext, id: string): Promise<Endpoin
  * delivery at most; a process that stops hearing changes reads every row again.
  */
 async function findOwnedForRead(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
-  const rows = ctx.records?.endpointsFollowChanges ? ctx.records.endpointRows : undefined;
+  const rows = ctx.records?.followsChanges ? ctx.records.endpointRows : undefined;
   const e = rows ? await rows.get(id, () => readLiveEndpoint(ctx, id)) : await readLiveEndpoint(ctx, id);
   if (!e || e.accountId !== principal.accountId) throw notFound('endpoint');
   requireEndpointAccess(principal, id);

@@ -11,7 +11,7 @@
  * Keys are also forgotten the moment a change reaches this process: a trigger on "ApiKey" and
  * "Account" notifies RECORD_CHANNEL at commit (migration 20261124190000_key_change_notify) and the
  * job runtime's LISTEN session hands each notification to `recordChanged`. While that session is
- * up (`keysFollowChanges`) the management REST API and GraphQL use the remembered keys too; while
+ * up (`followsChanges`) the management REST API and GraphQL use the remembered keys too; while
  * it is down they read every key, and the job API and the proxy fall back to the revocation bound.
  */
 import { LRUCache } from 'lru-cache';
@@ -35,7 +35,7 @@ import type { CachedModel } from '../public-models/models.ts';
  *
  * An expired key stops at its expiry exactly, a new key or endpoint works at once (failures are
  * never remembered), and a key change reaches every path as soon as its notification does (see
- * `keysFollowChanges`), management REST and GraphQL included. Requests admitted
+ * `followsChanges`), management REST and GraphQL included. Requests admitted
  * before the bound ran out finish as they started (a job-take long-poll for up to its hold time, a
  * runsync wait, a proxied request or WebSocket session).
  *
@@ -155,16 +155,12 @@ export class RecordCaches {
   private following = false;
 
   /**
-   * Whether this process hears every committed key change now (its LISTEN session is up): then a
-   * remembered key is as good as a read, up to the notification's delivery, and never older than
-   * the revocation bound (a session that stalls without breaking).
+   * Whether this process hears every committed key and endpoint change now (its LISTEN session is
+   * up; triggers notify each at commit): then a remembered key or endpoint row is as good as a read,
+   * up to the notification's delivery, and a key never older than the revocation bound (a session
+   * that stalls without breaking).
    */
-  get keysFollowChanges(): boolean {
-    return this.following;
-  }
-
-  /** The same for endpoint rows (a trigger on `Endpoint` notifies every change at commit). */
-  get endpointsFollowChanges(): boolean {
+  get followsChanges(): boolean {
     return this.following;
   }
 

@@ -76,7 +76,7 @@ describe('the endpoint read of GET /v2/serverless/{id}', () => {
     });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
-    expect(t.ctx.records!.endpointsFollowChanges).toBe(true);
+    expect(t.ctx.records!.followsChanges).toBe(true);
     expect((await t.call('GET', `/v2/serverless/${id}`, { key: t.adminKey })).body.workers.max).toBe(
       created.body.workers.max,
     );

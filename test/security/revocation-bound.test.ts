@@ -174,7 +174,7 @@ describe('the revocation bound', () => {
       expect(p.admitted(r), `${p.name} before the change: ${show(r)}`).toBe(true);
     }
     // The remembered key is what a refusal now must overrule.
-    expect(recordCachesOf(t.ctx).keysFollowChanges).toBe(true);
+    expect(recordCachesOf(t.ctx).followsChanges).toBe(true);
     await change();
     const changed = Date.now();
     const samples = await callUntil(probes, changed + NOTIFIED_MS + 400, 20);

@@ -107,7 +107,7 @@ describe('RecordCache', () => {
       ['h4', 'a3'],
     ] as const)
       await caches.keys.get(hash, key(account));
-    expect(caches.keysFollowChanges).toBe(false);
+    expect(caches.followsChanges).toBe(false);
     caches.recordChanged('key:h4');
     caches.recordChanged('account:a1');
     caches.recordChanged('nonsense');
@@ -116,10 +116,10 @@ describe('RecordCache', () => {
     for (const hash of ['h1', 'h2', 'h3', 'h4']) await caches.keys.get(hash, reread);
     expect(reads).toBe(3); // only h3 (account a2) was kept
     caches.changeFeed(true);
-    expect(caches.keysFollowChanges).toBe(true);
+    expect(caches.followsChanges).toBe(true);
     expect(caches.keys.size).toBe(0);
     await caches.keys.get('h5', key('a5'));
     caches.changeFeed(false);
-    expect([caches.keysFollowChanges, caches.keys.size]).toEqual([false, 0]);
+    expect([caches.followsChanges, caches.keys.size]).toEqual([false, 0]);
   });
 });
