@@ -41,9 +41,10 @@ export function problemOf(err: unknown): { problem: Problem; headers: Record<str
 
 /** Maps anything thrown in a route to a problem+json answer; 5xx details never leak internals. */
 export function errorHandler(err: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (err instanceof DomainError) {
-    if (err instanceof RetryLater) reply.header('Retry-After', String(err.retryAfterSeconds));
-    return sendProblem(reply, problem(STATUS_OF[err.kind], err.message, err.errors));
+  const domain = problemOf(err);
+  if (domain) {
+    for (const [name, value] of Object.entries(domain.headers)) reply.header(name, value);
+    return sendProblem(reply, domain.problem);
   }
   const fe = err as FastifyError;
   if (fe.validation) {
