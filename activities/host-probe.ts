@@ -103,6 +103,12 @@ export interface GpuPassthrough {
   cdiDevices: string[];
   /** Each spec's `cdiVersion` and `kind`, as far as the probe could read them. */
   cdiSpecVersions: Array<{ file: string; version: string | undefined; kind: string | undefined }>;
+  /**
+   * The GPU UUIDs each spec file names (undefined where the probe did not read them). Workers get
+   * `--device nvidia.com/gpu=<uuid>`: a spec that names none of this host's GPUs (stale after a GPU
+   * or driver change, or another machine's) resolves nothing for them.
+   */
+  cdiSpecGpus: Record<string, string[]> | undefined;
   /** What is missing when method is 'none' but GPUs are present. */
   hint: string | undefined;
 }
@@ -187,6 +193,7 @@ s nvidia-ctk; command -v nvidia-ctk >/dev/null 2>&1 && nvidia-ctk --version 2>/d
 s nvidia-container-cli; command -v nvidia-container-cli >/dev/null 2>&1 && nvidia-container-cli --version 2>/dev/null | head -n 1
 s cdi-specs; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do [ -f "$f" ] && echo "$f"; done
 s cdi-spec-versions; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do [ -f "$f" ] && printf '%s\t%s\t%s\n' "$f" "$(sed -n 's/.*cdiVersion"\{0,1\}[[:space:]]*:[[:space:]]*"\{0,1\}\([0-9][0-9.]*\).*/\1/p' "$f" | head -n 1)" "$(sed -n 's/^[[:space:]{"]*kind"\{0,1\}[[:space:]]*:[[:space:]]*"\{0,1\}\([^",[:space:]]*\).*/\1/p' "$f" | head -n 1)"; done
+s cdi-spec-gpus; for f in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do [ -f "$f" ] && printf '%s\t%s\n' "$f" "$(grep -o 'GPU-[0-9a-fA-F-]\{36\}' "$f" | sort -u | tr '\n' ' ')"; done
 s cdi-devices; command -v nvidia-ctk >/dev/null 2>&1 && t 30 nvidia-ctk cdi list 2>/dev/null | grep -E '^[a-z0-9.-]+/[a-z0-9-]+=' 
 if command -v nvidia-smi >/dev/null 2>&1; then
   s nvidia-smi; t 60 nvidia-smi --query-gpu=name,memory.total,uuid,driver_version --format=csv,noheader,nounits 2>&1
@@ -337,13 +344,33 @@ export function parseProbeOutput(output: string): HostProbe {
       const [file = '', version, kind] = l.split('\t').map((f) => f.trim());
       return { file, version: version || undefined, kind: kind || undefined };
     });
-  const nvidiaSpecs = cdiSpecVersions.filter((s) => s.kind === 'nvidia.com/gpu' || /nvidia/i.test(s.file));
+  const cdiSpecGpus = sec.has('cdi-spec-gpus')
+    ? Object.fromEntries(
+        get('cdi-spec-gpus')
+          .split('\n')
+          .filter((l) => l.trim())
+          .map((l) => {
+            const [file = '', uuids = ''] = l.split('\t');
+            return [file.trim(), uuids.split(/\s+/).filter(Boolean)];
+          }),
+      )
+    : undefined;
+  const gpuUuids = new Set(gpus.map((g) => g.uuid));
+  // Where the probe read which GPUs each spec names, only specs naming this host's GPUs count.
+  const ours = (file: string): boolean => !cdiSpecGpus || (cdiSpecGpus[file] ?? []).some((u) => gpuUuids.has(u));
+  const nvidiaSpecs = cdiSpecVersions.filter(
+    (s) => (s.kind === 'nvidia.com/gpu' || /nvidia/i.test(s.file)) && ours(s.file),
+  );
   const readable = cdiReadable(containerRuntime);
   const tooNew = readable ? nvidiaSpecs.filter((s) => s.version && versionAbove(s.version, readable.max)) : [];
-  const hasNvidiaCdi =
-    (cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f))) &&
-    // Specs the runtime cannot read leave it no devices (Podman then refuses them as unresolvable).
-    !(nvidiaSpecs.length > 0 && tooNew.length === nvidiaSpecs.length);
+  const unnamed = cdiSpecGpus
+    ? gpus.filter((g) => !nvidiaSpecs.some((s) => !tooNew.includes(s) && (cdiSpecGpus[s.file] ?? []).includes(g.uuid)))
+    : [];
+  const hasNvidiaCdi = cdiSpecGpus
+    ? gpus.length > 0 && unnamed.length === 0
+    : (cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f))) &&
+      // Specs the runtime cannot read leave it no devices (Podman then refuses them as unresolvable).
+      !(nvidiaSpecs.length > 0 && tooNew.length === nvidiaSpecs.length);
   let method: GpuPassthrough['method'] = 'none';
   let hint: string | undefined;
   if (
@@ -357,9 +384,11 @@ export function parseProbeOutput(output: string): HostProbe {
     hint =
       tooNew.length > 0 && readable
         ? `the CDI spec ${tooNew.map((s) => `${s.file} is version ${s.version}`).join(', ')}, newer than ${readable.runtime} reads (${readable.max} at most): upgrade ${containerRuntime!.name}, or write the spec with a toolkit whose specs it reads`
-        : nvidiaCtkVersion
-          ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
-          : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
+        : cdiSpecGpus && cdiSpecVersions.some((s) => s.kind === 'nvidia.com/gpu' || /nvidia/i.test(s.file))
+          ? `no CDI spec in /etc/cdi or /var/run/cdi names GPU ${unnamed.map((g) => g.uuid).join(', ')}: regenerate it with \`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml\``
+          : nvidiaCtkVersion
+            ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
+            : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
   }
 
   return {
@@ -384,6 +413,7 @@ export function parseProbeOutput(output: string): HostProbe {
       cdiSpecs,
       cdiDevices,
       cdiSpecVersions,
+      cdiSpecGpus,
       hint,
     },
     gpus,

@@ -317,6 +317,55 @@ describe('parseProbeOutput', () => {
     expect(probeWith('5.2.2', '0.6.0').gpuPassthrough.method).toBe('cdi');
   });
 
+  it("counts only CDI specs that name this host's GPUs, where the probe read which they name", () => {
+    const h200 = parseNvidiaSmi(fixture('h200.csv'))[0]!.uuid;
+    const other = 'GPU-00000000-1111-2222-3333-444444444444';
+    const probeWith = (
+      podman: string,
+      specs: Array<{ file: string; version: string; uuids: string[] }>,
+      smi = 'h200.csv',
+    ) =>
+      parseProbeOutput(
+        [
+          '@@gantry-probe:nproc',
+          '8',
+          '@@gantry-probe:runtime:podman',
+          'path=/usr/bin/podman',
+          `version=podman version ${podman}`,
+          'usable=1',
+          '@@gantry-probe:cdi-specs',
+          ...specs.map((s) => s.file),
+          '@@gantry-probe:cdi-spec-versions',
+          ...specs.map((s) => `${s.file}\t${s.version}\tnvidia.com/gpu`),
+          '@@gantry-probe:cdi-spec-gpus',
+          ...specs.map((s) => `${s.file}\t${s.uuids.join(' ')} `),
+          '@@gantry-probe:nvidia-smi',
+          fixture(smi),
+          '@@gantry-probe:nvidia-smi-exit',
+          smi.endsWith('.csv') ? '0' : '9',
+          '@@gantry-probe:end',
+          '',
+        ].join('\n'),
+      );
+    const mine = { file: '/etc/cdi/nvidia.yaml', version: '0.5.0', uuids: [h200] };
+    const stale = { file: '/var/run/cdi/old.json', version: '0.5.0', uuids: [other] };
+    const ok = probeWith('4.3.1', [mine, stale]);
+    expect(ok.gpuPassthrough.method).toBe('cdi');
+    expect(ok.gpuPassthrough.cdiSpecGpus).toEqual({ [mine.file]: [h200], [stale.file]: [other] });
+    // A spec of other GPUs only (stale, or another machine's): Podman would resolve nothing.
+    const onlyStale = probeWith('5.2.2', [stale]);
+    expect(onlyStale.gpuPassthrough.method).toBe('none');
+    expect(onlyStale.gpuPassthrough.hint).toBe(
+      `no CDI spec in /etc/cdi or /var/run/cdi names GPU ${h200}: regenerate it with \`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml\``,
+    );
+    // This host's spec too new for Podman 4.3: another GPU's readable spec does not make up for it.
+    const tooNew = probeWith('4.3.1', [{ ...mine, version: '0.6.0' }, stale]);
+    expect(tooNew.gpuPassthrough.method).toBe('none');
+    expect(tooNew.gpuPassthrough.hint).toMatch(/^the CDI spec \/etc\/cdi\/nvidia.yaml is version 0.6.0, newer than/);
+    // No GPU answered: nothing to pass through, whatever specs there are.
+    expect(probeWith('4.3.1', [mine], 'driver-not-loaded.txt').gpuPassthrough.method).toBe('none');
+  });
+
   it('refuses output of a probe that did not finish', () => {
     expect(() => parseProbeOutput('@@gantry-probe:nproc\n4\n')).toThrow(/incomplete/);
   });
