@@ -47,7 +47,8 @@ const flashCli = (args: string[], cwd = project): ReturnType<typeof runFlash> =>
 beforeAll(async () => {
   const [venv, base] = await Promise.all([
     ensurePythonClients({ requirements: FLASH_CLIENT_REQUIREMENTS }),
-    ensureFlashBaseImage(),
+    // Python 3.12: what flash builds for, and the version of the wheels it puts into the build.
+    ensureFlashBaseImage('3.12'),
   ]);
   python = venv;
   mkdirSync(home);
@@ -108,12 +109,14 @@ describe('a fresh `flash init` project on Gantry', () => {
     expect(readFileSync(path.join(project, 'cpu_worker.py'), 'utf8')).toContain('cpu="cpu3c-1-2"');
     expect(readFileSync(path.join(project, 'gpu_worker.py'), 'utf8')).toContain('gpu=GpuType.ANY');
 
-    // --no-deps: the skeleton's one requirement is runpod-flash itself, which the runtime has; flash
-    // would otherwise put the newest release from PyPI into the artifact.
-    const deploy = await flashCli(['deploy', '--no-deps']);
+    // As a user runs it: flash pip-installs the skeleton's requirements (runpod-flash and its
+    // dependencies, compiled ones among them) for Python 3.12 into the build.
+    const deploy = await flashCli(['deploy']);
     expect(deploy.code, deploy.output).toBe(0);
     const app = await p.ctx.db.app.findFirstOrThrow({ where: { name: 'freshflash' }, include: { environments: true } });
     const env = app.environments[0]!;
+    const build = await p.ctx.db.build.findUniqueOrThrow({ where: { id: env.currentBuildId ?? '' } });
+    expect([build.pythonVersion, build.size > 10_000_000n]).toEqual(['3.12', true]);
     const endpoints = await p.ctx.db.endpoint.findMany({
       where: { appEnvironmentId: env.id, deletingAt: null },
       orderBy: { name: 'asc' },
@@ -171,7 +174,7 @@ describe('a fresh `flash init` project on Gantry', () => {
     ]);
     expect(cpuDone, JSON.stringify(cpuDone)).toMatchObject({
       status: 'COMPLETED',
-      output: { message: 'hi from gantry', platform: 'Linux', python_version: expect.stringMatching(/^3\.11\./) },
+      output: { message: 'hi from gantry', platform: 'Linux', python_version: expect.stringMatching(/^3\.12\./) },
     });
     expect(lbAnswer).toMatchObject({ status: 'success', echo: { text: 'two words' }, timestamp: expect.any(String) });
     expect(gpuDone, JSON.stringify(gpuDone)).toMatchObject({

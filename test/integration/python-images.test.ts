@@ -24,7 +24,7 @@ function podman(args: string[], timeout = 300_000): Promise<{ status: number | n
   });
 }
 
-describe.each<PythonBaseVersion>(['3.11', '3.13'])('Python %s', (version) => {
+describe.each<PythonBaseVersion>(['3.11', '3.12', '3.13'])('Python %s', (version) => {
   it(
     'builds the base image once and runs its python3',
     async () => {
@@ -46,6 +46,19 @@ describe.each<PythonBaseVersion>(['3.11', '3.13'])('Python %s', (version) => {
         'import ssl; print(ssl.create_default_context().cert_store_stats()["x509_ca"])',
       ]);
       expect(Number(certs.stdout.trim())).toBeGreaterThan(50);
+      // The standard library's extension modules find their libraries (3.12 is built from source).
+      const modules = ['ssl', 'ctypes', 'sqlite3', 'bz2', 'lzma', 'zlib', 'uuid', 'decimal', 'hashlib', 'readline'];
+      const imports = await podman([
+        'run',
+        '--rm',
+        '--network',
+        'none',
+        image.name,
+        'python3',
+        '-c',
+        `import ${modules.join(', ')}; print("ok")`,
+      ]);
+      expect([imports.status, imports.stdout.trim()], imports.stderr).toEqual([0, 'ok']);
 
       const again = await ensurePythonBaseImage(version);
       expect(again.built).toBe(false);

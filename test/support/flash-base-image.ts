@@ -33,9 +33,14 @@ function run(cmd: string, args: readonly string[]): Promise<{ status: number | n
 
 const tail = (text: string) => text.trim().split('\n').slice(-20).join('\n');
 
-/** `localhost/gantry-flash-base:3.11-<hash>`, built first when missing; the name to give GANTRY_FLASH_RUNTIME_BASE_IMAGE. */
-export async function ensureFlashBaseImage(log: (msg: string) => void = (m) => console.error(m)): Promise<string> {
-  const version = '3.11';
+/**
+ * `localhost/gantry-flash-base:<version>-<hash>`, built first when missing; the name to give
+ * GANTRY_FLASH_RUNTIME_BASE_IMAGE. 3.12 is what flash builds for unless told otherwise.
+ */
+export async function ensureFlashBaseImage(
+  version: '3.11' | '3.12' = '3.11',
+  log: (msg: string) => void = (m) => console.error(m),
+): Promise<string> {
   await ensurePythonBaseImage(version);
   const base = pythonBaseImageName(version);
   const baseId = spawnSync('podman', ['image', 'inspect', '--format', '{{.Id}}', base], { encoding: 'utf8' }).stdout;
@@ -78,9 +83,11 @@ export async function ensureFlashBaseImage(log: (msg: string) => void = (m) => c
         FLASH_CLIENT_REQUIREMENTS,
       ]);
       if (r.status !== 0) throw new Error(`pip install for ${name} failed: ${tail(r.output)}`);
+      // Debian's Python reads /usr/local/lib/python3.X/dist-packages; one built from source (3.12) site-packages.
+      const packages = version === '3.12' ? 'site-packages' : 'dist-packages';
       writeFileSync(
         path.join(work, 'Containerfile'),
-        `FROM ${base}\nCOPY site /usr/local/lib/python${version}/dist-packages\n`,
+        `FROM ${base}\nCOPY site /usr/local/lib/python${version}/${packages}\n`,
       );
       r = await run('podman', [...PODMAN_FLAGS, 'build', '--quiet', '--tag', name, work]);
       if (r.status !== 0) throw new Error(`podman build ${name} failed: ${tail(r.output)}`);

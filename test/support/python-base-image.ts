@@ -1,7 +1,9 @@
 /**
  * Python base images for Gantry's runtime image, built on this machine without any registry:
  * `debootstrap --variant=minbase` of the Debian release that ships the wanted Python (bookworm:
- * 3.11, trixie: 3.13) with only `python3` and `ca-certificates`, then `tar | podman import`.
+ * 3.11, trixie: 3.13) with only `python3` and `ca-certificates`, then `tar | podman import`. A
+ * version no Debian release ships (3.12, flash's default) is CPython built from source on this
+ * machine into a bookworm root with the libraries it loads (cpython-source.ts).
  * The platform builds the runtime image on top (sdk/python/Containerfile, BASE_IMAGE
  * `localhost/gantry-python:<version>`); there is no pip in here because artifacts carry their
  * dependencies.
@@ -16,15 +18,31 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CPYTHON_BUILD_SUITE,
+  CPYTHON_RUNTIME_PACKAGES,
+  CPYTHON_SOURCES,
+  installCpythonFromSource,
+  type SourceBuiltPython,
+} from './cpython-source.ts';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
 import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 
-export type PythonBaseVersion = '3.11' | '3.13';
+export type PythonBaseVersion = '3.11' | '3.12' | '3.13';
 
-/** The Debian release whose `python3` is each version. */
-export const PYTHON_BASE_SUITES: Readonly<Record<PythonBaseVersion, string>> = { '3.11': 'bookworm', '3.13': 'trixie' };
+/** The Debian release whose `python3` is each version (or that a source-built one links against). */
+export const PYTHON_BASE_SUITES: Readonly<Record<PythonBaseVersion, string>> = {
+  '3.11': 'bookworm',
+  '3.12': CPYTHON_BUILD_SUITE,
+  '3.13': 'trixie',
+};
 /** What goes in besides minbase: the interpreter, and CA certificates for the artifact's HTTPS URL. */
 export const PYTHON_BASE_PACKAGES = ['python3', 'ca-certificates'] as const;
+
+const sourceBuilt = (v: PythonBaseVersion): v is SourceBuiltPython => v in CPYTHON_SOURCES;
+/** Debian packages of the root: the interpreter's, or for a source-built one the libraries it loads. */
+const basePackages = (v: PythonBaseVersion): readonly string[] =>
+  sourceBuilt(v) ? CPYTHON_RUNTIME_PACKAGES : PYTHON_BASE_PACKAGES;
 export const DEFAULT_DEBIAN_MIRROR = 'http://deb.debian.org/debian';
 /** Podman's global flags for this machine (crun and the systemd cgroup manager do not work here). */
 export const PODMAN_FLAGS = ['--runtime', 'runc', '--cgroup-manager', 'cgroupfs'] as const;
@@ -91,7 +109,8 @@ function contentHash(version: PythonBaseVersion, mirror: string, extra: readonly
     RECIPE,
     version,
     suite: PYTHON_BASE_SUITES[version],
-    packages: [...PYTHON_BASE_PACKAGES, ...extra],
+    packages: [...basePackages(version), ...extra],
+    source: sourceBuilt(version) ? CPYTHON_SOURCES[version] : undefined,
     mirror,
     trim: TRIM,
   };
@@ -131,7 +150,7 @@ async function debootstrap(
   const suite = PYTHON_BASE_SUITES[version];
   const r = await run('debootstrap', [
     '--variant=minbase',
-    `--include=${[...PYTHON_BASE_PACKAGES, ...extra].join(',')}`,
+    `--include=${[...basePackages(version), ...extra].join(',')}`,
     suite,
     root,
     mirror,
@@ -197,11 +216,14 @@ export async function ensurePythonBaseImage(
       throw new Error(`building ${name} needs root (debootstrap creates a root filesystem)`);
     // debian-archive-keyring: debootstrap verifies the release against it.
     ensureHostPackages(['debootstrap', 'debian-archive-keyring'], log);
-    log(`Building ${name} (debootstrap ${PYTHON_BASE_SUITES[version]}; a few minutes when cold)`);
+    log(
+      `Building ${name} (debootstrap ${PYTHON_BASE_SUITES[version]}${sourceBuilt(version) ? `, CPython ${CPYTHON_SOURCES[version].tag} from source` : ''}; a few minutes when cold)`,
+    );
     const work = mkdtempSync(path.join(tmpdir(), 'gantry-python-base-'));
     try {
       const root = path.join(work, 'rootfs');
       await debootstrap(version, root, mirror, extra);
+      if (sourceBuilt(version)) await installCpythonFromSource(version, root, work, log);
       trim(root);
       const changes = [
         'CMD ["python3"]',

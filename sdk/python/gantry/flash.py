@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import runpy
 import sys
 import tempfile
@@ -62,6 +63,23 @@ def unpacked_tree(env):
     )
 
 
+_ABI_TAG = re.compile(r"\.cpython-(3)(\d{1,2})-[^/]*\.so$")
+
+
+def foreign_extension(tree, version=sys.version_info):
+    """An extension module of the build compiled for another CPython (`x.cpython-312-....so` on 3.11),
+    as a path relative to the tree, or None. Such a module cannot be imported: flash installs the
+    build's packages for the Python version it targets (3.12 unless told), and the runtime must be
+    that version."""
+    own = f"{version[0]}{version[1]}"
+    for folder, _dirs, files in os.walk(tree):
+        for name in files:
+            m = _ABI_TAG.search(name)
+            if m and m.group(1) + m.group(2) != own:
+                return os.path.relpath(os.path.join(folder, name), tree), f"{m.group(1)}.{m.group(2)}"
+    return None
+
+
 def is_load_balanced(tree, resource, env):
     """Whether the resource is load-balanced: flash's manifest says so; else FLASH_ENDPOINT_TYPE."""
     try:
@@ -95,6 +113,16 @@ def main(env=None):
     if not resource or "/" in resource or resource.startswith("."):
         raise Fatal("FLASH_RESOURCE_NAME must name the endpoint's resource (flash writes it into the endpoint)", 2)
     tree = unpacked_tree(env)
+    foreign = foreign_extension(tree)
+    if foreign:
+        path, wanted = foreign
+        raise Fatal(
+            f"the build's packages are compiled for Python {wanted} ({path}) and this runtime is Python "
+            f"{sys.version_info[0]}.{sys.version_info[1]}: give the platform a Python {wanted} base for the flash "
+            "runtime (GANTRY_FLASH_RUNTIME_BASE_IMAGE with {python}), or build for this one "
+            f"(flash deploy --python-version {sys.version_info[0]}.{sys.version_info[1]})",
+            2,
+        )
     handler_file = os.path.join(tree, f"handler_{resource}.py")
     if not os.path.isfile(handler_file):
         raise Fatal(f"the build has no handler_{resource}.py: is {resource!r} a resource of this build?", 2)

@@ -159,6 +159,24 @@ class MainTest(unittest.TestCase):
         with self.assertRaisesRegex(Fatal, "no handler_other.py"):
             self.run_main({"./handler_api.py": "app = object()\n"}, {"FLASH_RESOURCE_NAME": "other"})
 
+    def test_refuses_a_build_compiled_for_another_python(self):
+        other = "310" if sys.version_info[:2] != (3, 10) else "311"
+        so = f"./aiohttp/_http_parser.cpython-{other}-x86_64-linux-gnu.so"
+        with self.assertRaises(Fatal) as e:
+            self.run_main({"./handler_api.py": "app = object()\n", so: "elf"}, {"FLASH_RESOURCE_NAME": "api"})
+        self.assertEqual(e.exception.code, 2)
+        own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        self.assertIn(f"compiled for Python {other[0]}.{other[1:]} (aiohttp/_http_parser.cpython-{other}", str(e.exception))
+        self.assertIn(f"this runtime is Python {own}", str(e.exception))
+
+    def test_takes_extensions_of_its_own_python_and_stable_abi(self):
+        own = f"{sys.version_info[0]}{sys.version_info[1]}"
+        tree = os.path.join(self.tmp.name, "tree")
+        os.makedirs(os.path.join(tree, "pkg"))
+        for name in (f"a.cpython-{own}-x86_64-linux-gnu.so", "b.abi3.so", "c.so", "cpython-312-notes.txt"):
+            open(os.path.join(tree, "pkg", name), "w").close()
+        self.assertIsNone(entry.foreign_extension(tree))
+
     def test_needs_the_resource_name(self):
         with self.assertRaises(Fatal) as e:
             entry.main({})
