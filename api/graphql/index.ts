@@ -7,7 +7,7 @@ import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import type { FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
-import { GraphQLError, type ValidationContext, type ValidationRule } from 'graphql';
+import { GraphQLError, Kind, parse, type ValidationContext, type ValidationRule } from 'graphql';
 import { authenticateCurrent, type Principal } from '../../domain/accounts/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { DomainError } from '../../domain/errors.ts';
@@ -52,6 +52,40 @@ const noNulStrings: ValidationRule = (context) => ({
       context.reportError(new GraphQLError('string values must not contain NUL characters', { nodes: [node] }));
   },
 });
+
+/**
+ * The operations a request without a key may run, one per request (flash login's: the request id is
+ * their credential), each with a per-address quota of its own: a login is one create and a poll every
+ * two seconds for up to ten minutes.
+ */
+const WITHOUT_KEY = {
+  createFlashAuthRequest: { minute: 10, hour: 60, day: 200 },
+  flashAuthRequestStatus: { minute: 120, hour: 3_600, day: 20_000 },
+} as const;
+type KeylessField = keyof typeof WITHOUT_KEY;
+
+/** The one keyless operation `body` asks for, or undefined when it asks for anything else. */
+export function keylessField(body: unknown): KeylessField | undefined {
+  const query = (body as { query?: unknown } | undefined)?.query;
+  if (typeof query !== 'string') return undefined;
+  let doc;
+  try {
+    doc = parse(query, { maxTokens: 200 });
+  } catch {
+    return undefined;
+  }
+  if (doc.definitions.length !== 1) return undefined;
+  const op = doc.definitions[0]!;
+  if (op.kind !== Kind.OPERATION_DEFINITION || op.selectionSet.selections.length !== 1) return undefined;
+  const field = op.selectionSet.selections[0]!;
+  if (field.kind !== Kind.FIELD || field.alias) return undefined;
+  const name = field.name.value;
+  const wanted = op.operation === 'mutation' ? 'createFlashAuthRequest' : 'flashAuthRequestStatus';
+  return name === wanted ? wanted : undefined;
+}
+
+/** Whose request a keyless one is: no account, no scope; only the keyless resolvers run for it. */
+const NOBODY: Principal = { accountId: '', keyId: '', scopes: new Set(), endpointIds: [''], isAdmin: false };
 
 /** The key comes as `?api_key=` (the spec) or, for tools, as a bearer header. */
 function presentedKey(request: FastifyRequest): string | undefined {
@@ -119,6 +153,7 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
    * carry the key.
    */
   const principals = new WeakMap<FastifyRequest, Principal>();
+  const keyless = new WeakSet<FastifyRequest>();
   registerExplorerAssets(app);
   app.route({
     method: ['GET', 'POST', 'OPTIONS'],
@@ -128,6 +163,8 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       if (wantsExplorer(request)) return sendExplorerPage(reply);
       const query = request.query as Record<string, unknown> | undefined;
       if (request.method !== 'POST' && typeof query?.query !== 'string') return;
+      // Without a key only flash login's two operations run: decided once the body is read (preHandler).
+      if (request.method === 'POST' && presentedKey(request) === undefined) return void keyless.add(request);
       let principal: Principal;
       try {
         principal = await throttledAuth(request, () => authenticateCurrent(ctx, presentedKey(request)));
@@ -144,6 +181,21 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       }
     },
     preHandler: async (request, reply) => {
+      if (keyless.has(request)) {
+        const field = keylessField(request.body);
+        try {
+          // Anything else without a key is the 401 it always was (and counts as a failed authentication).
+          if (!field) await throttledAuth(request, () => authenticateCurrent(ctx, undefined));
+          else
+            await enforceRateLimit(ctx, reply, {
+              counter: `keyless/${field}/${request.ip}`,
+              quotas: WITHOUT_KEY[field!],
+            });
+        } catch (err) {
+          if (err instanceof DomainError) return graphqlError(reply, err);
+          throw err;
+        }
+      }
       const variables = (request.body as { variables?: unknown } | undefined)?.variables;
       const problem = variables && typeof variables === 'object' ? unstorableJson(variables, '$variables') : undefined;
       if (problem)
@@ -154,6 +206,7 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
     },
     handler: fastifyApolloHandler(apollo, {
       context: async (request) => {
+        if (keyless.has(request)) return { ctx, principal: NOBODY, requesterIp: request.ip };
         const principal = principals.get(request);
         if (principal) return { ctx, principal };
         try {

@@ -23,6 +23,13 @@ import {
   type DeploymentView,
   type EnvironmentView,
 } from '../../domain/apps/index.ts';
+import {
+  createFlashLogin,
+  decideFlashLogin,
+  describeFlashLogin,
+  flashLoginStatus,
+  type FlashLoginView,
+} from '../../domain/accounts/index.ts';
 import { CPU_FLAVORS, cpuStockStatus } from '../../domain/catalog/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
 import type { NetworkVolumeView } from '../../domain/network-volumes/index.ts';
@@ -88,9 +95,21 @@ const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size:
 /** GraphQL's Float carries the size; the domain wants an integer and says so when it is not one. */
 const size = (n: unknown): number | undefined => (typeof n === 'number' ? n : undefined);
 
+const flashAuthRequest = (r: FlashLoginView) => ({
+  ...r,
+  createdAt: r.createdAt.toISOString(),
+  expiresAt: r.expiresAt.toISOString(),
+  apiKey: r.apiKey ?? null,
+});
+
 export const flashResolvers = {
   JSON: JSON_SCALAR,
   Query: {
+    // No principal: api/graphql/index.ts lets a request without a key through for these two alone.
+    flashAuthRequestStatus: async (_: unknown, args: Args<string>, { ctx }: GraphqlContext) =>
+      flashAuthRequest(await flashLoginStatus(ctx, args.flashAuthRequestId ?? '')),
+    flashAuthRequest: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      flashAuthRequest(await describeFlashLogin(ctx, principal, args.flashAuthRequestId ?? '')),
     flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
       flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
     flashAppByName: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
@@ -147,6 +166,12 @@ export const flashResolvers = {
     }),
   },
   Mutation: {
+    createFlashAuthRequest: async (_: unknown, _args: unknown, { ctx, requesterIp }: GraphqlContext) =>
+      flashAuthRequest(await createFlashLogin(ctx, requesterIp ?? '')),
+    approveFlashAuthRequest: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId ?? '', true)),
+    denyFlashAuthRequest: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
+      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId ?? '', false)),
     createFlashApp: async (
       _: unknown,
       args: Args<{ name?: string; environmentName?: string | null }>,

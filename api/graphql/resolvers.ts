@@ -46,6 +46,8 @@ import { liveWorker } from '../../domain/workers/index.ts';
 export interface GraphqlContext {
   ctx: DomainContext;
   principal: Principal;
+  /** The client's address: set only for a request without a key (flash login's). */
+  requesterIp?: string;
 }
 
 type Args<T> = Record<string, T>;

@@ -157,7 +157,24 @@ export const flashTypeDefs = /* GraphQL */ `
     endpoint(id: String!): Endpoint
   }
 
+  "A flash login request (flash login): made without a key, decided by a signed-in user."
+  type FlashAuthRequest {
+    id: String!
+    "PENDING, APPROVED, DENIED, EXPIRED or CONSUMED."
+    status: String!
+    createdAt: String!
+    expiresAt: String!
+    "The address the request came from."
+    requesterIp: String!
+    "The new key: on the one poll after the approval, else null."
+    apiKey: String
+  }
+
   extend type Query {
+    "A flash login request's state; needs no key (the id is the secret). Polled by flash login."
+    flashAuthRequestStatus(flashAuthRequestId: String!): FlashAuthRequest!
+    "A flash login request, for the approval page (apiKey always null)."
+    flashAuthRequest(flashAuthRequestId: String!): FlashAuthRequest!
     "One of the caller's apps, by id or name."
     flashApp(flashAppId: String!): FlashApp
     "One of the caller's apps, by name: a NOT_FOUND error ('app not found') when it has none."
@@ -171,6 +188,11 @@ export const flashTypeDefs = /* GraphQL */ `
   }
 
   extend type Mutation {
+    "Starts a flash login; needs no key. Open {console}/flash/login?request={id} to decide it."
+    createFlashAuthRequest: FlashAuthRequest!
+    "Approves a waiting flash login: its first poll then gets a key of the caller's account (the caller's READ, WRITE and RUN scopes, no longer-lived than the caller's key)."
+    approveFlashAuthRequest(flashAuthRequestId: String!): FlashAuthRequest!
+    denyFlashAuthRequest(flashAuthRequestId: String!): FlashAuthRequest!
     createFlashApp(input: CreateFlashAppInput!): FlashApp!
     createFlashEnvironment(input: CreateFlashEnvironmentInput!): FlashEnvironment!
     prepareFlashArtifactUpload(input: PrepareFlashArtifactUploadInput!): FlashArtifactUpload!

@@ -27,19 +27,20 @@ const ASSETS: Record<string, { file: string; type: string }> = {
   'schema-form.js': { file: 'schema-form.browser.js', type: JS },
   'snippets.js': { file: 'snippets.browser.js', type: JS },
   'playground.css': { file: 'playground.css', type: 'text/css; charset=utf-8' },
+  'flash-login.js': { file: 'flash-login.browser.js', type: JS },
 };
 
 // The empty icon (data:,) keeps the browser from asking for /favicon.ico, which would be a 404.
-const PAGE = `<!doctype html>
+const page = (script: string, title: string, keyUse: string): string => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light">
-<title>Gantry playground</title>
+<title>${title}</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${PLAYGROUND_ASSETS_PREFIX}playground.css">
-<script type="module" src="${PLAYGROUND_ASSETS_PREFIX}playground.js"></script>
+<script type="module" src="${PLAYGROUND_ASSETS_PREFIX}${script}"></script>
 </head>
 <body>
 <a class="skip-link" href="#main">Skip to content</a>
@@ -54,7 +55,7 @@ const PAGE = `<!doctype html>
   <noscript><p class="notice notice-error">The playground runs in your browser: it needs JavaScript.</p></noscript>
   <section id="key-panel" class="card key-panel" aria-labelledby="key-heading" hidden>
     <h1 id="key-heading">Your API key</h1>
-    <p>The playground calls the job API with your key. It is kept in this tab's session storage only, and sent to this server alone.</p>
+    <p>${keyUse} It is kept in this tab's session storage only, and sent to this server alone.</p>
     <form id="key-form" class="key-form" novalidate>
       <label for="key-input">API key</label>
       <div class="key-row">
@@ -69,6 +70,13 @@ const PAGE = `<!doctype html>
 </body>
 </html>
 `;
+const PAGE = page('playground.js', 'Gantry playground', 'The playground calls the job API with your key.');
+/** flash login's approval page (api/playground/flash-login.browser.js; domain/accounts/flash-login.ts). */
+const FLASH_LOGIN_PAGE = page(
+  'flash-login.js',
+  'Sign in flash · Gantry',
+  'Approving a flash login takes a key of your account with the write scope.',
+);
 
 /**
  * No inline script or style; images and media from this server or the public URL (where signed
@@ -90,7 +98,7 @@ export function playgroundCsp(publicUrl: string): string {
 
 export const playgroundRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   const csp = playgroundCsp(ctx.publicUrl);
-  const sendPage = (reply: FastifyReply): FastifyReply =>
+  const sendPage = (reply: FastifyReply, body = PAGE): FastifyReply =>
     reply
       .type('text/html; charset=utf-8')
       .header('content-security-policy', csp)
@@ -98,7 +106,7 @@ export const playgroundRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
       .header('x-frame-options', 'DENY')
       .header('referrer-policy', 'no-referrer')
       .header('cache-control', 'no-cache')
-      .send(PAGE);
+      .send(body);
 
   // Registered by name, before the model route: a static path always wins over `/:modelId`.
   registerStaticAssets(
@@ -109,6 +117,8 @@ export const playgroundRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
     ),
   );
   app.get('/playground', { schema: { hide: true } }, async (_request, reply) => sendPage(reply));
+  // Where flash sends its user ({RUNPOD_CONSOLE_URL}/flash/login?request=<id>): the page asks the API.
+  app.get('/flash/login', { schema: { hide: true } }, async (_request, reply) => sendPage(reply, FLASH_LOGIN_PAGE));
   app.get<{ Params: { modelId: string } }>(
     '/playground/:modelId',
     { schema: { hide: true } },

@@ -154,6 +154,17 @@ export class PlatformClient {
     }
   }
 
+  /** One GraphQL operation (the hosted tools' surface, e.g. flash login's decisions); its data, or its first error as a CliError. */
+  async graphql<T>(query: string, variables: Record<string, unknown>): Promise<T> {
+    const body = await this.request<{ data?: T; errors?: Array<{ message?: string }> }>('POST', '/graphql', {
+      query,
+      variables,
+    });
+    const message = body?.errors?.[0]?.message;
+    if (message || !body?.data) throw new CliError(message ?? 'The platform answered GraphQL without data.');
+    return body.data;
+  }
+
   listApps = (): Promise<{ apps: App[] }> => this.request('GET', '/v2/apps');
   getApp = (app: string): Promise<App> => this.request('GET', `/v2/apps/${enc(app)}`);
   createApp = (name: string, environment?: string): Promise<App> =>

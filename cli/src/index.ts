@@ -6,6 +6,7 @@ import { registerBuild } from './commands/build.ts';
 import { registerDeploy } from './commands/deploy/deploy.ts';
 import { registerDev } from './commands/dev/dev.ts';
 import { registerEnv } from './commands/env.ts';
+import { registerFlash } from './commands/flash.ts';
 import { CliError } from './errors.ts';
 import { registerInit } from './commands/init.ts';
 import { registerLogin } from './commands/login.ts';
@@ -36,6 +37,7 @@ function program(): Command {
   registerEnv(root);
   registerApp(root);
   registerLogin(root);
+  registerFlash(root);
   return root;
 }
 

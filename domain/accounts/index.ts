@@ -5,4 +5,5 @@
  */
 export * from './api-keys.ts';
 export * from './auth.ts';
+export * from './flash-login.ts';
 export * from './user-settings.ts';

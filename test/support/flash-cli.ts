@@ -11,9 +11,25 @@ export interface FlashCliTarget {
   project: string;
   /** HOME for flash's own files (credentials, caches): one per test file. */
   home: string;
-  /** The platform's base URL and a key of it. */
+  /** The platform's base URL and a key of it (none: flash reads what `flash login` saved). */
   url: string;
-  key: string;
+  key?: string;
+}
+
+/** flash's environment: the platform's URLs, the key when given, nothing else of this process's. */
+export function flashEnv(t: Pick<FlashCliTarget, 'home' | 'url' | 'key'>): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: t.home,
+    COLUMNS: '200',
+    ...(t.key ? { RUNPOD_API_KEY: t.key } : {}),
+    RUNPOD_API_BASE_URL: t.url,
+    RUNPOD_ENDPOINT_BASE_URL: `${t.url}/v2`,
+    RUNPOD_REST_API_URL: `${t.url}/v2`,
+    RUNPOD_HAPI_URL: t.url,
+    RUNPOD_CONSOLE_URL: t.url,
+    FLASH_NO_UPDATE_CHECK: '1',
+  };
 }
 
 export function flashCli(t: FlashCliTarget, args: string[]): Promise<{ code: number; output: string }> {
@@ -25,18 +41,7 @@ export function flashCli(t: FlashCliTarget, args: string[]): Promise<{ code: num
         cwd: t.project,
         encoding: 'utf8',
         timeout: 300_000,
-        env: {
-          PATH: process.env.PATH,
-          HOME: t.home,
-          COLUMNS: '200',
-          RUNPOD_API_KEY: t.key,
-          RUNPOD_API_BASE_URL: t.url,
-          RUNPOD_ENDPOINT_BASE_URL: `${t.url}/v2`,
-          RUNPOD_REST_API_URL: `${t.url}/v2`,
-          RUNPOD_HAPI_URL: t.url,
-          RUNPOD_CONSOLE_URL: t.url,
-          FLASH_NO_UPDATE_CHECK: '1',
-        },
+        env: flashEnv(t),
       },
       (err, stdout, stderr) =>
         resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}${stderr}` }),

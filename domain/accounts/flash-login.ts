@@ -1,0 +1,176 @@
+import { randomBytes } from 'node:crypto';
+import type { DomainContext } from '../context.ts';
+import { DomainError, notFound } from '../errors.ts';
+import { newApiKey, newId } from '../shared/ids.ts';
+import { hashKey, requireScope, type Principal, type Scope } from './auth.ts';
+import { apiKeyView } from './api-keys.ts';
+import { requireAccountWide } from '../registries/registries.ts';
+
+/**
+ * `flash login`, the hosted service's sign-in for its deploy tool (docs/graphql.md, "flash login"):
+ * flash asks for a request without a key (createFlashAuthRequest), prints a console address with
+ * its id, and polls (flashAuthRequestStatus) until a signed-in user approves or denies it there
+ * (the page /flash/login, or `gantry flash approve`). The first poll after an approval makes an API
+ * key for the approver's account and hands it out once; the request is then CONSUMED.
+ *
+ * The id is a bearer secret until then (whoever polls with it gets the key): 32 random bytes, kept
+ * only as its SHA-256. A request lives ten minutes. Creating one is unauthenticated, so it is
+ * bounded per address (the API's rate limits) and in all (at most MAX_PENDING unexpired at once).
+ */
+
+export const FLASH_LOGIN_TTL_MS = 10 * 60_000;
+/** Unexpired requests the platform holds at once: past it, new ones wait for old ones to expire. */
+export const MAX_PENDING = 1_000;
+/** What a flash key may do: the approving key's scopes, never key management (ADMIN). */
+const FLASH_KEY_SCOPES: readonly Scope[] = ['READ', 'WRITE', 'RUN'];
+
+export type FlashLoginStatus = 'PENDING' | 'APPROVED' | 'DENIED' | 'EXPIRED' | 'CONSUMED';
+
+export interface FlashLoginView {
+  id: string;
+  status: FlashLoginStatus;
+  expiresAt: Date;
+  createdAt: Date;
+  /** The address the request came from: for the approver to recognise it. */
+  requesterIp: string;
+  /** Only on the one poll that hands the key out. */
+  apiKey?: string | null;
+}
+
+/** Request ids: 43 URL-safe characters, the way flash puts them into the console address. */
+const ID_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+
+function hashOf(id: string): string {
+  if (!ID_SHAPE.test(id)) throw notFound('flash login request');
+  return hashKey(id);
+}
+
+interface Row {
+  status: 'PENDING' | 'APPROVED' | 'DENIED' | 'CONSUMED';
+  expiresAt: Date;
+  createdAt: Date;
+  requesterIp: string;
+}
+
+function view(id: string, row: Row, now = Date.now()): FlashLoginView {
+  const expired = row.expiresAt.getTime() <= now && (row.status === 'PENDING' || row.status === 'APPROVED');
+  return {
+    id,
+    status: expired ? 'EXPIRED' : row.status,
+    expiresAt: row.expiresAt,
+    createdAt: row.createdAt,
+    requesterIp: row.requesterIp,
+  };
+}
+
+/** A new request, for flash without a key. The caller has counted it against the address's quota. */
+export async function createFlashLogin(ctx: DomainContext, requesterIp: string): Promise<FlashLoginView> {
+  const now = new Date();
+  // Requests an hour past their end are of no use to anyone: dropped as new ones come.
+  await ctx.db.flashLoginRequest.deleteMany({ where: { expiresAt: { lt: new Date(now.getTime() - 3_600_000) } } });
+  const open = await ctx.db.flashLoginRequest.count({ where: { status: 'PENDING', expiresAt: { gt: now } } });
+  if (open >= MAX_PENDING)
+    throw new DomainError('rate_limited', 'too many flash login requests are waiting; try again in a few minutes');
+  const id = randomBytes(32).toString('base64url');
+  const row = await ctx.db.flashLoginRequest.create({
+    data: {
+      idHash: hashKey(id),
+      requesterIp: requesterIp.slice(0, 100),
+      expiresAt: new Date(now.getTime() + FLASH_LOGIN_TTL_MS),
+    },
+  });
+  return view(id, row);
+}
+
+/**
+ * A request's state, for flash's poll. An approved one makes its key here, once: the request is
+ * marked CONSUMED and the key made in one transaction, so two polls never both get a key, and the
+ * key is stored before it is answered.
+ */
+export async function flashLoginStatus(ctx: DomainContext, id: string): Promise<FlashLoginView> {
+  const idHash = hashOf(id);
+  const row = await ctx.db.flashLoginRequest.findUnique({ where: { idHash } });
+  if (!row) throw notFound('flash login request');
+  const current = view(id, row);
+  if (current.status !== 'APPROVED') return current;
+  const key = newApiKey();
+  const handedOut = await ctx.db.$transaction(async (tx) => {
+    const taken = await tx.flashLoginRequest.updateMany({
+      where: { idHash, status: 'APPROVED', expiresAt: { gt: new Date() } },
+      data: { status: 'CONSUMED' },
+    });
+    if (taken.count !== 1) return undefined;
+    // The approving key must still be good: revoking it before the poll withdraws the approval.
+    const approver = await tx.apiKey.findFirst({
+      where: {
+        id: row.decidedByKeyId ?? '',
+        revokedAt: null,
+        OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }],
+      },
+      select: { expiresAt: true },
+    });
+    if (!approver || !row.accountId) return null;
+    const made = await tx.apiKey.create({
+      data: {
+        id: newId(),
+        accountId: row.accountId,
+        name: `flash login ${new Date().toISOString().slice(0, 16).replace('T', ' ')} from ${row.requesterIp}`.slice(
+          0,
+          191,
+        ),
+        prefix: key.slice(0, 10),
+        hash: hashKey(key),
+        scopes: row.scopes,
+        expiresAt: approver.expiresAt,
+      },
+    });
+    await tx.flashLoginRequest.update({ where: { idHash }, data: { apiKeyId: made.id } });
+    return apiKeyView(made);
+  });
+  if (handedOut === undefined) return flashLoginStatus(ctx, id);
+  if (handedOut === null) return { ...current, status: 'DENIED', apiKey: null };
+  return { ...current, status: 'APPROVED', apiKey: key };
+}
+
+/** What the approval page shows of a request: a signed-in user's read. */
+export async function describeFlashLogin(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<FlashLoginView> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const row = await ctx.db.flashLoginRequest.findUnique({ where: { idHash: hashOf(id) } });
+  if (!row) throw notFound('flash login request');
+  return view(id, row);
+}
+
+/**
+ * Approves (the key flash gets is for the principal's account, with its scopes of READ, WRITE and
+ * RUN, and no longer than the principal's key lives) or denies a waiting request.
+ */
+export async function decideFlashLogin(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  approve: boolean,
+): Promise<FlashLoginView> {
+  requireScope(principal, 'WRITE');
+  requireAccountWide(principal);
+  const idHash = hashOf(id);
+  const scopes = FLASH_KEY_SCOPES.filter((s) => principal.scopes.has(s) || principal.scopes.has('ADMIN'));
+  const decided = await ctx.db.flashLoginRequest.updateMany({
+    where: { idHash, status: 'PENDING', expiresAt: { gt: new Date() } },
+    data: {
+      status: approve ? 'APPROVED' : 'DENIED',
+      accountId: principal.accountId,
+      decidedByKeyId: principal.keyId,
+      scopes: approve ? [...scopes] : [],
+    },
+  });
+  const row = await ctx.db.flashLoginRequest.findUnique({ where: { idHash } });
+  if (!row) throw notFound('flash login request');
+  if (decided.count !== 1)
+    throw new DomainError('conflict', `this flash login request is ${view(id, row).status.toLowerCase()} already`);
+  return view(id, row);
+}
