@@ -144,7 +144,52 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   for (const key of GANTRY_SEARCH_ATTRIBUTES)
     args.push('--search-attribute', `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`);
   args.push(...(opts.extraArgs ?? []));
-  const child = spawn(opts.binary, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startDevServerOnce(opts, args, pidFile);
+    } catch (err) {
+      // The server picks free ports for its inner services and binds them later: on a busy machine
+      // another process can take one in between. The frontend port is ours and checked first.
+      const ours = [opts.port, opts.uiPort].some(
+        (port) => port && err instanceof Error && err.message.includes(`:${port}:`),
+      );
+      if (attempt >= 3 || !(err instanceof DevServerExited) || !/address already in use/.test(err.output) || ours)
+        throw err;
+    }
+  }
+}
+
+/** The dev server ended during start-up; `output` is the end of what it printed. */
+class DevServerExited extends Error {
+  constructor(
+    code: number | null,
+    readonly output: string,
+  ) {
+    super(
+      `Temporal dev server exited with code ${code} during start-up${output ? `: ${output}` : ' (it printed nothing)'}`,
+    );
+  }
+}
+
+async function startDevServerOnce(
+  opts: DevServerOptions,
+  args: string[],
+  pidFile: string | undefined,
+): Promise<RunningTemporal> {
+  // Its stderr is passed on as before; its stdout (where the server's own log lines go) is read too,
+  // and the end of both is kept for the error when it exits during start-up.
+  const child = spawn(opts.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const keep = (d: Buffer): void => {
+    output = (output + d.toString('utf8')).slice(-4_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', (d: Buffer) => {
+    keep(d);
+    process.stderr.write(d);
+  });
+  // 'close' comes once its output is all read.
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   if (pidFile && child.pid) writeFileSync(pidFile, String(child.pid));
   // A process that exits without stopping it (a second Ctrl-C cuts the graceful stop short) still
   // tells the server to stop: 'exit' listeners run on every exit but SIGKILL.
@@ -158,6 +203,10 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
     await waitForTemporal(address, 60_000, child);
   } catch (err) {
     child.kill('SIGKILL');
+    if (child.exitCode !== null) {
+      await Promise.race([closed, sleep(2_000)]);
+      throw new DevServerExited(child.exitCode, output.trim());
+    }
     throw err;
   }
   return {

@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -76,3 +77,27 @@ function alive(pid: number): boolean {
     return false;
   }
 }
+
+it('Temporal dev server on a taken port: the error says what it printed, at once and without retrying', async () => {
+  const { startTemporalDevServer } = await import('../../infra/temporal.ts');
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as AddressInfo).port;
+  const started = Date.now();
+  try {
+    await expect(
+      startTemporalDevServer({
+        binary: inject('temporalBinary'),
+        port,
+        uiPort: undefined,
+        dbFile: undefined,
+        namespace: 'default',
+      }),
+    ).rejects.toThrow(
+      new RegExp(`exited with code 1 during start-up: .*can't set frontend port ${port}: .*address already in use`),
+    );
+    expect(Date.now() - started).toBeLessThan(20_000);
+  } finally {
+    taken.close();
+  }
+}, 60_000);
