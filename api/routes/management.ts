@@ -10,6 +10,7 @@ import { billingRoutes } from './billing.ts';
 import { catalogRoutes } from './catalog.ts';
 import { hostRoutes } from './hosts.ts';
 import { networkVolumeRoutes } from './network-volumes.ts';
+import { hostedNetworkVolumeRoutes } from './network-volumes-hosted.ts';
 import { podRoutes } from './pods.ts';
 import { registryRoutes } from './registries.ts';
 import { serverlessRoutes } from './serverless.ts';
@@ -37,6 +38,7 @@ export const managementRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
   await scope.register(registryRoutes, { ctx });
   await scope.register(templateRoutes, { ctx });
   await scope.register(networkVolumeRoutes, { ctx });
+  await scope.register(hostedNetworkVolumeRoutes, { ctx });
   await scope.register(podRoutes, { ctx });
   await scope.register(catalogRoutes, { ctx });
   await scope.register(billingRoutes, { ctx });

@@ -99,6 +99,8 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
         data: { id: newId(), accountId: a.id, name: 'a-vol', size: 10, dataCenterId: 'dc-1' },
       })
     ).id;
+    // The hosted service's shape of the same volumes (api/routes/network-volumes-hosted.ts).
+    ownedIds.networkvolumes = ownedIds['network-volumes'];
     ownedIds.keys = (await issueApiKey(db, a.id, 'a-spare', ['READ'])).id;
     ownedIds.pods = (
       await db.pod.create({

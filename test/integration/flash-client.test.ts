@@ -59,6 +59,7 @@ async function flash(method: string, args: unknown[] = [], key = p.adminKey): Pr
           RUNPOD_API_KEY: key,
           RUNPOD_API_BASE_URL: p.url,
           RUNPOD_ENDPOINT_BASE_URL: `${p.url}/v2`,
+          RUNPOD_REST_API_URL: `${p.url}/v2`,
           RUNPOD_URL_MIXED_OK: '1',
         },
       },
@@ -517,4 +518,33 @@ describe('the flash client against Gantry', () => {
     });
     expect(await ok('delete_flash_app', [app.id])).toEqual({ success: true });
   }, 300_000);
+
+  it("makes and lists a resource's network volume through flash's REST client, in the hosted shape", async () => {
+    // What flash's NetworkVolume.deploy() sends (model_dump: name, size, dataCenterId).
+    const made = await ok('rest.create_network_volume', [{ name: 'flash-models', size: 10, dataCenterId: 'dc-1' }]);
+    // Exactly the fields flash's model takes (it forbids any other).
+    expect(Object.keys(made).sort()).toEqual(['dataCenterId', 'id', 'name', 'size']);
+    expect(made).toMatchObject({ name: 'flash-models', size: 10, dataCenterId: 'dc-1' });
+    const listed = await ok('rest.list_network_volumes');
+    expect(listed).toContainEqual(made);
+    // The same volume as Gantry's own API's.
+    const own = await call(p.url, 'GET', `/v2/network-volumes/${made.id}`, { key: p.adminKey });
+    expect(own.body).toMatchObject({ id: made.id, name: 'flash-models', size: 10, dataCenter: 'dc-1' });
+    // Refused as flash shows it: a name taken, a data center Gantry has not, another account's list.
+    expect(
+      (await flash('rest.create_network_volume', [{ name: 'flash-models', size: 10, dataCenterId: 'dc-1' }])).message,
+    ).toMatch(/REST request failed: 409/);
+    expect(
+      (await flash('rest.create_network_volume', [{ name: 'x', size: 10, dataCenterId: 'US-TX-3' }])).message,
+    ).toMatch(/REST request failed: 422/);
+    const other = await issueApiKey(
+      p.ctx.db,
+      (await p.ctx.db.account.create({ data: { id: newId(), email: 'vol-other@example.test', name: 'o' } })).id,
+      'o',
+      ['READ', 'WRITE'],
+    );
+    expect(await ok('rest.list_network_volumes', [], other.key)).toEqual([]);
+    expect((await call(p.url, 'DELETE', `/v2/networkvolumes/${made.id}`, { key: other.key })).status).toBe(404);
+    expect((await call(p.url, 'DELETE', `/v2/networkvolumes/${made.id}`, { key: p.adminKey })).status).toBe(204);
+  });
 });

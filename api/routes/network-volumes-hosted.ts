@@ -1,0 +1,138 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type, type Static } from 'typebox';
+import type { DomainContext } from '../../domain/context.ts';
+import {
+  createNetworkVolume,
+  deleteNetworkVolume,
+  getNetworkVolume,
+  listNetworkVolumes,
+  updateNetworkVolume,
+  type NetworkVolumeView,
+} from '../../domain/network-volumes/index.ts';
+import { principalOf } from '../auth.ts';
+
+/**
+ * The hosted service's REST shape of network volumes (`{RUNPOD_REST_API_URL}/networkvolumes`, which
+ * its `flash` tool calls for a resource's `NetworkVolume`), over the same records as
+ * /v2/network-volumes: `dataCenterId` for `dataCenter`, and exactly the four fields it answers (flash
+ * builds its model from the answer and refuses any other field).
+ */
+const HostedVolumeSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  size: Type.Integer({ description: 'GB' }),
+  dataCenterId: Type.String(),
+});
+const CreateHostedVolumeSchema = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 191 }),
+    size: Type.Integer({ minimum: 1, maximum: 4096, description: 'GB' }),
+    dataCenterId: Type.String({ minLength: 1, description: 'a data center id from GET /v2/catalog/datacenters' }),
+  },
+  { additionalProperties: false },
+);
+const UpdateHostedVolumeSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
+    size: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096, description: 'GB; at least the current size' })),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'network volume id' }) });
+const tags = ['Network Volumes'];
+const SAME = 'The hosted service’s shape of /v2/network-volumes (same volumes, rules and scopes).';
+
+const hosted = (v: NetworkVolumeView): Static<typeof HostedVolumeSchema> => ({
+  id: v.id,
+  name: v.name,
+  size: v.size,
+  dataCenterId: v.dataCenter,
+});
+
+export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
+  app.get(
+    '/v2/networkvolumes',
+    {
+      config: { requiredScope: 'READ' },
+      schema: {
+        operationId: 'listNetworkVolumesHosted',
+        summary: 'List network volumes (hosted shape)',
+        description: `The account's network volumes as a list. ${SAME}`,
+        tags,
+        response: { 200: Type.Array(HostedVolumeSchema) },
+      },
+    },
+    async (request) => (await listNetworkVolumes(ctx, principalOf(request))).map(hosted),
+  );
+
+  app.post(
+    '/v2/networkvolumes',
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'createNetworkVolumeHosted',
+        summary: 'Create a network volume (hosted shape)',
+        description: `Creates a volume of \`size\` GB in \`dataCenterId\`. ${SAME}`,
+        tags,
+        body: CreateHostedVolumeSchema,
+        response: { 200: HostedVolumeSchema },
+      },
+    },
+    async (request) => {
+      const { name, size, dataCenterId } = request.body;
+      return hosted(await createNetworkVolume(ctx, principalOf(request), { name, size, dataCenter: dataCenterId }));
+    },
+  );
+
+  app.get(
+    '/v2/networkvolumes/:id',
+    {
+      config: { requiredScope: 'READ' },
+      schema: {
+        operationId: 'getNetworkVolumeHosted',
+        summary: 'Get a network volume (hosted shape)',
+        description: SAME,
+        tags,
+        params: IdParams,
+        response: { 200: HostedVolumeSchema },
+      },
+    },
+    async (request) => hosted(await getNetworkVolume(ctx, principalOf(request), request.params.id)),
+  );
+
+  app.patch(
+    '/v2/networkvolumes/:id',
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'updateNetworkVolumeHosted',
+        summary: 'Update a network volume (hosted shape)',
+        description: `Renames and/or grows a volume. ${SAME}`,
+        tags,
+        params: IdParams,
+        body: UpdateHostedVolumeSchema,
+        response: { 200: HostedVolumeSchema },
+      },
+    },
+    async (request) => hosted(await updateNetworkVolume(ctx, principalOf(request), request.params.id, request.body)),
+  );
+
+  app.delete(
+    '/v2/networkvolumes/:id',
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'deleteNetworkVolumeHosted',
+        summary: 'Delete a network volume (hosted shape)',
+        description: `Deletes a volume; refused with 400 while an endpoint mounts it. ${SAME}`,
+        tags,
+        params: IdParams,
+        response: { 204: Type.Null({ description: 'deleted; no body' }) },
+      },
+    },
+    async (request, reply) => {
+      await deleteNetworkVolume(ctx, principalOf(request), request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+};
