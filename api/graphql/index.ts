@@ -63,6 +63,8 @@ const WITHOUT_KEY = {
   flashAuthRequestStatus: { minute: 120, hour: 3_600, day: 20_000 },
 } as const;
 type KeylessField = keyof typeof WITHOUT_KEY;
+/** flash's documents are a few hundred bytes: a keyless body past this is refused unread (401). */
+const KEYLESS_BODY_BYTES = 4 * 1024;
 
 /** The one keyless operation `body` asks for, or undefined when it asks for anything else. */
 export function keylessField(body: unknown): KeylessField | undefined {
@@ -163,8 +165,20 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       if (wantsExplorer(request)) return sendExplorerPage(reply);
       const query = request.query as Record<string, unknown> | undefined;
       if (request.method !== 'POST' && typeof query?.query !== 'string') return;
-      // Without a key only flash login's two operations run: decided once the body is read (preHandler).
-      if (request.method === 'POST' && presentedKey(request) === undefined) return void keyless.add(request);
+      // Without a key only flash login's two operations run: decided once the body is read (preHandler),
+      // which is read only when it is small and its address is not refused already.
+      if (request.method === 'POST' && presentedKey(request) === undefined) {
+        const length = Number(request.headers['content-length']);
+        try {
+          request.server.authThrottle?.check(request.ip);
+          if (!(length > 0 && length <= KEYLESS_BODY_BYTES))
+            await throttledAuth(request, () => authenticateCurrent(ctx, undefined));
+        } catch (err) {
+          if (err instanceof DomainError) return graphqlError(reply, err);
+          throw err;
+        }
+        return void keyless.add(request);
+      }
       let principal: Principal;
       try {
         principal = await throttledAuth(request, () => authenticateCurrent(ctx, presentedKey(request)));

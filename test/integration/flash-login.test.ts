@@ -131,6 +131,12 @@ describe('flash login on Gantry', () => {
       expect([query, r.status, r.body.errors[0].extensions.code]).toEqual([query, 401, 'UNAUTHENTICATED']);
     }
 
+    // A body larger than flash's documents is refused unread, whatever it asks for.
+    const padded = await call(p.url, 'POST', '/graphql', {
+      rawBody: JSON.stringify({ query: CREATE, variables: { pad: 'x'.repeat(5000) } }),
+    });
+    expect([padded.status, padded.body.errors[0].extensions.code]).toEqual([401, 'UNAUTHENTICATED']);
+
     const created = await gql(CREATE);
     expect(created.status).toBe(200);
     const id: string = created.body.data.createFlashAuthRequest.id;
@@ -173,7 +179,10 @@ describe('flash login on Gantry', () => {
       body: { name: 'approver', scopes: ['READ', 'WRITE'] },
     });
     const id1: string = (await gql(CREATE)).body.data.createFlashAuthRequest.id;
-    await decide('approveFlashAuthRequest', id1, approver.body.key);
+    const approved1 = await decide('approveFlashAuthRequest', id1, approver.body.key);
+    expect(approved1.body, JSON.stringify(approved1.body)).toEqual({
+      data: { approveFlashAuthRequest: { status: 'APPROVED' } },
+    });
     expect((await call(p.url, 'DELETE', `/v2/keys/${approver.body.id}`, { key: userKey })).status).toBe(204);
     expect((await gql(STATUS, { flashAuthRequestId: id1 })).body.data.flashAuthRequestStatus).toMatchObject({
       status: 'DENIED',
