@@ -6,7 +6,7 @@
 import { byId, el } from './dom.js';
 
 const KEY_ITEM = 'gantry.playground.key';
-const REQUEST_ID = /^[A-Za-z0-9_-]{43}$/;
+const REQUEST_ID = /^[A-Za-z0-9]{43}$/;
 const FIELDS = 'id status createdAt expiresAt requesterIp';
 
 function storedKey() {

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import type { DomainContext } from '../context.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { newApiKey, newId } from '../shared/ids.ts';
+import { newApiKey, newId, newSecretId } from '../shared/ids.ts';
 import { hashKey, requireScope, type Principal, type Scope } from './auth.ts';
 import { apiKeyView } from './api-keys.ts';
 import { requireAccountWide } from '../registries/registries.ts';
@@ -13,8 +12,8 @@ import { requireAccountWide } from '../registries/registries.ts';
  * (the page /flash/login, or `gantry flash approve`). The first poll after an approval makes an API
  * key for the approver's account and hands it out once; the request is then CONSUMED.
  *
- * The id is a bearer secret until then (whoever polls with it gets the key): 32 random bytes, kept
- * only as its SHA-256. A request lives ten minutes. Creating one is unauthenticated, so it is
+ * The id is a bearer secret until then (whoever polls with it gets the key): 43 base62 characters
+ * (newSecretId), kept only as its SHA-256. A request lives ten minutes. Creating one is unauthenticated, so it is
  * bounded per address (the API's rate limits) and in all (at most MAX_PENDING unexpired at once).
  */
 
@@ -37,8 +36,8 @@ export interface FlashLoginView {
   apiKey?: string | null;
 }
 
-/** Request ids: 43 URL-safe characters, the way flash puts them into the console address. */
-const ID_SHAPE = /^[A-Za-z0-9_-]{43}$/;
+/** Request ids: 43 letters and digits (newSecretId), as flash puts them into the console address. */
+const ID_SHAPE = /^[A-Za-z0-9]{43}$/;
 
 function hashOf(id: string): string {
   if (!ID_SHAPE.test(id)) throw notFound('flash login request');
@@ -71,7 +70,7 @@ export async function createFlashLogin(ctx: DomainContext, requesterIp: string):
   const open = await ctx.db.flashLoginRequest.count({ where: { status: 'PENDING', expiresAt: { gt: now } } });
   if (open >= MAX_PENDING)
     throw new DomainError('rate_limited', 'too many flash login requests are waiting; try again in a few minutes');
-  const id = randomBytes(32).toString('base64url');
+  const id = newSecretId();
   const row = await ctx.db.flashLoginRequest.create({
     data: {
       idHash: hashKey(id),

@@ -19,6 +19,12 @@ export function randomString(length: number, alphabet = LOWER_ALNUM): string {
 /** Resource ids: short, lowercase, URL- and DNS-safe (endpoint ids become host names). */
 export const newId = (): string => randomString(14);
 
+/**
+ * A secret that names something (a flash login request): 43 base62 characters, about 256 bits.
+ * Letters and digits only, so it is one word anywhere (a URL, a command line: never an option's `-`).
+ */
+export const newSecretId = (): string => randomString(43, BASE62);
+
 /** API keys: 40 base62 characters behind a recognisable prefix. */
 export const newApiKey = (): string => `gntr_${randomString(40, BASE62)}`;
 

@@ -14,7 +14,7 @@ export function flashRequestId(given: string): string {
       id = '';
     }
   }
-  if (!/^[A-Za-z0-9_-]{43}$/.test(id))
+  if (!/^[A-Za-z0-9]{43}$/.test(id))
     throw new CliError(
       `'${given}' is not a flash login request: give the address flash login printed (…/flash/login?request=…) or its request id.`,
     );
