@@ -2,28 +2,12 @@
 // (see api/playground/routes.ts): flash prints this address with its request id; a user who gives
 // their key sees where and when the request came from and approves or denies it over GraphQL
 // (approveFlashAuthRequest, denyFlashAuthRequest). What the API answers reaches the page as text only.
-/* global location, sessionStorage */
+/* global location */
+import { forgetKey, storedKey, storeKey } from './key.js';
 import { byId, el } from './dom.js';
 
-const KEY_ITEM = 'gantry.playground.key';
 const REQUEST_ID = /^[A-Za-z0-9]{43}$/;
 const FIELDS = 'id status createdAt expiresAt requesterIp';
-
-function storedKey() {
-  try {
-    return sessionStorage.getItem(KEY_ITEM);
-  } catch {
-    return null;
-  }
-}
-
-function forgetKey() {
-  try {
-    sessionStorage.removeItem(KEY_ITEM);
-  } catch {
-    // Storage refused: nothing is stored to forget.
-  }
-}
 
 function askForKey(message = '') {
   byId('view').replaceChildren();
@@ -157,7 +141,7 @@ function start() {
       return;
     }
     try {
-      sessionStorage.setItem(KEY_ITEM, key);
+      storeKey(key);
     } catch {
       byId('key-error').textContent = 'This browser refused to keep the key for the tab (session storage is off).';
       return;

@@ -2,12 +2,12 @@
 // api/playground/routes.ts): the key prompt, the model list (/playground) and one model's page
 // (/playground/<modelId>): its form, runs with live status, the result, and the Code panel.
 // Everything the API answers is untrusted: it reaches the page as text nodes and checked URLs only.
-/* global document, location, sessionStorage */
+/* global document, location */
 import { buildCodePanel } from './code-panel.js';
 import { byId, el, priceText, safeUrl, usd } from './dom.js';
+import { forgetKey, storedKey, storeKey } from './key.js';
 import { buildSchemaForm } from './schema-form.js';
 
-const KEY_ITEM = 'gantry.playground.key';
 const MODEL_ID = /^(?=.{3,64}$)[a-z0-9]+(?:-[a-z0-9]+)+$/;
 const FINAL = new Set(['COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT']);
 /** The states a spinner goes with: the job is on its way. */
@@ -23,14 +23,6 @@ const STATUS_WORDS = {
 };
 
 // ---------------------------------------------------------------- the key
-
-function storedKey() {
-  try {
-    return sessionStorage.getItem(KEY_ITEM);
-  } catch {
-    return null;
-  }
-}
 
 function showKeyState() {
   const has = Boolean(storedKey());
@@ -52,14 +44,6 @@ function askForKey(message = '') {
   document.title = 'Gantry playground';
   showKeyState();
   input.focus();
-}
-
-function forgetKey() {
-  try {
-    sessionStorage.removeItem(KEY_ITEM);
-  } catch {
-    // Storage refused (privacy mode): there is nothing stored to forget.
-  }
 }
 
 // ---------------------------------------------------------------- the API
@@ -537,7 +521,7 @@ function start() {
       return;
     }
     try {
-      sessionStorage.setItem(KEY_ITEM, key);
+      storeKey(key);
     } catch {
       byId('key-error').textContent = 'This browser refused to keep the key for the tab (session storage is off).';
       return;

@@ -28,6 +28,7 @@ const ASSETS: Record<string, { file: string; type: string }> = {
   'snippets.js': { file: 'snippets.browser.js', type: JS },
   'playground.css': { file: 'playground.css', type: 'text/css; charset=utf-8' },
   'flash-login.js': { file: 'flash-login.browser.js', type: JS },
+  'key.js': { file: 'key.browser.js', type: JS },
 };
 
 // The empty icon (data:,) keeps the browser from asking for /favicon.ico, which would be a 404.

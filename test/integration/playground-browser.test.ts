@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,15 @@ import { startPublicModelFixture, type PublicModelFixture } from './public-model
 
 const REPO_ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-const ASSETS = ['playground.js', 'dom.js', 'code-panel.js', 'schema-form.js', 'snippets.js', 'playground.css'];
+const ASSETS = [
+  'playground.js',
+  'dom.js',
+  'key.js',
+  'code-panel.js',
+  'schema-form.js',
+  'snippets.js',
+  'playground.css',
+];
 const KEY_ITEM = 'gantry.playground.key';
 
 /** What the page shows a cost as. */
@@ -413,7 +421,13 @@ describe('playground in a browser', () => {
       expect(r.headers.get('content-type')).toMatch(name.endsWith('.css') ? /^text\/css/ : /^text\/javascript/);
       expect(r.headers.get('x-content-type-options')).toBe('nosniff');
       expect(r.headers.get('ratelimit')).toBeNull();
-      expect((await r.arrayBuffer()).byteLength).toBeGreaterThan(1000);
+      // The file itself (served from api/playground, `x.js` from `x.browser.js`).
+      const file = path.join(
+        REPO_ROOT,
+        'api/playground',
+        name.endsWith('.css') ? name : name.replace(/\.js$/, '.browser.js'),
+      );
+      expect((await r.arrayBuffer()).byteLength, name).toBe(statSync(file).size);
       const etag = r.headers.get('etag')!;
       expect((await fetch(`${f.url}/playground/assets/${name}`, { headers: { 'if-none-match': etag } })).status).toBe(
         304,

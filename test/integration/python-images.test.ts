@@ -31,33 +31,18 @@ describe.each<PythonBaseVersion>(['3.11', '3.12', '3.13'])('Python %s', (version
       const image = await ensurePythonBaseImage(version, { log: (m) => console.log(m) });
       console.log(`${image.name}: ${image.built ? 'built' : 'cached'} in ${(image.ms / 1000).toFixed(1)} s`);
       expect(image.name).toBe(`localhost/gantry-python:${version}`);
-      const r = await podman(['run', '--rm', '--network', 'none', image.name, 'python3', '--version']);
+      /** python3 with `args` in a container of the image, without network. */
+      const python = (...args: string[]) =>
+        podman(['run', '--rm', '--network', 'none', image.name, 'python3', ...args]);
+      const r = await python('--version');
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout.trim()).toMatch(new RegExp(`^Python ${version.replace('.', '\\.')}\\.\\d+$`));
       // CA certificates are there, so the artifact's HTTPS URL verifies.
-      const certs = await podman([
-        'run',
-        '--rm',
-        '--network',
-        'none',
-        image.name,
-        'python3',
-        '-c',
-        'import ssl; print(ssl.create_default_context().cert_store_stats()["x509_ca"])',
-      ]);
+      const certs = await python('-c', 'import ssl; print(ssl.create_default_context().cert_store_stats()["x509_ca"])');
       expect(Number(certs.stdout.trim())).toBeGreaterThan(50);
       // The standard library's extension modules find their libraries (3.12 is built from source).
       const modules = ['ssl', 'ctypes', 'sqlite3', 'bz2', 'lzma', 'zlib', 'uuid', 'decimal', 'hashlib', 'readline'];
-      const imports = await podman([
-        'run',
-        '--rm',
-        '--network',
-        'none',
-        image.name,
-        'python3',
-        '-c',
-        `import ${modules.join(', ')}; print("ok")`,
-      ]);
+      const imports = await python('-c', `import ${modules.join(', ')}; print("ok")`);
       expect([imports.status, imports.stdout.trim()], imports.stderr).toEqual([0, 'ok']);
 
       const again = await ensurePythonBaseImage(version);

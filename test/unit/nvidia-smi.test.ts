@@ -21,6 +21,41 @@ import {
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/nvidia-smi');
 const fixture = (name: string): string => readFileSync(path.join(fixtures, name), 'utf8');
 
+/**
+ * A probe's output on a Podman host with nvidia specs: `uuids` given, the specs' GPUs section too
+ * (what the probe reads since it checks which GPUs a spec names); `smi` is an nvidia-smi fixture.
+ */
+function podmanGpuProbe(
+  podman: string,
+  specs: Array<{ file: string; version: string; uuids?: string[] }>,
+  smi = 'h200.csv',
+): ReturnType<typeof parseProbeOutput> {
+  const named = specs.filter((s) => s.uuids);
+  return parseProbeOutput(
+    [
+      '@@gantry-probe:nproc',
+      '8',
+      '@@gantry-probe:runtime:podman',
+      'path=/usr/bin/podman',
+      `version=podman version ${podman}`,
+      'usable=1',
+      '@@gantry-probe:cdi-specs',
+      ...specs.map((s) => s.file),
+      '@@gantry-probe:cdi-spec-versions',
+      ...specs.map((s) => `${s.file}\t${s.version}\tnvidia.com/gpu`),
+      ...(named.length > 0
+        ? ['@@gantry-probe:cdi-spec-gpus', ...named.map((s) => `${s.file}\t${s.uuids!.join(' ')} `)]
+        : []),
+      '@@gantry-probe:nvidia-smi',
+      fixture(smi),
+      '@@gantry-probe:nvidia-smi-exit',
+      smi.endsWith('.csv') ? '0' : '9',
+      '@@gantry-probe:end',
+      '',
+    ].join('\n'),
+  );
+}
+
 describe('parseNvidiaSmi', () => {
   it('parses one H100 80GB HBM3', () => {
     expect(parseNvidiaSmi(fixture('h100-80gb-hbm3.csv'))).toEqual([
@@ -284,27 +319,8 @@ describe('parseProbeOutput', () => {
   });
 
   it('says when the CDI spec is newer than Podman reads, and reads older Podman as able to use it', () => {
-    const probeWith = (podman: string, spec: string) =>
-      parseProbeOutput(
-        [
-          '@@gantry-probe:nproc',
-          '8',
-          '@@gantry-probe:runtime:podman',
-          'path=/usr/bin/podman',
-          `version=podman version ${podman}`,
-          'usable=1',
-          '@@gantry-probe:cdi-specs',
-          '/etc/cdi/nvidia.yaml',
-          '@@gantry-probe:cdi-spec-versions',
-          `/etc/cdi/nvidia.yaml\t${spec}\tnvidia.com/gpu`,
-          '@@gantry-probe:nvidia-smi',
-          fixture('h200.csv'),
-          '@@gantry-probe:nvidia-smi-exit',
-          '0',
-          '@@gantry-probe:end',
-          '',
-        ].join('\n'),
-      );
+    const probeWith = (podman: string, version: string) =>
+      podmanGpuProbe(podman, [{ file: '/etc/cdi/nvidia.yaml', version }]);
     const old = probeWith('4.3.1', '0.6.0');
     expect(old.gpuPassthrough.cdiSpecVersions).toEqual([
       { file: '/etc/cdi/nvidia.yaml', version: '0.6.0', kind: 'nvidia.com/gpu' },
@@ -320,33 +336,7 @@ describe('parseProbeOutput', () => {
   it("counts only CDI specs that name this host's GPUs, where the probe read which they name", () => {
     const h200 = parseNvidiaSmi(fixture('h200.csv'))[0]!.uuid;
     const other = 'GPU-00000000-1111-2222-3333-444444444444';
-    const probeWith = (
-      podman: string,
-      specs: Array<{ file: string; version: string; uuids: string[] }>,
-      smi = 'h200.csv',
-    ) =>
-      parseProbeOutput(
-        [
-          '@@gantry-probe:nproc',
-          '8',
-          '@@gantry-probe:runtime:podman',
-          'path=/usr/bin/podman',
-          `version=podman version ${podman}`,
-          'usable=1',
-          '@@gantry-probe:cdi-specs',
-          ...specs.map((s) => s.file),
-          '@@gantry-probe:cdi-spec-versions',
-          ...specs.map((s) => `${s.file}\t${s.version}\tnvidia.com/gpu`),
-          '@@gantry-probe:cdi-spec-gpus',
-          ...specs.map((s) => `${s.file}\t${s.uuids.join(' ')} `),
-          '@@gantry-probe:nvidia-smi',
-          fixture(smi),
-          '@@gantry-probe:nvidia-smi-exit',
-          smi.endsWith('.csv') ? '0' : '9',
-          '@@gantry-probe:end',
-          '',
-        ].join('\n'),
-      );
+    const probeWith = podmanGpuProbe;
     const mine = { file: '/etc/cdi/nvidia.yaml', version: '0.5.0', uuids: [h200] };
     const stale = { file: '/var/run/cdi/old.json', version: '0.5.0', uuids: [other] };
     const ok = probeWith('4.3.1', [mine, stale]);
