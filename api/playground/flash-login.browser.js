@@ -3,7 +3,7 @@
 // their key sees where and when the request came from and approves or denies it over GraphQL
 // (approveFlashAuthRequest, denyFlashAuthRequest). What the API answers reaches the page as text only.
 /* global location */
-import { forgetKey, storedKey, storeKey } from './key.js';
+import { forgetKey, onKeyGiven, storedKey } from './key.js';
 import { byId, el } from './dom.js';
 
 const REQUEST_ID = /^[A-Za-z0-9]{43}$/;
@@ -133,23 +133,7 @@ async function load() {
 }
 
 function start() {
-  byId('key-form').addEventListener('submit', (event) => {
-    event.preventDefault();
-    const key = byId('key-input').value.trim();
-    if (!key) {
-      byId('key-error').textContent = 'Enter your API key.';
-      return;
-    }
-    try {
-      storeKey(key);
-    } catch {
-      byId('key-error').textContent = 'This browser refused to keep the key for the tab (session storage is off).';
-      return;
-    }
-    byId('key-input').value = '';
-    byId('key-error').textContent = '';
-    void load();
-  });
+  onKeyGiven(() => void load());
   byId('forget-key').addEventListener('click', () => {
     forgetKey();
     askForKey('The key is forgotten.');

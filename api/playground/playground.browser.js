@@ -5,7 +5,7 @@
 /* global document, location */
 import { buildCodePanel } from './code-panel.js';
 import { byId, el, priceText, safeUrl, usd } from './dom.js';
-import { forgetKey, storedKey, storeKey } from './key.js';
+import { forgetKey, onKeyGiven, storedKey } from './key.js';
 import { buildSchemaForm } from './schema-form.js';
 
 const MODEL_ID = /^(?=.{3,64}$)[a-z0-9]+(?:-[a-z0-9]+)+$/;
@@ -510,25 +510,7 @@ function route() {
 }
 
 function start() {
-  byId('key-form').addEventListener('submit', (event) => {
-    event.preventDefault();
-    const input = byId('key-input');
-    const key = input.value.trim();
-    if (!key) {
-      byId('key-error').textContent = 'Enter your API key.';
-      input.setAttribute('aria-invalid', 'true');
-      input.focus();
-      return;
-    }
-    try {
-      storeKey(key);
-    } catch {
-      byId('key-error').textContent = 'This browser refused to keep the key for the tab (session storage is off).';
-      return;
-    }
-    input.value = '';
-    input.removeAttribute('aria-invalid');
-    byId('key-error').textContent = '';
+  onKeyGiven(() => {
     void route();
     byId('main').focus();
   });
