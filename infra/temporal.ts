@@ -148,15 +148,21 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
     try {
       return await startDevServerOnce(opts, args, pidFile);
     } catch (err) {
-      // The server picks free ports for its inner services and binds them later: on a busy machine
-      // another process can take one in between. The frontend port is ours and checked first.
-      const ours = [opts.port, opts.uiPort].some(
-        (port) => port && err instanceof Error && err.message.includes(`:${port}:`),
-      );
-      if (attempt >= 3 || !(err instanceof DevServerExited) || !/address already in use/.test(err.output) || ours)
-        throw err;
+      if (attempt >= 3 || !(err instanceof DevServerExited) || !innerPortTaken(err.output, opts)) throw err;
     }
   }
+}
+
+/**
+ * The server picks free ports for its inner services and binds them later: on a busy machine another
+ * process can take one in between. Its frontend and UI ports are ours, and a bind error naming one
+ * of them stays an error.
+ */
+function innerPortTaken(output: string, opts: DevServerOptions): boolean {
+  return (
+    /address already in use/.test(output) &&
+    ![opts.port, opts.uiPort].some((port) => port !== undefined && output.includes(`:${port}:`))
+  );
 }
 
 /** The dev server ended during start-up; `output` is the end of what it printed. */

@@ -67,7 +67,7 @@ type KeylessField = keyof typeof WITHOUT_KEY;
 const KEYLESS_BODY_BYTES = 4 * 1024;
 
 /** The one keyless operation `body` asks for, or undefined when it asks for anything else. */
-export function keylessField(body: unknown): KeylessField | undefined {
+function keylessField(body: unknown): KeylessField | undefined {
   const query = (body as { query?: unknown } | undefined)?.query;
   if (typeof query !== 'string') return undefined;
   let doc;
@@ -156,6 +156,9 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
    */
   const principals = new WeakMap<FastifyRequest, Principal>();
   const keyless = new WeakSet<FastifyRequest>();
+  /** A request without a key that may not run: the 401 it always was, counted as a failed authentication. */
+  const refuseWithoutKey = (request: FastifyRequest): Promise<Principal> =>
+    throttledAuth(request, () => authenticateCurrent(ctx, undefined));
   registerExplorerAssets(app);
   app.route({
     method: ['GET', 'POST', 'OPTIONS'],
@@ -171,8 +174,7 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         const length = Number(request.headers['content-length']);
         try {
           request.server.authThrottle?.check(request.ip);
-          if (!(length > 0 && length <= KEYLESS_BODY_BYTES))
-            await throttledAuth(request, () => authenticateCurrent(ctx, undefined));
+          if (!(length > 0 && length <= KEYLESS_BODY_BYTES)) await refuseWithoutKey(request);
         } catch (err) {
           if (err instanceof DomainError) return graphqlError(reply, err);
           throw err;
@@ -198,12 +200,11 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       if (keyless.has(request)) {
         const field = keylessField(request.body);
         try {
-          // Anything else without a key is the 401 it always was (and counts as a failed authentication).
-          if (!field) await throttledAuth(request, () => authenticateCurrent(ctx, undefined));
+          if (!field) await refuseWithoutKey(request);
           else
             await enforceRateLimit(ctx, reply, {
               counter: `keyless/${field}/${request.ip}`,
-              quotas: WITHOUT_KEY[field!],
+              quotas: WITHOUT_KEY[field],
             });
         } catch (err) {
           if (err instanceof DomainError) return graphqlError(reply, err);

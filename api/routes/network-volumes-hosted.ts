@@ -3,10 +3,12 @@ import { Type, type Static } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import {
   createNetworkVolume,
+  CreateNetworkVolumeSchema,
   deleteNetworkVolume,
   getNetworkVolume,
   listNetworkVolumes,
   updateNetworkVolume,
+  UpdateNetworkVolumeSchema,
   type NetworkVolumeView,
 } from '../../domain/network-volumes/index.ts';
 import { principalOf } from '../auth.ts';
@@ -23,20 +25,14 @@ const HostedVolumeSchema = Type.Object({
   size: Type.Integer({ description: 'GB' }),
   dataCenterId: Type.String(),
 });
+/** The domain's create body, with the hosted service's name for the data center. */
 const CreateHostedVolumeSchema = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 191 }),
-    size: Type.Integer({ minimum: 1, maximum: 4096, description: 'GB' }),
-    dataCenterId: Type.String({ minLength: 1, description: 'a data center id from GET /v2/catalog/datacenters' }),
+    name: CreateNetworkVolumeSchema.properties.name,
+    size: CreateNetworkVolumeSchema.properties.size,
+    dataCenterId: CreateNetworkVolumeSchema.properties.dataCenter,
   },
   { additionalProperties: false },
-);
-const UpdateHostedVolumeSchema = Type.Object(
-  {
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 191 })),
-    size: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096, description: 'GB; at least the current size' })),
-  },
-  { additionalProperties: false, minProperties: 1 },
 );
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'network volume id' }) });
 const tags = ['Network Volumes'];
@@ -110,7 +106,7 @@ export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainC
         description: `Renames and/or grows a volume. ${SAME}`,
         tags,
         params: IdParams,
-        body: UpdateHostedVolumeSchema,
+        body: UpdateNetworkVolumeSchema,
         response: { 200: HostedVolumeSchema },
       },
     },

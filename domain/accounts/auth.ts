@@ -5,6 +5,7 @@ import { DomainError, forbidden } from '../errors.ts';
 import { newApiKey, newId } from '../shared/ids.ts';
 import { recordCachesOf, type CachedKey } from '../shared/record-cache.ts';
 import type { ApiKeyScope } from '../../generated/prisma/enums.ts';
+import type { Prisma } from '../../generated/prisma/client.ts';
 
 export type Scope = ApiKeyScope;
 
@@ -159,17 +160,19 @@ export interface IssuedKey {
   key: string;
 }
 
+/** Stores a new key (only its hash and first characters); inside a transaction when `db` is one. */
 export async function issueApiKey(
-  db: Db,
+  db: Db | Prisma.TransactionClient,
   accountId: string,
   name: string,
   scopes: Scope[],
   key = newApiKey(),
   endpointIds: string[] = [],
+  expiresAt: Date | null = null,
 ): Promise<IssuedKey> {
   const id = newId();
   await db.apiKey.create({
-    data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds },
+    data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds, expiresAt },
   });
   return { id, key };
 }

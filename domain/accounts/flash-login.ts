@@ -1,8 +1,7 @@
 import type { DomainContext } from '../context.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { newApiKey, newId, newSecretId } from '../shared/ids.ts';
-import { hashKey, requireScope, type Principal, type Scope } from './auth.ts';
-import { apiKeyView } from './api-keys.ts';
+import { newSecretId } from '../shared/ids.ts';
+import { hashKey, issueApiKey, requireScope, type Principal, type Scope } from './auth.ts';
 import { requireAccountWide } from '../registries/registries.ts';
 
 /**
@@ -13,8 +12,9 @@ import { requireAccountWide } from '../registries/registries.ts';
  * key for the approver's account and hands it out once; the request is then CONSUMED.
  *
  * The id is a bearer secret until then (whoever polls with it gets the key): 43 base62 characters
- * (newSecretId), kept only as its SHA-256. A request lives ten minutes. Creating one is unauthenticated, so it is
- * bounded per address (the API's rate limits) and in all (at most MAX_PENDING unexpired at once).
+ * (newSecretId), kept only as its SHA-256. A request lives ten minutes. Creating one is
+ * unauthenticated, so it is bounded per address (the API's rate limits) and in all (at most
+ * MAX_PENDING unexpired at once).
  */
 
 export const FLASH_LOGIN_TTL_MS = 10 * 60_000;
@@ -51,8 +51,8 @@ interface Row {
   requesterIp: string;
 }
 
-function view(id: string, row: Row, now = Date.now()): FlashLoginView {
-  const expired = row.expiresAt.getTime() <= now && (row.status === 'PENDING' || row.status === 'APPROVED');
+function view(id: string, row: Row): FlashLoginView {
+  const expired = row.expiresAt.getTime() <= Date.now() && (row.status === 'PENDING' || row.status === 'APPROVED');
   return {
     id,
     status: expired ? 'EXPIRED' : row.status,
@@ -92,7 +92,6 @@ export async function flashLoginStatus(ctx: DomainContext, id: string): Promise<
   if (!row) throw notFound('flash login request');
   const current = view(id, row);
   if (current.status !== 'APPROVED') return current;
-  const key = newApiKey();
   const handedOut = await ctx.db.$transaction(async (tx) => {
     const taken = await tx.flashLoginRequest.updateMany({
       where: { idHash, status: 'APPROVED', expiresAt: { gt: new Date() } },
@@ -109,26 +108,22 @@ export async function flashLoginStatus(ctx: DomainContext, id: string): Promise<
       select: { expiresAt: true },
     });
     if (!approver || !row.accountId) return null;
-    const made = await tx.apiKey.create({
-      data: {
-        id: newId(),
-        accountId: row.accountId,
-        name: `flash login ${new Date().toISOString().slice(0, 16).replace('T', ' ')} from ${row.requesterIp}`.slice(
-          0,
-          191,
-        ),
-        prefix: key.slice(0, 10),
-        hash: hashKey(key),
-        scopes: row.scopes,
-        expiresAt: approver.expiresAt,
-      },
-    });
-    await tx.flashLoginRequest.update({ where: { idHash }, data: { apiKeyId: made.id } });
-    return apiKeyView(made);
+    const when = new Date().toISOString().slice(0, 16).replace('T', ' ');
+    const issued = await issueApiKey(
+      tx,
+      row.accountId,
+      `flash login ${when} from ${row.requesterIp}`.slice(0, 191),
+      row.scopes,
+      undefined,
+      [],
+      approver.expiresAt,
+    );
+    await tx.flashLoginRequest.update({ where: { idHash }, data: { apiKeyId: issued.id } });
+    return issued.key;
   });
   if (handedOut === undefined) return flashLoginStatus(ctx, id);
   if (handedOut === null) return { ...current, status: 'DENIED', apiKey: null };
-  return { ...current, status: 'APPROVED', apiKey: key };
+  return { ...current, status: 'APPROVED', apiKey: handedOut };
 }
 
 /** What the approval page shows of a request: a signed-in user's read. */

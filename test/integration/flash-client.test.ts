@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
+import { flashEnv } from '../support/flash-cli.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
 import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
@@ -53,15 +54,7 @@ async function flash(method: string, args: unknown[] = [], key = p.adminKey): Pr
         timeout: 60_000,
         // flash writes .flash/logs where it runs.
         cwd: work,
-        env: {
-          PATH: process.env.PATH,
-          HOME: home,
-          RUNPOD_API_KEY: key,
-          RUNPOD_API_BASE_URL: p.url,
-          RUNPOD_ENDPOINT_BASE_URL: `${p.url}/v2`,
-          RUNPOD_REST_API_URL: `${p.url}/v2`,
-          RUNPOD_URL_MIXED_OK: '1',
-        },
+        env: { ...flashEnv({ home, url: p.url, key }), RUNPOD_URL_MIXED_OK: '1' },
       },
       (_err, stdout, stderr) => resolve({ stdout, stderr }),
     );

@@ -8,12 +8,12 @@
  * release the image is made of (bookworm): the interpreter and its extension modules link against
  * the same libraries the image's packages then carry. About two minutes on two cores.
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, homedir } from 'node:os';
 import path from 'node:path';
 import { ensureHostPackages } from './ssh-test-host.ts';
+import { runForOutput } from './run-output.ts';
 
 export interface CpythonSource {
   /** The release tag. */
@@ -63,20 +63,8 @@ const BUILD_PACKAGES = [
 const TRIM = ['lib/python{v}/test', 'lib/python{v}/idlelib', 'lib/python{v}/tkinter', 'lib/python{v}/turtledemo'];
 const CONFIGURE_SKIP = ['py_cv_module__tkinter=n/a', 'py_cv_module_nis=n/a'];
 
-function run(cmd: string, args: readonly string[], cwd?: string): Promise<{ status: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    const keep = (d: string) => (output = (output + d).slice(-20_000));
-    child.stdout.setEncoding('utf8').on('data', keep);
-    child.stderr.setEncoding('utf8').on('data', keep);
-    child.once('error', (e) => reject(new Error(`${cmd}: ${e.message}`)));
-    child.once('close', (status) => resolve({ status, output }));
-  });
-}
-
 async function must(what: string, cmd: string, args: readonly string[], cwd?: string): Promise<void> {
-  const r = await run(cmd, args, cwd);
+  const r = await runForOutput(cmd, args, { cwd, keepChars: 20_000 });
   if (r.status !== 0)
     throw new Error(`${what} failed (exit ${r.status}):\n${r.output.trim().split('\n').slice(-25).join('\n')}`);
 }

@@ -7,7 +7,7 @@
  * installs nothing the base can import), as an operator of hosts without PyPI would
  * (docs/apps.md, "Runtime images"). Built once per machine, named by a hash of what went in.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,20 +16,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 import { ensurePythonBaseImage, PODMAN_FLAGS, pythonBaseImageName } from './python-base-image.ts';
 import { FLASH_CLIENT_REQUIREMENTS } from './python-clients.ts';
+import { runForOutput } from './run-output.ts';
 
 /** Bump when the steps below change in a way the hashed inputs do not show. */
 const RECIPE = 1;
-
-function run(cmd: string, args: readonly string[]): Promise<{ status: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
-    child.once('error', (e) => reject(new Error(`${cmd}: ${e.message}`)));
-    child.once('close', (status) => resolve({ status, output }));
-  });
-}
 
 const tail = (text: string) => text.trim().split('\n').slice(-20).join('\n');
 
@@ -59,7 +49,7 @@ export async function ensureFlashBaseImage(
     log(`Building ${name} (pip install of the flash client set for Python ${version}, then podman build)`);
     const work = mkdtempSync(path.join(tmpdir(), 'gantry-flash-base-'));
     try {
-      let r = await run('python3', [
+      let r = await runForOutput('python3', [
         '-m',
         'pip',
         'install',
@@ -89,7 +79,7 @@ export async function ensureFlashBaseImage(
         path.join(work, 'Containerfile'),
         `FROM ${base}\nCOPY site /usr/local/lib/python${version}/${packages}\n`,
       );
-      r = await run('podman', [...PODMAN_FLAGS, 'build', '--quiet', '--tag', name, work]);
+      r = await runForOutput('podman', [...PODMAN_FLAGS, 'build', '--quiet', '--tag', name, work]);
       if (r.status !== 0) throw new Error(`podman build ${name} failed: ${tail(r.output)}`);
     } finally {
       rmSync(work, { recursive: true, force: true });

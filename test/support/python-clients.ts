@@ -6,7 +6,7 @@
  * requirements file. `requirements` names another pinned set for a venv of its own (the flash
  * client's: FLASH_CLIENT_REQUIREMENTS).
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 import { loadConfig } from '../../infra/config.ts';
+import { runForOutput } from './run-output.ts';
 
 export const PYTHON_CLIENTS_REQUIREMENTS = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
@@ -31,17 +32,6 @@ export const FLASH_CLIENT_REQUIREMENTS = path.join(
   'flash-client',
   'requirements.txt',
 );
-
-function run(cmd: string, args: string[]): Promise<{ status: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.once('error', reject);
-    child.once('close', (status) => resolve({ status, output }));
-  });
-}
 
 /** The venv's python3, built first when missing. `python` is the interpreter the venv is made from (python3 on PATH). */
 export async function ensurePythonClients(
@@ -67,9 +57,9 @@ export async function ensurePythonClients(
     const started = Date.now();
     const work = `${dir}.building`;
     rmSync(work, { recursive: true, force: true });
-    let r = await run(python, ['-m', 'venv', work]);
+    let r = await runForOutput(python, ['-m', 'venv', work]);
     if (r.status !== 0) throw new Error(`${python} -m venv failed: ${r.output.trim()}`);
-    r = await run(path.join(work, 'bin', 'pip'), [
+    r = await runForOutput(path.join(work, 'bin', 'pip'), [
       'install',
       '--quiet',
       '--disable-pip-version-check',
