@@ -12,8 +12,10 @@
  * unless named, burst (--burst jobs sent with /run by --concurrency clients to the warm workers, how
  * fast they move through the PostgreSQL queue, and how far their workflows trail) and ceiling (the
  * same Temporal server and worker process completing bare job workflows: --concurrency
- * signal-with-starts of a finished job's snapshot for --seconds, nothing of Gantry's in the way;
- * the throughput scenarios' sustained workflow rate is given as a share of it).
+ * signal-with-starts of a finished job's snapshot for --seconds, or as many as the throughput
+ * scenario before it completed, nothing of Gantry's in the way; the throughput scenarios' sustained
+ * workflow rate is given as a share of it). BENCH_PROFILE=<file> writes a CPU profile of the API
+ * process over the latency scenario.
  *
  * This file reads the command line and runs the scenarios in order; the parts are in bench/jobs/:
  * setup.ts (the processes), load.ts (the --load process), probes.ts (what is measured),

@@ -22,6 +22,8 @@ export function runLoadProcess(): void {
   const v2 = `${cfg.url}/v2/${cfg.endpointId}`;
   let workersOn = false;
   let workerJobs = 0;
+  // The latency scenario's jobs by their input's `i`: when a worker got each (the split of a runsync call).
+  const takenAt = new Map<number, number>();
 
   async function workerLoop(w: { id: string; key: string }): Promise<void> {
     while (workersOn) {
@@ -33,6 +35,8 @@ export function runLoadProcess(): void {
         continue;
       }
       const job = (await res.json()) as { id: string; input: unknown };
+      const i = (job.input as { i?: unknown } | null)?.i;
+      if (typeof i === 'number') takenAt.set(i, performance.now());
       // The handler: returns at once.
       const d = await fetch(`${v2}/job-done/${w.id}/${job.id}?gpu=BENCH&isStream=false`, {
         method: 'POST',
@@ -113,16 +117,27 @@ export function runLoadProcess(): void {
       // 0: back to back; else one request started every 1/pace s (when the previous one has answered).
       const intervalMs = Number(m.pace) > 0 ? 1000 / Number(m.pace) : 0;
       const lat: number[] = [];
+      const toWorker: number[] = [];
+      const fromWorker: number[] = [];
+      takenAt.clear();
       for (let i = 0; i < n + 50; i++) {
         const t = performance.now();
         const r = await client('POST', '/runsync', { input: { i } });
         const body = (await r.json()) as { status: string };
         if (body.status !== 'COMPLETED') throw new Error(`runsync answered ${JSON.stringify(body)}`);
-        if (i >= 50) lat.push(performance.now() - t);
+        const answered = performance.now();
+        const taken = takenAt.get(i);
+        if (i >= 50) {
+          lat.push(answered - t);
+          if (taken !== undefined) {
+            toWorker.push(taken - t);
+            fromWorker.push(answered - taken);
+          }
+        }
         const rest = intervalMs - (performance.now() - t);
         if (rest > 0) await sleep(rest);
       }
-      return { latency: summary(lat) };
+      return { latency: summary(lat), toWorker: summary(toWorker), fromWorker: summary(fromWorker) };
     },
     async throughput(m) {
       const seconds = Number(m.seconds);

@@ -65,6 +65,20 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
       };
     }
   };
+  // Each job API request from its parsed head to its answer written, by kind (node:http's channels);
+  // not the take, whose time is mostly its wait for a job.
+  const { subscribe } = await import('node:diagnostics_channel');
+  const arrived = new WeakMap<object, number>();
+  subscribe('http.server.request.start', (m) => arrived.set((m as { response: object }).response, performance.now()));
+  subscribe('http.server.response.finish', (m) => {
+    const { request, response } = m as { request: { url?: string }; response: object };
+    const t = arrived.get(response);
+    const kind = /\/(runsync|run|job-done)\b/.exec(request.url ?? '')?.[1];
+    if (t === undefined || !kind) return;
+    const list = timings.get(`http.${kind}`) ?? [];
+    list.push(performance.now() - t);
+    timings.set(`http.${kind}`, list);
+  });
   timed(JobStore.prototype, ['insert', 'insertTaken', 'take', 'finish', 'get', 'clearSignalDue'], 'sql.');
   timed(WorkflowSignals.prototype, ['send'], 'temporal.signalWithStart');
   const timingReport = (): string =>

@@ -19,8 +19,8 @@ export interface Run {
   seconds: number;
   /** Most workflow signals waiting since a scenario last reset it (sampled every 200 ms). */
   backlog: { max: number };
-  /** Job workflows completed per second over each throughput scenario's load and drain. */
-  fullPathSustained: Map<string, number>;
+  /** Each throughput scenario's job workflows, and how many completed per second over its load and drain. */
+  fullPathSustained: Map<string, { rate: number; workflows: number }>;
 }
 
 /** The same handler behind a plain HTTP server, `n` calls one by one then 5 s at the run's concurrency. */
@@ -48,10 +48,16 @@ export async function latency(run: Run, n: number, pace: number): Promise<void> 
   const before = cpuNow();
   const t = performance.now();
   timings.clear();
-  const r = await ask<{ latency: ReturnType<typeof summary> }>('latency', { n, pace });
+  const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
+  type Summary = ReturnType<typeof summary>;
+  const r = await ask<{ latency: Summary; toWorker: Summary; fromWorker: Summary }>('latency', { n, pace });
   const secs = (performance.now() - t) / 1000;
+  if (profile) out(`  API CPU profile of this scenario: ${await profile.stop(String(process.env.BENCH_PROFILE))}`);
   out(
     `runsync overhead, 1 client ${pace > 0 ? `at ${pace} jobs/s` : 'back to back'}, ${workers} warm workers, handler returns at once: p50 ${f1(r.latency.p50)} ms, p90 ${f1(r.latency.p90)} ms, p99 ${f1(r.latency.p99)} ms, max ${f1(r.latency.max)} ms (n=${r.latency.n}); CPU ${cpuSince(before, secs, r.latency.n)}`,
+  );
+  out(
+    `  split: call to the worker's take answered p50 ${f1(r.toWorker.p50)} p99 ${f1(r.toWorker.p99)} ms; take answered to the call answered (job-done included) p50 ${f1(r.fromWorker.p50)} p99 ${f1(r.fromWorker.p99)} ms`,
   );
   out(`  inside: ${timingReport()}`);
   // The 50 warm-up calls count too; the background tasks' own commits (a few per second) are in it.
@@ -106,7 +112,7 @@ export async function throughput(run: Run, mode: 'run' | 'runsync'): Promise<voi
       `(sustained with one workflow per job: ${(wfDone / (secs + drain)).toFixed(0)} jobs/s; most signals waiting ${run.backlog.max}); CPU during the load ${cpu}`,
   );
   out(`  CPU over the load and the drain, per job workflow completed: ${cpuSince(before, secs + drain, wfDone)}`);
-  run.fullPathSustained.set(mode, wfDone / (secs + drain));
+  run.fullPathSustained.set(mode, { rate: wfDone / (secs + drain), workflows: wfDone });
   out(`  ${await temporalPerJob()}`);
   out(`  inside: ${timingReport()}`);
 }
@@ -172,8 +178,11 @@ export async function ceiling(run: Run): Promise<void> {
   // What this Temporal server and worker complete when each job is only its workflow: the floor
   // of "job workflows per second through the full path", bare and with the search attributes the
   // platform starts every job workflow with (endpoint, account, kind, status), to tell their cost apart.
+  // After a throughput scenario, as many workflows as it completed: the server's rate falls as its
+  // backlog grows, so the two are compared on the same amount of work.
   const { gantrySearchAttributes } = await import('../../contracts/search-attributes.ts');
-  const bare = await ceilingRun(run, 'bare', undefined);
+  const workflows = Math.max(0, ...[...run.fullPathSustained.values()].map((f) => f.workflows)) || undefined;
+  const bare = await ceilingRun(run, 'bare', undefined, workflows);
   const withAttributes = await ceilingRun(
     run,
     "with the platform's search attributes",
@@ -182,8 +191,9 @@ export async function ceiling(run: Run): Promise<void> {
       accountId: 'ceiling-account',
       jobStatus: 'COMPLETED',
     }),
+    workflows,
   );
-  for (const [mode, rate] of run.fullPathSustained)
+  for (const [mode, { rate }] of run.fullPathSustained)
     run.out(
       `  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / withAttributes).toFixed(0)} % of the ceiling with search attributes, ${((100 * rate) / bare).toFixed(0)} % of the bare one`,
     );
@@ -194,6 +204,7 @@ async function ceilingRun(
   run: Run,
   label: string,
   searchAttributes: SearchAttributePair[] | undefined,
+  workflows: number | undefined,
 ): Promise<number> {
   const {
     bench: { platform },
@@ -218,7 +229,7 @@ async function ceilingRun(
   const snapshot = finishedJobSnapshot();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (Date.now() < until)
+      while (workflows === undefined ? Date.now() < until : sent < workflows)
         await signalFinishedJob(
           platform.ctx.temporal,
           jobTaskQueueOf('bench'),
@@ -239,7 +250,7 @@ async function ceilingRun(
   const totalSecs = (performance.now() - t) / 1000;
   const sustained = done / totalSecs;
   out(
-    `ceiling (${label}): job workflows on the same Temporal server and worker, ${concurrency} concurrent signal-with-starts for ${seconds} s: ${sent} sent (${(sent / loadSecs).toFixed(0)}/s), ` +
+    `ceiling (${label}): job workflows on the same Temporal server and worker, ${concurrency} concurrent signal-with-starts ${workflows === undefined ? `for ${seconds} s` : `of ${workflows} workflows`}: ${sent} sent (${(sent / loadSecs).toFixed(0)}/s), ` +
       `${(duringLoad / loadSecs).toFixed(0)}/s completed during the load, all ${done} after ${totalSecs.toFixed(1)} s: ${sustained.toFixed(0)} workflows/s sustained; CPU during the load ${cpu}`,
   );
   return sustained;
@@ -280,4 +291,23 @@ export async function deepQueue(run: Run, depth: number): Promise<void> {
       `API: live heap ${heapDeep.toFixed(0)} MiB (${heapShallow.toFixed(0)} MiB with ~100 queued), RSS ${rssDeep.toFixed(0)} MiB (${rssShallow.toFixed(0)} MiB); RSS of the Temporal worker ${workerRssDeep.toFixed(0)} MiB (${workerRssShallow.toFixed(0)} MiB)`,
   );
   await ask('purge');
+}
+
+/** A CPU profile of this process (the API) from now until `stop`, written to `file` (BENCH_PROFILE). */
+async function startProfile(): Promise<{ stop: (file: string) => Promise<string> }> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  return {
+    async stop(file) {
+      const { profile } = await session.post('Profiler.stop');
+      await writeFile(file, JSON.stringify(profile));
+      session.disconnect();
+      return file;
+    },
+  };
 }
