@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   out(
     `# bench/jobs.ts ${new Date().toISOString()} — ${cpus().length} cores, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load average before: ${loadAverage()}`,
   );
-  const run: Run = { bench, probes, out, workers, concurrency, seconds, backlog, fullPathSustained: new Map() };
+  const run: Run = { bench, probes, out, workers, concurrency, seconds, backlog, fullPath: new Map() };
 
   try {
     if (only.has('direct')) await direct(run, Number(args.latency));

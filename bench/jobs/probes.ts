@@ -48,6 +48,11 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
   const { JobStore } = await import('../../domain/jobs/index.ts');
   // Where the time goes inside the platform: each queue statement and each workflow signal, timed.
   const timings = new Map<string, number[]>();
+  const record = (name: string, ms: number): void => {
+    const list = timings.get(name) ?? [];
+    list.push(ms);
+    timings.set(name, list);
+  };
   const timed = (proto: object, names: string[], prefix: string): void => {
     for (const name of names) {
       const original = (proto as Record<string, (...a: unknown[]) => Promise<unknown>>)[name] as (
@@ -58,9 +63,7 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
         try {
           return await original.apply(this, a);
         } finally {
-          const list = timings.get(prefix + name) ?? [];
-          list.push(performance.now() - t);
-          timings.set(prefix + name, list);
+          record(prefix + name, performance.now() - t);
         }
       };
     }
@@ -74,10 +77,7 @@ export async function startProbes({ platform, temporalWorker, temporalPid, pgPid
     const { request, response } = m as { request: { url?: string }; response: object };
     const t = arrived.get(response);
     const kind = /\/(runsync|run|job-done)\b/.exec(request.url ?? '')?.[1];
-    if (t === undefined || !kind) return;
-    const list = timings.get(`http.${kind}`) ?? [];
-    list.push(performance.now() - t);
-    timings.set(`http.${kind}`, list);
+    if (t !== undefined && kind) record(`http.${kind}`, performance.now() - t);
   });
   timed(JobStore.prototype, ['insert', 'insertTaken', 'take', 'finish', 'get', 'clearSignalDue'], 'sql.');
   timed(WorkflowSignals.prototype, ['send'], 'temporal.signalWithStart');

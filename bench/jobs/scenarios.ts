@@ -20,7 +20,7 @@ export interface Run {
   /** Most workflow signals waiting since a scenario last reset it (sampled every 200 ms). */
   backlog: { max: number };
   /** Each throughput scenario's job workflows, and how many completed per second over its load and drain. */
-  fullPathSustained: Map<string, { rate: number; workflows: number }>;
+  fullPath: Map<string, { rate: number; workflows: number }>;
 }
 
 /** The same handler behind a plain HTTP server, `n` calls one by one then 5 s at the run's concurrency. */
@@ -112,7 +112,7 @@ export async function throughput(run: Run, mode: 'run' | 'runsync'): Promise<voi
       `(sustained with one workflow per job: ${(wfDone / (secs + drain)).toFixed(0)} jobs/s; most signals waiting ${run.backlog.max}); CPU during the load ${cpu}`,
   );
   out(`  CPU over the load and the drain, per job workflow completed: ${cpuSince(before, secs + drain, wfDone)}`);
-  run.fullPathSustained.set(mode, { rate: wfDone / (secs + drain), workflows: wfDone });
+  run.fullPath.set(mode, { rate: wfDone / (secs + drain), workflows: wfDone });
   out(`  ${await temporalPerJob()}`);
   out(`  inside: ${timingReport()}`);
 }
@@ -181,7 +181,7 @@ export async function ceiling(run: Run): Promise<void> {
   // After a throughput scenario, as many workflows as it completed: the server's rate falls as its
   // backlog grows, so the two are compared on the same amount of work.
   const { gantrySearchAttributes } = await import('../../contracts/search-attributes.ts');
-  const workflows = Math.max(0, ...[...run.fullPathSustained.values()].map((f) => f.workflows)) || undefined;
+  const workflows = Math.max(0, ...[...run.fullPath.values()].map((f) => f.workflows)) || undefined;
   const bare = await ceilingRun(run, 'bare', undefined, workflows);
   const withAttributes = await ceilingRun(
     run,
@@ -193,7 +193,7 @@ export async function ceiling(run: Run): Promise<void> {
     }),
     workflows,
   );
-  for (const [mode, { rate }] of run.fullPathSustained)
+  for (const [mode, { rate }] of run.fullPath)
     run.out(
       `  job workflows through the full path (/${mode}), sustained: ${rate.toFixed(0)}/s = ${((100 * rate) / withAttributes).toFixed(0)} % of the ceiling with search attributes, ${((100 * rate) / bare).toFixed(0)} % of the bare one`,
     );

@@ -1,9 +1,9 @@
 import { Type, type Static } from 'typebox';
 import type { Account, ApiKey } from '../../generated/prisma/client.ts';
-import { hashKey, requireScope, type Principal, type Scope } from './auth.ts';
+import { issueApiKey, requireScope, type Principal, type Scope } from './auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, forbidden, notFound, validationFailed } from '../errors.ts';
-import { newApiKey, newId } from '../shared/ids.ts';
+import { newId } from '../shared/ids.ts';
 import { isUniqueViolation, requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
 
@@ -212,19 +212,15 @@ export async function createApiKey(
     }
   }
 
-  const key = newApiKey();
-  const row = await ctx.db.apiKey.create({
-    data: {
-      id: newId(),
-      accountId,
-      name: input.name,
-      prefix: key.slice(0, 10),
-      hash: hashKey(key),
-      scopes: input.scopes,
-      endpointIds,
-      expiresAt,
-    },
-  });
+  const { row, key } = await issueApiKey(
+    ctx.db,
+    accountId,
+    input.name,
+    input.scopes,
+    undefined,
+    endpointIds,
+    expiresAt,
+  );
   return { ...apiKeyView(row), key };
 }
 

@@ -5,7 +5,7 @@ import { DomainError, forbidden } from '../errors.ts';
 import { newApiKey, newId } from '../shared/ids.ts';
 import { recordCachesOf, type CachedKey } from '../shared/record-cache.ts';
 import type { ApiKeyScope } from '../../generated/prisma/enums.ts';
-import type { Prisma } from '../../generated/prisma/client.ts';
+import type { ApiKey, Prisma } from '../../generated/prisma/client.ts';
 
 export type Scope = ApiKeyScope;
 
@@ -158,6 +158,8 @@ export function requireEndpointAccess(principal: Principal, endpointId: string):
 export interface IssuedKey {
   id: string;
   key: string;
+  /** The stored row (no key in it: its hash and first characters). */
+  row: ApiKey;
 }
 
 /** Stores a new key (only its hash and first characters); inside a transaction when `db` is one. */
@@ -170,11 +172,19 @@ export async function issueApiKey(
   endpointIds: string[] = [],
   expiresAt: Date | null = null,
 ): Promise<IssuedKey> {
-  const id = newId();
-  await db.apiKey.create({
-    data: { id, accountId, name, prefix: key.slice(0, 10), hash: hashKey(key), scopes, endpointIds, expiresAt },
+  const row = await db.apiKey.create({
+    data: {
+      id: newId(),
+      accountId,
+      name,
+      prefix: key.slice(0, 10),
+      hash: hashKey(key),
+      scopes,
+      endpointIds,
+      expiresAt,
+    },
   });
-  return { id, key };
+  return { id: row.id, key, row };
 }
 
 const ADMIN_EMAIL = 'admin@gantry.local';
