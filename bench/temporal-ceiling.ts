@@ -44,8 +44,8 @@ const TASK_QUEUE = 'bench-ceiling';
 
 async function createWorker(connection: import('@temporalio/worker').NativeConnection) {
   const { Worker } = await import('@temporalio/worker');
-  const { workflowBundle } = await import('../infra/temporal-worker.ts');
-  // The options Gantry's worker uses (infra/temporal-worker.ts); job workflows that end at once call no activity.
+  const { workflowBundle } = await import('../workers/temporal-worker.ts');
+  // The options Gantry's worker uses (workers/temporal-worker.ts); job workflows that end at once call no activity.
   return Worker.create({
     connection,
     namespace: 'default',

@@ -16,7 +16,7 @@ import { createJobRuntime } from './job-runtime.ts';
 import { RecordCaches } from '../domain/shared/index.ts';
 import { SecretBox } from '../domain/shared/index.ts';
 import { SshPool } from '../hostctl/ssh.ts';
-import { createTemporalWorkers, installTemporalRuntime } from './temporal-worker.ts';
+import { installTemporalRuntime, startTemporalWorkers } from '../workers/temporal-worker.ts';
 import { startWorkerListener } from '../api/worker-listener.ts';
 import { isLoopbackUrl, localContainerGateway } from './container-network.ts';
 import type { GantryConfig } from './config.ts';
@@ -106,19 +106,14 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     stops.push(() => ctx.ssh.close());
 
     if (config.role !== 'api') {
-      const created = await createTemporalWorkers({
+      const workers = await startTemporalWorkers({
         address: temporal.address,
         namespace: config.temporalNamespace,
         taskQueue: config.taskQueue,
         db,
         ctx,
       });
-      const running = Promise.all(created.workers.map((w) => w.run()));
-      stops.push(async () => {
-        for (const w of created.workers) w.shutdown();
-        await running;
-        await created.connection.close();
-      });
+      stops.push(() => workers.stop());
     }
 
     let app: FastifyInstance | undefined;

@@ -25,7 +25,7 @@ import { GANTRY_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = path.join(here, 'histories');
-/** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
+/** The worker's bundle entry (workers/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(here, '..', '..', 'workflows', 'index.ts');
 const binary = resolveTemporalBinary(loadConfig());
 if (!binary) throw new Error('no Temporal CLI');

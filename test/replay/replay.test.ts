@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dir = path.join(here, 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
-/** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
+/** The worker's bundle entry (workers/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(here, '..', '..', 'workflows', 'index.ts');
 
 // Every committed history must replay against today's workflow code: a change that would break

@@ -24,8 +24,10 @@ const ALLOWED: Record<string, readonly string[]> = {
   api: ['domain', 'contracts', 'generated'],
   // Deterministic workflow code: values only from workflows/, contracts/ and the pure scaling math.
   workflows: [],
-  // The composition root: configuration, servers, the platform, the Temporal worker process.
-  infra: ['api', 'domain', 'activities', 'workflows', 'contracts', 'hostctl', 'generated'],
+  // The Temporal worker process: workflows and activities registered on Gantry's task queues.
+  workers: ['activities', 'workflows', 'domain', 'contracts', 'hostctl', 'generated'],
+  // The composition root: configuration, servers, the platform.
+  infra: ['api', 'workers', 'domain', 'activities', 'workflows', 'contracts', 'hostctl', 'generated'],
   // What runs before the platform (Node runtime, install steps, the migration command).
   tooling: ['infra'],
   // The `gantry` command-line tool: its own package, talks to the platform over HTTP only.
@@ -33,6 +35,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   // Benchmarks: may start anything, including the test machinery.
   bench: [
     'infra',
+    'workers',
     'api',
     'domain',
     'activities',
@@ -47,6 +50,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   // The suite: may reach everything.
   test: [
     'infra',
+    'workers',
     'api',
     'domain',
     'activities',
@@ -140,6 +144,18 @@ describe('layers', () => {
       .map((e) => e.name);
     expect(unplaced, 'a new top folder needs its place in ALLOWED (or NOT_LAYERS) and in docs/architecture.md').toEqual(
       [],
+    );
+  });
+
+  it("keep the design card's top level", () => {
+    // The folders the project started from; others stand beside them, never instead.
+    const card = ['package.json', 'prisma', 'workflows', 'activities', 'api', 'workers', 'infra', 'test', 'README.md'];
+    const top = new Set(readdirSync(root));
+    expect(card.filter((name) => !top.has(name))).toEqual([]);
+    // workers/ is the Temporal worker process, and the composition root builds it from there.
+    expect(sources('workers')).toContain(path.join('workers', 'temporal-worker.ts'));
+    expect(importsOf(path.join('infra', 'platform.ts')).map((i) => i.specifier)).toContain(
+      '../workers/temporal-worker.ts',
     );
   });
 

@@ -27,7 +27,7 @@ import { FakeWorld } from './fake-world.ts';
 
 const { EventType, WorkflowTaskFailedCause, SignalExternalWorkflowExecutionFailedCause } = temporal.api.enums.v1;
 
-/** The worker's bundle entry (infra/temporal-worker.ts bundles the same file). */
+/** The worker's bundle entry (workers/temporal-worker.ts bundles the same file). */
 const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'workflows', 'index.ts');
 /** Timers that are left to run out instead of being cancelled: see that file for why. */
 const uncancelledTimersPath = path.join(path.dirname(fileURLToPath(import.meta.url)), 'uncancelled-timers.ts');

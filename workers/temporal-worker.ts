@@ -1,3 +1,8 @@
+/**
+ * The Temporal worker process: the workflow bundle and the workers that poll Gantry's task queues
+ * with every workflow and activity registered. `npm start` runs it in the platform's process (role
+ * `all`), `GANTRY_ROLE=worker npm start` alone; infra/platform.ts composes it.
+ */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -61,7 +66,7 @@ export interface TemporalWorkerOptions {
  * task slots and workflow thread, so job workflow tasks never queue ahead of a rollout's. Job
  * workflows started on the control plane's queue by earlier versions finish there.
  */
-export async function createTemporalWorkers(
+async function createTemporalWorkers(
   opts: TemporalWorkerOptions,
 ): Promise<{ workers: Worker[]; connection: NativeConnection }> {
   const connection = await NativeConnection.connect({ address: opts.address });
@@ -79,4 +84,20 @@ export async function createTemporalWorkers(
     await Worker.create({ ...common, taskQueue: jobTaskQueueOf(opts.taskQueue), maxCachedWorkflows: 500 }),
   ];
   return { workers, connection };
+}
+
+/**
+ * The Temporal worker process's part of a platform (role `all` or `worker`): its workers polling
+ * until stop() drains them and closes their connection.
+ */
+export async function startTemporalWorkers(opts: TemporalWorkerOptions): Promise<{ stop: () => Promise<void> }> {
+  const created = await createTemporalWorkers(opts);
+  const running = Promise.all(created.workers.map((w) => w.run()));
+  return {
+    stop: async () => {
+      for (const w of created.workers) w.shutdown();
+      await running;
+      await created.connection.close();
+    },
+  };
 }
