@@ -24,7 +24,7 @@ function podman(args: string[], timeout = 300_000): Promise<{ status: number | n
   });
 }
 
-describe.each<PythonBaseVersion>(['3.11', '3.12', '3.13'])('Python %s', (version) => {
+describe.each<PythonBaseVersion>(['3.11', '3.13'])('Python %s', (version) => {
   it(
     'builds the base image once and runs its python3',
     async () => {
@@ -40,7 +40,7 @@ describe.each<PythonBaseVersion>(['3.11', '3.12', '3.13'])('Python %s', (version
       // CA certificates are there, so the artifact's HTTPS URL verifies.
       const certs = await python('-c', 'import ssl; print(ssl.create_default_context().cert_store_stats()["x509_ca"])');
       expect(Number(certs.stdout.trim())).toBeGreaterThan(50);
-      // The standard library's extension modules find their libraries (3.12 is built from source).
+      // The standard library's extension modules find their libraries (Debian's packages of them).
       const modules = ['ssl', 'ctypes', 'sqlite3', 'bz2', 'lzma', 'zlib', 'uuid', 'decimal', 'hashlib', 'readline'];
       const imports = await python('-c', `import ${modules.join(', ')}; print("ok")`);
       expect([imports.status, imports.stdout.trim()], imports.stderr).toEqual([0, 'ok']);

@@ -25,10 +25,12 @@ const tail = (text: string) => text.trim().split('\n').slice(-20).join('\n');
 
 /**
  * `localhost/gantry-flash-base:<version>-<hash>`, built first when missing; the name to give
- * GANTRY_FLASH_RUNTIME_BASE_IMAGE. 3.12 is what flash builds for unless told otherwise.
+ * GANTRY_FLASH_RUNTIME_BASE_IMAGE. flash builds for 3.10, 3.11 or 3.12 (3.12 unless told
+ * otherwise); of those, Debian ships 3.11, which flash is then told to build for
+ * (`--python-version 3.11`).
  */
 export async function ensureFlashBaseImage(
-  version: '3.11' | '3.12' = '3.11',
+  version: '3.11' = '3.11',
   log: (msg: string) => void = (m) => console.error(m),
 ): Promise<string> {
   await ensurePythonBaseImage(version);
@@ -73,11 +75,10 @@ export async function ensureFlashBaseImage(
         FLASH_CLIENT_REQUIREMENTS,
       ]);
       if (r.status !== 0) throw new Error(`pip install for ${name} failed: ${tail(r.output)}`);
-      // Debian's Python reads /usr/local/lib/python3.X/dist-packages; one built from source (3.12) site-packages.
-      const packages = version === '3.12' ? 'site-packages' : 'dist-packages';
+      // Debian's Python reads /usr/local/lib/python3.X/dist-packages.
       writeFileSync(
         path.join(work, 'Containerfile'),
-        `FROM ${base}\nCOPY site /usr/local/lib/python${version}/${packages}\n`,
+        `FROM ${base}\nCOPY site /usr/local/lib/python${version}/dist-packages\n`,
       );
       r = await runForOutput('podman', [...PODMAN_FLAGS, 'build', '--quiet', '--tag', name, work]);
       if (r.status !== 0) throw new Error(`podman build ${name} failed: ${tail(r.output)}`);

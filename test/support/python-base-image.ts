@@ -1,16 +1,16 @@
 /**
  * Python base images for Gantry's runtime image, built on this machine without any registry:
  * `debootstrap --variant=minbase` of the Debian release that ships the wanted Python (bookworm:
- * 3.11, trixie: 3.13) with only `python3` and `ca-certificates`, then `tar | podman import`. A
- * version no Debian release ships (3.12, flash's default) is CPython built from source on this
- * machine into a bookworm root with the libraries it loads (cpython-source.ts).
+ * 3.11, trixie: 3.13) with only `python3` and `ca-certificates`, then `tar | podman import`. Other
+ * versions (3.10, 3.12) come from no Debian release here: an operator names a base image that has
+ * them (docs/apps.md, "Runtime images"), and the suite covers the two Debian ships.
  * The platform builds the runtime image on top (sdk/python/Containerfile, BASE_IMAGE
  * `localhost/gantry-python:<version>`); there is no pip in here because artifacts carry their
  * dependencies.
  *
  * The bookworm debootstrap here handles trixie too (checked: its scripts/trixie exists and
  * debian-archive-keyring 2023.3+deb12u2 holds the trixie release keys, so the Release files are
- * verified as usual).
+ * verified as usual). The mirror is the one apt on this machine already uses (debian-mirror.ts).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -18,32 +18,20 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  CPYTHON_BUILD_SUITE,
-  CPYTHON_RUNTIME_PACKAGES,
-  CPYTHON_SOURCES,
-  installCpythonFromSource,
-  type SourceBuiltPython,
-} from './cpython-source.ts';
+import { debianMirror } from './debian-mirror.ts';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
 import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 
-export type PythonBaseVersion = '3.11' | '3.12' | '3.13';
+export type PythonBaseVersion = '3.11' | '3.13';
 
-/** The Debian release whose `python3` is each version (or that a source-built one links against). */
+/** The Debian release whose `python3` is each version. */
 export const PYTHON_BASE_SUITES: Readonly<Record<PythonBaseVersion, string>> = {
   '3.11': 'bookworm',
-  '3.12': CPYTHON_BUILD_SUITE,
   '3.13': 'trixie',
 };
 /** What goes in besides minbase: the interpreter, and CA certificates for the artifact's HTTPS URL. */
 export const PYTHON_BASE_PACKAGES = ['python3', 'ca-certificates'] as const;
 
-const sourceBuilt = (v: PythonBaseVersion): v is SourceBuiltPython => v in CPYTHON_SOURCES;
-/** Debian packages of the root: the interpreter's, or for a source-built one the libraries it loads. */
-const basePackages = (v: PythonBaseVersion): readonly string[] =>
-  sourceBuilt(v) ? CPYTHON_RUNTIME_PACKAGES : PYTHON_BASE_PACKAGES;
-export const DEFAULT_DEBIAN_MIRROR = 'http://deb.debian.org/debian';
 /** Podman's global flags for this machine (crun and the systemd cgroup manager do not work here). */
 export const PODMAN_FLAGS = ['--runtime', 'runc', '--cgroup-manager', 'cgroupfs'] as const;
 
@@ -60,7 +48,7 @@ export interface PythonBaseImageOptions {
    * packages. The image is then `localhost/gantry-python:<version>-<packages joined by ->`.
    */
   extraPackages?: readonly string[];
-  /** Debian mirror for debootstrap (default deb.debian.org, the one apt uses here). */
+  /** Debian mirror for debootstrap (default: GANTRY_DEBIAN_MIRROR, else the one apt's sources name). */
   mirror?: string;
   /** Podman binary (default: `podman` on PATH, with the packages and config it needs ensured). */
   podman?: string;
@@ -109,8 +97,7 @@ function contentHash(version: PythonBaseVersion, mirror: string, extra: readonly
     RECIPE,
     version,
     suite: PYTHON_BASE_SUITES[version],
-    packages: [...basePackages(version), ...extra],
-    source: sourceBuilt(version) ? CPYTHON_SOURCES[version] : undefined,
+    packages: [...PYTHON_BASE_PACKAGES, ...extra],
     mirror,
     trim: TRIM,
   };
@@ -150,7 +137,7 @@ async function debootstrap(
   const suite = PYTHON_BASE_SUITES[version];
   const r = await run('debootstrap', [
     '--variant=minbase',
-    `--include=${[...basePackages(version), ...extra].join(',')}`,
+    `--include=${[...PYTHON_BASE_PACKAGES, ...extra].join(',')}`,
     suite,
     root,
     mirror,
@@ -199,7 +186,7 @@ export async function ensurePythonBaseImage(
   const name = pythonBaseImageName(version, extra);
   if (!(version in PYTHON_BASE_SUITES))
     throw new Error(`no Python base image recipe for ${version}; known: ${Object.keys(PYTHON_BASE_SUITES).join(', ')}`);
-  const mirror = options.mirror ?? DEFAULT_DEBIAN_MIRROR;
+  const mirror = options.mirror ?? debianMirror();
   const log = options.log ?? ((msg: string) => console.error(msg));
   if (!options.podman) {
     ensureHostPackages(['podman', 'runc'], log);
@@ -216,14 +203,11 @@ export async function ensurePythonBaseImage(
       throw new Error(`building ${name} needs root (debootstrap creates a root filesystem)`);
     // debian-archive-keyring: debootstrap verifies the release against it.
     ensureHostPackages(['debootstrap', 'debian-archive-keyring'], log);
-    log(
-      `Building ${name} (debootstrap ${PYTHON_BASE_SUITES[version]}${sourceBuilt(version) ? `, CPython ${CPYTHON_SOURCES[version].tag} from source` : ''}; a few minutes when cold)`,
-    );
+    log(`Building ${name} (debootstrap ${PYTHON_BASE_SUITES[version]} from ${mirror}; a few minutes when cold)`);
     const work = mkdtempSync(path.join(tmpdir(), 'gantry-python-base-'));
     try {
       const root = path.join(work, 'rootfs');
       await debootstrap(version, root, mirror, extra);
-      if (sourceBuilt(version)) await installCpythonFromSource(version, root, work, log);
       trim(root);
       const changes = [
         'CMD ["python3"]',
