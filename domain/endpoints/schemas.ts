@@ -218,10 +218,23 @@ export const WorkerViewSchema = Type.Object({
 });
 export type WorkerView = Static<typeof WorkerViewSchema>;
 
+export const WorkerFailureSchema = Type.Object({
+  workerId: Type.String(),
+  version: Type.Integer(),
+  failedAt: Type.String({ format: 'date-time' }),
+  /** What went wrong, as the worker's lifecycle recorded it: the image that could not be had and why, ... */
+  reason: Type.String(),
+});
+
 export const ListEndpointWorkersResponseSchema = Type.Object({
   endpointVersion: NullableInteger,
   summary: WorkerSummarySchema,
   workers: Type.Array(WorkerViewSchema),
+  /**
+   * The newest worker of the current release that failed, while none of that release's workers is
+   * ready: why the endpoint is not serving (failed workers are not listed above). Null otherwise.
+   */
+  lastFailure: Type.Union([WorkerFailureSchema, Type.Null()]),
 });
 export type ListEndpointWorkersResponse = Static<typeof ListEndpointWorkersResponseSchema>;
 

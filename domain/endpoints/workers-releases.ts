@@ -83,7 +83,38 @@ export async function listEndpointWorkers(
       statusReason: w.statusReason,
     };
   });
-  return { endpointVersion: endpoint.currentReleaseVersion, summary, workers: views };
+  return {
+    endpointVersion: endpoint.currentReleaseVersion,
+    summary,
+    workers: views,
+    lastFailure: await lastFailure(ctx, id, endpoint.currentReleaseVersion, workers),
+  };
+}
+
+/**
+ * The newest failed worker of the current release while none of it is ready (IDLE or RUNNING): a
+ * worker that could not get its image or start says so here, where a user looks, instead of
+ * leaving the endpoint's jobs IN_QUEUE with the reason in a log.
+ */
+async function lastFailure(
+  ctx: DomainContext,
+  endpointId: string,
+  version: number,
+  listed: readonly { releaseVersion: number; status: WorkerStatus }[],
+): Promise<ListEndpointWorkersResponse['lastFailure']> {
+  if (listed.some((w) => w.releaseVersion === version && (w.status === 'IDLE' || w.status === 'RUNNING'))) return null;
+  const failed = await ctx.db.worker.findFirst({
+    where: { endpointId, releaseVersion: version, status: 'FAILED' },
+    orderBy: { stoppedAt: 'desc' },
+    select: { id: true, releaseVersion: true, statusReason: true, stoppedAt: true, createdAt: true },
+  });
+  if (!failed) return null;
+  return {
+    workerId: failed.id,
+    version: failed.releaseVersion,
+    failedAt: (failed.stoppedAt ?? failed.createdAt).toISOString(),
+    reason: failed.statusReason ?? 'failed (no reason recorded)',
+  };
 }
 
 /** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */

@@ -1,6 +1,8 @@
 /**
  * A fresh `flash init` project, untouched, deployed with the hosted service's tool against Gantry with
- * nothing but its URL and key variables changed: its CPU queue resource (flash's default size,
+ * nothing but its URL and key variables changed, for Python 3.11 (flash's own `--python-version`
+ * flag; 3.11 is the version of flash's three that Debian ships, and so the one the suite has a base
+ * image of): its CPU queue resource (flash's default size,
  * cpu3c-1-2), its load-balanced resource (same) and its GPU resource (GpuType.ANY: every pool, and
  * the hosted service's data-center ids as `locations`) become endpoints, and each answers: a job
  * through the job API, `POST /process` through Gantry's proxy, a job on a GPU test host (stand-in
@@ -9,6 +11,9 @@
  * The GPU host is registered in a data center named as one of the hosted service's (EU-RO-1), as an
  * operator may name theirs: of the ids flash sends, that one is kept and places the worker there;
  * the others, which Gantry does not have, are dropped.
+ *
+ * A plain `flash deploy` builds for Python 3.12, whose base image this platform cannot get: its
+ * first worker says which image and why, where the user looks, within a minute.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -47,15 +52,16 @@ const flashCli = (args: string[], cwd = project): ReturnType<typeof runFlash> =>
 beforeAll(async () => {
   const [venv, base] = await Promise.all([
     ensurePythonClients({ requirements: FLASH_CLIENT_REQUIREMENTS }),
-    // Python 3.12: what flash builds for, and the version of the wheels it puts into the build.
-    ensureFlashBaseImage('3.12'),
+    ensureFlashBaseImage('3.11'),
   ]);
   python = venv;
   mkdirSync(home);
   // Container builds reach no PyPI here: both flash runtimes (CPU and GPU) are made on a base that
   // already has flash's packages, and the GPU one asks for nothing more (no torch, as the skeleton expects).
-  process.env.GANTRY_FLASH_RUNTIME_BASE_IMAGE = base;
-  process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE = base;
+  // Named per Python version, as an operator's would be: 3.11's is there, no other.
+  const perVersion = base.replace(':3.11-', ':{python}-');
+  process.env.GANTRY_FLASH_RUNTIME_BASE_IMAGE = perVersion;
+  process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE = perVersion;
   process.env.GANTRY_RUNTIME_GPU_PACKAGES = 'runpod==1.12.0';
   fixture = await startAppsPlatform('flash-init-box', path.join(root, 'host-cache'));
   p = fixture.p;
@@ -110,13 +116,13 @@ describe('a fresh `flash init` project on Gantry', () => {
     expect(readFileSync(path.join(project, 'gpu_worker.py'), 'utf8')).toContain('gpu=GpuType.ANY');
 
     // As a user runs it: flash pip-installs the skeleton's requirements (runpod-flash and its
-    // dependencies, compiled ones among them) for Python 3.12 into the build.
-    const deploy = await flashCli(['deploy']);
+    // dependencies, compiled ones among them) for the Python it is told into the build.
+    const deploy = await flashCli(['deploy', '--python-version', '3.11']);
     expect(deploy.code, deploy.output).toBe(0);
     const app = await p.ctx.db.app.findFirstOrThrow({ where: { name: 'freshflash' }, include: { environments: true } });
     const env = app.environments[0]!;
     const build = await p.ctx.db.build.findUniqueOrThrow({ where: { id: env.currentBuildId ?? '' } });
-    expect([build.pythonVersion, build.size > 10_000_000n]).toEqual(['3.12', true]);
+    expect([build.pythonVersion, build.size > 10_000_000n]).toEqual(['3.11', true]);
     const endpoints = await p.ctx.db.endpoint.findMany({
       where: { appEnvironmentId: env.id, deletingAt: null },
       orderBy: { name: 'asc' },
@@ -174,7 +180,7 @@ describe('a fresh `flash init` project on Gantry', () => {
     ]);
     expect(cpuDone, JSON.stringify(cpuDone)).toMatchObject({
       status: 'COMPLETED',
-      output: { message: 'hi from gantry', platform: 'Linux', python_version: expect.stringMatching(/^3\.12\./) },
+      output: { message: 'hi from gantry', platform: 'Linux', python_version: expect.stringMatching(/^3\.11\./) },
     });
     expect(lbAnswer).toMatchObject({ status: 'success', echo: { text: 'two words' }, timestamp: expect.any(String) });
     expect(gpuDone, JSON.stringify(gpuDone)).toMatchObject({
@@ -208,4 +214,41 @@ describe('a fresh `flash init` project on Gantry', () => {
     const left = [fixture!.hostId, gpuHostId!].flatMap((h) => managedContainers(h));
     expect(left.filter((c) => ids.includes(c.endpointId) && c.running)).toEqual([]);
   }, 1_200_000);
+
+  it('says which image a plain deploy (Python 3.12) could not get, within a minute', async () => {
+    const twelve = path.join(root, 'flashtwelve');
+    const init = await flashCli(['init', 'flashtwelve'], root);
+    expect(init.code, init.output).toBe(0);
+    // flash's default Python: the build is made, and flash's deploy does not wait for workers.
+    const deploy = await flashCli(['deploy'], twelve);
+    expect(deploy.code, deploy.output).toBe(0);
+    const deployed = Date.now();
+    const app = await p.ctx.db.app.findFirstOrThrow({
+      where: { name: 'flashtwelve' },
+      include: { environments: true },
+    });
+    const build = await p.ctx.db.build.findUniqueOrThrow({ where: { id: app.environments[0]!.currentBuildId ?? '' } });
+    expect(build.pythonVersion).toBe('3.12');
+    const lb = await p.ctx.db.endpoint.findFirstOrThrow({
+      where: { appEnvironmentId: app.environments[0]!.id, name: 'lb_worker', deletingAt: null },
+    });
+    // lb_worker keeps a worker: its first one fails to get its image, and the endpoint's workers say so.
+    const failure = await until(
+      'a failure on the workers of lb_worker',
+      async () => {
+        const r = await call(p.url, 'GET', `/v2/serverless/${lb.id}/workers`, { key: p.adminKey });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        return r.body.lastFailure ?? undefined;
+      },
+      60_000,
+      500,
+      () => workersState(lb.id),
+    );
+    expect(Date.now() - deployed).toBeLessThan(60_000);
+    const missing = process.env.GANTRY_FLASH_RUNTIME_BASE_IMAGE!.replace('{python}', '3.12');
+    expect(failure.reason).toContain(`could not get the base image ${missing} of the Python 3.12 runtime`);
+    expect(failure.reason).toContain('GANTRY_FLASH_RUNTIME_BASE_IMAGE');
+    const undeploy = await flashCli(['undeploy', '--all', '--force'], twelve);
+    expect(undeploy.code, undeploy.output).toBe(0);
+  }, 600_000);
 });

@@ -380,6 +380,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       statusReason: null,
     });
     expect(w.body.workers[0].uptimeSeconds).toBeGreaterThanOrEqual(119);
+    expect(w.body.lastFailure).toBeNull(); // a worker of the current release is ready
 
     // A fresh endpoint: one release, nothing rolling.
     const fresh = await create();
@@ -397,6 +398,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       endpointVersion: 1,
       summary: { running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, total: 0 },
       workers: [],
+      lastFailure: null,
     });
   });
 
