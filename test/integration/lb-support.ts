@@ -1,36 +1,15 @@
 /** Helpers shared by the load-balancing tests (not a test file itself). */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { Db } from '../../domain/shared/index.ts';
 import { newId } from '../../domain/shared/index.ts';
-import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
+import { LB_WORKER_DIR } from '../support/test-image.ts';
 
-export const LB_WORKER_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/lb-worker');
-
-/** The lb-worker fixture as a local image (HTTP on PORT, /ping, WebSocket echo). */
-export const LB_WORKER_IMAGE = 'localhost/gantry-lb-worker:1';
-
-/** Builds LB_WORKER_IMAGE unless it is there: the image has node only, so `ws` travels in its app directory. */
-export function ensureLbWorkerImage(): string {
-  const repoRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '../..');
-  const appDir = mkdtempSync(path.join(tmpdir(), 'gantry-lb-app-'));
-  try {
-    cpSync(LB_WORKER_DIR, appDir, { recursive: true });
-    mkdirSync(path.join(appDir, 'node_modules'));
-    cpSync(path.join(repoRoot, 'node_modules/ws'), path.join(appDir, 'node_modules/ws'), { recursive: true });
-    ensureTestWorkerImage(LB_WORKER_IMAGE, { appDir });
-  } finally {
-    rmSync(appDir, { recursive: true, force: true });
-  }
-  return LB_WORKER_IMAGE;
-}
+export { ensureLbWorkerImage, LB_WORKER_DIR, LB_WORKER_IMAGE } from '../support/test-image.ts';
 
 export interface LbWorkerProcess {
   name: string;

@@ -1,14 +1,11 @@
 /** Helpers shared by the orchestration tests (not a test file itself). */
 import { spawnSync } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../domain/shared/index.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
 import { pruneNetworksScript } from '../../hostctl/networks.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
-import { ensureTestWorkerImage } from '../support/test-image.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 /** Loops short enough for tests; production uses the defaults. */
@@ -64,15 +61,7 @@ export async function registerTestHost(
   return h.body.id as string;
 }
 
-/** The orchestration test worker (test/fixtures/orchestration-worker) as an image, built once per machine. */
-export const ORCHESTRATION_WORKER_IMAGE = 'localhost/gantry-orchestration-worker:1';
-
-export function ensureOrchestrationWorkerImage(): string {
-  ensureTestWorkerImage(ORCHESTRATION_WORKER_IMAGE, {
-    appDir: path.join(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/orchestration-worker'),
-  });
-  return ORCHESTRATION_WORKER_IMAGE;
-}
+export { ensureOrchestrationWorkerImage, ORCHESTRATION_WORKER_IMAGE } from '../support/test-image.ts';
 
 /** A platform with fast orchestration loops and one registered SSH test host in front of this machine's Podman. */
 export interface OneHostPlatform {

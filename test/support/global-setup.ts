@@ -1,7 +1,8 @@
 /**
  * Starts the real parts the suite talks to, once: a PostgreSQL server (Debian's package; or
  * TEST_DATABASE_URL) with a migrated template database, and a Temporal dev server (or
- * TEST_TEMPORAL_ADDRESS). Test files get their own databases cloned from the template.
+ * TEST_TEMPORAL_ADDRESS). Test files get their own databases cloned from the template. Before any
+ * test, a whole run builds what is built once per machine (machine-prerequisites.ts).
  */
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import { applyMigrations } from '../../infra/migrations.ts';
 import { migrationsDir } from '../../infra/platform.ts';
 import { startPostgresServer, type RunningPostgres } from '../../infra/postgres.ts';
 import { resolveTemporalBinary, startTemporalDevServer, type RunningTemporal } from '../../infra/temporal.ts';
+import { prepareMachine } from './machine-prerequisites.ts';
 import { freePort } from './ports.ts';
 
 declare module 'vitest' {
@@ -32,7 +34,22 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
+/**
+ * Whether to build the once-per-machine parts up front: GANTRY_TEST_PREPARE=1 or 0 says; else a
+ * whole run (no file filter on the command line, as `npm test` and CI run it) and the scale-out run
+ * do, and a run of chosen files builds what its tests need when they ask for it.
+ */
+export function preparesMachine(env: NodeJS.ProcessEnv, argv: readonly string[]): boolean {
+  if (env.GANTRY_TEST_PREPARE === '1' || env.GANTRY_TEST_PREPARE === '0') return env.GANTRY_TEST_PREPARE === '1';
+  if (env.GANTRY_TEST_SCALE === '1') return true;
+  const run = argv.indexOf('run');
+  const args = run >= 0 ? argv.slice(run + 1) : [];
+  return !args.some((a) => !a.startsWith('-'));
+}
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  if (preparesMachine(process.env, process.argv))
+    await prepareMachine({ scale: process.env.GANTRY_TEST_SCALE === '1', log: (msg) => console.log(msg) });
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-test-'));
   chmodSync(dir, 0o755); // the PostgreSQL server runs as the postgres user when the suite runs as root
   let postgres: RunningPostgres | undefined;

@@ -20,6 +20,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ensureContainersConf, ensureHostPackages } from './ssh-test-host.ts';
 import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 
@@ -169,4 +170,34 @@ export function ensureTestWorkerImage(name: string = DEFAULT_TEST_IMAGE, options
     releaseBuildLock(lock);
   }
   return { name, built: true, ms: Date.now() - started };
+}
+
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
+
+/** The orchestration test worker (test/fixtures/orchestration-worker) as an image, built once per machine. */
+export const ORCHESTRATION_WORKER_IMAGE = 'localhost/gantry-orchestration-worker:1';
+
+export function ensureOrchestrationWorkerImage(): string {
+  ensureTestWorkerImage(ORCHESTRATION_WORKER_IMAGE, { appDir: path.join(fixtures, 'orchestration-worker') });
+  return ORCHESTRATION_WORKER_IMAGE;
+}
+
+export const LB_WORKER_DIR = path.join(fixtures, 'lb-worker');
+
+/** The lb-worker fixture as a local image (HTTP on PORT, /ping, WebSocket echo). */
+export const LB_WORKER_IMAGE = 'localhost/gantry-lb-worker:1';
+
+/** Builds LB_WORKER_IMAGE unless it is there: the image has node only, so `ws` travels in its app directory. */
+export function ensureLbWorkerImage(): string {
+  const repoRoot = path.join(fixtures, '..', '..');
+  const appDir = mkdtempSync(path.join(tmpdir(), 'gantry-lb-app-'));
+  try {
+    cpSync(LB_WORKER_DIR, appDir, { recursive: true });
+    mkdirSync(path.join(appDir, 'node_modules'));
+    cpSync(path.join(repoRoot, 'node_modules/ws'), path.join(appDir, 'node_modules/ws'), { recursive: true });
+    ensureTestWorkerImage(LB_WORKER_IMAGE, { appDir });
+  } finally {
+    rmSync(appDir, { recursive: true, force: true });
+  }
+  return LB_WORKER_IMAGE;
 }
