@@ -39,7 +39,7 @@ function registryHostsIn(file: string, text: string): string[] {
   const found: string[] = [];
   const lower = text.toLowerCase();
   for (const host of REGISTRY_HOSTS) {
-    // A host, not a longer name that ends or starts with it (`crates.io` in `mycrates.iox`).
+    // A host, not a longer name that ends or starts with it.
     const pattern = new RegExp(`(^|[^a-z0-9.-])${host.replaceAll('.', '\\.')}($|[^a-z0-9-])`, 'g');
     for (const m of lower.matchAll(pattern)) {
       const line = lower.slice(0, m.index).split('\n').length;
