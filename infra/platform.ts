@@ -44,11 +44,56 @@ export interface Platform {
 type Log = (msg: string) => void;
 
 /**
+ * How startPlatform ends when its signal aborts the start: what was started is stopped again by
+ * then (in reverse order), nothing is left running.
+ */
+export class StartAborted extends Error {
+  constructor(options?: ErrorOptions) {
+    super('the start was cut short by a stop', options);
+    this.name = 'StartAborted';
+  }
+}
+
+/**
+ * Waits for a start step that cannot be cut short (the workflow bundle: webpack, seconds, longer on a
+ * busy machine) only until `signal` aborts: the start then goes on to stop what it had started
+ * instead of waiting for it. What the step brings up after that is stopped as soon as it is up.
+ */
+async function unlessAborted<T>(
+  signal: AbortSignal | undefined,
+  work: Promise<T>,
+  stopLate: (started: T) => Promise<void>,
+): Promise<T> {
+  if (!signal) return work;
+  let onAbort = (): void => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new StartAborted());
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } catch (err) {
+    if (err instanceof StartAborted) void work.then(stopLate).catch(() => {});
+    throw err;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
  * Brings up what this process runs (GANTRY_ROLE): the embedded PostgreSQL and Temporal when no
  * external ones are configured, migrations, the Temporal worker and the API. Several processes may
  * run against one Temporal and PostgreSQL: nothing here keeps state another process needs.
+ * When `signal` aborts (a stop during start-up), the start ends at the next step boundary (the
+ * embedded servers' own waits and the workflow bundle sooner), stops what it had started, and
+ * rejects with StartAborted: a stop need not wait for a start it would undo at once.
  */
-export async function startPlatform(config: GantryConfig, log: Log = (m) => console.error(m)): Promise<Platform> {
+export async function startPlatform(
+  config: GantryConfig,
+  log: Log = (m) => console.error(m),
+  signal?: AbortSignal,
+): Promise<Platform> {
   // Owner-only: secrets, the PostgreSQL password and Temporal's state live here. As root with the
   // embedded PostgreSQL, others may traverse it (not list or read it): that server runs as the
   // `postgres` user and must reach its own directory inside.
@@ -60,24 +105,34 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     for (const stop of stops.reverse())
       await stop().catch((err: unknown) => log(`shutdown step failed: ${String(err)}`));
   };
+  /** A step boundary: the start ends here once a stop has come (the catch below stops the rest). */
+  const checkpoint = (): void => {
+    if (signal?.aborted) throw new StartAborted();
+  };
   try {
     let postgres: RunningPostgres;
     if (config.databaseUrl) {
       postgres = { url: config.databaseUrl, stop: async () => {} };
     } else {
-      postgres = await startEmbeddedPostgres(path.join(config.dataDir, 'pg'), config.embeddedPostgresPort, log);
+      postgres = await startEmbeddedPostgres(path.join(config.dataDir, 'pg'), config.embeddedPostgresPort, log, {
+        signal,
+      });
       stops.push(postgres.stop);
     }
+    checkpoint();
     const { applied } = await applyMigrations(postgres.url, migrationsDir);
     if (applied.length > 0) log(`Applied migrations: ${applied.join(', ')}`);
 
-    const temporal: RunningTemporal = await ensureTemporal(config, log);
+    checkpoint();
+    const temporal: RunningTemporal = await ensureTemporal(config, log, signal);
     stops.push(temporal.stop);
+    checkpoint();
 
     const db: Db = createDb(postgres.url);
     stops.push(() => db.$disconnect());
     const connection = await Connection.connect({ address: temporal.address });
     stops.push(() => connection.close());
+    checkpoint();
     await ensureSearchAttributes(connection, config.temporalNamespace, log);
     // A loopback public URL is unreachable from containers (they never share the host's network):
     // they get the worker-facing listener on the local container bridge instead.
@@ -106,13 +161,18 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     stops.push(() => ctx.ssh.close());
 
     if (config.role !== 'api') {
-      const workers = await startTemporalWorkers({
-        address: temporal.address,
-        namespace: config.temporalNamespace,
-        taskQueue: config.taskQueue,
-        db,
-        ctx,
-      });
+      checkpoint();
+      const workers = await unlessAborted(
+        signal,
+        startTemporalWorkers({
+          address: temporal.address,
+          namespace: config.temporalNamespace,
+          taskQueue: config.taskQueue,
+          db,
+          ctx,
+        }),
+        (late) => late.stop(),
+      );
       stops.push(() => workers.stop());
     }
 
@@ -120,11 +180,16 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     let newAdminKey: string | undefined;
     let ready = false;
     if (config.role !== 'worker') {
+      checkpoint();
       newAdminKey = (await ensureAdmin(db, config.adminApiKey)).newKey;
+      checkpoint();
       // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
       await reconcileEndpointWorkflows(ctx);
+      checkpoint();
       await ensureSchedules(ctx.temporal, ctx.taskQueue, ctx.settings.outputs.purgeIntervalMs);
+      checkpoint();
       await applyHostConfig(ctx, { hostsFile: config.hostsFile, localHost: config.localHost });
+      checkpoint();
       // The job runtime and the background tasks: built here, handed to the routes in ctx, stopped
       // after the API (stops run in reverse): the API's requests are answered first, then the tasks
       // end, then the runtime sends its last workflow signals and closes its connections.
@@ -134,6 +199,7 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
       ctx.jobs = jobs;
       stops.push(() => jobs.stop());
       await jobs.start();
+      checkpoint();
       const tasks = startBackgroundTasks(backgroundTasks({ ctx, jobs }), {
         exclusively: (key, fn) => jobs.store.exclusively(key, fn),
         log: jobLog,
@@ -179,6 +245,9 @@ export async function startPlatform(config: GantryConfig, log: Log = (m) => cons
     };
   } catch (err) {
     await stopAll();
+    // Whatever a step threw once the stop had come (an abort, or a failure the stop caused) ends the
+    // start the same way.
+    if (signal?.aborted && !(err instanceof StartAborted)) throw new StartAborted({ cause: err });
     throw err;
   }
 }

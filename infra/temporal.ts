@@ -74,11 +74,17 @@ export function resolveTemporalBinary(
   }
 }
 
-/** Polls until the frontend answers, or the child exits, or the deadline passes. */
-export async function waitForTemporal(address: string, timeoutMs: number, child?: ChildProcess): Promise<void> {
+/** Polls until the frontend answers, or the child exits, or the deadline passes, or `signal` aborts. */
+export async function waitForTemporal(
+  address: string,
+  timeoutMs: number,
+  child?: ChildProcess,
+  signal?: AbortSignal,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
+    signal?.throwIfAborted();
     if (child && child.exitCode !== null) throw new Error(`Temporal dev server exited with code ${child.exitCode}`);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1000 });
@@ -102,6 +108,11 @@ export interface DevServerOptions {
   namespace: string;
   /** More `start-dev` flags (benchmarks try dynamic config values with these). */
   extraArgs?: string[];
+  /**
+   * A stop during start-up: no server is started after it, and one starting is stopped again
+   * (SIGTERM, as at a normal stop) before this rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 /** Starts `temporal server start-dev` as a child process and waits for it. */
@@ -145,6 +156,7 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
     args.push('--search-attribute', `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`);
   args.push(...(opts.extraArgs ?? []));
   for (let attempt = 1; ; attempt++) {
+    opts.signal?.throwIfAborted();
     try {
       return await startDevServerOnce(opts, args, pidFile);
     } catch (err) {
@@ -206,8 +218,12 @@ async function startDevServerOnce(
   child.once('exit', () => process.off('exit', stopOnExit));
   const address = `127.0.0.1:${opts.port}`;
   try {
-    await waitForTemporal(address, 60_000, child);
+    await waitForTemporal(address, 60_000, child, opts.signal);
   } catch (err) {
+    if (opts.signal?.aborted) {
+      await stopChild(child);
+      throw err;
+    }
     child.kill('SIGKILL');
     if (child.exitCode !== null) {
       await Promise.race([closed, sleep(2_000)]);
@@ -257,9 +273,13 @@ export async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<
  * Uses TEMPORAL_ADDRESS when set; otherwise starts the embedded dev server (SQLite in the data dir,
  * Web UI on TEMPORAL_UI_PORT). Where no binary can be found or built, the SDK downloads one.
  */
-export async function ensureTemporal(config: GantryConfig, log = console.error): Promise<RunningTemporal> {
+export async function ensureTemporal(
+  config: GantryConfig,
+  log = console.error,
+  signal?: AbortSignal,
+): Promise<RunningTemporal> {
   if (config.temporalAddress) {
-    await waitForTemporal(config.temporalAddress, 30_000);
+    await waitForTemporal(config.temporalAddress, 30_000, undefined, signal);
     return { address: config.temporalAddress, uiUrl: undefined, stop: async () => {} };
   }
   const dbFile = path.join(config.dataDir, 'temporal', 'temporal.db');
@@ -271,6 +291,7 @@ export async function ensureTemporal(config: GantryConfig, log = console.error):
       uiPort: config.temporalUiPort,
       dbFile,
       namespace: config.temporalNamespace,
+      signal,
     });
   }
   log('No Temporal CLI found and none could be built; trying the Temporal SDK download.');
