@@ -44,7 +44,7 @@ export async function ensureRuntimeImage(
   const runtime = builtRuntime(image);
   if (!runtime) return 'not-runtime';
   if (await imagePresent(pool, h, image)) return 'present';
-  const { base, packages, contextDir } = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
+  const { base, baseSetting, packages, contextDir } = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
   try {
     await buildImage(
       pool,
@@ -60,15 +60,9 @@ export async function ensureRuntimeImage(
     if (!(await imagePresent(pool, h, base).catch(() => true)))
       throw new Error(
         `could not get the base image ${base} of the Python ${runtime.python} runtime ${image}: the host does not have it and could not pull it ` +
-          `(the operator sets it with ${baseSetting(runtime)}; docs/apps.md, "Runtime images"): ${detail}`,
+          `(the operator sets it with ${baseSetting}; docs/apps.md, "Runtime images"): ${detail}`,
       );
     throw new Error(`could not build the Python ${runtime.python} runtime ${image} on ${base}: ${detail}`);
   }
   return 'built';
-}
-
-/** The setting that names a runtime's base image (infra/config.ts). */
-function baseSetting(runtime: { gpu: boolean; flash: boolean }): string {
-  if (runtime.gpu) return 'GANTRY_RUNTIME_GPU_BASE_IMAGE';
-  return runtime.flash ? 'GANTRY_FLASH_RUNTIME_BASE_IMAGE' : 'GANTRY_RUNTIME_BASE_IMAGE';
 }

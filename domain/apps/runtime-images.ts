@@ -109,17 +109,27 @@ export function builtRuntime(image: string): { python: string; gpu: boolean; fla
   };
 }
 
-/** What hosts build a runtime image from: its base, the packages added to it and its build context. */
+/**
+ * What hosts build a runtime image from: its base, the setting that names that base (infra/config.ts;
+ * said when the base cannot be had), the packages added to it and its build context.
+ */
 export function runtimeRecipe(
   apps: AppSettings,
   python: string,
   gpu: boolean,
   flash = false,
-): { base: string; packages: string[]; contextDir: string } {
+): { base: string; baseSetting: string; packages: string[]; contextDir: string } {
+  // GPU runtimes, flash's among them, build on the GPU base.
+  const baseSetting = gpu
+    ? 'GANTRY_RUNTIME_GPU_BASE_IMAGE'
+    : flash
+      ? 'GANTRY_FLASH_RUNTIME_BASE_IMAGE'
+      : 'GANTRY_RUNTIME_BASE_IMAGE';
   if (flash) {
     const f = apps.flashRuntime;
     return {
       base: (gpu ? f.gpuBaseImage : f.baseImage).replaceAll('{python}', python),
+      baseSetting,
       packages: gpu ? f.gpuPackages : f.packages,
       contextDir: f.contextDir,
     };
@@ -128,10 +138,11 @@ export function runtimeRecipe(
   return gpu
     ? {
         base: apps.gpuRuntime.baseImage.replaceAll('{python}', python),
+        baseSetting,
         packages: apps.gpuRuntime.packages,
         contextDir,
       }
-    : { base: apps.runtimeBaseImage.replaceAll('{python}', python), packages: [], contextDir };
+    : { base: apps.runtimeBaseImage.replaceAll('{python}', python), baseSetting, packages: [], contextDir };
 }
 
 /**

@@ -20,8 +20,8 @@ describe('the last failure of an endpoint’s workers', () => {
   });
 
   it('names the newest failed worker of the current release while none of it is ready, to its owner only', async () => {
-    const account = (endpointOwner: string) =>
-      t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name: endpointOwner } });
+    const account = (name: string) =>
+      t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name } });
     const owner = await account('owner');
     const { key } = await issueApiKey(t.ctx.db, owner.id, 'read', ['READ']);
     const endpoint = await t.ctx.db.endpoint.create({

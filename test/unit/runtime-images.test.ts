@@ -119,9 +119,12 @@ describe('runtime images', () => {
     });
     expect(runtimeRecipe(apps(), '3.11', false, true)).toEqual({
       base: 'docker.io/library/python:3.11-slim',
+      baseSetting: 'GANTRY_FLASH_RUNTIME_BASE_IMAGE',
       packages: ['runpod-flash==1.19.0', 'runpod==1.12.0'],
       contextDir: '/f',
     });
+    expect(runtimeRecipe(apps(), '3.11', true, true).baseSetting).toBe('GANTRY_RUNTIME_GPU_BASE_IMAGE');
+    expect(runtimeRecipe(apps(), '3.11', false).baseSetting).toBe('GANTRY_RUNTIME_BASE_IMAGE');
   });
 
   it('reads package settings and refuses what is not a name or name==version', () => {
