@@ -5,8 +5,11 @@
 import { randomInt } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
 import { cpuInstanceId, gpuTypeId, recordedCpuInstance, type CpuInstance } from '../domain/catalog/index.ts';
+import { lastStartFailure, shortReason, UNPLACEABLE } from '../domain/endpoints/index.ts';
+import { prismaSql } from '../domain/jobs/index.ts';
 import { podPorts } from '../domain/pods/index.ts';
 import {
+  cpuOvercommitOf,
   liveWorker,
   placeWorker,
   type PlacementGpu,
@@ -54,7 +57,6 @@ async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: string | 
   const countryOf = new Map(countries.map((c) => [c.id, c.country]));
   return hosts.map((h): PlacementHost => {
     const gpus = (h.gpus as unknown as PlacementGpu[]) ?? [];
-    const overcommit = Number(((h.labels ?? {}) as Record<string, string>)['gantry.io/cpu-overcommit'] ?? 1);
     return {
       id: h.id,
       name: h.name,
@@ -69,7 +71,8 @@ async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: string | 
       country: countryOf.get(h.dataCenterId) ?? null,
       cpuCount: h.cpuCount,
       memoryMb: h.memoryMb,
-      cpuOvercommit: Number.isFinite(overcommit) && overcommit > 0 ? overcommit : 1,
+      // Its label; without one 1, or on the local host room for the templates' CPU workers.
+      cpuOvercommit: cpuOvercommitOf(h),
     };
   });
 }
@@ -124,8 +127,8 @@ export interface PlacementResult {
   reason?: string;
 }
 
-/** How the reason of a worker no READY host could take, even empty, begins. */
-export const UNPLACEABLE = 'cannot be placed';
+/** How the reason of a worker no READY host could take, even empty, begins (defined with the worker problem it feeds). */
+export { UNPLACEABLE };
 
 export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
@@ -232,6 +235,9 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
             if (hostPort === null)
               return pending(`no capacity: no ${wanted} free consecutive host ports on the chosen host`);
           }
+          // A worker placed after one of its release failed to start says what that one met: a user
+          // who looks while the image is pulled again sees why the last try did not serve.
+          const last = e ? await lastStartFailure(prismaSql(tx), e.id, worker.releaseVersion) : null;
           await tx.worker.update({
             where: { id: workerId },
             data: {
@@ -241,7 +247,9 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
               cpuFlavorId: cpu ? cpuInstanceId(cpu) : null,
               hostPort,
               status: 'INITIALIZING',
-              statusReason: 'pulling the image',
+              statusReason: last
+                ? `pulling the image (the last try failed: ${shortReason(last.reason)})`
+                : 'pulling the image',
               containerName: containerNameOf(workerId),
             },
           });

@@ -23,7 +23,9 @@ import {
   runContainer,
   type ContainerSpec,
 } from '../hostctl/containers.ts';
+import { SshCommandTimeoutError } from '../hostctl/ssh-errors.ts';
 import { hostHandle, sshTrouble, type OrchestrationRuntime } from './orchestration-runtime.ts';
+import { describePullFailure } from './worker-pull-errors.ts';
 import { networkVolumeMount } from './network-volumes.ts';
 import { ensureRuntimeImage } from './runtime-image.ts';
 import { publishAddressOf, tenantNetwork } from './tenant-network.ts';
@@ -186,18 +188,25 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
       }
       const h = await hostHandle(rt, w.hostId);
       const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
+      let pulling = false;
       try {
         const built = await ensureRuntimeImage(rt.pool, h, image, rt.platform.apps, rt.settings.pullTimeoutSec * 1000);
         if (built !== 'not-runtime') return { image, outcome: built, ms: Date.now() - started };
+        pulling = true;
         const outcome = await ensureImage(rt.pool, h, image, login, {
           timeoutMs: rt.settings.pullTimeoutSec * 1000,
           signal: Context.current().cancellationSignal,
         });
         return { image, outcome, ms: Date.now() - started };
       } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
         const ssh = await sshTrouble(db, w.hostId, err);
+        // A pull that outlived pullTimeoutSec is retried as SSH trouble is, saying so in plain words.
+        if (ssh && pulling && err instanceof SshCommandTimeoutError)
+          throw ApplicationFailure.retryable(describePullFailure(image, message), 'PullTimedOut');
         if (ssh) throw err;
-        throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), 'PullFailed');
+        // The runtime's own words follow the plain ones (the image does not exist, needs credentials, the network).
+        throw ApplicationFailure.nonRetryable(pulling ? describePullFailure(image, message) : message, 'PullFailed');
       } finally {
         clearInterval(heartbeat);
       }

@@ -26,6 +26,35 @@ export type WatchResult =
   | { state: 'stopped'; reason: string }
   | { state: 'gone' };
 
+/** The container's last lines a failure reason carries, and at most how many characters of them (the newest kept). */
+const EXIT_LOG_LINES = 10;
+const EXIT_LOG_CHARS = 1500;
+
+/** What the usual exit codes of a container's main process mean. */
+const EXIT_CODE_MEANING: Record<number, string> = {
+  125: 'the container runtime could not run it',
+  126: 'its command could not be executed',
+  127: 'its command was not found',
+  137: 'killed: out of memory, or SIGKILL',
+  139: 'segmentation fault',
+  143: 'stopped by SIGTERM',
+};
+
+/**
+ * Why a worker whose container exited failed: the exit code (with what it usually means) and the
+ * container's last lines, bounded (EXIT_LOG_LINES, EXIT_LOG_CHARS) so the reason stays readable
+ * wherever it is shown (the workers route, a job's status, GraphQL).
+ */
+export function exitReason(exitCode: number, when: string, tail: string): string {
+  const meaning = EXIT_CODE_MEANING[exitCode];
+  const lines = tail.split('\n').slice(-EXIT_LOG_LINES).join('\n').trim();
+  const last = lines.length > EXIT_LOG_CHARS ? `…${lines.slice(-(EXIT_LOG_CHARS - 1))}` : lines;
+  return (
+    `the container exited with code ${exitCode}${meaning ? ` (${meaning})` : ''}${when ? ` ${when}` : ''}` +
+    (last ? `; last output:\n${last}` : '')
+  );
+}
+
 export function createWorkerActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
 
@@ -125,15 +154,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
         const state = await inspectContainer(rt.pool, h, containerNameOf(workerId));
         if (!state) return { state: 'failed', reason: 'the container disappeared before the worker was ready' };
         if (!state.running) {
-          const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
-          return {
-            state: 'failed',
-            reason:
-              `the container exited with code ${state.exitCode} before the worker was ready${tail ? `; last output:\n${tail}` : ''}`.slice(
-                0,
-                4000,
-              ),
-          };
+          const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), EXIT_LOG_LINES).catch(() => '');
+          return { state: 'failed', reason: exitReason(state.exitCode, 'before the worker was ready', tail) };
         }
       } catch (err) {
         const ssh = await sshTrouble(db, w.hostId, err);
@@ -215,14 +237,8 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
           // A worker that said it would leave (stopPod) and did is stopped, not failed.
           if (w.desiredStatus === 'EXITED' && state.exitCode === 0)
             return { state: 'stopped', reason: w.statusReason ?? 'the worker exited as it said it would' };
-          const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), 20).catch(() => '');
-          return {
-            state: 'failed',
-            reason: `the container exited with code ${state.exitCode}${tail ? `; last output:\n${tail}` : ''}`.slice(
-              0,
-              4000,
-            ),
-          };
+          const tail = await containerLogTail(rt.pool, h, containerNameOf(workerId), EXIT_LOG_LINES).catch(() => '');
+          return { state: 'failed', reason: exitReason(state.exitCode, '', tail) };
         }
         await meterWorker(db, w);
         if (w.endpoint?.type === 'LOAD_BALANCING' && w.hostPort)

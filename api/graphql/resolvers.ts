@@ -8,6 +8,7 @@ import {
   listEndpointRecords,
   saveEndpoint,
   updateEndpointTemplate,
+  workerProblemOfEndpoint,
   type EndpointRecord,
 } from '../../domain/endpoints/index.ts';
 import {
@@ -158,6 +159,8 @@ export const resolvers = {
     },
     activeBuildid: (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) =>
       endpointActiveBuild(ctx, endpoint),
+    workerProblem: (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) =>
+      workerProblemOfEndpoint(ctx, endpoint.id),
     networkVolume: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
       const v = endpoint.networkVolumeId ? await endpointNetworkVolume(ctx, principal, endpoint.networkVolumeId) : null;
       return v ? networkVolume(v) : null;

@@ -138,6 +138,20 @@ export const typeDefs = /* GraphQL */ `
     workersPFBTarget: Int
     "No IDE pods here: null."
     idePodId: String
+    "Why no worker of the current release can run right now; null once one is IDLE or RUNNING (docs/endpoints.md)."
+    workerProblem: WorkerProblem
+  }
+
+  "Why no worker of an endpoint's current release can run right now."
+  type WorkerProblem {
+    "image (its image could not be pulled or built), start (its container exited or never became ready) or placement (no READY host could take it, even empty)."
+    kind: String!
+    "What went wrong, as the worker recorded it."
+    reason: String!
+    "The worker it happened to."
+    workerId: String
+    "When (ISO 8601): the failed worker stopped, or the waiting worker was made."
+    since: String!
   }
 
   type EndpointNetworkVolume {

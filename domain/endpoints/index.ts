@@ -8,5 +8,6 @@ export * from './endpoints.ts';
 export * from './records.ts';
 export * from './scaling.ts';
 export * from './schemas.ts';
+export * from './worker-problem.ts';
 export * from './workers-releases.ts';
 export * from './workflow-signals.ts';

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { ArgsSchema, EnvSchema, ImageSchema } from '../containers/fields.ts';
+import { nullableWorkerProblemSchema } from './worker-problem.ts';
 
 /** Schemas of the REST Endpoint resource (spec "Endpoint", "Sub-objects and enumerations"). */
 
@@ -235,6 +236,11 @@ export const ListEndpointWorkersResponseSchema = Type.Object({
    * ready: why the endpoint is not serving (failed workers are not listed above). Null otherwise.
    */
   lastFailure: Type.Union([WorkerFailureSchema, Type.Null()]),
+  /**
+   * Why no worker of the current release can run right now: an image it cannot get, a container
+   * that exits before it is ready, a worker no host can take. Null once one of them is IDLE or RUNNING.
+   */
+  workerProblem: nullableWorkerProblemSchema(),
 });
 export type ListEndpointWorkersResponse = Static<typeof ListEndpointWorkersResponseSchema>;
 

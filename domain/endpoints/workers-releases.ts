@@ -13,6 +13,8 @@ import {
   type WorkerView,
 } from './schemas.ts';
 import { findOwned } from './endpoints.ts';
+import { prismaSql } from '../jobs/lost-workers.ts';
+import { endpointWorkerProblem } from './worker-problem.ts';
 
 type PublicWorkerStatus = WorkerView['status'];
 
@@ -83,11 +85,16 @@ export async function listEndpointWorkers(
       statusReason: w.statusReason,
     };
   });
+  const [failure, problem] = await Promise.all([
+    lastFailure(ctx, id, endpoint.currentReleaseVersion, workers),
+    endpointWorkerProblem(prismaSql(ctx.db), id),
+  ]);
   return {
     endpointVersion: endpoint.currentReleaseVersion,
     summary,
     workers: views,
-    lastFailure: await lastFailure(ctx, id, endpoint.currentReleaseVersion, workers),
+    lastFailure: failure,
+    workerProblem: problem,
   };
 }
 
@@ -115,6 +122,14 @@ async function lastFailure(
     failedAt: (failed.stoppedAt ?? failed.createdAt).toISOString(),
     reason: failed.statusReason ?? 'failed (no reason recorded)',
   };
+}
+
+/**
+ * The worker problem of an endpoint the caller was already allowed to read (GraphQL's
+ * Endpoint.workerProblem resolves it for each endpoint record it answers).
+ */
+export function workerProblemOfEndpoint(ctx: Pick<DomainContext, 'db'>, endpointId: string) {
+  return endpointWorkerProblem(prismaSql(ctx.db), endpointId);
 }
 
 /** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
+import { endpointWorkerProblem, type WorkerProblem } from '../endpoints/worker-problem.ts';
 import { DomainError, notFound, RetryLater, validationFailed } from '../errors.ts';
 import { idempotencyKeyOf, requestFingerprint } from './idempotency.ts';
 import type { TakeOffer } from './handoff.ts';
@@ -51,6 +52,26 @@ async function jobTarget(jobs: JobRuntime, principal: Principal, id: string): Pr
     );
   }
   return { endpoint: e, model: undefined, jobsOf: null };
+}
+
+/**
+ * Why no worker of the target's endpoint can run (domain/endpoints/worker-problem.ts), on the queue's
+ * own connections; null for a public model's callers, whose model's workers are its owner's business.
+ */
+function workerProblemOf(jobs: JobRuntime, target: JobTarget): Promise<WorkerProblem | null> {
+  if (target.model) return Promise.resolve(null);
+  return endpointWorkerProblem((text, values) => jobs.store.rows(text, values), target.endpoint.id);
+}
+
+/**
+ * A job's answer to its client: a queued one says why no worker can run, if something stands in the
+ * way (one more statement, only for IN_QUEUE answers: running and finished jobs cost nothing more).
+ */
+async function answerOf(jobs: JobRuntime, target: JobTarget, row: JobRow): Promise<JobView> {
+  const view = jobView(row);
+  if (row.status !== 'IN_QUEUE') return view;
+  const problem = await workerProblemOf(jobs, target);
+  return problem ? { ...view, workerProblem: problem } : view;
 }
 
 function parseWait(query: unknown, fallback: number): number {
@@ -310,7 +331,8 @@ export async function runJobSync(
   // The job was queued with a relaxed commit (JobStore.insert): durable before its id is given out
   // (a repeat's too: the first submit may not have answered).
   await jobs.store.flush();
-  return { answer: { id: row.id, status: row.status }, replayed };
+  const problem = row.status === 'IN_QUEUE' ? await workerProblemOf(jobs, target) : null;
+  return { answer: { id: row.id, status: row.status, ...(problem ? { workerProblem: problem } : {}) }, replayed };
 }
 
 /** GET /status/{id}: 404 once the job expired (TTL, retention) or never existed. */
@@ -323,7 +345,7 @@ export async function getJobStatus(
   const t = await jobTarget(jobs, principal, endpointId);
   const row = await jobs.store.get(jobId, t.endpoint.id, true, t.jobsOf);
   if (!row) throw notFound('job');
-  return jobView(row);
+  return answerOf(jobs, t, row);
 }
 
 /** GET /status-sync/{id}?wait=: like /status, after waiting up to `wait` ms for the job to finish. */
@@ -339,7 +361,7 @@ export async function waitJobStatus(
   const deadline = Date.now() + parseWait(query, 90_000);
   const row = await watchUntilFinal(jobs, jobId, t, deadline, abort);
   if (!row) throw notFound('job');
-  return jobView(row);
+  return answerOf(jobs, t, row);
 }
 
 /** GET /stream/{id}: the chunks not yet handed to a caller; waits briefly for one while the job runs. */
@@ -424,8 +446,12 @@ export async function endpointHealth(
   jobs: JobRuntime,
   principal: Principal,
   endpointId: string,
-): Promise<HealthCounts> {
+): Promise<HealthCounts & { workerProblem: WorkerProblem | null }> {
   const t = await jobTarget(jobs, principal, endpointId);
   // A public model's callers share its workers, not their jobs: each counts its own.
-  return jobs.store.health(t.endpoint.id, t.jobsOf);
+  const [health, workerProblem] = await Promise.all([
+    jobs.store.health(t.endpoint.id, t.jobsOf),
+    workerProblemOf(jobs, t),
+  ]);
+  return { ...health, workerProblem };
 }

@@ -3,6 +3,7 @@
  * domain validates, and the job object clients and webhooks see.
  */
 import { Type, type Static } from 'typebox';
+import { nullableWorkerProblemSchema, workerProblemSchema } from '../endpoints/worker-problem.ts';
 import type { JobRow } from './rows.ts';
 
 export const JobPolicySchema = Type.Object(
@@ -55,6 +56,11 @@ export const JobViewSchema = Type.Object({
   output: Type.Optional(Type.Unknown()),
   error: Type.Optional(Type.String()),
   retries: Type.Optional(Type.Integer()),
+  workerProblem: Type.Optional(
+    workerProblemSchema(
+      'Only while the job is IN_QUEUE (status, status-sync and runsync answers; never in webhooks) and no worker of the endpoint can run: why (docs/endpoints.md#why-a-job-waits). Absent otherwise.',
+    ),
+  ),
 });
 export type JobView = Static<typeof JobViewSchema>;
 
@@ -79,6 +85,9 @@ export const HealthSchema = Type.Object({
     throttled: Type.Integer(),
     unhealthy: Type.Integer(),
   }),
+  workerProblem: nullableWorkerProblemSchema(
+    'Why no worker of the endpoint can run right now (docs/endpoints.md#why-a-job-waits); null while nothing stands in the way, and always for a public model’s callers.',
+  ),
 });
 
 /** The worker protocol's ping query. */

@@ -12,6 +12,7 @@
  * all, then, for CPU workers, hosts without GPUs (GPU boxes stay free for GPU work), then the pool
  * listed first. Ties break by host id so that the answer is stable.
  */
+import { DEFAULT_CPU_INSTANCE } from '../catalog/cpu-instances.ts';
 
 export interface PlacementGpu {
   uuid: string;
@@ -30,10 +31,55 @@ export interface PlacementHost {
   maxWorkers: number | null;
   /** The data center's country (ISO 3166-1 alpha-2), when the operator gave one. */
   country?: string | null;
-  /** What CPU workers may reserve here: CPUs and memory as probed, times cpuOvercommit (default 1). */
+  /** What CPU workers may reserve here: CPUs and memory as probed, times cpuOvercommit (cpuOvercommitOf; default 1). */
   cpuCount?: number | null;
   memoryMb?: number | null;
   cpuOvercommit?: number;
+}
+
+/** The host label that sets a host's CPU overcommit factor (docs/hosts.md, "Labels"). */
+export const CPU_OVERCOMMIT_LABEL = 'gantry.io/cpu-overcommit';
+
+/**
+ * How many CPU workers of the default instance (DEFAULT_CPU_INSTANCE: 2 vCPUs, 4 GB) the local host
+ * (GANTRY_LOCAL_HOST=1, `source` 'local') holds at once without the label, however small it is. Six:
+ * a `gantry init` project's cpu-worker and lb-worker at their most (workers=(0, 3) each: 3 + 3), and
+ * a `flash init` project's lb_worker at its most (workers=(1, 3)) with its cpu_worker (max 1) plus a
+ * redeploy's replacements of the lb_worker's one kept worker and the cpu_worker's (a rollout starts
+ * each worker's replacement before the old one goes: 3 + 1 + 2). A worker's reservation is its
+ * container's limit, not what an idle Python worker uses (tens of MB), so on the machine a developer
+ * tries Gantry on the templates run whole rather than wait THROTTLED; a host that is someone's
+ * production is registered some other way and keeps overcommit 1.
+ */
+export const LOCAL_HOST_CPU_WORKERS = 6;
+
+/** What CPU overcommit needs of a host: its row's origin, labels and probed size. */
+export interface OvercommitHost {
+  /** 'api', 'file' or 'local' (GANTRY_LOCAL_HOST). */
+  source?: string | null;
+  labels?: unknown;
+  cpuCount?: number | null;
+  memoryMb?: number | null;
+}
+
+/**
+ * The host's CPU overcommit factor: its label `gantry.io/cpu-overcommit` when that is a positive
+ * number; otherwise 1, except on the local host, where it is the smallest whole factor (at least 1)
+ * at which LOCAL_HOST_CPU_WORKERS default instances fit in both its vCPUs and its memory (both
+ * bind: cpuFits scales both by it). A local host of 2 cores and 8 GB gets 6 (12 vCPUs, 48 GB); one
+ * of 16 cores and 32 GB, 1. A host not probed yet (no size) gets 1 and takes no CPU worker.
+ */
+export function cpuOvercommitOf(host: OvercommitHost): number {
+  const labels = (host.labels ?? {}) as Record<string, unknown>;
+  const raw = labels[CPU_OVERCOMMIT_LABEL];
+  const labelled = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : NaN;
+  if (Number.isFinite(labelled) && labelled > 0) return labelled;
+  if (host.source !== 'local' || !host.cpuCount || !host.memoryMb) return 1;
+  const want = {
+    vcpus: LOCAL_HOST_CPU_WORKERS * DEFAULT_CPU_INSTANCE.vcpus,
+    memoryMb: LOCAL_HOST_CPU_WORKERS * DEFAULT_CPU_INSTANCE.memoryGb * 1024,
+  };
+  return Math.max(1, Math.ceil(want.vcpus / host.cpuCount), Math.ceil(want.memoryMb / host.memoryMb));
 }
 
 /** A worker that holds (or is about to hold) a place on a host. */

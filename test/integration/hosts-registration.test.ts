@@ -11,6 +11,7 @@ import { issueApiKey } from '../../domain/accounts/index.ts';
 import { applyHostConfig, readHostsFile } from '../../domain/hosts/index.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { newId } from '../../domain/shared/index.ts';
+import { cpuOvercommitOf, LOCAL_HOST_CPU_WORKERS } from '../../domain/workers/index.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { hostWorkflowId } from '../../contracts/workflows.ts';
@@ -290,13 +291,22 @@ describe('hosts: admin API, probe, host-key pinning, config file', () => {
       dataCenterId: 'local',
       labels: {},
     });
+    // Without the label it holds LOCAL_HOST_CPU_WORKERS default CPU workers (2 vCPUs, 4 GB) at once,
+    // however small the probe found this machine; the same machine registered through the API keeps 1.
+    const factor = cpuOvercommitOf(local);
+    expect(local.cpuCount! * factor).toBeGreaterThanOrEqual(LOCAL_HOST_CPU_WORKERS * 2);
+    expect(local.memoryMb! * factor).toBeGreaterThanOrEqual(LOCAL_HOST_CPU_WORKERS * 4 * 1024);
+    expect(cpuOvercommitOf({ ...local, source: 'api' })).toBe(1);
     // Its labels come from GANTRY_LOCAL_HOST_LABELS, at every start; the API cannot change them.
     const labels = { 'gantry.io/cpu-overcommit': '8' };
     await applyHostConfig(p.ctx, {
       localHost: loadConfig({ ...env, GANTRY_LOCAL_HOST: '1', GANTRY_LOCAL_HOST_LABELS: JSON.stringify(labels) })
         .localHost,
     });
-    expect((await p.ctx.db.host.findUniqueOrThrow({ where: { name: 'local' } })).labels).toEqual(labels);
+    const relabelled = await p.ctx.db.host.findUniqueOrThrow({ where: { name: 'local' } });
+    expect(relabelled.labels).toEqual(labels);
+    // The label wins over the local host's default.
+    expect(cpuOvercommitOf(relabelled)).toBe(8);
     const patched = await call(p.url, 'PATCH', `/v2/hosts/${local.id}`, { key: p.adminKey, body: { labels: {} } });
     expect(patched.status).toBe(409);
     expect(patched.body.detail).toMatch(/GANTRY_LOCAL_HOST_LABELS/);

@@ -359,6 +359,7 @@ describe('cancel, retry, purge, health', () => {
     expect(h.body).toEqual({
       jobs: { completed: 0, failed: 0, inProgress: 1, inQueue: 5, retried: 0 },
       workers: { idle: 1, initializing: 1, ready: 2, running: 1, throttled: 1, unhealthy: 1 },
+      workerProblem: null,
     });
 
     const purged = await call(p.url, 'POST', `/v2/${ep2}/purge-queue`, { key: p.adminKey });

@@ -399,6 +399,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       summary: { running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, total: 0 },
       workers: [],
       lastFailure: null,
+      workerProblem: null,
     });
   });
 
@@ -561,8 +562,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       expect(again.status).toBe(200);
       await workflowHolds(ep.id, { timeoutMs: 5000 });
 
-      // A deletion that cannot reach the workflow is recorded (404 to reads, queued jobs cancelled)
-      // and finished by a repeat.
+      // A deletion that cannot reach the workflow is recorded (404 to reads, jobs cancelled), finished by a repeat.
       const jobIds = [newId(), newId(), newId()];
       const statuses = ['IN_QUEUE', 'IN_QUEUE', 'IN_PROGRESS'] as const;
       await p.ctx.db.job.createMany({
