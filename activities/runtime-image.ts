@@ -1,9 +1,17 @@
 import { Context } from '@temporalio/activity';
 import { create } from 'tar';
-import { builtRuntime, FLASH_RUNTIME_MODULE, runtimeRecipe } from '../domain/apps/index.ts';
+import {
+  builtRuntime,
+  DEFAULT_RUNTIME_BASE_IMAGE,
+  EXAMPLE_WORKER_MODULE,
+  FLASH_RUNTIME_MODULE,
+  runtimeRecipe,
+} from '../domain/apps/index.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
-import { buildImage, imagePresent, type HostHandle } from '../hostctl/containers.ts';
+import { buildImage, imageLabel, imagePresent, type HostHandle } from '../hostctl/containers.ts';
+import { ensureRuntimeBase, pythonBaseOf } from '../hostctl/python-base.ts';
 import type { SshPool } from '../hostctl/ssh.ts';
+import { packagesLayer } from './runtime-packages.ts';
 
 /** A runtime's build context, made once per process and directory: the Containerfile and the Python package. */
 const contexts = new Map<string, Promise<Buffer>>();
@@ -25,13 +33,21 @@ function buildContext(dir: string, pkg: string): Promise<Buffer> {
   return context;
 }
 
+/** Marks the example worker's image with the recipe it was built from: its name carries none. */
+const RECIPE_LABEL = 'io.gantry.runtime.recipe';
+
+/** Why an image could not be had, as the user sees it: its words, and no stack. */
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
 /**
- * Deployed apps run Gantry's runtime images (domain/apps/runtime-images.ts), and endpoints of the
- * hosted flash tool its flash runtime. Unless an operator names them to pull (GANTRY_RUNTIME_IMAGE,
- * GANTRY_RUNTIME_GPU_IMAGE, GANTRY_FLASH_RUNTIME_IMAGE, ...), each host builds them once
- * from the Containerfile Gantry ships, on the configured base (a `python:3.X-slim` by default), the
- * GPU one with its packages added: a host needs no registry account of Gantry's, and the image name
- * carries a digest of what went in, so a new Gantry builds a new one.
+ * Deployed apps run Gantry's runtime images (domain/apps/runtime-images.ts), endpoints of the
+ * hosted flash tool its flash runtime, and `localhost/gantry-example-worker:py3.X` the example
+ * worker. Unless an operator names them to pull (GANTRY_RUNTIME_IMAGE, GANTRY_RUNTIME_GPU_IMAGE,
+ * GANTRY_FLASH_RUNTIME_IMAGE, ...), each host builds them once from the Containerfile Gantry
+ * ships, on the configured base (a `python:3.X-slim` by default, or Debian's Python built on the
+ * host when that cannot be pulled), the GPU one with its packages added: a host needs no registry
+ * account of Gantry's, and the image name carries a digest of what went in (the example's label
+ * does), so a new Gantry builds a new one.
  * Answers whether it built; other images are left to the ordinary pull.
  */
 export async function ensureRuntimeImage(
@@ -43,26 +59,49 @@ export async function ensureRuntimeImage(
 ): Promise<'built' | 'present' | 'not-runtime'> {
   const runtime = builtRuntime(image);
   if (!runtime) return 'not-runtime';
-  if (await imagePresent(pool, h, image)) return 'present';
-  const { base, baseSetting, packages, contextDir } = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
+  const present = runtime.example
+    ? (await imageLabel(pool, h, image, RECIPE_LABEL)) === apps.runtimeDigest
+    : await imagePresent(pool, h, image);
+  if (present) return 'present';
+  const recipe = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
+  Context.current().heartbeat();
+  let base = await ensureRuntimeBase(pool, h, {
+    ...recipe,
+    python: runtime.python,
+    image,
+    debianFallback: recipe.base === DEFAULT_RUNTIME_BASE_IMAGE.replaceAll('{python}', runtime.python),
+    debianMirror: apps.debianMirror,
+    timeoutMs,
+    signal: Context.current().cancellationSignal,
+  });
+  // Debian's Python has no pip: the flash runtime's packages come from this machine's pip (GPU
+  // packages, gigabytes of CUDA wheels, are left to the base's own pip or the operator's GPU base).
+  if (pythonBaseOf(base) && !runtime.gpu && recipe.packages.length > 0) {
+    const signal = Context.current().cancellationSignal;
+    try {
+      base = (await packagesLayer(pool, h, base, runtime.python, recipe.packages, { timeoutMs, signal })) ?? base;
+    } catch (err) {
+      throw new Error(
+        `could not add ${recipe.packages.join(', ')} to ${base} for the Python ${runtime.python} runtime ${image}: ${message(err)}`,
+      );
+    }
+  }
+  const module = runtime.flash ? FLASH_RUNTIME_MODULE : runtime.example ? EXAMPLE_WORKER_MODULE : undefined;
   try {
     await buildImage(
       pool,
       h,
       image,
-      await buildContext(contextDir, 'gantry'),
-      { BASE_IMAGE: base, PACKAGES: packages.join(' '), ...(runtime.flash ? { MODULE: FLASH_RUNTIME_MODULE } : {}) },
-      { timeoutMs, signal: Context.current().cancellationSignal },
+      await buildContext(recipe.contextDir, 'gantry'),
+      { BASE_IMAGE: base, PACKAGES: recipe.packages.join(' '), ...(module ? { MODULE: module } : {}) },
+      {
+        timeoutMs,
+        signal: Context.current().cancellationSignal,
+        ...(runtime.example ? { labels: { [RECIPE_LABEL]: apps.runtimeDigest } } : {}),
+      },
     );
   } catch (err) {
-    const detail = err instanceof Error ? err.message : String(err);
-    // The usual cause on hosts without a registry: no base image of this Python. Say which, and where it is set.
-    if (!(await imagePresent(pool, h, base).catch(() => true)))
-      throw new Error(
-        `could not get the base image ${base} of the Python ${runtime.python} runtime ${image}: the host does not have it and could not pull it ` +
-          `(the operator sets it with ${baseSetting}; docs/apps.md, "Runtime images"): ${detail}`,
-      );
-    throw new Error(`could not build the Python ${runtime.python} runtime ${image} on ${base}: ${detail}`);
+    throw new Error(`could not build the Python ${runtime.python} runtime ${image} on ${base}: ${message(err)}`);
   }
   return 'built';
 }

@@ -8,7 +8,7 @@ import type { DomainContext } from '../domain/context.ts';
 import { splitArgs } from '../domain/containers/index.ts';
 import { ENDPOINT_VOLUME_MOUNT, recordedCpuInstance } from '../domain/catalog/index.ts';
 import { podPorts } from '../domain/pods/index.ts';
-import { artifactDownloadUrl, flashWorker } from '../domain/apps/index.ts';
+import { artifactDownloadUrl, currentRuntimeImage, flashWorker } from '../domain/apps/index.ts';
 import { openRegistryCredential } from '../domain/registries/index.ts';
 import { registerWorkerCredential } from '../domain/workers/index.ts';
 import type { Pod } from '../generated/prisma/client.ts';
@@ -169,7 +169,8 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         // flash's images on a flash environment's endpoint: Gantry's flash runtime runs instead,
         // and no registry login of the tenant's goes with it.
         const flash = await flashWorker(rt, rt.platform.apps, w.endpoint, named);
-        image = flash?.image ?? named;
+        // A runtime image named before its recipe changed runs as today's (currentRuntimeImage).
+        image = currentRuntimeImage(rt.platform.apps, flash?.image ?? named);
         registryId = flash ? null : release ? release.registryId : w.endpoint.registryId;
         accountId = w.endpoint.accountId;
       }
@@ -260,7 +261,7 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
       };
       const env = config.env as Record<string, string>;
       const flash = await flashWorker(rt, rt.platform.apps, e, config.image);
-      const image = flash?.image ?? config.image;
+      const image = currentRuntimeImage(rt.platform.apps, flash?.image ?? config.image);
       // A gantry deploy's endpoint names its build; flash's runtime runs its environment's active build.
       const buildId = env.GANTRY_BUILD_ID ?? flash?.buildId;
       const artifact = buildId ? await artifactDownloadUrl(rt, base, e.accountId, buildId) : undefined;

@@ -136,6 +136,21 @@ function failure(what: string, r: ExecResult): ContainerCommandError {
   return new ContainerCommandError(`${what} failed (exit ${r.code ?? r.signal}): ${detail}`);
 }
 
+/** The value of an image's label, or undefined when the image or the label is not there. */
+export async function imageLabel(
+  pool: SshPool,
+  h: HostHandle,
+  image: string,
+  label: string,
+): Promise<string | undefined> {
+  const format = `{{ index .Config.Labels ${JSON.stringify(label)} }}`;
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'image', 'inspect', '--format', format, '--', image]), {
+    timeoutMs: 60_000,
+  });
+  const value = r.stdout.trim();
+  return r.code === 0 && value !== '' && value !== '<no value>' ? value : undefined;
+}
+
 export async function imagePresent(pool: SshPool, h: HostHandle, image: string): Promise<boolean> {
   const cmd =
     h.runtime === 'podman'
@@ -218,9 +233,12 @@ export async function buildImage(
   image: string,
   context: Buffer,
   buildArgs: Record<string, string>,
-  options: { timeoutMs: number; signal?: AbortSignal },
+  options: { timeoutMs: number; signal?: AbortSignal; labels?: Record<string, string> },
 ): Promise<void> {
-  const args = Object.entries(buildArgs).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
+  const args = [
+    ...Object.entries(buildArgs).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]),
+    ...Object.entries(options.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
+  ];
   const build = shellJoin([h.runtime, 'build', '--quiet', ...args, '--tag', image, '--', '.']);
   const script = `d=$(mktemp -d) || exit 97; trap 'rm -rf "$d"' EXIT; tar -x -C "$d" || exit 98; cd "$d" && ${build}`;
   const r = await pool.exec(h.target, script, { stdin: context, timeoutMs: options.timeoutMs, signal: options.signal });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Type, type Static } from 'typebox';
 import { validateBlobKey, type BlobStoreSettings } from '../domain/blobs/index.ts';
 import {
+  DEFAULT_RUNTIME_BASE_IMAGE,
   FLASH_RUNTIME_MODULE,
   FLASH_RUNTIME_PACKAGES,
   GPU_RUNTIME_PACKAGES,
@@ -98,6 +99,9 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     ),
     GANTRY_FLASH_RUNTIME_BASE_IMAGE: Text('base image hosts build the flash runtime on ({python} replaced)'),
     GANTRY_FLASH_RUNTIME_PACKAGES: Text('pip requirements the flash runtime image adds to its base'),
+    GANTRY_DEBIAN_MIRROR: Text(
+      "Debian mirror hosts build Python base images from; unset: the one each host's apt uses",
+    ),
     GANTRY_ROLE: Type.Optional(
       Type.Union([Type.Literal('all'), Type.Literal('api'), Type.Literal('worker')], {
         description: 'the parts this process runs',
@@ -205,7 +209,7 @@ function parsed<T>(problems: string[], fallback: T, parse: () => T): T {
 
 /** The runtime image of deployed apps: pulled when named, else built by each host from sdk/python on the base. */
 function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
-  const runtimeBaseImage = env.GANTRY_RUNTIME_BASE_IMAGE?.trim() || 'docker.io/library/python:{python}-slim';
+  const runtimeBaseImage = env.GANTRY_RUNTIME_BASE_IMAGE?.trim() || DEFAULT_RUNTIME_BASE_IMAGE;
   const gpuBaseImage = env.GANTRY_RUNTIME_GPU_BASE_IMAGE?.trim() || runtimeBaseImage;
   const gpuPackages = parsed(problems, [...GPU_RUNTIME_PACKAGES], () =>
     runtimePackages('GANTRY_RUNTIME_GPU_PACKAGES', env.GANTRY_RUNTIME_GPU_PACKAGES ?? GPU_RUNTIME_PACKAGES.join(' ')),
@@ -230,6 +234,7 @@ function appSettings(env: GantryEnvironment, problems: string[]): AppSettings {
       digest: runtimeContextDigest(files, `${gpuBaseImage}\0${gpuPackages.join(' ')}`),
     },
     runtimeContextDir: RUNTIME_CONTEXT_DIR,
+    debianMirror: env.GANTRY_DEBIAN_MIRROR?.trim().replace(/\/+$/, '') || undefined,
     artifactCacheDir: env.GANTRY_ARTIFACT_CACHE_DIR?.trim().replace(/\/+$/, '') || '/var/tmp/gantry/artifacts',
     flashRuntime: {
       image: env.GANTRY_FLASH_RUNTIME_IMAGE?.trim() || undefined,

@@ -8,6 +8,8 @@ import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
 import { findApp, findEnvironment, requireAppAccess } from './apps.ts';
 import type { Manifest } from './manifest.ts';
+import { checkRuntimeBase } from './runtime-check.ts';
+import { runtimeImageOf } from './runtime-images.ts';
 import { DeployBuildSchema, type DeploymentResourceView, type DeploymentView } from './schemas.ts';
 import { liveWorker } from '../workers/status.ts';
 import { appEndpointView, manifestsOf, type EnvironmentRow } from './views.ts';
@@ -25,7 +27,7 @@ async function resourceProgress(
 ): Promise<DeploymentResourceView[]> {
   if (endpoints.length === 0) return [];
   const ids = endpoints.map((e) => e.id);
-  const [releases, workers] = await Promise.all([
+  const [releases, workers, failures] = await Promise.all([
     ctx.db.release.findMany({
       where: { endpointId: { in: ids }, createdAt: { gte: d.createdAt } },
       orderBy: { version: 'desc' },
@@ -34,6 +36,13 @@ async function resourceProgress(
     ctx.db.worker.findMany({
       where: { endpointId: { in: ids }, ...liveWorker },
       select: { endpointId: true, releaseVersion: true, status: true, statusReason: true },
+    }),
+    // Why the release's workers do not come up: the newest that failed (its image, its start).
+    ctx.db.worker.findMany({
+      where: { endpointId: { in: ids }, status: 'FAILED', createdAt: { gte: d.createdAt } },
+      orderBy: { stoppedAt: 'desc' },
+      take: 20,
+      select: { endpointId: true, releaseVersion: true, statusReason: true },
     }),
   ]);
   return endpoints.map((e) => {
@@ -55,12 +64,21 @@ async function resourceProgress(
       detail,
     });
     if (!release) return view(d.status === 'RUNNING' ? 'pending' : 'unchanged', null);
+    // Ready once the deployment is: until then it checks that a host can run each resource, and a
+    // failed deployment puts every endpoint back.
+    if (release.status === 'COMPLETED' && d.status === 'RUNNING')
+      return view('releasing', 'checking that a host can run it');
+    if (release.status === 'COMPLETED' && d.status === 'FAILED')
+      return view('unchanged', 'put back: the deployment failed');
     if (release.status === 'COMPLETED') return view('ready', null);
     if (release.status === 'HALTED' || release.status === 'ROLLED_BACK')
       return view('failed', release.statusReason ?? null);
     if (release.status === 'SUPERSEDED') return view('unchanged', 'superseded by a newer release');
+    const failed = failures.find((w) => w.endpointId === e.id && w.releaseVersion === release.version);
+    const lastFailure = failed ? `its last worker failed: ${failed.statusReason ?? 'no reason recorded'}` : null;
     if (count.waiting > 0) return view('waiting', reasonOf('PENDING'));
-    if (count.starting > 0) return view('starting', reasonOf('INITIALIZING'));
+    if (count.starting > 0) return view('starting', lastFailure ?? reasonOf('INITIALIZING'));
+    if (lastFailure && count.ready === 0) return view('releasing', lastFailure);
     return view('releasing', null);
   });
 }
@@ -96,6 +114,15 @@ async function deploymentView(
   };
 }
 
+/** checkRuntimeBase for each runtime image a build's resources run (one per kind: CPU, GPU). */
+async function checkRuntimeBases(ctx: DomainContext, manifest: Manifest): Promise<void> {
+  const resources = Array.isArray(manifest?.resources) ? manifest.resources : [];
+  const images = new Set(
+    resources.map((r) => runtimeImageOf(ctx.settings.apps, manifest.pythonVersion, 'gpu' in r.compute)),
+  );
+  for (const image of images) await checkRuntimeBase(ctx, image, '$.buildId');
+}
+
 /**
  * Starts the deploy workflow that puts a READY build on an environment. One deployment per
  * environment at a time (409 while one runs): two would race for the same endpoints.
@@ -117,6 +144,9 @@ export async function deployBuild(
     throw validationFailed([`$.buildId: the build is not uploaded yet (finalize it first)`]);
   // A FLASH build is made active at once: flash writes its endpoints itself afterwards (saveEndpoint).
   const flash = build.kind === 'FLASH';
+  // A runtime whose base no host can get is said now: with workers at zero the deploy would succeed
+  // over endpoints whose jobs wait for workers that never start.
+  if (!flash) await checkRuntimeBases(ctx, build.manifest as unknown as Manifest);
   const workflowId = flash ? null : deployWorkflowId(app.name, env.name, build.id);
   const deployment = await ctx.db.$transaction(async (tx) => {
     // The environment row is the lock: deployments of one environment are made one after another.

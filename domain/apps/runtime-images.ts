@@ -22,6 +22,18 @@ export const FLASH_RUNTIME_PACKAGES = ['runpod-flash==1.19.0', 'runpod==1.12.0']
 /** The flash runtime's entry point: the runtime images' Containerfile runs this module (its MODULE build argument). */
 export const FLASH_RUNTIME_MODULE = 'gantry.flash';
 
+/** The base hosts build runtime images on unless the operator names one (`{python}` replaced). */
+export const DEFAULT_RUNTIME_BASE_IMAGE = 'docker.io/library/python:{python}-slim';
+
+/**
+ * The example worker (sdk/python/gantry/example.py): `localhost/gantry-example-worker:py3.11`
+ * (or another Python's), built by a host the first time an endpoint names it, on the CPU runtime's
+ * base, and again when that recipe changes. An image anyone can run without a registry.
+ */
+const EXAMPLE_REPOSITORY = 'localhost/gantry-example-worker';
+export const EXAMPLE_WORKER_MODULE = 'gantry.example';
+export const exampleWorkerImage = (python = '3.11'): string => `${EXAMPLE_REPOSITORY}:py${python}`;
+
 /** Images of these repositories are built on the host (hostctl buildImage) when missing, never pulled. */
 const CPU_REPOSITORY = 'localhost/gantry-runtime';
 const GPU_REPOSITORY = 'localhost/gantry-runtime-gpu';
@@ -97,8 +109,12 @@ export function runtimeImageOf(apps: AppSettings, pythonVersion: string, gpu: bo
     : `${CPU_REPOSITORY}:py${pythonVersion}-${apps.runtimeDigest}`;
 }
 
-/** A runtime image hosts build: its Python version and kind (flash: the flash runtime); undefined for any other image. */
-export function builtRuntime(image: string): { python: string; gpu: boolean; flash: boolean } | undefined {
+/** An image hosts build: its Python version and kind (flash: the flash runtime; example: the example worker); undefined for any other image. */
+export function builtRuntime(
+  image: string,
+): { python: string; gpu: boolean; flash: boolean; example: boolean } | undefined {
+  const example = /^localhost\/gantry-example-worker:py(3\.\d{1,2})$/.exec(image);
+  if (example) return { python: example[1]!, gpu: false, flash: false, example: true };
   const m = /^(localhost\/gantry-(?:flash-)?runtime(?:-gpu)?):py(3\.\d+)-[0-9a-f]+$/.exec(image);
   if (!m) return undefined;
   const repository = m[1]!;
@@ -106,7 +122,20 @@ export function builtRuntime(image: string): { python: string; gpu: boolean; fla
     python: m[2]!,
     gpu: repository === GPU_REPOSITORY || repository === FLASH_GPU_REPOSITORY,
     flash: repository === FLASH_REPOSITORY || repository === FLASH_GPU_REPOSITORY,
+    example: false,
   };
+}
+
+/**
+ * The runtime image a worker runs for the image its release names: the same kind and Python, of
+ * the recipe this platform has now. A release made before the recipe changed (a new base setting,
+ * a new Gantry) names an image whose digest no longer matches; building that name from today's
+ * recipe would make a name that says one recipe hold another, so the worker runs today's name.
+ */
+export function currentRuntimeImage(apps: AppSettings, image: string): string {
+  const r = builtRuntime(image);
+  if (!r || r.example) return image;
+  return r.flash ? flashRuntimeImageOf(apps, r.python, r.gpu) : runtimeImageOf(apps, r.python, r.gpu);
 }
 
 /**

@@ -8,6 +8,7 @@ import { cpuInstanceId, requireCpuInstanceId, smallestForOneVcpu, type CpuInstan
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
 import { InlineTemplateSchema, saveInlineTemplate } from './inline-template.ts';
+import { checkFlashEndpointImage } from '../apps/runtime-check.ts';
 
 /**
  * The endpoint as the GraphQL API shows and saves it (spec "GraphQL endpoint record", `saveEndpoint`):
@@ -244,6 +245,14 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   const templateId = input.template ? await saveInlineTemplate(ctx, principal, input.template) : input.templateId;
   const template = await ctx.db.template.findFirst({ where: { id: templateId, accountId: principal.accountId } });
   if (!template) throw validationFailed([`$.templateId: no template '${templateId}'`]);
+  // flash's images run as Gantry's flash runtime: a base no host can get is said now, not by idle workers.
+  if (flashEnvironment)
+    await checkFlashEndpointImage(
+      ctx,
+      { accountId: principal.accountId, appEnvironmentId: flashEnvironment },
+      template.imageName,
+      input.template ? '$.template.imageName' : '$.templateId',
+    );
   // Exclusions ("-ADA_24") narrow the pools the scheduler may choose; the stored list keeps the wanted ones.
   const pools = (input.gpuIds ?? '')
     .split(',')

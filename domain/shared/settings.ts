@@ -56,6 +56,11 @@ export interface AppSettings {
   };
   /** The runtime's build context (sdk/python: the Containerfile and the Python package). */
   runtimeContextDir: string;
+  /**
+   * The Debian mirror hosts build Python base images from (GANTRY_DEBIAN_MIRROR) when the default
+   * base cannot be pulled (hostctl/python-base.ts); undefined: the one each host's apt uses.
+   */
+  debianMirror: string | undefined;
   /** Host directory where workers keep downloaded artifacts, one subdirectory per account. */
   artifactCacheDir: string;
   /**

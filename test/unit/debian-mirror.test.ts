@@ -3,7 +3,14 @@ import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { debianMirror, mirrorFromSources, parseDeb822Sources, parseOneLineSources } from '../support/debian-mirror.ts';
+import {
+  debianMirror,
+  mirrorFromHostSources,
+  mirrorFromSources,
+  parseDeb822Sources,
+  parseOneLineSources,
+} from '../../hostctl/apt-sources.ts';
+import { isDebianPython, pythonBaseOf, pythonBaseRecipe } from '../../hostctl/python-base.ts';
 
 const DEB822 = `Types: deb
 # a comment between fields
@@ -72,5 +79,42 @@ describe("debootstrap's Debian mirror", () => {
       'Types: deb\nURIs: http://x.test\nSuites: bookworm\nComponents: main\n',
     );
     expect(debianMirror({}, etc, 'bookworm')).toBe('http://mirror.test/debian');
+  });
+
+  it("reads a host's release and sources as the command over SSH prints them", () => {
+    const printed = `codename bookworm\n@@file sources.list\n\n@@file debian.sources\n${DEB822}\n@@file vendor.list\ndeb https://vendor.test/node nodistro main\n`;
+    expect(mirrorFromHostSources(printed)).toBe('http://mirror.test/debian');
+    // A release apt has no entry for: no mirror, and the caller says to set one.
+    expect(mirrorFromHostSources(printed.replace('codename bookworm', 'codename trixie'))).toBeUndefined();
+    expect(mirrorFromHostSources('codename \n')).toBeUndefined();
+  });
+});
+
+describe("Debian's Python base recipe", () => {
+  it('names, marks and scripts the build of a Python Debian ships, and knows which do', () => {
+    expect(isDebianPython('3.11') && isDebianPython('3.13')).toBe(true);
+    expect(isDebianPython('3.12')).toBe(false);
+    expect(pythonBaseOf('localhost/gantry-python:3.13')).toBe('3.13');
+    expect(pythonBaseOf('localhost/gantry-python:3.12')).toBeUndefined();
+    expect(pythonBaseOf('localhost/gantry-python:3.11-python3-numpy')).toBeUndefined();
+    const r = pythonBaseRecipe('3.11', 'http://mirror.test/debian', 'docker');
+    expect(r.name).toBe('localhost/gantry-python:3.11');
+    expect(r.args.slice(0, 5)).toEqual([
+      r.name,
+      'bookworm',
+      'http://mirror.test/debian',
+      'python3,ca-certificates',
+      'docker',
+    ]);
+    expect(r.args).toContain(`ENV GANTRY_PYTHON_BASE_RECIPE=${r.hash}`);
+    // The hash follows what goes in: another mirror or package set is another image.
+    expect(pythonBaseRecipe('3.11', 'http://other.test/debian', 'docker').hash).not.toBe(r.hash);
+    expect(pythonBaseRecipe('3.11', 'http://mirror.test/debian', 'podman').hash).toBe(r.hash);
+    expect(pythonBaseRecipe('3.11', 'http://mirror.test/debian', 'docker', ['python3-numpy']).name).toBe(
+      'localhost/gantry-python:3.11-python3-numpy',
+    );
+    // Without root or debootstrap the script says so (exit 90, 91) before it touches anything.
+    expect(r.script).toMatch(/needs root/);
+    expect(r.script).toMatch(/apt-get install debootstrap/);
   });
 });

@@ -2,6 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   builtRuntime,
+  currentRuntimeImage,
+  exampleWorkerImage,
   flashImage,
   FLASH_RUNTIME_PACKAGES,
   GPU_RUNTIME_PACKAGES,
@@ -20,6 +22,7 @@ const apps = (over: Partial<AppSettings> = {}, gpu: Partial<AppSettings['gpuRunt
   runtimeBaseImage: 'docker.io/library/python:{python}-slim',
   runtimeDigest: 'aaaaaaaaaaaa',
   runtimeContextDir: '/x',
+  debianMirror: undefined,
   artifactCacheDir: '/y',
   flashRuntime: {
     image: undefined,
@@ -75,11 +78,13 @@ describe('runtime images', () => {
       python: '3.12',
       gpu: true,
       flash: false,
+      example: false,
     });
     expect(builtRuntime('localhost/gantry-runtime:py3.10-aaaaaaaaaaaa')).toEqual({
       python: '3.10',
       gpu: false,
       flash: false,
+      example: false,
     });
     expect(builtRuntime('docker.io/library/python:3.11')).toBeUndefined();
     // Configured images to pull: the GPU one falls back to the general one.
@@ -116,6 +121,7 @@ describe('runtime images', () => {
       python: '3.12',
       gpu: true,
       flash: true,
+      example: false,
     });
     expect(runtimeRecipe(apps(), '3.11', false, true)).toEqual({
       base: 'docker.io/library/python:3.11-slim',
@@ -125,6 +131,26 @@ describe('runtime images', () => {
     });
     expect(runtimeRecipe(apps(), '3.11', true, true).baseSetting).toBe('GANTRY_RUNTIME_GPU_BASE_IMAGE');
     expect(runtimeRecipe(apps(), '3.11', false).baseSetting).toBe('GANTRY_RUNTIME_BASE_IMAGE');
+  });
+
+  it("builds the example worker on the CPU runtime, and runs a stale runtime name as today's recipe", () => {
+    expect(exampleWorkerImage()).toBe('localhost/gantry-example-worker:py3.11');
+    expect(builtRuntime(exampleWorkerImage('3.13'))).toEqual({
+      python: '3.13',
+      gpu: false,
+      flash: false,
+      example: true,
+    });
+    expect(builtRuntime('localhost/gantry-example-worker:latest')).toBeUndefined();
+    expect(currentRuntimeImage(apps(), exampleWorkerImage())).toBe(exampleWorkerImage());
+    // A release made before the base setting changed names an older digest: the worker runs today's.
+    expect(currentRuntimeImage(apps(), 'localhost/gantry-runtime:py3.12-0123456789ab')).toBe(
+      'localhost/gantry-runtime:py3.12-aaaaaaaaaaaa',
+    );
+    expect(currentRuntimeImage(apps(), 'localhost/gantry-flash-runtime-gpu:py3.11-0123456789ab')).toBe(
+      'localhost/gantry-flash-runtime-gpu:py3.11-dddddddddddd',
+    );
+    expect(currentRuntimeImage(apps(), 'reg.example/mine:1')).toBe('reg.example/mine:1');
   });
 
   it('reads package settings and refuses what is not a name or name==version', () => {

@@ -20,6 +20,10 @@ from ._runtime_common import Fatal, log, log_error
 TAKE_TIMEOUT_S = 120  # the server holds a take for up to ~90 s
 
 
+# What the platform sets for a queue worker (the worker protocol, docs/jobs.md).
+QUEUE_ENV = ("RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT", "RUNPOD_AI_API_KEY", "RUNPOD_POD_ID")
+
+
 class JobInputError(Exception):
     """A job's input that does not fit the function: reported as the job's error."""
 

@@ -48,12 +48,11 @@ from ._runtime_client import REQUEST_TIMEOUT_S, Backoff, Client, RequestFailed  
 from ._runtime_common import USER_AGENT, VERSION, Fatal, _flag, log, log_error, require_env  # noqa: F401
 from ._runtime_lb import LbApp, make_handler, serve_lb  # noqa: F401
 from ._runtime_local import LOCAL_JOBS_KEPT, LocalApi, serve_local_api  # noqa: F401
-from ._runtime_queue import TAKE_TIMEOUT_S, FunctionRunner, JobInputError, QueueWorker  # noqa: F401
+from ._runtime_queue import QUEUE_ENV, TAKE_TIMEOUT_S, FunctionRunner, JobInputError, QueueWorker  # noqa: F401
 from ._runtime_reload import RELOAD_ENV, SOURCE_POLL_TIMEOUT_S, SourceReloader, worker_base_url  # noqa: F401
 from ._runtime_stop import Stopper  # noqa: F401
 
 ARTIFACT_ENV = ("GANTRY_ARTIFACT_URL", "GANTRY_ARTIFACT_SHA256", "GANTRY_ARTIFACT_CACHE", "GANTRY_RESOURCE")
-QUEUE_ENV = ("RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT", "RUNPOD_AI_API_KEY", "RUNPOD_POD_ID")
 
 
 def main(env=None):

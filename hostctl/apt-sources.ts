@@ -1,8 +1,8 @@
 /**
- * The Debian mirror debootstrap fetches from: GANTRY_DEBIAN_MIRROR when set, else the archive that
- * apt on this machine already uses, read from its sources (deb822 `*.sources` files and one-line
- * `sources.list` entries). No host is assumed: a machine whose apt names no Debian archive must say
- * which mirror to use.
+ * The Debian mirror debootstrap fetches from (hostctl/python-base.ts): GANTRY_DEBIAN_MIRROR when
+ * set, else the archive that apt on the machine already uses, read from its sources (deb822
+ * `*.sources` files and one-line `sources.list` entries), on this machine or on a host over SSH. No
+ * archive is assumed: a machine whose apt names no Debian archive must say which mirror to use.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -92,6 +92,16 @@ export function debianCodename(osRelease = '/etc/os-release'): string | undefine
   }
 }
 
+/** The entries of apt's source files, given as (file name, text) in apt's own order. */
+export function parseAptSourceFiles(files: ReadonlyArray<{ name: string; text: string }>): AptSource[] {
+  const found: AptSource[] = [];
+  for (const { name, text } of files) {
+    if (name.endsWith('.sources')) found.push(...parseDeb822Sources(text));
+    else if (name.endsWith('.list')) found.push(...parseOneLineSources(text));
+  }
+  return found;
+}
+
 /** apt's sources on this machine, in apt's own order: sources.list first, then sources.list.d. */
 export function aptSources(etcApt = '/etc/apt'): AptSource[] {
   const read = (file: string): string => {
@@ -101,19 +111,38 @@ export function aptSources(etcApt = '/etc/apt'): AptSource[] {
       return '';
     }
   };
-  const found = parseOneLineSources(read(path.join(etcApt, 'sources.list')));
   let parts: string[] = [];
   try {
     parts = readdirSync(path.join(etcApt, 'sources.list.d')).sort();
   } catch {
     // no sources.list.d
   }
-  for (const name of parts) {
-    const text = read(path.join(etcApt, 'sources.list.d', name));
-    if (name.endsWith('.sources')) found.push(...parseDeb822Sources(text));
-    else if (name.endsWith('.list')) found.push(...parseOneLineSources(text));
-  }
-  return found;
+  return parseAptSourceFiles([
+    { name: 'sources.list', text: read(path.join(etcApt, 'sources.list')) },
+    ...parts.map((name) => ({ name, text: read(path.join(etcApt, 'sources.list.d', name)) })),
+  ]);
+}
+
+/**
+ * A host's release and apt sources, printed by HOST_APT_SOURCES_COMMAND: `codename <name>`, then
+ * each file as `@@file <name>` followed by its text.
+ */
+export const HOST_APT_SOURCES_COMMAND =
+  '. /etc/os-release 2>/dev/null; echo "codename ${VERSION_CODENAME:-}"; ' +
+  'for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list; do ' +
+  '[ -f "$f" ] && { echo "@@file ${f##*/}"; cat "$f"; echo; }; done; true';
+
+/** The mirror among a host's sources (HOST_APT_SOURCES_COMMAND's output), if it names one. */
+export function mirrorFromHostSources(output: string): string | undefined {
+  const codename = /^codename ([a-z]*)$/m.exec(output)?.[1] || undefined;
+  const files = output
+    .split(/^@@file /m)
+    .slice(1)
+    .map((part) => {
+      const newline = part.indexOf('\n');
+      return { name: part.slice(0, newline).trim(), text: part.slice(newline + 1) };
+    });
+  return mirrorFromSources(parseAptSourceFiles(files), codename);
 }
 
 export function debianMirror(
