@@ -41,6 +41,27 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; output
   });
 }
 
+/** `python3` arguments: pip installs `requirements` into `target` for a host's CPython `python` on manylinux x86_64, wheels only. */
+export function pipInstallForHost(target: string, python: string, requirements: readonly string[]): string[] {
+  return [
+    '-m',
+    'pip',
+    'install',
+    '--quiet',
+    '--disable-pip-version-check',
+    '--no-input',
+    '--target',
+    target,
+    '--python-version',
+    python,
+    '--implementation',
+    'cp',
+    ...PLATFORMS.flatMap((p) => ['--platform', p]),
+    '--only-binary=:all:',
+    ...requirements,
+  ];
+}
+
 /** One install per digest in this process; the directory appears whole (a rename) for the others. */
 const installs = new Map<string, Promise<string | undefined>>();
 
@@ -57,23 +78,7 @@ function installHere(python: string, packages: readonly string[], digest: string
       mkdirSync(cacheRoot(), { recursive: true });
       const work = mkdtempSync(path.join(cacheRoot(), `.${digest}-`));
       try {
-        const pip = await run('python3', [
-          '-m',
-          'pip',
-          'install',
-          '--quiet',
-          '--disable-pip-version-check',
-          '--no-input',
-          '--target',
-          path.join(work, 'site'),
-          '--python-version',
-          python,
-          '--implementation',
-          'cp',
-          ...PLATFORMS.flatMap((p) => ['--platform', p]),
-          '--only-binary=:all:',
-          ...packages,
-        ]);
+        const pip = await run('python3', pipInstallForHost(path.join(work, 'site'), python, packages));
         if (pip.missing || /No module named pip/.test(pip.output)) return undefined;
         if (pip.code !== 0)
           throw new Error(

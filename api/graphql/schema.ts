@@ -503,6 +503,7 @@ export const typeDefs = /* GraphQL */ `
     updatePublicEndpoint(id: String!, input: UpdatePublicEndpointInput!): PublicEndpoint!
     "Unpublishes the model (the endpoint stays); answers true."
     unpublishPublicEndpoint(id: String!): Boolean
+    "Creates an endpoint (no id) or changes one. An endpoint of a flash environment whose template names one of flash's images runs Gantry's flash runtime: when no READY host can get that runtime's base image, the save is refused (BAD_USER_INPUT) with the sentence that names the base and the setting that names another."
     saveEndpoint(input: EndpointInput!): Endpoint!
     "The endpoint runs another template of the account's: a new release, rolled out."
     updateEndpointTemplate(input: UpdateEndpointTemplateInput!): Endpoint!

@@ -235,7 +235,7 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       schema: {
         operationId: 'deployBuildToEnvironment',
         summary: 'Deploy a build to an environment',
-        description: `Starts the deploy workflow (deploy:<app>:<env>:<build>): one endpoint per resource, created or updated, each released by its rolling release. Poll the deployment for the outcome. 409 while another deployment to the environment runs. ${ACCESS} Scope: WRITE.`,
+        description: `Starts the deploy workflow (deploy:<app>:<env>:<build>): one endpoint per resource, created or updated, each released by its rolling release. Poll the deployment for the outcome. 409 while another deployment to the environment runs. 400 when no READY host can get the base image of a runtime the build needs (the problem names the base, why and the setting that names another; docs/apps.md, "Runtime images"). ${ACCESS} Scope: WRITE.`,
         tags,
         params: EnvParams,
         body: DeployBuildSchema,

@@ -185,8 +185,13 @@ export class PlatformClient {
   getDeployment = (app: string, id: string): Promise<Deployment> =>
     this.request('GET', `/v2/apps/${enc(app)}/deployments/${enc(id)}`);
   deleteEndpoint = (id: string): Promise<void> => this.request('DELETE', `/v2/serverless/${enc(id)}`);
-  listWorkers = (id: string): Promise<{ workers: EndpointWorker[] }> =>
-    this.request('GET', `/v2/serverless/${enc(id)}/workers`);
+  listWorkers = (
+    id: string,
+  ): Promise<{
+    workers: EndpointWorker[];
+    lastFailure?: { reason: string } | null;
+    workerProblem?: { kind: string; reason: string } | null;
+  }> => this.request('GET', `/v2/serverless/${enc(id)}/workers`);
   getEnvironment = (app: string, env: string): Promise<Environment> =>
     this.request('GET', `/v2/apps/${enc(app)}/environments/${enc(env)}`);
 

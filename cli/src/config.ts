@@ -78,6 +78,8 @@ export function readDotEnv(projectDir: string): Record<string, string> {
 export interface Auth {
   apiUrl: string;
   apiKey: string;
+  /** Where the key came from: the shell's SERVICE_API_KEY, the project's .env, or `gantry login`. */
+  keyFrom: 'environment' | 'dotenv' | 'login';
 }
 
 /** The platform's address alone (login needs it before there is a key). */
@@ -93,6 +95,7 @@ export function resolveApiUrl(projectDir: string): string {
 export function resolveAuth(projectDir: string): Auth {
   const dotEnv = readDotEnv(projectDir);
   const stored = readCredentials();
+  const keyFrom = process.env.SERVICE_API_KEY ? 'environment' : dotEnv.SERVICE_API_KEY ? 'dotenv' : 'login';
   const apiKey = process.env.SERVICE_API_KEY || dotEnv.SERVICE_API_KEY || stored?.apiKey;
   if (!apiKey) {
     throw new CliError(
@@ -100,5 +103,5 @@ export function resolveAuth(projectDir: string): Auth {
     );
   }
   const apiUrl = process.env.GANTRY_API_URL || dotEnv.GANTRY_API_URL || stored?.apiUrl || DEFAULT_API_URL;
-  return { apiUrl, apiKey };
+  return { apiUrl, apiKey, keyFrom };
 }

@@ -483,3 +483,37 @@ describe('gantry dev --auto-provision', () => {
     expect(await again.stop()).toBe(0);
   }, 900_000);
 });
+
+describe('gantry dev says why a call cannot run', () => {
+  it('names the GPU no host has in its log within a minute of the first call', async () => {
+    const gpuProject = path.join(root, 'devgpu');
+    mkdirSync(gpuProject, { recursive: true });
+    writeFileSync(path.join(gpuProject, 'gantry.toml'), '[project]\nname = "devgpu"\npython_version = "3.11"\n');
+    writeFileSync(
+      path.join(gpuProject, 'gpu_worker.py'),
+      'from gantry import endpoint\n\n\n@endpoint(name="gpu-adder", gpu=["ADA_24"], workers=(0, 1))\n' +
+        'def add(a: int, b: int = 1) -> dict:\n    return {"sum": a + b}\n',
+    );
+    const dev = await startDev(gpuProject, ['--port', String(await freePort()), '--no-reload']);
+    const calling = AbortSignal.timeout(120_000);
+    try {
+      const from = dev.mark();
+      // The call waits on a job no worker can take; the log says why meanwhile.
+      void fetch(`${dev.url}/gpu-adder/runsync`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ input: { a: 1 } }),
+        signal: calling,
+      }).catch(() => undefined);
+      await dev.waitFor(/live-gpu-adder created/, from, 120_000);
+      const created = Date.now();
+      const said = await dev.waitFor(/live-gpu-adder: [^\n]*ADA_24[^\n]*/, from, 60_000);
+      expect(Date.now() - created).toBeLessThan(60_000);
+      expect(said).toMatch(/cannot be placed: no READY host has 1 free GPU of pool ADA_24/);
+    } finally {
+      expect(await dev.stop()).toBe(0);
+      const [live] = Object.values(liveState(gpuProject).resources);
+      if (live) await call(p.url, 'DELETE', `/v2/serverless/${live.endpointId}`, { key: p.adminKey });
+    }
+  }, 300_000);
+});

@@ -120,6 +120,9 @@ describe('gantry init, build and deploy on real workers', () => {
       'the release of gpu-worker (its workers cannot be placed: no READY host has 1 free GPU of pool ADA_24 on one host (1 of 1 host READY, 0 GPUs of those pools)) did not finish',
     );
     expect(r.stderr).toContain('Nothing of it stays: endpoints it created are removed');
+    // Released with no worker kept is not ready: the deploy was still checking that a host could run it.
+    expect(`${r.stdout}${r.stderr}`).not.toMatch(/gpu-worker release \d+: ready/);
+    expect(`${r.stdout}${r.stderr}`).toMatch(/gpu-worker release \d+: released \(checking that a host can run it\)/);
     const d = await p.ctx.db.deployment.findFirstOrThrow({ orderBy: { createdAt: 'desc' } });
     expect(d.status).toBe('FAILED');
     expect(d.finishedAt!.getTime() - d.createdAt.getTime()).toBeLessThan(60_000);

@@ -3,8 +3,13 @@
  * time and executed (sh blocks with bash, the Python block with the hosted service's `runpod`
  * package, the JavaScript block with `runpod-sdk`) with only their placeholders filled in, so a
  * README edit that breaks the tour fails here. The platform runs as `npm start` runs it
- * (infra/start.ts on its embedded defaults), with ports and a data dir of its own; "this machine"
- * is an OpenSSH test host on a loopback port in front of this machine's Podman.
+ * (infra/start.ts on its embedded defaults: the runtime images' base is Docker Hub's, which no host
+ * here reaches, as on a newcomer's machine without it), with ports and a data dir of its own; "this
+ * machine" is an OpenSSH test host on a loopback port in front of this machine's Podman. The
+ * reader's projects are made in their home, outside the clone.
+ *
+ * Besides the tour, the first mistake a newcomer makes, a wrong image name, is named by the
+ * endpoint's workers and the job's status within a minute.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -21,9 +26,11 @@ import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../support/ports.ts';
-import { ensurePythonClients } from '../support/python-clients.ts';
+import { exampleWorkerImage } from '../../domain/apps/index.ts';
+import { ensurePythonBaseImage } from '../support/python-base-image.ts';
+import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
-import { ensureOrchestrationWorkerImage, removeManagedContainers } from './orchestration-support.ts';
+import { removeManagedContainers, until } from './orchestration-support.ts';
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const README = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
@@ -104,10 +111,10 @@ function jsonDocuments(text: string): unknown[] {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("the README's five-minute tour", () => {
-  // A home of the reader's own: the key the tour generates, the CLI's stored login.
+  // A home of the reader's own: the key the tour generates, the CLI's stored login, the projects.
   const home = mkdtempSync(path.join(tmpdir(), 'gantry-tour-home-'));
-  // Inside the repository (and git-ignored): `npx gantry` finds the CLI from here, as the README
-  // says it runs "in this repository", and `import "runpod-sdk"` resolves from its node_modules.
+  // Only for the JavaScript block's file (git-ignored): `import "runpod-sdk"` resolves from the
+  // clone's node_modules, where the reader would have run `npm install runpod-sdk`.
   mkdirSync(path.join(repoRoot, '.gantry'), { recursive: true });
   const work = mkdtempSync(path.join(repoRoot, '.gantry', 'readme-tour-'));
   const dataDir = mkdtempSync(path.join(tmpdir(), 'gantry-tour-data-'));
@@ -115,7 +122,7 @@ describe("the README's five-minute tour", () => {
   let sshHost: SshTestHost | undefined;
   let platform: ChildProcess | undefined;
   let output = '';
-  let image = '';
+  const image = exampleWorkerImage('3.11');
   /** What the reader copies from the banner and the answers. */
   const tour = { key: '', api: '', temporalUi: '', ep: '', hostId: '' };
 
@@ -124,7 +131,6 @@ describe("the README's five-minute tour", () => {
     const filled = code
       .replaceAll('gntr_...', tour.key)
       .replaceAll('http://127.0.0.1:8080', tour.api)
-      .replaceAll('<your worker image>', image)
       .replaceAll('<the id from the answer>', tour.ep)
       .replaceAll('<endpoint id>', tour.ep);
     expect(filled, 'a placeholder the tour does not fill in').not.toMatch(/<[a-z][^<>\n]*>/);
@@ -141,7 +147,9 @@ describe("the README's five-minute tour", () => {
   });
 
   beforeAll(async () => {
-    image = ensureOrchestrationWorkerImage();
+    // What a host here makes itself when it cannot pull Docker Hub's python:3.11-slim (made once per
+    // machine before the suite; hostctl/python-base.ts makes it the same way over SSH).
+    await ensurePythonBaseImage('3.11');
     sshHost = await startSshTestHost();
   }, 600_000);
 
@@ -241,7 +249,7 @@ describe("the README's five-minute tour", () => {
     }
   }, 360_000);
 
-  it('2. creates an endpoint of the worker image', async () => {
+  it('2. creates an endpoint of the example worker', async () => {
     const code = block(2, 'sh');
     expect(code).toContain('EP=<the id from the answer>');
     // The EP= line is the reader copying the id from the answer: the test takes it from the answer
@@ -289,33 +297,112 @@ describe("the README's five-minute tour", () => {
     }
   }, 600_000);
 
-  it('4. logs the CLI in and creates a project', async () => {
-    const lines = block(4, 'sh').split('\n');
-    const login = lines.find((l) => l.startsWith('npx gantry login'));
-    const init = lines.find((l) => l.startsWith('npx gantry init'));
-    expect(login).toBeDefined();
-    expect(init).toBeDefined();
-    // The deploy line (and the curl after it) is not run here: the project `init` makes has a GPU
-    // worker, so on this host without GPUs the deploy fails, as the README says next.
-    // test/integration/cli-deploy.test.ts runs that deploy on such a host (it fails within a minute,
-    // naming gpu-worker) and again with a GPU test host (all three resources answer).
-    expect(lines.some((l) => l.startsWith('npx gantry deploy'))).toBe(true);
-    // Run from a directory in this repository, where `npx gantry` finds the CLI (outside it, npx
-    // would look for a package of that name in the registry).
-    const env: NodeJS.ProcessEnv = { ...shellEnv(), XDG_CONFIG_HOME: path.join(home, '.config') };
-    for (const name of ['SERVICE_API_KEY', 'GANTRY_API_URL']) delete env[name];
-    const r = await bash(`${fill(login!)}\n${fill(init!)}\npwd`, { env, cwd: work, timeoutMs: 120_000 });
-    expectOk(r, 'the login and init lines');
-    const project = path.join(work, 'shop');
+  /** The environment of the reader's shell for the CLI steps: their home, none of this process's CLI settings. */
+  const cliShellEnv = (): NodeJS.ProcessEnv => {
+    const env: NodeJS.ProcessEnv = { ...shellEnv(), XDG_CONFIG_HOME: undefined };
+    for (const name of ['SERVICE_API_KEY', 'GANTRY_API_URL', 'RUNPOD_API_KEY']) delete env[name];
+    return env;
+  };
+
+  it('4. puts the CLI on the PATH, logs in, makes a project in the home, deploys it and calls it', async () => {
+    const code = block(4, 'sh');
+    const curlAt = code.indexOf('curl ');
+    expect(curlAt).toBeGreaterThan(0);
+    // Everything up to the call, run as written from the clone; the call needs the URL it prints.
+    const setup = fill(code.slice(0, curlAt));
+    expect(setup).toMatch(/^gantry deploy/m);
+    const r = await bash(`${setup}\npwd`, { env: cliShellEnv(), cwd: repoRoot, timeoutMs: 600_000 });
+    expectOk(r, 'the CLI block');
+    const project = path.join(home, 'shop');
     expect(r.stdout.trim().split('\n').at(-1)).toBe(project);
-    for (const f of ['gantry.toml', 'cpu_worker.py', 'gpu_worker.py', 'lb_worker.py'])
+    for (const f of ['gantry.toml', 'cpu_worker.py', 'lb_worker.py'])
       expect(existsSync(path.join(project, f)), f).toBe(true);
+    expect(existsSync(path.join(project, 'gpu_worker.py'))).toBe(false);
     const credentials = JSON.parse(readFileSync(path.join(home, '.config', 'gantry', 'credentials.json'), 'utf8'));
     expect(credentials).toEqual({ apiUrl: tour.api, apiKey: tour.key });
-  }, 180_000);
+    // The deploy names the key the reader logged in with, not a variable they never set.
+    expect(r.stdout).toContain('the key `gantry login` stored');
+    const base = new RegExp(`cpu-worker[^\\n]*\\n\\s+base URL\\s+(\\S+)`).exec(r.stdout)?.[1];
+    expect(base, r.stdout).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v2\/\S+$/);
 
-  it('5. the Temporal UI, the playground and the explorers answer', async () => {
-    const text = step(5);
+    const call = fill(code.slice(curlAt).replaceAll("<the cpu-worker's base URL>", base!));
+    const answer = await bash(call, { env: cliShellEnv(), cwd: project, timeoutMs: 240_000 });
+    expectOk(answer, 'the call');
+    expect(jsonDocuments(answer.stdout)[0], answer.stdout).toMatchObject({ status: 'COMPLETED', output: { sum: 5 } });
+  }, 900_000);
+
+  it("5. deploys a fresh flash project for Python 3.11 with flash's URL variables", async () => {
+    const lines = block(5, 'sh').split('\n');
+    const venv = lines.findIndex((l) => l.startsWith('python3 -m venv ~/flash'));
+    expect(venv).toBe(0);
+    // The venv line installs runpod-flash from PyPI: the suite's venv of the same pinned flash stands
+    // in for it (made once per machine), as ~/flash/bin/flash (its own console script's first line
+    // names the directory the venv was built in, so the command runs flash's module).
+    const python = await ensurePythonClients({ requirements: FLASH_CLIENT_REQUIREMENTS });
+    mkdirSync(path.join(home, 'flash', 'bin'), { recursive: true });
+    writeFileSync(
+      path.join(home, 'flash', 'bin', 'flash'),
+      `#!/bin/sh\nexec ${JSON.stringify(python)} -m runpod_flash.cli.main "$@"\n`,
+      { mode: 0o755 },
+    );
+    const r = await bash(fill(lines.slice(1).join('\n')), { env: cliShellEnv(), cwd: repoRoot, timeoutMs: 600_000 });
+    expectOk(r, 'the flash block');
+    const env = await until('the hello-flash environment', async () => {
+      const apps = await fetch(`${tour.api}/v2/apps/hello-flash`, { headers: { authorization: `Bearer ${tour.key}` } });
+      return apps.status === 200 ? ((await apps.json()) as { environments: Array<{ name: string }> }) : undefined;
+    });
+    expect(env.environments.length).toBeGreaterThan(0);
+    const listed = await fetch(`${tour.api}/v2/serverless`, { headers: { authorization: `Bearer ${tour.key}` } });
+    const { endpoints } = (await listed.json()) as { endpoints: Array<{ id: string; name: string }> };
+    const cpu = endpoints.find((e) => e.name === 'cpu_worker');
+    expect(cpu, JSON.stringify(endpoints)).toBeDefined();
+    const sync = await bash(
+      `curl -s -X POST $API/v2/${cpu!.id}/runsync?wait=240000 -H "Authorization: Bearer $KEY" -H 'content-type: application/json' -d '{"input": {"input_data": {"message": "hi"}}}'`,
+      { env: shellEnv(), timeoutMs: 300_000 },
+    );
+    expect(jsonDocuments(sync.stdout)[0], sync.stdout).toMatchObject({
+      status: 'COMPLETED',
+      output: { message: 'hi', python_version: expect.stringMatching(/^3\.11\./) },
+    });
+  }, 900_000);
+
+  it('names a wrong image name in the workers route and the job’s status within a minute', async () => {
+    const headers = { authorization: `Bearer ${tour.key}`, 'content-type': 'application/json' };
+    const created = await fetch(`${tour.api}/v2/serverless`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        name: 'typo',
+        image: 'localhost/gantry-exampel-worker:py3.11',
+        workers: { min: 0, max: 1 },
+      }),
+    });
+    expect(created.status).toBe(201);
+    const ep = ((await created.json()) as { id: string }).id;
+    const job = (await (
+      await fetch(`${tour.api}/v2/${ep}/run`, { method: 'POST', headers, body: '{"input": {}}' })
+    ).json()) as { id: string };
+    const started = Date.now();
+    const problem = await until('the workers route to name the image', async () => {
+      const w = (await (await fetch(`${tour.api}/v2/serverless/${ep}/workers`, { headers })).json()) as {
+        workerProblem?: { reason: string } | null;
+      };
+      return w.workerProblem ?? undefined;
+    });
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(problem.reason).toContain('localhost/gantry-exampel-worker:py3.11');
+    const status = (await (await fetch(`${tour.api}/v2/${ep}/status/${job.id}`, { headers })).json()) as {
+      status: string;
+      workerProblem?: { reason: string };
+    };
+    expect(status).toMatchObject({
+      status: 'IN_QUEUE',
+      workerProblem: { reason: expect.stringContaining('gantry-exampel-worker') },
+    });
+  }, 120_000);
+
+  it('6. the Temporal UI, the playground and the explorers answer', async () => {
+    const text = step(6);
     const urls = [...text.matchAll(/<(http:\/\/127\.0\.0\.1:\d+[^>]*)>/g)].map((m) =>
       m[1]!.replace('http://127.0.0.1:8233', tour.temporalUi).replace('http://127.0.0.1:8080', tour.api),
     );

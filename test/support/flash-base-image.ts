@@ -13,6 +13,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pipInstallForHost } from '../../activities/runtime-packages.ts';
 import { imageBuildLockPath, releaseBuildLock, tryBuildLock } from '../../infra/build-lock.ts';
 import { ensurePythonBaseImage, PODMAN_FLAGS, pythonBaseImageName } from './python-base-image.ts';
 import { FLASH_CLIENT_REQUIREMENTS } from './python-clients.ts';
@@ -51,29 +52,11 @@ export async function ensureFlashBaseImage(
     log(`Building ${name} (pip install of the flash client set for Python ${version}, then podman build)`);
     const work = mkdtempSync(path.join(tmpdir(), 'gantry-flash-base-'));
     try {
-      let r = await runForOutput('python3', [
-        '-m',
-        'pip',
-        'install',
-        '--quiet',
-        '--disable-pip-version-check',
-        '--no-input',
-        '--target',
-        path.join(work, 'site'),
-        '--python-version',
-        version,
-        '--implementation',
-        'cp',
-        '--platform',
-        'manylinux2014_x86_64',
-        '--platform',
-        'manylinux_2_28_x86_64',
-        '--platform',
-        'manylinux_2_17_x86_64',
-        '--only-binary=:all:',
-        '-r',
-        FLASH_CLIENT_REQUIREMENTS,
-      ]);
+      // As the platform installs a runtime's packages for a host (activities/runtime-packages.ts).
+      let r = await runForOutput(
+        'python3',
+        pipInstallForHost(path.join(work, 'site'), version, ['-r', FLASH_CLIENT_REQUIREMENTS]),
+      );
       if (r.status !== 0) throw new Error(`pip install for ${name} failed: ${tail(r.output)}`);
       // Debian's Python reads /usr/local/lib/python3.X/dist-packages.
       writeFileSync(

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
+import { readCredentials } from '../config.ts';
 import { CliError } from '../errors.ts';
 import { say } from '../output.ts';
 import { normaliseName, NAME_RULE } from '../project.ts';
@@ -72,6 +73,7 @@ function initProject(project: string, force: boolean): void {
   say('Next:');
   if (where !== '.') say(`  cd ${where}`);
   say('  python3 -m venv .venv && .venv/bin/pip install -r requirements.txt   # the decorators, locally');
-  say('  cp .env.example .env   # set SERVICE_API_KEY (or run `gantry login`)');
-  say('  gantry deploy');
+  // After `gantry login` the key is there already: no file to fill in.
+  if (!readCredentials()) say('  cp .env.example .env   # set SERVICE_API_KEY (or run `gantry login`)');
+  say('  gantry deploy   # gpu_worker.py needs a host with its GPU: remove it to deploy the rest');
 }

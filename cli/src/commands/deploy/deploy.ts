@@ -10,7 +10,7 @@ import {
 } from '../../api.ts';
 import type { BuildResult } from '../../artifact.ts';
 import { addBuildOptions, buildSummary, runBuild, type BuildFlags } from '../build.ts';
-import { resolveAuth } from '../../config.ts';
+import { resolveAuth, type Auth } from '../../config.ts';
 import { CliError, describeError } from '../../errors.ts';
 import { emitJsonEvents, event, formatBytes, note, printJson, progress, say } from '../../output.ts';
 import { runPreview } from './preview.ts';
@@ -156,7 +156,7 @@ async function deploy(flags: DeployFlags): Promise<void> {
     });
     return;
   }
-  printSummary(deployment, built);
+  printSummary(deployment, built, auth.keyFrom);
 }
 
 async function findApp(client: PlatformClient, name: string): Promise<App | undefined> {
@@ -218,7 +218,7 @@ export function resourceLine(r: DeploymentResource): string {
     pending: 'waiting for its release',
     waiting: 'waiting for a host',
     starting: 'starting',
-    releasing: `releasing: ${r.workers.ready}/${workers} new workers ready`,
+    releasing: workers > 0 ? `releasing: ${r.workers.ready}/${workers} new workers ready` : 'released',
     ready: 'ready',
     failed: 'failed',
     unchanged: 'unchanged',
@@ -235,7 +235,7 @@ function waitingOn(d: Deployment, target: { app: string; env: string }): string 
 }
 
 /** Deploy rule 6: load-balanced endpoints with their routes, queue-based ones with /run and /runsync. */
-function printSummary(d: Deployment, built: BuildResult): void {
+function printSummary(d: Deployment, built: BuildResult, keyFrom: Auth['keyFrom']): void {
   const lb = d.endpoints.filter((e) => e.kind === 'lb');
   const queue = d.endpoints.filter((e) => e.kind !== 'lb');
   const routesOf = (e: AppEndpoint): Array<{ method: string; path: string }> =>
@@ -262,5 +262,12 @@ function printSummary(d: Deployment, built: BuildResult): void {
   }
   if (d.endpoints.length === 0) say('The deployment succeeded but lists no endpoints.');
   say('');
-  say('Every endpoint takes the API key as a bearer token: -H "Authorization: Bearer $SERVICE_API_KEY".');
+  // The key this deploy used, named where the user keeps it.
+  const key =
+    keyFrom === 'login'
+      ? 'the key `gantry login` stored (or any key of the account)'
+      : keyFrom === 'dotenv'
+        ? "SERVICE_API_KEY from the project's .env"
+        : '$SERVICE_API_KEY';
+  say(`Every endpoint takes an API key as a bearer token: -H "Authorization: Bearer <key>", ${key}.`);
 }

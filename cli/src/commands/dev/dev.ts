@@ -12,6 +12,7 @@ import { resolveAppName } from '../../project.ts';
 import { confirmOrStop } from '../../prompt.ts';
 import { interpreterVersion, lastMeaningfulLine, projectPython, runProgram, scannerPath } from '../../python.ts';
 import type { Resource, ScanError } from '../../scan.ts';
+import { watchWorkerProblems } from './worker-watch.ts';
 
 interface DevFlags {
   host: string;
@@ -136,12 +137,14 @@ async function dev(flags: DevFlags): Promise<void> {
   });
 
   let watcher: Watcher | undefined;
+  let stopWatchingWorkers = (): void => undefined;
   // Ctrl+C from the moment the port is taken: stop serving and watching; the live endpoints stay.
   const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
       watcher?.close();
+      stopWatchingWorkers();
       void server.close().finally(() => {
         note('Stopped. The live endpoints stay until `gantry undeploy` removes them.');
         resolve();
@@ -219,6 +222,9 @@ async function dev(flags: DevFlags): Promise<void> {
   );
   printRoutes(server.url, resources, live, Boolean(flags.autoProvision));
   if (watcher) note('Watching the project: saved changes reach the live endpoints without a redeploy.');
+  stopWatchingWorkers = watchWorkerProblems(client, () =>
+    Object.entries(live.state.resources).map(([resource, r]) => ({ resource, endpointId: r.endpointId })),
+  );
 
   if (flags.autoProvision) {
     if (toProvision.length === 0) note(`All ${resources.length} live endpoints are up to date`);
