@@ -32,7 +32,8 @@ export async function checkRuntimeBase(ctx: DomainContext, image: string, at: st
   const recipe = runtimeRecipe(ctx.settings.apps, runtime.python, runtime.gpu, runtime.flash);
   const signal = AbortSignal.timeout(CHECK_MS);
   const asked = Promise.allSettled(
-    hosts.map((host) =>
+    // async: a host that cannot be reached at all (no key stored) is no answer, not an error of the save.
+    hosts.map(async (host) =>
       ensureRuntimeBase(
         ctx.ssh,
         {

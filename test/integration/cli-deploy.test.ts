@@ -389,6 +389,18 @@ describe('gantry init, build and deploy on real workers', () => {
     expect(job.output.python).toMatch(/^3\.13\./);
   }, 600_000);
 
+  it('refuses at once a Python (3.12) whose base no host can get, naming the base and its setting', async () => {
+    const dir = path.join(root, 'py313');
+    const before = await p.ctx.db.deployment.count();
+    const r = await cli(['deploy', '--python-version', '3.12'], dir);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('could not get the base image localhost/gantry-python:3.12 of the Python 3.12 runtime');
+    expect(r.stderr).toContain('Debian ships no Python 3.12');
+    expect(r.stderr).toContain('name a base the hosts can pull with GANTRY_RUNTIME_BASE_IMAGE');
+    // Refused before anything was written: no deployment, the 3.13 build still serves.
+    expect(await p.ctx.db.deployment.count()).toBe(before);
+  }, 300_000);
+
   it('says clearly what is wrong: a refused key, a broken file', async () => {
     const wrong = await cli(['deploy'], project, { SERVICE_API_KEY: 'gntr_not_a_real_key_0000000000000000000000' });
     expect(wrong.code).toBe(1);

@@ -31,11 +31,15 @@ const work = mkdtempSync(path.join(tmpdir(), 'flash-work-'));
 
 beforeAll(async () => {
   python = await ensurePythonClients({ requirements: FLASH_CLIENT_REQUIREMENTS });
+  // No worker is started here: a flash runtime to pull (never pulled) keeps saveEndpoint from asking
+  // the host for a Python 3.12 base it cannot get. That refusal is flash-init.test.ts's.
+  process.env.GANTRY_FLASH_RUNTIME_IMAGE = 'localhost/gantry-flash-client-test:{python}';
   fixture = await startOneHostPlatform('flash-box');
   ({ p } = fixture);
 }, 600_000);
 
 afterAll(async () => {
+  delete process.env.GANTRY_FLASH_RUNTIME_IMAGE;
   await fixture?.stop();
 }, 120_000);
 

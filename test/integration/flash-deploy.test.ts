@@ -28,11 +28,15 @@ beforeAll(async () => {
   python = await ensurePythonClients({ requirements: FLASH_CLIENT_REQUIREMENTS });
   mkdirSync(project);
   cpSync(FIXTURE, project, { recursive: true });
+  // Nothing here starts a worker: a flash runtime to pull (never pulled) keeps saveEndpoint from
+  // asking the host for flash's default Python 3.12 base, which it cannot get (flash-init.test.ts).
+  process.env.GANTRY_FLASH_RUNTIME_IMAGE = 'localhost/gantry-flash-deploy-test:{python}';
   fixture = await startOneHostPlatform('flash-cli-box');
   ({ p } = fixture);
 }, 600_000);
 
 afterAll(async () => {
+  delete process.env.GANTRY_FLASH_RUNTIME_IMAGE;
   await fixture?.stop();
 }, 120_000);
 

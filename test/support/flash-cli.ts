@@ -40,7 +40,8 @@ export function flashCli(t: FlashCliTarget, args: string[]): Promise<{ code: num
       {
         cwd: t.project,
         encoding: 'utf8',
-        timeout: 300_000,
+        // flash pip-installs a build's requirements first: over 3 minutes seen on a loaded 2-core machine.
+        timeout: 600_000,
         env: flashEnv(t),
       },
       (err, stdout, stderr) =>
