@@ -2,9 +2,9 @@ import { Context } from '@temporalio/activity';
 import { create } from 'tar';
 import {
   builtRuntime,
-  DEFAULT_RUNTIME_BASE_IMAGE,
   EXAMPLE_WORKER_MODULE,
   FLASH_RUNTIME_MODULE,
+  runtimeBaseRequest,
   runtimeRecipe,
 } from '../domain/apps/index.ts';
 import type { AppSettings } from '../domain/shared/index.ts';
@@ -64,20 +64,12 @@ export async function ensureRuntimeImage(
     : await imagePresent(pool, h, image);
   if (present) return 'present';
   const recipe = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
+  const signal = Context.current().cancellationSignal;
   Context.current().heartbeat();
-  let base = await ensureRuntimeBase(pool, h, {
-    ...recipe,
-    python: runtime.python,
-    image,
-    debianFallback: recipe.base === DEFAULT_RUNTIME_BASE_IMAGE.replaceAll('{python}', runtime.python),
-    debianMirror: apps.debianMirror,
-    timeoutMs,
-    signal: Context.current().cancellationSignal,
-  });
+  let base = await ensureRuntimeBase(pool, h, { ...runtimeBaseRequest(apps, runtime, image), timeoutMs, signal });
   // Debian's Python has no pip: the flash runtime's packages come from this machine's pip (GPU
   // packages, gigabytes of CUDA wheels, are left to the base's own pip or the operator's GPU base).
   if (pythonBaseOf(base) && !runtime.gpu && recipe.packages.length > 0) {
-    const signal = Context.current().cancellationSignal;
     try {
       base = (await packagesLayer(pool, h, base, runtime.python, recipe.packages, { timeoutMs, signal })) ?? base;
     } catch (err) {
@@ -96,7 +88,7 @@ export async function ensureRuntimeImage(
       { BASE_IMAGE: base, PACKAGES: recipe.packages.join(' '), ...(module ? { MODULE: module } : {}) },
       {
         timeoutMs,
-        signal: Context.current().cancellationSignal,
+        signal,
         ...(runtime.example ? { labels: { [RECIPE_LABEL]: apps.runtimeDigest } } : {}),
       },
     );

@@ -175,6 +175,34 @@ export function runtimeRecipe(
 }
 
 /**
+ * What a host is asked of a runtime image's base (hostctl/python-base.ts ensureRuntimeBase): the
+ * base and the setting that names it, the Python, and whether Debian's Python may stand in for it
+ * (only for the default base: an operator's base is taken at its word).
+ */
+export function runtimeBaseRequest(
+  apps: AppSettings,
+  runtime: { python: string; gpu: boolean; flash: boolean },
+  image: string,
+): {
+  base: string;
+  baseSetting: string;
+  python: string;
+  image: string;
+  debianFallback: boolean;
+  debianMirror: string | undefined;
+} {
+  const { base, baseSetting } = runtimeRecipe(apps, runtime.python, runtime.gpu, runtime.flash);
+  return {
+    base,
+    baseSetting,
+    python: runtime.python,
+    image,
+    debianFallback: base === DEFAULT_RUNTIME_BASE_IMAGE.replaceAll('{python}', runtime.python),
+    debianMirror: apps.debianMirror,
+  };
+}
+
+/**
  * Packages an artifact left out as being in the runtime image that a resource imports while its
  * runtime image does not have them: its worker could not import them. Each problem names the
  * resource, the packages and the image's recipe. A resource without `preinstalledImports` (an older

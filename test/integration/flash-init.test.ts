@@ -226,11 +226,16 @@ describe('a fresh `flash init` project on Gantry', () => {
     const deploy = await flashCli(['deploy'], twelve);
     expect(deploy.code, deploy.output).not.toBe(0);
     expect(Date.now() - started).toBeLessThan(300_000);
-    // flash saves gpu_worker first: the GPU runtime's base (this suite's flash base, named per version).
-    const missing = process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE!.replace('{python}', '3.12');
-    expect(deploy.output).toContain(`could not get the base image ${missing} of the Python 3.12 runtime`);
+    // flash saves its resources at once: whichever is refused first names its own runtime's base and
+    // setting, the GPU runtime's (this suite's flash base, per version) or the CPU flash runtime's.
+    const gpuBase = process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE!.replace('{python}', '3.12');
+    const cpuBase = process.env.GANTRY_RUNTIME_BASE_IMAGE!.replace('{python}', '3.12');
+    const named = deploy.output.includes(`could not get the base image ${gpuBase} `)
+      ? { base: gpuBase, setting: 'GANTRY_RUNTIME_GPU_BASE_IMAGE' }
+      : { base: cpuBase, setting: 'GANTRY_FLASH_RUNTIME_BASE_IMAGE' };
+    expect(deploy.output).toContain(`could not get the base image ${named.base} of the Python 3.12 runtime`);
     expect(deploy.output).toContain('Debian ships no Python 3.12');
-    expect(deploy.output).toContain('name a base the hosts can pull with GANTRY_RUNTIME_GPU_BASE_IMAGE');
+    expect(deploy.output).toContain(`name a base the hosts can pull with ${named.setting}`);
     const app = await p.ctx.db.app.findFirstOrThrow({
       where: { name: 'flashtwelve' },
       include: { environments: true },

@@ -2,14 +2,15 @@
  * What the live endpoints' workers cannot do, said in the dev log as it happens: a worker that no
  * host can place (a GPU the hosts do not have, no room), an image that cannot be had, a container
  * that exits. Without it a call to such a resource waits with nothing on the screen. Each live
- * endpoint's workers route is read every few seconds; a line is printed when its problem appears,
+ * endpoint's workers route is read every 10 seconds; a line is printed when its problem appears,
  * changes or clears.
  */
 import type { PlatformClient } from '../../api.ts';
 import { describeError } from '../../errors.ts';
 import { note } from '../../output.ts';
 
-const POLL_MS = 3_000;
+// Each round is one read per live endpoint, from the key's management quota (600 a minute by default).
+const POLL_MS = 10_000;
 
 /** A live endpoint to watch: its resource and endpoint id, read afresh each round (new ones appear). */
 export type LiveEndpointList = () => Array<{ resource: string; endpointId: string }>;
