@@ -33,6 +33,7 @@ export function endpointSpecOf(e: Endpoint): EndpointSpec {
     idleTimeout: e.idleTimeout,
     timeoutMs: e.timeoutMs,
     releaseVersion: e.currentReleaseVersion,
+    flashboot: e.flashboot,
   };
 }
 
@@ -171,7 +172,15 @@ export function createEndpointActivities(rt: Pick<OrchestrationRuntime, 'db' | '
           const ready = w.status === 'IDLE' || w.status === 'RUNNING';
           const busy = inFlight > 0 || w.status === 'RUNNING';
           const state: ScalingWorker['state'] =
-            w.status === 'DRAINING' ? 'draining' : !ready ? 'starting' : busy ? 'busy' : 'idle';
+            w.status === 'DRAINING'
+              ? 'draining'
+              : w.status === 'STANDBY'
+                ? 'standby'
+                : !ready
+                  ? 'starting'
+                  : busy
+                    ? 'busy'
+                    : 'idle';
           return {
             id: w.id,
             status: w.status,

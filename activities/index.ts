@@ -9,6 +9,7 @@ import { createRolloutActivities } from './rollout.ts';
 import { createWorkerActivities } from './worker.ts';
 import { createJobActivities } from './job.ts';
 import { createOutputActivities } from './purge-outputs.ts';
+import { createImagePrepullActivities } from './image-prepull.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
 export function createActivities(deps: { db: Db; ctx: DomainContext }) {
@@ -34,5 +35,6 @@ export function createActivities(deps: { db: Db; ctx: DomainContext }) {
     ...createJobActivities(deps.db, deps.ctx.settings),
     ...createDeployActivities(deps.ctx),
     ...createOutputActivities(deps.ctx),
+    ...createImagePrepullActivities(rt),
   };
 }

@@ -11,6 +11,7 @@ import { podPorts } from '../domain/pods/index.ts';
 import {
   cpuOvercommitOf,
   liveWorker,
+  placeEvicting,
   placeWorker,
   type PlacementGpu,
   type PlacementHost,
@@ -18,7 +19,9 @@ import {
 } from '../domain/workers/index.ts';
 import type { Db } from '../domain/shared/index.ts';
 import type { Endpoint, Host, Prisma } from '../generated/prisma/client.ts';
-import { containerNameOf } from '../hostctl/containers.ts';
+import { drainWorker, workerWorkflowId } from '../contracts/workflows.ts';
+import { containerNameOf, removeContainer } from '../hostctl/containers.ts';
+import { hostHandle } from './orchestration-runtime.ts';
 import { networkVolumeHosts } from './network-volumes.ts';
 import type { OrchestrationRuntime } from './orchestration-runtime.ts';
 
@@ -40,7 +43,7 @@ function endpointCpuInstance(e: {
 }
 
 /** What a placed CPU worker holds on its host (GPU workers hold their GPUs, no CPUs). */
-function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: number } | null {
+export function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: number } | null {
   if (!cpuFlavorId) return null;
   const i = recordedCpuInstance(cpuFlavorId);
   return { vcpus: i.vcpus, memoryMb: i.memoryGb * 1024 };
@@ -49,7 +52,7 @@ function reservationOf(cpuFlavorId: string | null): { vcpus: number; memoryMb: n
 type Tx = Db | Prisma.TransactionClient;
 
 /** READY hosts as placement sees them: their GPUs (a pod's type as its one pool), room and country. */
-async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: string | null } | null) {
+export async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: string | null } | null) {
   const countries = await tx.dataCenter.findMany({
     where: { id: { in: [...new Set(hosts.map((h) => h.dataCenterId))] } },
     select: { id: true, country: true },
@@ -82,7 +85,11 @@ const endpointCpu = (e: Endpoint): CpuInstance | undefined =>
   e.gpuPools.length === 0 && e.cpuFlavorId ? endpointCpuInstance(e) : undefined;
 
 /** What a worker of the endpoint asks of a host; `onlyHostIds`: where its network volumes are. */
-function endpointRequest(e: Endpoint, onlyHostIds: string[] | undefined, avoidHostIds: string[]): PlacementRequest {
+export function endpointRequest(
+  e: Endpoint,
+  onlyHostIds: string[] | undefined,
+  avoidHostIds: string[],
+): PlacementRequest {
   const cpu = endpointCpu(e);
   return {
     endpointId: e.id,
@@ -125,20 +132,42 @@ export interface PlacementResult {
   placed: boolean;
   hostId?: string;
   reason?: string;
+  /** FlashBoot standbys evicted to make room (removed before the answer). */
+  evicted?: string[];
 }
+
+/** What an evicted standby's row says (no word of whose worker took its room: tenants do not see each other). */
+const EVICTED_REASON = 'evicted: another worker needed the room its FlashBoot standby held';
 
 /** How the reason of a worker no READY host could take, even empty, begins (defined with the worker problem it feeds). */
 export { UNPLACEABLE };
 
 export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
+
+  /**
+   * Evicted standbys leave before the new worker starts (their GPUs' memory is the new worker's):
+   * their containers are removed here, and their workflows told to finish. A host that cannot be
+   * reached now leaves the removal to the standby's workflow and the host's reconcile.
+   */
+  async function removeEvicted(hostId: string, workerIds: string[]): Promise<void> {
+    const h = await hostHandle(rt, hostId).catch(() => undefined);
+    for (const id of workerIds) {
+      if (h) await removeContainer(rt.pool, h, containerNameOf(id), 0).catch(() => undefined);
+      await rt.temporal.workflow
+        .getHandle(workerWorkflowId(id))
+        .signal(drainWorker, { reason: EVICTED_REASON })
+        .catch(() => undefined);
+    }
+  }
+
   return {
     /**
      * Finds the worker a place: serialized over all placements (an advisory lock), so that two
      * workers never get one GPU. Leaves the worker PENDING with the reason when nothing fits.
      */
     async placeWorker(workerId: string, options: { avoidHostIds?: string[] } = {}): Promise<PlacementResult> {
-      return db.$transaction(
+      const result = await db.$transaction(
         async (tx) => {
           await tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
           const worker = await tx.worker.findUnique({
@@ -171,12 +200,16 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
           const placed = await tx.worker.findMany({
             where: { hostId: { not: null }, ...liveWorker, id: { not: workerId } },
             select: {
+              id: true,
+              status: true,
+              standbySince: true,
               hostId: true,
               endpointId: true,
               gpuUuids: true,
               hostPort: true,
               cpuFlavorId: true,
               pod: { select: { ports: true } },
+              endpoint: { select: { flashboot: true } },
             },
           });
           const candidates = await placementHosts(tx, hosts, pod);
@@ -191,15 +224,25 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
                 ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
               }
             : endpointRequest(e!, volumes.onlyHostIds, options.avoidHostIds ?? []);
-          const p = placeWorker(
+          const holding = (w: (typeof placed)[number]) => ({
+            hostId: w.hostId!,
+            endpointId: w.endpointId,
+            gpuUuids: w.gpuUuids,
+            cpu: reservationOf(w.cpuFlavorId),
+          });
+          // FlashBoot standbys hold their room until a worker needs it (placeEvicting).
+          const { placement: p, evict } = placeEvicting(
             request,
             candidates,
-            placed.map((w) => ({
-              hostId: w.hostId!,
-              endpointId: w.endpointId,
-              gpuUuids: w.gpuUuids,
-              cpu: reservationOf(w.cpuFlavorId),
-            })),
+            placed.filter((w) => w.status !== 'STANDBY').map(holding),
+            placed
+              .filter((w) => w.status === 'STANDBY')
+              .map((w) => ({
+                ...holding(w),
+                id: w.id,
+                priority: w.endpoint?.flashboot === 'PRIORITY_FLASHBOOT',
+                since: (w.standbySince ?? new Date(0)).getTime(),
+              })),
           );
           if (!p.ok) {
             // Would it fit on the READY hosts were they empty? If not, waiting for capacity cannot
@@ -255,10 +298,17 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
           });
           if (pod && pod.volumeInGb > 0 && !volumeHostId)
             await tx.pod.update({ where: { id: pod.id }, data: { volumeHostId: p.hostId } });
-          return { placed: true, hostId: p.hostId };
+          if (evict.length > 0)
+            await tx.worker.updateMany({
+              where: { id: { in: evict }, status: 'STANDBY' },
+              data: { status: 'DRAINING', desiredStatus: 'TERMINATED', statusReason: EVICTED_REASON },
+            });
+          return { placed: true, hostId: p.hostId, ...(evict.length > 0 ? { evicted: evict } : {}) };
         },
         { timeout: 30_000, maxWait: 30_000 },
       );
+      if (result.evicted && result.hostId) await removeEvicted(result.hostId, result.evicted);
+      return result;
     },
   };
 }

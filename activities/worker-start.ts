@@ -4,30 +4,24 @@
  * a pod's with its own). Assembled into the worker activities by activities/worker.ts.
  */
 import { Context, ApplicationFailure } from '@temporalio/activity';
-import type { DomainContext } from '../domain/context.ts';
 import { splitArgs } from '../domain/containers/index.ts';
 import { ENDPOINT_VOLUME_MOUNT, recordedCpuInstance } from '../domain/catalog/index.ts';
 import { podPorts } from '../domain/pods/index.ts';
 import { artifactDownloadUrl, currentRuntimeImage, flashWorker } from '../domain/apps/index.ts';
-import { openRegistryCredential } from '../domain/registries/index.ts';
 import { registerWorkerCredential } from '../domain/workers/index.ts';
 import type { Pod } from '../generated/prisma/client.ts';
 import {
   containerNameOf,
-  ensureImage,
   inspectContainer,
   LABELS,
   podVolumeName,
-  registryOf,
   removeContainer,
   runContainer,
   type ContainerSpec,
 } from '../hostctl/containers.ts';
-import { SshCommandTimeoutError } from '../hostctl/ssh-errors.ts';
 import { hostHandle, sshTrouble, type OrchestrationRuntime } from './orchestration-runtime.ts';
-import { describePullFailure } from './worker-pull-errors.ts';
 import { networkVolumeMount } from './network-volumes.ts';
-import { ensureRuntimeImage } from './runtime-image.ts';
+import { endpointWorkerImage, ensureWorkerImage, type WorkerImage } from './worker-image.ts';
 import { publishAddressOf, tenantNetwork } from './tenant-network.ts';
 
 /** Where a deployed app's worker finds its account's artifact cache (docs/apps.md). */
@@ -38,8 +32,6 @@ export const POD_LABEL = 'gantry.pod';
 
 export function createWorkerStartActivities(rt: OrchestrationRuntime) {
   const { db } = rt;
-  // The registry lookup takes a domain context; it reads only the database and the secrets.
-  const registryCtx = { db: rt.db, secrets: rt.secrets } satisfies Pick<DomainContext, 'db' | 'secrets'>;
 
   async function workerRow(workerId: string) {
     const worker = await db.worker.findUnique({
@@ -150,67 +142,26 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
   }
 
   return {
-    /** Logs in (with the endpoint's or pod's stored registry credential) and pulls the worker's image. */
+    /**
+     * Logs in (with the endpoint's or pod's stored registry credential) and pulls the worker's image,
+     * as a pre-pull does (worker-image.ts: one path for both).
+     */
     async prepareWorkerImage(workerId: string): Promise<{ image: string; outcome: string; ms: number }> {
       const started = Date.now();
       const row = await workerRow(workerId);
       if (!row.hostId) throw ApplicationFailure.nonRetryable('the worker has no host', 'NotPlaced');
-      let image: string;
-      let registryId: string | null;
-      let accountId: string;
+      let want: WorkerImage;
       if (row.pod) {
-        ({ imageName: image, registryId, accountId } = row.pod);
+        want = { image: row.pod.imageName, registryId: row.pod.registryId, accountId: row.pod.accountId };
       } else {
         const w = endpointWorker(row);
         const release = await db.release.findUnique({
           where: { endpointId_version: { endpointId: w.endpoint.id, version: w.releaseVersion } },
         });
-        const named = release?.image ?? w.endpoint.image;
-        // flash's images on a flash environment's endpoint: Gantry's flash runtime runs instead,
-        // and no registry login of the tenant's goes with it.
-        const flash = await flashWorker(rt, rt.platform.apps, w.endpoint, named);
-        // A runtime image named before its recipe changed runs as today's (currentRuntimeImage).
-        image = currentRuntimeImage(rt.platform.apps, flash?.image ?? named);
-        registryId = flash ? null : release ? release.registryId : w.endpoint.registryId;
-        accountId = w.endpoint.accountId;
+        want = await endpointWorkerImage(rt, w.endpoint, release);
       }
-      const w = { hostId: row.hostId };
-      const login = registryId ? await openRegistryCredential(registryCtx, accountId, registryId) : undefined;
-      // Checked when written too; here because this is where the password would leave.
-      if (login && (login.registry === null || registryOf(image) !== login.registry)) {
-        const why =
-          login.registry === null
-            ? 'is not bound to a registry yet (its owner gives the registry with the login)'
-            : `is bound to ${login.registry}`;
-        throw ApplicationFailure.nonRetryable(
-          `the registry credential ${why}; the image '${image}' is on ${registryOf(image)}`,
-          'RegistryMismatch',
-        );
-      }
-      const h = await hostHandle(rt, w.hostId);
-      const heartbeat = setInterval(() => Context.current().heartbeat(), 5000);
-      let pulling = false;
-      try {
-        const built = await ensureRuntimeImage(rt.pool, h, image, rt.platform.apps, rt.settings.pullTimeoutSec * 1000);
-        if (built !== 'not-runtime') return { image, outcome: built, ms: Date.now() - started };
-        pulling = true;
-        const outcome = await ensureImage(rt.pool, h, image, login, {
-          timeoutMs: rt.settings.pullTimeoutSec * 1000,
-          signal: Context.current().cancellationSignal,
-        });
-        return { image, outcome, ms: Date.now() - started };
-      } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
-        const ssh = await sshTrouble(db, w.hostId, err);
-        // A pull that outlived pullTimeoutSec is retried as SSH trouble is, saying so in plain words.
-        if (ssh && pulling && err instanceof SshCommandTimeoutError)
-          throw ApplicationFailure.retryable(describePullFailure(image, message), 'PullTimedOut');
-        if (ssh) throw err;
-        // The runtime's own words follow the plain ones (the image does not exist, needs credentials, the network).
-        throw ApplicationFailure.nonRetryable(pulling ? describePullFailure(image, message) : message, 'PullFailed');
-      } finally {
-        clearInterval(heartbeat);
-      }
+      const { outcome } = await ensureWorkerImage(rt, row.hostId, want, 'worker');
+      return { image: want.image, outcome, ms: Date.now() - started };
     },
 
     /**

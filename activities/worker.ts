@@ -13,6 +13,7 @@ import { containerLogTail, containerNameOf, inspectContainer, removeContainer } 
 import { heartbeating, hostHandle, sshTrouble, type OrchestrationRuntime } from './orchestration-runtime.ts';
 import { createWorkerPlacementActivities } from './worker-placement.ts';
 import { createWorkerStartActivities } from './worker-start.ts';
+import { createWorkerStandbyActivities } from './worker-standby.ts';
 
 export { POD_LABEL } from './worker-start.ts';
 export type { PlacementResult } from './worker-placement.ts';
@@ -118,6 +119,7 @@ export function createWorkerActivities(rt: OrchestrationRuntime) {
   const activities = {
     ...createWorkerPlacementActivities(rt),
     ...createWorkerStartActivities(rt),
+    ...createWorkerStandbyActivities(rt),
 
     /**
      * Ready: a queue worker has spoken the worker protocol since its container started (the job API

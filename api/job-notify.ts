@@ -73,7 +73,7 @@ function parsePayload(payload: string): { kind: NotifyKind; tag: string; id: str
   const b = payload.indexOf(':', a + 1);
   if (a < 0 || b < 0) return undefined;
   const kind = payload.slice(0, a);
-  if (kind !== 'q' && kind !== 'j' && kind !== 's') return undefined;
+  if (kind !== 'q' && kind !== 'j' && kind !== 's' && kind !== 'w') return undefined;
   return { kind, tag: payload.slice(a + 1, b), id: payload.slice(b + 1) };
 }
 

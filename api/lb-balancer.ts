@@ -25,6 +25,8 @@ import { LbHealthMonitor } from './lb-health.ts';
 
 /** How often the proxy re-reads the workers of the endpoints it serves, and the others' load. */
 const REFRESH_MS = 250;
+/** While a request waits for a worker (a cold start, a FlashBoot thaw), the routes are read this often. */
+const WAITING_REFRESH_MS = 50;
 /** How often changed in-flight counts are published. */
 const PUBLISH_MS = 100;
 /** An endpoint without requests for this long is forgotten (its workers no longer probed). */
@@ -86,6 +88,11 @@ export class LoadBalancer {
   start(): void {
     this.health.start();
     this.timers.push(setInterval(() => void this.refresh(), REFRESH_MS));
+    this.timers.push(
+      setInterval(() => {
+        for (const view of this.views.values()) if (view.waiters.size > 0) return void this.refresh();
+      }, WAITING_REFRESH_MS),
+    );
     this.timers.push(setInterval(() => void this.publish(true), PUBLISH_MS));
     this.timers.push(setInterval(() => void purgeOldLoad(this.ctx.db).catch(() => undefined), 10 * 60_000));
     for (const t of this.timers) t.unref();

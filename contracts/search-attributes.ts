@@ -9,13 +9,13 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
 
-/** What the workflow is: `endpoint`, `job`, `worker`, `host`, `pod` or `rollout`. */
+/** What the workflow is: `endpoint`, `job`, `worker`, `host`, `pod`, `rollout` or `prepull` (an image pulled ahead). */
 export const GantryKind = defineSearchAttributeKey('GantryKind', SearchAttributeType.KEYWORD);
-/** The endpoint a workflow belongs to (endpoint, job, worker of an endpoint, rollout). */
+/** The endpoint a workflow belongs to (endpoint, job, worker of an endpoint, rollout, prepull). */
 export const GantryEndpointId = defineSearchAttributeKey('GantryEndpointId', SearchAttributeType.KEYWORD);
 /** The owning account (endpoint, job, pod, and the workers and rollouts those start). */
 export const GantryAccountId = defineSearchAttributeKey('GantryAccountId', SearchAttributeType.KEYWORD);
-/** The release a worker runs or a rollout rolls out. */
+/** The release a worker runs, a rollout rolls out or a pre-pull pulls the image of. */
 export const GantryReleaseVersion = defineSearchAttributeKey('GantryReleaseVersion', SearchAttributeType.INT);
 /** The host: of a host workflow, and of a worker once it is placed (upserted then). */
 export const GantryHostId = defineSearchAttributeKey('GantryHostId', SearchAttributeType.KEYWORD);
@@ -39,7 +39,7 @@ export const GANTRY_SEARCH_ATTRIBUTES = [
   GantryJobStatus,
 ] as const;
 
-export type GantryWorkflowKind = 'endpoint' | 'job' | 'worker' | 'host' | 'pod' | 'rollout';
+export type GantryWorkflowKind = 'endpoint' | 'job' | 'worker' | 'host' | 'pod' | 'rollout' | 'prepull';
 
 export interface GantryAttributeValues {
   endpointId?: string;

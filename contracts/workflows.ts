@@ -63,7 +63,14 @@ export interface EndpointSpec {
   idleTimeout: number;
   timeoutMs: number;
   releaseVersion: number;
+  /**
+   * FlashBoot (docs/endpoints.md, "FlashBoot"): idle workers stand by frozen instead of going.
+   * Absent in specs read by earlier code: OFF.
+   */
+  flashboot?: FlashBootMode;
 }
+
+export type FlashBootMode = 'OFF' | 'FLASHBOOT' | 'PRIORITY_FLASHBOOT';
 
 /** What the legacy `updateSpec` Update carries. */
 export type EndpointSpecPatch = Partial<Omit<EndpointSpec, 'endpointId'>>;
@@ -147,6 +154,11 @@ export const getRolloutProgress = defineQuery<RolloutProgress>('getRolloutProgre
 export interface DrainRequest {
   reason: string;
   replace?: boolean;
+  /**
+   * Retired for idleness on an endpoint with FlashBoot: the worker may stand by frozen on its host
+   * instead of going, when its endpoint's rules allow (activities/worker-standby.ts decides).
+   */
+  standby?: boolean;
 }
 
 export interface WorkerEvent {
@@ -158,13 +170,18 @@ export interface WorkerEvent {
   reason?: string;
 }
 
-export type WorkerPhase = 'placing' | 'starting' | 'waiting-ready' | 'ready' | 'draining' | 'done';
+export type WorkerPhase = 'placing' | 'starting' | 'waiting-ready' | 'ready' | 'standby' | 'draining' | 'done';
 
 /** Asks the worker to leave: no new jobs, in-flight ones finish (up to the endpoint timeout), then stop. */
 export const drainWorker = defineSignal<[DrainRequest]>('drainWorker');
 /** What a worker tells its endpoint or pod (one signal per worker life event, never per job). */
 export const workerEvent = defineSignal<[WorkerEvent]>('workerEvent');
 export const getWorkerPhase = defineQuery<WorkerPhase>('getWorkerPhase');
+/**
+ * Sent by the endpoint's autoscaler to a standby worker (FlashBoot) instead of starting a new one:
+ * it thaws and serves again. A worker that is not standing by ignores it.
+ */
+export const thawWorker = defineSignal('thawWorker');
 
 // ---------------------------------------------------------------- pod (workflows/pod.ts)
 
@@ -247,4 +264,25 @@ export interface DeployWorkflowInput {
 export interface DeployWorkflowResult {
   status: 'SUCCEEDED' | 'FAILED';
   error?: string;
+}
+
+// ---------------------------------------------------------------- image pre-pull (workflows/prepull.ts)
+
+/** Pulls a release's image ahead of its first worker onto the hosts placement ranks first (docs/endpoints.md). */
+export type ImagePrepullWorkflow = (input: ImagePrepullInput) => Promise<ImagePrepullResult>;
+
+/** One per release: starting it again for the same release is a no-op (the id is taken). */
+export const imagePrepullWorkflowId = (endpointId: string, version: number): string =>
+  `prepull:${endpointId}:${version}`;
+
+export interface ImagePrepullInput {
+  endpointId: string;
+  version: number;
+}
+
+export interface ImagePrepullResult {
+  /** The image as workers of the release run it; null when there was nothing to pull (a superseded release, pre-pulls off). */
+  image: string | null;
+  /** Per chosen host, in placement's order: how it went ('pulled', 'present', 'built', 'host-local', or why it failed). */
+  hosts: Array<{ hostId: string; ok: boolean; outcome: string }>;
 }

@@ -316,6 +316,21 @@ export async function inspectContainer(
   };
 }
 
+/**
+ * Freezes every process of the container (the cgroup freezer): its memory, its GPUs' memory and its
+ * open sockets stay as they are until `unpauseContainer`. Already paused is fine.
+ */
+export async function pauseContainer(pool: SshPool, h: HostHandle, name: string): Promise<void> {
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'pause', '--', name]), { timeoutMs: 60_000 });
+  if (r.code !== 0 && !/already paused/i.test(r.stderr)) throw failure(`pausing ${name}`, r);
+}
+
+/** Thaws a container frozen by `pauseContainer`; one that runs already is fine. */
+export async function unpauseContainer(pool: SshPool, h: HostHandle, name: string): Promise<void> {
+  const r = await pool.exec(h.target, shellJoin([h.runtime, 'unpause', '--', name]), { timeoutMs: 60_000 });
+  if (r.code !== 0 && !/not paused/i.test(r.stderr)) throw failure(`thawing ${name}`, r);
+}
+
 /** Stops (SIGTERM, then SIGKILL after graceSec) and removes the container; a missing one is fine. */
 export async function removeContainer(pool: SshPool, h: HostHandle, name: string, graceSec: number): Promise<void> {
   const q = shellQuote(name);

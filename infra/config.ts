@@ -133,6 +133,7 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_LOCAL_HOST_DATACENTER: Text('data center of the local host'),
     GANTRY_LOCAL_HOST_LABELS: Text('JSON object: labels of the local host, applied at every start'),
     GANTRY_ORCHESTRATION: Text('JSON object overriding orchestration timings'),
+    GANTRY_PREPULL_HOSTS: Int("hosts a new release's image is pulled on ahead of its first worker; 0: none"),
     GANTRY_LB_HEALTH: Text('JSON object overriding the proxy health probes'),
     GANTRY_JOB_TAKE_HOLD_MS: Int('job-take long-poll hold'),
     GANTRY_JOB_SIGNAL_DELAY_MS: Int('workflow signal coalescing window'),
@@ -392,6 +393,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
       ),
     },
     orchestration,
+    prepullHosts: intOf(env.GANTRY_PREPULL_HOSTS, 2),
     apps: appSettings(env, problems),
     outputs: {
       urlTtlMs: positive(

@@ -27,6 +27,7 @@ import {
   rolloutFinished,
   rolloutWorkflowId,
   specProblems,
+  thawWorker,
   updateSpec,
   workerEvent,
   workerWorkflowId,
@@ -92,6 +93,10 @@ export interface EndpointRunState {
   /** Workflow time of the last look for orphaned PENDING workers. */
   lastOrphanCheck?: number;
   status: ScalingStatus | null;
+  /** FlashBoot: standbys asked to thaw (workflow time of the ask) whose rows do not say so yet. */
+  thawing?: Record<string, number>;
+  /** FlashBoot: standbys asked to go (their release was replaced, or FlashBoot turned off). */
+  endingStandbys?: string[];
 }
 
 export type EndpointRunInput = EndpointWorkflowInput & {
@@ -105,6 +110,15 @@ export type EndpointRunInput = EndpointWorkflowInput & {
 
 /** How often PENDING workers are checked for a workflow that is gone. */
 const ORPHAN_CHECK_MS = 60_000;
+
+/**
+ * FlashBoot: a scale-up thaws standbys of the current release before it starts any worker, and
+ * standbys of a replaced release, or of an endpoint whose FlashBoot was turned off, are ended.
+ * Only runs that see a standby take this path.
+ */
+const FLASHBOOT_PATCH = 'endpoint-flashboot-v1';
+/** How long a thaw asked for counts as a starting worker while the standby's row does not show it yet. */
+const THAW_GRACE_MS = 30_000;
 
 /** Histories recorded before the autoscaler existed replay through the first shape (see below). */
 const AUTOSCALER_PATCH = 'endpoint-autoscaler-v1';
@@ -222,9 +236,9 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
   const accountId = workflowInfo().typedSearchAttributes.get(GantryAccountId);
   const memo = gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') });
 
-  const drain = async (workerId: string, reason: string): Promise<void> => {
+  const drain = async (workerId: string, reason: string, standby = false): Promise<void> => {
     await getExternalWorkflowHandle(workerWorkflowId(workerId))
-      .signal(drainWorker, { reason })
+      .signal(drainWorker, { reason, ...(standby ? { standby } : {}) })
       .catch(() => undefined);
   };
 
@@ -312,10 +326,46 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       await startRollout(current.releaseVersion, previous, false);
     } else if (
       !s.rollout &&
-      st.workers.some((w) => w.state !== 'draining' && w.releaseVersion !== current.releaseVersion)
+      st.workers.some(
+        (w) => w.state !== 'draining' && w.state !== 'standby' && w.releaseVersion !== current.releaseVersion,
+      )
     ) {
       // Workers of another version with no rollout under way (after a halt): converge on the current one.
       await startRollout(current.releaseVersion, current.releaseVersion, true);
+    }
+
+    // FlashBoot: which standbys may be thawed, and which must go.
+    let workers = st.workers;
+    const thawable: string[] = [];
+    const flashboot = current.flashboot !== undefined && current.flashboot !== 'OFF';
+    if (
+      (st.workers.some((w) => w.state === 'standby') || Object.keys(state.thawing ?? {}).length > 0) &&
+      patched(FLASHBOOT_PATCH)
+    ) {
+      const thawing = (state.thawing ??= {});
+      for (const [id, at] of Object.entries(thawing)) {
+        const w = st.workers.find((x) => x.id === id);
+        if (!w || w.state !== 'standby' || workflowNow() - at > THAW_GRACE_MS) delete thawing[id];
+      }
+      // A thaw asked for counts as a starting worker until the row shows it.
+      workers = st.workers.map((w) =>
+        w.state === 'standby' && thawing[w.id] !== undefined ? { ...w, state: 'starting' as const } : w,
+      );
+      const ending = new Set(state.endingStandbys ?? []);
+      for (const w of workers) {
+        if (w.state !== 'standby') continue;
+        if (flashboot && w.releaseVersion === current.releaseVersion) thawable.push(w.id);
+        else if (!ending.has(w.id)) {
+          ending.add(w.id);
+          await drain(
+            w.id,
+            flashboot
+              ? `its release v${w.releaseVersion} was replaced by v${current.releaseVersion}`
+              : 'FlashBoot was turned off',
+          );
+        }
+      }
+      state.endingStandbys = [...ending].filter((id) => st.workers.some((w) => w.id === id));
     }
 
     const decision = decideScaling({
@@ -326,13 +376,13 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       idleTimeoutSec: current.idleTimeout,
       releaseVersion: current.releaseVersion,
       queue: st.queue,
-      workers: st.workers,
+      workers,
       rolloutActive: s.rollout !== null,
     });
     const backingOff = workflowNow() < s.backoffUntil;
     state.status = {
       desired: decision.desired,
-      live: st.workers.filter((w) => w.state !== 'draining').length,
+      live: workers.filter((w) => w.state !== 'draining' && w.state !== 'standby').length,
       reason:
         backingOff && decision.start > 0
           ? `${decision.reason}; backing off after ${s.startFailures} failed starts`
@@ -342,12 +392,23 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
       rollout: s.rollout ? { version: s.rollout.version, rollback: s.rollout.rollback } : null,
       backoffUntil: s.backoffUntil,
     };
-    if (decision.start > 0 && !backingOff) await startWorkers(decision.start, current.releaseVersion);
-    for (const id of decision.drain) await drain(id, 'idle past the idle timeout');
+    // Standbys first: a thaw takes milliseconds where a start takes the image's whole start-up.
+    const thaw = thawable.slice(0, decision.start);
+    for (const id of thaw) state.thawing![id] = workflowNow();
+    await Promise.all(
+      thaw.map((id) =>
+        getExternalWorkflowHandle(workerWorkflowId(id))
+          .signal(thawWorker)
+          .catch(() => undefined),
+      ),
+    );
+    const start = decision.start - thaw.length;
+    if (start > 0 && !backingOff) await startWorkers(start, current.releaseVersion);
+    for (const id of decision.drain) await drain(id, 'idle past the idle timeout', flashboot);
 
     state.wake = false;
     const seen = state.spec;
-    let waitMs = nextCheckMs(st, s.settings.autoscaleActiveMs, s.settings.autoscaleRestMs);
+    let waitMs = nextCheckMs({ queue: st.queue, workers }, s.settings.autoscaleActiveMs, s.settings.autoscaleRestMs);
     if (backingOff) waitMs = Math.min(waitMs, Math.max(1, s.backoffUntil - workflowNow()));
     await condition(
       () => state.wake || state.deleting || state.spec !== seen || state.finishedRollouts.length > 0,

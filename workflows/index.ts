@@ -7,11 +7,13 @@ export { jobWorkflow } from './job.ts';
 export { podWorkflow } from './pod.ts';
 export { deployWorkflow } from './deploy.ts';
 export { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
+export { imagePrepullWorkflow } from './prepull.ts';
 
 import type {
   DeployWorkflow,
   EndpointWorkflow,
   HostWorkflow,
+  ImagePrepullWorkflow,
   JobWorkflow,
   PodWorkflow,
   PurgeOutputsWorkflow,
@@ -22,6 +24,7 @@ import type { hostWorkflow } from './host.ts';
 import type { jobWorkflow } from './job.ts';
 import type { podWorkflow } from './pod.ts';
 import type { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
+import type { imagePrepullWorkflow } from './prepull.ts';
 
 type Holds<T extends true> = T;
 /** The starters' types of these workflows (contracts.ts) stay true to them: otherwise a type error here. */
@@ -32,4 +35,5 @@ export type StartersMatchWorkflows = [
   Holds<typeof jobWorkflow extends JobWorkflow ? true : false>,
   Holds<typeof deployWorkflow extends DeployWorkflow ? true : false>,
   Holds<typeof purgeExpiredOutputsWorkflow extends PurgeOutputsWorkflow ? true : false>,
+  Holds<typeof imagePrepullWorkflow extends ImagePrepullWorkflow ? true : false>,
 ];

@@ -231,8 +231,9 @@ export async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResul
     const released = new Set(state.released);
     // Forget released workers once they are gone, so that the state stays small.
     state.released = state.released.filter((id) => byId.has(id));
+    // A standby (FlashBoot) of an older release is not replaced: its endpoint ends it.
     const outdated = st.workers.filter(
-      (w) => w.releaseVersion !== version && w.state !== 'draining' && !released.has(w.id),
+      (w) => w.releaseVersion !== version && w.state !== 'draining' && w.state !== 'standby' && !released.has(w.id),
     );
     const unpaired = outdated.filter((w) => !paired.has(w.id));
     const replace = [

@@ -22,6 +22,7 @@ import {
   endpointWorkflowId,
   getWorkerPhase,
   podWorkflowId,
+  thawWorker,
   workerEvent,
   type WorkerEvent,
   type WorkerPhase,
@@ -39,6 +40,11 @@ const { createWorkerRecords, markWorkerReady, beginDrain, workerJobsInFlight, fi
 const { placeWorker } = proxyLocalActivities<WorkerActivities>({
   startToCloseTimeout: '45 seconds',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '5 seconds', maximumAttempts: 5 },
+});
+// FlashBoot. A thaw is the whole of a warm start's latency: local, no round trip through the server.
+const { freezeWorker, thawStandbyWorker } = proxyLocalActivities<WorkerActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '500 milliseconds', maximumInterval: '5 seconds', maximumAttempts: 3 },
 });
 // These heartbeat (activities/worker.ts): one whose Temporal worker died is retried after 30 s, not after its whole timeout.
 const { checkWorkerReady, inspectWorker } = proxyActivities<WorkerActivities>({
@@ -80,14 +86,18 @@ export interface WorkerWorkflowInput {
 /** The worker's whole run state: the handlers write it, continue-as-new hands it to the next run. */
 interface WorkerRunState {
   /** `drainWorker` arrived: the first request's reason. */
-  drain?: { reason: string };
+  drain?: { reason: string; standby?: boolean };
   phase: WorkerPhase;
   /** The worker became ready at some point (a failure afterwards is a crash, not a failed start). */
   wasReady: boolean;
+  /** FlashBoot: `thawWorker` arrived while it stood by. */
+  thaw?: boolean;
 }
 
 /** Runs recorded before workers carried search attributes never upsert their host. */
 const HOST_ATTRIBUTE_PATCH = 'worker-host-search-attribute-v1';
+/** FlashBoot: a worker retired for idleness may stand by frozen; only drains that allow it take this path. */
+const FLASHBOOT_PATCH = 'worker-flashboot-v1';
 
 /** Failures of activities that mean "this worker cannot start", with the reason for its record. */
 function failureReason(err: unknown): string {
@@ -110,10 +120,20 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
     wasReady: input.resumeWatching ?? false,
   };
   setHandler(drainWorker, (request) => {
-    state.drain ??= { reason: request.reason };
+    // A standby is idle already: another retirement for idleness (sent before its freeze showed) means nothing.
+    if (state.phase === 'standby' && request.standby) return;
+    // The first request wins, except that one which lets it stand by (idleness) yields to one that does not.
+    if (!state.drain || (state.drain.standby && !request.standby))
+      state.drain = { reason: request.reason, ...(request.standby ? { standby: true } : {}) };
   });
   setHandler(getWorkerPhase, () => state.phase);
+  // Kept from the freeze on (standBy clears it before freezing): a thaw may arrive while the freeze
+  // still finishes, as soon as the row says STANDBY.
+  setHandler(thawWorker, () => {
+    state.thaw = true;
+  });
   const draining = (): boolean => state.drain !== undefined;
+  const drainReason = (): string | undefined => state.drain?.reason;
 
   const tellEndpoint = async (event: WorkerEvent['event'], reason?: string): Promise<void> => {
     await getExternalWorkflowHandle(input.podId ? podWorkflowId(input.podId) : endpointWorkflowId(endpointId))
@@ -189,24 +209,78 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
     await tellEndpoint('ready');
   }
 
-  // Watching until asked to drain or found dead.
-  while (!state.drain) {
-    if (await condition(draining, settings.watchIntervalSec * 1000)) break;
-    const health = await inspectWorker(workerId).catch((err: unknown) => ({
-      state: 'unknown' as const,
+  /**
+   * FlashBoot: retired for idleness, the worker stands by frozen on its host until its endpoint
+   * thaws it (then it watches again), or something ends it: a drain (eviction, a new release,
+   * FlashBoot off, the endpoint's deletion) or, for FLASHBOOT, the standby's expiry.
+   */
+  const standBy = async (): Promise<'watch' | 'drain' | 'ended'> => {
+    state.thaw = false;
+    const frozen = await freezeWorker(workerId).catch((err: unknown) => ({
+      frozen: false as const,
+      busy: false,
       reason: failureReason(err),
     }));
-    if (health.state === 'gone') {
-      state.phase = 'done';
-      return;
+    if (!frozen.frozen) return frozen.busy ? 'watch' : 'drain';
+    const idleReason = state.drain?.reason ?? 'idle';
+    state.phase = 'standby';
+    state.drain = undefined;
+    const woken = () => state.thaw === true || draining();
+    let expired = false;
+    if (frozen.holdMs === null) await condition(woken);
+    else expired = !(await condition(woken, frozen.holdMs));
+    const ended = drainReason();
+    if (expired || ended !== undefined) {
+      await finish(
+        'STOPPED',
+        ended ?? `its FlashBoot standby expired after ${Math.round((frozen.holdMs ?? 0) / 1000)} s (${idleReason})`,
+      );
+      return 'ended';
     }
-    if (health.state === 'failed') return finish('FAILED', health.reason);
-    if (health.state === 'stopped') return finish('STOPPED', health.reason);
-    if (continueAsNewDue(input.test)) {
-      await condition(allHandlersFinished);
-      // A drain asked for meanwhile is done by this run (the loop ends); otherwise the next run watches on.
-      if (!state.drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true, state });
+    const thawed = await thawStandbyWorker(workerId).catch((err: unknown) => ({
+      thawed: false as const,
+      evicted: false,
+      reason: failureReason(err),
+    }));
+    state.thaw = false;
+    if (!thawed.thawed) {
+      await finish(
+        thawed.evicted ? 'STOPPED' : 'FAILED',
+        thawed.evicted ? thawed.reason : `could not thaw: ${thawed.reason}`,
+      );
+      return 'ended';
     }
+    state.phase = 'ready';
+    await tellEndpoint('ready');
+    return 'watch';
+  };
+
+  // Watching until asked to drain or found dead (a thawed standby watches again).
+  for (;;) {
+    while (!state.drain) {
+      if (await condition(draining, settings.watchIntervalSec * 1000)) break;
+      const health = await inspectWorker(workerId).catch((err: unknown) => ({
+        state: 'unknown' as const,
+        reason: failureReason(err),
+      }));
+      if (health.state === 'gone') {
+        state.phase = 'done';
+        return;
+      }
+      if (health.state === 'failed') return finish('FAILED', health.reason);
+      if (health.state === 'stopped') return finish('STOPPED', health.reason);
+      if (continueAsNewDue(input.test)) {
+        await condition(allHandlersFinished);
+        // A drain asked for meanwhile is done by this run (the loop ends); otherwise the next run watches on.
+        if (!state.drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true, state });
+      }
+    }
+    if (!state.drain?.standby || input.podId || !patched(FLASHBOOT_PATCH)) break;
+    const next = await standBy();
+    if (next === 'ended') return;
+    if (next === 'drain') break;
+    // Busy again before it froze, or thawed: it serves on.
+    state.drain = undefined;
   }
 
   // Drain: no new jobs; in-flight ones get up to the endpoint timeout, then go back to the queue.

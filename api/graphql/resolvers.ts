@@ -6,10 +6,13 @@ import {
   endpointActiveBuild,
   findEndpointRecord,
   listEndpointRecords,
+  publicWorkerStatus,
   saveEndpoint,
   updateEndpointTemplate,
+  workerImagesOnHosts,
   workerProblemOfEndpoint,
   type EndpointRecord,
+  type WorkerImageOnHost,
 } from '../../domain/endpoints/index.ts';
 import {
   endpointNetworkVolume,
@@ -166,17 +169,24 @@ export const resolvers = {
       return v ? networkVolume(v) : null;
     },
     pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
-      const workers = await ctx.db.worker.findMany({
-        where: { endpointId: endpoint.id, ...liveWorker },
-        orderBy: { createdAt: 'asc' },
-      });
+      const [workers, row] = await Promise.all([
+        ctx.db.worker.findMany({ where: { endpointId: endpoint.id, ...liveWorker }, orderBy: { createdAt: 'asc' } }),
+        ctx.db.endpoint.findUnique({
+          where: { id: endpoint.id },
+          select: { id: true, accountId: true, image: true, appEnvironmentId: true },
+        }),
+      ]);
+      const onHost = row ? await workerImagesOnHosts(ctx, row, workers) : new Map<string, WorkerImageOnHost>();
       return workers.map((w) => ({
         id: w.id,
         desiredStatus: w.desiredStatus,
+        workerStatus: publicWorkerStatus(w.status),
         lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(),
         imageName: null,
         machineId: w.hostId,
         statusReason: w.statusReason,
+        imageOnHostSince: onHost.get(w.id)?.imageOnHostSince ?? null,
+        imagePulledAhead: onHost.get(w.id)?.imagePulledAhead ?? false,
       }));
     },
   },

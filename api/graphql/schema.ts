@@ -1,3 +1,5 @@
+import { FLASHBOOT_DESCRIPTION } from '../../domain/endpoints/index.ts';
+
 /** The GraphQL schema (spec "GraphQL API"): the hosted service's names, Gantry's data. */
 export const typeDefs = /* GraphQL */ `
   # @deprecated at its classic locations. graphql-js 16.13 and later also declare it on
@@ -8,6 +10,7 @@ export const typeDefs = /* GraphQL */ `
     reason: String = "No longer supported"
   ) on FIELD_DEFINITION | ARGUMENT_DEFINITION | INPUT_FIELD_DEFINITION | ENUM_VALUE
 
+  "${FLASHBOOT_DESCRIPTION}"
   enum FlashBootType {
     OFF
     FLASHBOOT
@@ -58,6 +61,8 @@ export const typeDefs = /* GraphQL */ `
   type Pod {
     id: String!
     desiredStatus: PodDesiredStatus!
+    "Gantry: an endpoint worker's state, as the REST worker list names it (RUNNING, IDLE, INITIALIZING, THROTTLED, UNHEALTHY, or STANDBY: frozen on its host by FlashBoot until work comes); null for a pod."
+    workerStatus: String
     lastStatusChange: String
     imageName: String
     machineId: String
@@ -90,6 +95,10 @@ export const typeDefs = /* GraphQL */ `
     port: Int
     "An endpoint's worker: why it waits (placement's reason while no host has room, or none ever could) or what it starts with; null once ready, and for pods."
     statusReason: String
+    "An endpoint's worker: since when its host has had the worker's image for this account (ISO 8601; pulled with the account's credential, or built there); null until Gantry has put it there, and for pods."
+    imageOnHostSince: String
+    "An endpoint's worker: true when a pre-pull put its image on the host ahead of any worker (GANTRY_PREPULL_HOSTS), so its cold start paid no pull; null for pods."
+    imagePulledAhead: Boolean
   }
 
   type Endpoint {

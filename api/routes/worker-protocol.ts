@@ -8,7 +8,7 @@ import { jobRuntimeOf } from '../../domain/jobs/index.ts';
 import { PingQuerySchema } from '../../domain/jobs/index.ts';
 import { finishJob, postStreamChunk, takeJobs, untakeJobs, waitForStops, workerPing } from '../../domain/jobs/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
-import { authenticateWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/index.ts';
+import { authenticateWorker, forgetWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/index.ts';
 import { throttledAuth } from '../auth.ts';
 import { RequestWaits } from '../request-signals.ts';
 
@@ -74,7 +74,13 @@ export const workerProtocolRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
     const identity = await worker(ctx, request);
     const max = batch ? Math.min(MAX_BATCH, Math.max(1, Number(request.query.batch_size ?? 1) || 1)) : 1;
     const abort = waits.signal(reply);
-    const taken = await takeJobs(jobs, identity, { max, abort });
+    // A thaw or standby while the take waits: the worker's state is read again past the cache.
+    const refresh = async (): Promise<WorkerIdentity> => {
+      if (ctx.records) forgetWorker(ctx.records, identity.workerId);
+      const { authorization } = request.headers;
+      return authenticateWorker(ctx, workerKeyOf(authorization), request.params.workerId, request.params.endpointId);
+    };
+    const taken = await takeJobs(jobs, identity, { max, abort, refresh });
     if (taken.length === 0) return reply.code(204).send();
     if (reply.raw.destroyed || (abort.aborted && !waits.closing)) {
       // The worker is gone: the jobs go back to the queue rather than wait for worker-loss detection.

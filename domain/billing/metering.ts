@@ -8,6 +8,8 @@ const METERED_FIELDS = {
   id: true,
   startedAt: true,
   stoppedAt: true,
+  standbySince: true,
+  standbySeconds: true,
   endpointId: true,
   gpuUuids: true,
   gpuTypeId: true,
@@ -19,7 +21,7 @@ export type MeteredWorker = Prisma.WorkerGetPayload<{ select: typeof METERED_FIE
 
 /**
  * Meters a worker: its one usage row (id = the worker's id) runs from its container's start to its
- * stop, or to `now` while it runs. Written each time the worker is watched and when it ends, so
+ * stop, or to `now` while it runs, less the time it stood by frozen (FlashBoot standby is not billed). Written each time the worker is watched and when it ends, so
  * spend shows while a worker runs, and stays when the worker's row goes with its pod or endpoint.
  * Takes the worker's id, or its row when the caller has just read it.
  */
@@ -33,7 +35,9 @@ export async function meterWorker(
   const accountId = w?.endpoint?.accountId ?? w?.pod?.accountId;
   if (!w?.startedAt || !accountId) return;
   const endedAt = w.stoppedAt ?? now;
-  const usage = { endedAt, seconds: Math.max(0, (endedAt.getTime() - w.startedAt.getTime()) / 1000) };
+  const standing = w.standbySince ? Math.max(0, (endedAt.getTime() - w.standbySince.getTime()) / 1000) : 0;
+  const ran = (endedAt.getTime() - w.startedAt.getTime()) / 1000 - w.standbySeconds - standing;
+  const usage = { endedAt, seconds: Math.max(0, ran) };
   await db.usageRecord.upsert({
     where: { id: w.id },
     create: {

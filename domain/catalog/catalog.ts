@@ -6,7 +6,7 @@ import { DomainError, notFound } from '../errors.ts';
 import { describeGpu, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
 import { cpuRate, gpuRate, priceTable, type PriceTable } from '../billing/pricing.ts';
 import { validate } from '../shared/validation.ts';
-import { liveWorker } from '../workers/status.ts';
+import { LIVE_WORKER_STATUSES } from '../workers/status.ts';
 
 /**
  * The catalog: what the registered hosts offer. GPU types and CPU flavors come from hosts with
@@ -222,7 +222,11 @@ async function inventory(ctx: DomainContext): Promise<Inventory> {
       select: { dataCenterId: true, status: true, cpuCount: true, memoryMb: true, gpus: true, gpuMethod: true },
       orderBy: { name: 'asc' },
     }),
-    ctx.db.worker.findMany({ where: liveWorker, select: { gpuUuids: true } }),
+    // A FlashBoot standby's GPUs are available: the next worker that needs them evicts it.
+    ctx.db.worker.findMany({
+      where: { status: { in: LIVE_WORKER_STATUSES.filter((s) => s !== 'STANDBY') } },
+      select: { gpuUuids: true },
+    }),
   ]);
   const held = new Set(workers.flatMap((w) => w.gpuUuids));
   const inv: Inventory = { gpus: new Map(), dataCenters: new Map(), cpuHosts: new Map() };

@@ -6,6 +6,7 @@ import { registryBindingProblems, requireAccountWide } from '../registries/regis
 import type { DomainContext } from '../context.ts';
 import { CreateEndpointSchema, UpdateEndpointSchema, type EndpointView, type ReleaseDiffEntry } from './schemas.ts';
 import { signalDeletion, tellEndpointWorkflow, WORKFLOW_CALL_BUDGET_MS } from './workflow-signals.ts';
+import { startImagePrepull } from './image-prepull.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { isGpuPoolId } from '../catalog/gpu-pools.ts';
 import { newId } from '../shared/ids.ts';
@@ -165,9 +166,12 @@ export async function createEndpoint(
     }
     throw err;
   }
+  // Its image on the best hosts ahead of the first call (never fails the request), while the workflow is told.
+  const prepull = startImagePrepull(ctx, endpoint);
   // Acknowledged only once both the row and the workflow exist; a crash in between is mended at start-up.
   try {
     await tellEndpointWorkflow(ctx, endpoint);
+    await prepull;
   } catch {
     throw unavailable(
       'the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start',
@@ -339,8 +343,10 @@ export async function rollEndpoints(
     });
     forgetEndpoint(ctx, id);
     if (!rolled) continue;
+    const prepull = startImagePrepull(ctx, rolled);
     try {
       await tellEndpointWorkflow(ctx, rolled);
+      await prepull;
     } catch {
       throw unavailable(
         `the new build is active but endpoint ${id} has not been told yet (Temporal did not answer in time); repeat the request to roll it`,
@@ -461,7 +467,11 @@ export async function updateEndpoint(
     input.workers !== undefined ||
     input.scaling !== undefined ||
     input.timeout !== undefined ||
+    input.flashboot !== undefined ||
     CONTAINER_FIELDS.some((f) => input[f] !== undefined);
+  // A new release: its image on the best hosts ahead of its workers (never fails the request).
+  const prepull =
+    after.currentReleaseVersion !== current.currentReleaseVersion ? startImagePrepull(ctx, after) : undefined;
   if (reachesWorkflow) {
     try {
       await tellEndpointWorkflow(ctx, after);
@@ -471,6 +481,7 @@ export async function updateEndpoint(
       );
     }
   }
+  await prepull;
   return endpointView(after, ctx);
 }
 

@@ -27,8 +27,11 @@ export interface QueueStats {
 /** What the autoscaler needs to know of one worker. */
 export interface ScalingWorker {
   id: string;
-  /** starting: placed or pending, not yet ready; idle/busy: ready; draining: on its way out. */
-  state: 'starting' | 'idle' | 'busy' | 'draining';
+  /**
+   * starting: placed or pending, not yet ready; idle/busy: ready; draining: on its way out;
+   * standby: frozen on its host (FlashBoot), not live, thawed by the endpoint instead of a start.
+   */
+  state: 'starting' | 'idle' | 'busy' | 'draining' | 'standby';
   /** How long it has been idle (idle workers only). */
   idleForMs: number;
   releaseVersion: number;
@@ -49,9 +52,9 @@ export interface ScalingInput {
 }
 
 export interface ScalingDecision {
-  /** Target count of live (not draining) workers. */
+  /** Target count of live (not draining, not standing by) workers. */
   desired: number;
-  /** Workers to start now. */
+  /** Workers to start now (the endpoint thaws its standbys first, when it has any). */
   start: number;
   /** Idle workers to drain and remove now. */
   drain: string[];
@@ -62,7 +65,7 @@ export interface ScalingDecision {
 const clamp = (n: number, lo: number, hi: number): number => Math.max(lo, Math.min(hi, n));
 
 export function decideScaling(input: ScalingInput): ScalingDecision {
-  const live = input.workers.filter((w) => w.state !== 'draining');
+  const live = input.workers.filter((w) => w.state !== 'draining' && w.state !== 'standby');
   const starting = live.filter((w) => w.state === 'starting').length;
   const { queued, inProgress, oldestQueuedAgeMs } = input.queue;
   const min = input.workersMin;
@@ -115,10 +118,13 @@ export function decideScaling(input: ScalingInput): ScalingDecision {
   return { desired, start, drain, reason };
 }
 
-/** How long the autoscaler waits before looking again: quickly while anything moves, slowly at rest. */
+/**
+ * How long the autoscaler waits before looking again: quickly while anything moves, slowly at rest.
+ * Standby workers are at rest (what ends them wakes the autoscaler).
+ */
 export function nextCheckMs(input: Pick<ScalingInput, 'queue' | 'workers'>, activeMs: number, restMs: number): number {
   const resting =
-    input.workers.length === 0 &&
+    input.workers.every((w) => w.state === 'standby') &&
     input.queue.queued === 0 &&
     input.queue.inProgress === 0 &&
     input.queue.queuedLowPriority === 0;

@@ -6,11 +6,20 @@ import { nullableWorkerProblemSchema } from './worker-problem.ts';
 
 export const EndpointTypeSchema = Type.Union([Type.Literal('QUEUE_BASED'), Type.Literal('LOAD_BALANCING')]);
 export const ScalerTypeSchema = Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]);
-export const FlashBootSchema = Type.Union([
-  Type.Literal('OFF'),
-  Type.Literal('FLASHBOOT'),
-  Type.Literal('PRIORITY_FLASHBOOT'),
-]);
+/** What FlashBoot does, for the OpenAPI document and the GraphQL schema alike (docs/endpoints.md, "FlashBoot"). */
+export const FLASHBOOT_DESCRIPTION =
+  'FlashBoot: OFF removes a worker idle past idleTimeout. FLASHBOOT and PRIORITY_FLASHBOOT freeze it on its host instead ' +
+  '(STANDBY: its process, memory, loaded model and GPUs kept; no job; not billed), and the next scale-up of the endpoint ' +
+  'thaws it in well under a second before it starts any container. At most workers.max standbys per endpoint; a ' +
+  'standby serves only its endpoint and release, and a new release, OFF or deleting the endpoint ends it. A worker of ' +
+  'any endpoint or account that needs the room evicts standbys: FLASHBOOT ones before PRIORITY_FLASHBOOT ones, the ' +
+  'oldest first, never a running or starting worker. A FLASHBOOT standby is removed after flashbootStandbySec ' +
+  '(default 3600 s); a PRIORITY_FLASHBOOT one stays until it is evicted or its release ends.';
+
+export const FlashBootSchema = Type.Union(
+  [Type.Literal('OFF'), Type.Literal('FLASHBOOT'), Type.Literal('PRIORITY_FLASHBOOT')],
+  { description: FLASHBOOT_DESCRIPTION },
+);
 
 /** A port 1-65535 and a protocol: anything else is a `--publish` the runtime refuses on every start. */
 const Port = Type.String({
@@ -176,13 +185,18 @@ export const ReleaseDiffEntrySchema = Type.Object({
 });
 export type ReleaseDiffEntry = Static<typeof ReleaseDiffEntrySchema>;
 
-/** The public worker states; the stored lifecycle states map onto these. */
+/**
+ * The public worker states; the stored lifecycle states map onto these. STANDBY: FlashBoot froze it
+ * on its host when it went idle; it is thawed (in well under a second) when work comes, takes no job
+ * until then, and is not billed.
+ */
 export const WorkerStatusSchema = Type.Union([
   Type.Literal('RUNNING'),
   Type.Literal('IDLE'),
   Type.Literal('INITIALIZING'),
   Type.Literal('THROTTLED'),
   Type.Literal('UNHEALTHY'),
+  Type.Literal('STANDBY'),
 ]);
 
 /** Counts of workers by public state; `total` is their sum. */
@@ -192,6 +206,7 @@ export const WorkerSummarySchema = Type.Object({
   initializing: Type.Integer({ minimum: 0 }),
   throttled: Type.Integer({ minimum: 0 }),
   unhealthy: Type.Integer({ minimum: 0 }),
+  standby: Type.Integer({ minimum: 0 }),
   total: Type.Integer({ minimum: 0 }),
 });
 export type WorkerSummary = Static<typeof WorkerSummarySchema>;
@@ -216,6 +231,14 @@ export const WorkerViewSchema = Type.Object({
    * waits for, why it drains or is unhealthy; null once it is ready.
    */
   statusReason: NullableString,
+  imageOnHostSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description:
+      "since when the worker's host has had the worker's image for this account (pulled with its credential, or built there); null until Gantry has put it there for this account (the worker then pulls it as it starts)",
+  }),
+  imagePulledAhead: Type.Boolean({
+    description:
+      'true when a pre-pull put the image on the host ahead of any worker (GANTRY_PREPULL_HOSTS): a cold start there pays no pull',
+  }),
 });
 export type WorkerView = Static<typeof WorkerViewSchema>;
 

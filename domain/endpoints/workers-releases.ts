@@ -15,6 +15,7 @@ import {
 import { findOwned } from './endpoints.ts';
 import { prismaSql } from '../jobs/lost-workers.ts';
 import { endpointWorkerProblem } from './worker-problem.ts';
+import { workerImagesOnHosts } from './image-prepull.ts';
 
 type PublicWorkerStatus = WorkerView['status'];
 
@@ -26,9 +27,13 @@ const PUBLIC_WORKER_STATUS: Record<WorkerStatus, PublicWorkerStatus | null> = {
   RUNNING: 'RUNNING',
   UNHEALTHY: 'UNHEALTHY',
   DRAINING: 'RUNNING', // finishing its jobs before it stops
+  STANDBY: 'STANDBY', // FlashBoot: frozen on its host, thawed when work comes
   STOPPED: null,
   FAILED: null,
 };
+/** A worker's public state (the REST worker list's, GraphQL's `workerStatus`); null once it stopped or failed. */
+export const publicWorkerStatus = (status: WorkerStatus): PublicWorkerStatus | null => PUBLIC_WORKER_STATUS[status];
+
 const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatus[]).filter(
   (s) => PUBLIC_WORKER_STATUS[s] !== null,
 );
@@ -39,6 +44,7 @@ const emptySummary = (): WorkerSummary => ({
   initializing: 0,
   throttled: 0,
   unhealthy: 0,
+  standby: 0,
   total: 0,
 });
 
@@ -64,6 +70,7 @@ export async function listEndpointWorkers(
     ctx.db.release.findMany({ where: { endpointId: id }, select: { version: true, image: true } }),
   ]);
   const imageOf = new Map(releases.map((r) => [r.version, r.image]));
+  const onHost = await workerImagesOnHosts(ctx, endpoint, workers);
   const summary = emptySummary();
   const now = Date.now();
   const views = workers.map((w): WorkerView => {
@@ -83,6 +90,8 @@ export async function listEndpointWorkers(
       dataCenterId: w.host?.dataCenterId ?? null,
       startedAt: w.startedAt?.toISOString() ?? null,
       statusReason: w.statusReason,
+      imageOnHostSince: onHost.get(w.id)?.imageOnHostSince ?? null,
+      imagePulledAhead: onHost.get(w.id)?.imagePulledAhead ?? false,
     };
   });
   const [failure, problem] = await Promise.all([

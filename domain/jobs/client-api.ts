@@ -162,7 +162,10 @@ async function submit(
   };
   // A runsync job with a worker's take waiting in this process goes straight to that worker.
   const offer = sync && fingerprint === undefined ? jobs.offers.claim(endpointId) : undefined;
-  if (offer) return { row: await handOff(jobs, job, offer), replayed: false };
+  if (offer) {
+    const handed = await handOff(jobs, job, offer);
+    if (handed) return { row: handed, replayed: false };
+  }
   let row: JobRow | undefined;
   try {
     if (idempotencyKey === undefined || fingerprint === undefined) {
@@ -200,15 +203,23 @@ async function submit(
   return { row, replayed: false };
 }
 
-/** Inserts the job already taken by the offer's worker and hands it to that worker's waiting take. */
-async function handOff(jobs: JobRuntime, job: NewJob, offer: TakeOffer): Promise<JobRow> {
-  let taken: TakenJob;
+/**
+ * Inserts the job already taken by the offer's worker and hands it to that worker's waiting take.
+ * Undefined when that worker stands by frozen (its take began before the freeze): nothing was
+ * inserted, and the caller queues the job.
+ */
+async function handOff(jobs: JobRuntime, job: NewJob, offer: TakeOffer): Promise<JobRow | undefined> {
+  let taken: TakenJob | undefined;
   try {
     taken = await jobs.store.insertTaken(job, offer.workerId);
   } catch (err) {
     offer.deliver([]);
     if ((err as { code?: string }).code === '23503') throw notFound('endpoint');
     throw err;
+  }
+  if (!taken) {
+    offer.deliver([]);
+    return undefined;
   }
   offer.deliver([taken]);
   jobs.signals.state(taken);

@@ -79,16 +79,17 @@ export class JobStore extends JobSupervision {
    * is answered with the result, whose commit flushes this one); no queue notification, since
    * nothing was queued. The queue cap does not apply: the job never waits in the queue.
    */
-  async insertTaken(job: NewJob, workerId: string): Promise<TakenJob> {
+  async insertTaken(job: NewJob, workerId: string): Promise<TakenJob | undefined> {
     const [row] = await this.rows<TakenJob>(
       `WITH ${relaxedCommit()}, j AS (
          INSERT INTO "Job" (id, "endpointId", "accountId", status, input, webhook, "executionTimeoutMs", "ttlMs", "lowPriority", sync, "createdAt", "expiresAt", "signalDueAt", "modelId", "workerId", "startedAt", seq)
-         VALUES ($1, $2, $3, 'IN_PROGRESS', $4::jsonb, $5, $6::int, $7::int, $8::boolean, true, now(), now() + $7::int * interval '1 millisecond', now(), $9, $10, now(), 1)
+         SELECT $1, $2, $3, 'IN_PROGRESS', $4::jsonb, $5, $6::int, $7::int, $8::boolean, true, now(), now() + $7::int * interval '1 millisecond', now(), $9, $10, now(), 1
+         -- Never to a frozen worker (FlashBoot standby): the caller queues the job instead.
+         WHERE NOT EXISTS (SELECT 1 FROM "Worker" w WHERE w.id = $10 AND w.status = 'STANDBY')
          RETURNING *)
        SELECT ${COLS_LEAN}, j.input FROM j CROSS JOIN relaxed`,
       [...jobValues(job), job.modelId ?? null, workerId],
     );
-    if (!row) throw new Error(`job ${job.id} was not inserted`);
     return row;
   }
 
@@ -169,6 +170,8 @@ export class JobStore extends JobSupervision {
       `WITH ${relaxedCommit()}, picked AS (
          SELECT id FROM "Job"
          WHERE "endpointId" = $1 AND status = 'IN_QUEUE' AND "expiresAt" > now()
+           -- A frozen worker (FlashBoot standby) takes nothing, whatever its take believed when it began.
+           AND NOT EXISTS (SELECT 1 FROM "Worker" w WHERE w.id = $2 AND w.status = 'STANDBY')
          ORDER BY "lowPriority", "createdAt"
          LIMIT $3::int
          FOR UPDATE SKIP LOCKED),
@@ -448,6 +451,8 @@ export class JobStore extends JobSupervision {
       if (w.status === 'PENDING') h.workers.throttled++;
       else if (w.status === 'INITIALIZING') h.workers.initializing++;
       else if (w.status === 'UNHEALTHY') h.workers.unhealthy++;
+      // A FlashBoot standby: frozen, thawed in a moment when work comes (the hosted shape's idle).
+      else if (w.status === 'STANDBY') h.workers.idle++;
       else if (w.status === 'IDLE' || w.status === 'RUNNING') {
         h.workers.ready++;
         if (w.busy) h.workers.running++;

@@ -11,7 +11,11 @@ export const isTerminal = (s: JobStatus): boolean => TERMINAL.includes(s);
 
 /** The NOTIFY channel; payloads are `<kind>:<process tag>:<id>` (kinds below). */
 export const JOB_CHANNEL = 'gantry_jobs';
-export type NotifyKind = 'q' /* endpoint has queued work */ | 'j' /* job changed */ | 's'; /* worker has jobs to stop */
+export type NotifyKind =
+  | 'q' /* endpoint has queued work */
+  | 'j' /* job changed */
+  | 's' /* worker has jobs to stop */
+  | 'w'; /* worker stood by or was thawed (FlashBoot): its takes look at its state again */
 
 /** How long results stay readable after a job finishes (compat.md). */
 export const RETENTION_RUN_MS = 30 * 60_000;

@@ -20,7 +20,7 @@ export interface JobWakeups {
   start(): Promise<void>;
   /** Stops delivering them and wakes every waiter. */
   stop(): Promise<void>;
-  /** 'q': one waiter per wake-up (a queued job needs one taker); 'j' and 's': every waiter. */
+  /** 'q': one waiter per wake-up (a queued job needs one taker); 'j', 's' and 'w': every waiter. */
   watch(kind: NotifyKind, key: string): Waiter;
   wake(kind: NotifyKind, key: string, row?: JobRow): void;
   /** Wakes every waiter (shutdown). */

@@ -19,20 +19,63 @@ export interface TakeOptions {
   max: number;
   /** Ends the wait: the worker hung up, or the API is closing. */
   abort?: AbortSignal;
+  /**
+   * Reads the worker's identity again, past the record cache: called when its state changed while
+   * the take waited (a FlashBoot standby, a thaw). Without it such a take answers no job.
+   */
+  refresh?: () => Promise<WorkerIdentity>;
 }
+
+/** The longest a worker that takes no jobs is held before its empty answer (it must not spin). */
+const NOT_ACCEPTING_HOLD_MS = 5_000;
 
 /**
  * job-take / job-take-batch: jobs at once when any are queued, else holds the long-poll until one
- * is queued (woken by the commit that queued it) or the hold time passes (then none).
+ * is queued (woken by the commit that queued it) or the hold time passes (then none). A change of
+ * the worker's own state (`w` wake-up: it stood by, or was thawed) makes the take look at it again,
+ * so that a frozen worker's waiting take stops taking, and a thawed one takes at once.
  */
 export async function takeJobs(jobs: JobRuntime, worker: WorkerIdentity, opts: TakeOptions): Promise<TakenJob[]> {
   const deadline = Date.now() + jobs.settings.takeHoldMs;
-  if (!worker.acceptsJobs) {
-    // A draining or leaving worker gets nothing; holding keeps it from spinning.
-    await sleep(Math.min(jobs.settings.takeHoldMs, 5_000), opts.abort);
-    return [];
-  }
+  let identity = worker;
   for (;;) {
+    const changed = jobs.wakeups.watch('w', worker.workerId);
+    try {
+      const changedWait = changed.wait(Math.max(0, deadline - Date.now()), opts.abort);
+      let taken: TakenJob[] | 'changed';
+      if (!identity.acceptsJobs) {
+        // A draining, leaving or frozen worker gets nothing; holding keeps it from spinning.
+        const hold = sleep(Math.min(NOT_ACCEPTING_HOLD_MS, jobs.settings.takeHoldMs), opts.abort).then(
+          () => 'held' as const,
+        );
+        const woke = await Promise.race([hold, changedWait.then((r) => (r.woken ? 'changed' : 'held'))]);
+        taken = woke === 'changed' ? 'changed' : [];
+      } else {
+        taken = await takeAccepting(jobs, identity, opts, deadline, changedWait);
+      }
+      if (taken !== 'changed') return taken;
+      if (!opts.refresh || Date.now() >= deadline || opts.abort?.aborted) return [];
+      identity = await opts.refresh();
+    } finally {
+      changed.release();
+    }
+  }
+}
+
+/** The take of a worker that accepts jobs, until it has some, the hold ends, or its state changes. */
+async function takeAccepting(
+  jobs: JobRuntime,
+  worker: WorkerIdentity,
+  opts: TakeOptions,
+  deadline: number,
+  changedWait: Promise<{ woken: boolean }>,
+): Promise<TakenJob[] | 'changed'> {
+  let stateChanged = false;
+  const changedSeen = changedWait.then((r) => {
+    stateChanged = r.woken;
+  });
+  for (;;) {
+    if (stateChanged) return 'changed';
     const waiter = jobs.wakeups.watch('q', worker.endpointId);
     try {
       // A worker asks again right after each result; when nothing was queued since the last empty
@@ -54,7 +97,7 @@ export async function takeJobs(jobs: JobRuntime, worker: WorkerIdentity, opts: T
       const waited = waiter.wait(Math.min(left, REPOLL_MS), opts.abort).then((r) => {
         woken = r.woken;
       });
-      await Promise.race([waited, offer.claimed]);
+      await Promise.race([waited, offer.claimed, changedSeen]);
       const handed = offer.withdraw();
       if (handed) {
         const taken = await handed;

@@ -32,6 +32,8 @@ export interface OrchestrationSettings {
   hostProbeIntervalSec: number;
   /** Probe interval while a host is unreachable. */
   hostRetryIntervalSec: number;
+  /** How long a FLASHBOOT standby stays frozen before it is removed (PRIORITY_FLASHBOOT ones stay). */
+  flashbootStandbySec: number;
 }
 
 export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
@@ -53,6 +55,7 @@ export const DEFAULT_ORCHESTRATION_SETTINGS: OrchestrationSettings = {
   surgeWaitSec: 30,
   hostProbeIntervalSec: 60,
   hostRetryIntervalSec: 10,
+  flashbootStandbySec: 3600,
 };
 
 /** Parses GANTRY_ORCHESTRATION: a JSON object overriding some of the settings. */

@@ -30,6 +30,11 @@ export interface PlatformSettings {
   limits: SurfaceLimits;
   /** Orchestration timings (GANTRY_ORCHESTRATION). */
   orchestration: OrchestrationSettings;
+  /**
+   * On how many hosts a new release's image is pulled ahead of its first worker (GANTRY_PREPULL_HOSTS,
+   * default 2), the best-ranked for placement first; 0 pulls nothing ahead (activities/image-prepull.ts).
+   */
+  prepullHosts: number;
   /** Apps: the runtime image of deployed Python code and where hosts cache artifacts (GANTRY_RUNTIME_*, GANTRY_ARTIFACT_CACHE_DIR). */
   apps: AppSettings;
   /** Public models' output files: URL lifetime and purge interval (GANTRY_OUTPUT_URL_TTL_MS, GANTRY_OUTPUT_PURGE_INTERVAL_MS). */

@@ -4,6 +4,7 @@ import { hashKey } from '../accounts/auth.ts';
 import { DomainError, forbidden } from '../errors.ts';
 import { randomString } from '../shared/ids.ts';
 import { recordCachesOf, type RecordCaches } from '../shared/record-cache.ts';
+import { NO_JOB_WORKER_STATUSES } from './status.ts';
 
 /**
  * Worker credentials: each worker container gets its own key (RUNPOD_AI_API_KEY), sent back on every
@@ -17,7 +18,7 @@ const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 export interface WorkerIdentity {
   workerId: string;
   endpointId: string;
-  /** False once the worker is draining, unhealthy, stopped or asked to exit: it gets no new jobs. */
+  /** False once the worker is draining, unhealthy, stopped, standing by or asked to exit: it gets no new jobs. */
   acceptsJobs: boolean;
 }
 
@@ -74,7 +75,7 @@ export async function authenticateWorker(
     });
     if (!w || !w.endpointId) return undefined;
     const acceptsJobs =
-      w.desiredStatus === 'RUNNING' && !['DRAINING', 'STOPPED', 'FAILED', 'UNHEALTHY'].includes(w.status);
+      w.desiredStatus === 'RUNNING' && !(NO_JOB_WORKER_STATUSES as readonly string[]).includes(w.status);
     return { workerId: w.id, endpointId: w.endpointId, acceptsJobs };
   });
   if (!identity) throw new DomainError('unauthenticated', 'invalid worker credential');

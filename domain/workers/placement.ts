@@ -257,3 +257,49 @@ function cpuFits(want: CpuReservation, host: PlacementHost, onHost: readonly Pla
   }
   return vcpus <= host.cpuCount * factor && memoryMb <= host.memoryMb * factor;
 }
+
+/** A FlashBoot standby as eviction sees it: what it holds, its mode and since when it stands by. */
+export interface StandbyWorker extends PlacedWorker {
+  id: string;
+  /** PRIORITY_FLASHBOOT: evicted after every FLASHBOOT standby that would do. */
+  priority: boolean;
+  /** When it froze (ms since the epoch): the oldest goes first. */
+  since: number;
+}
+
+/**
+ * Placement that may evict FlashBoot standbys (docs/endpoints.md, "FlashBoot"). A standby's room is
+ * reclaimable: when no host fits the worker with every standby in place, standbys are taken away in
+ * eviction order (FLASHBOOT before PRIORITY_FLASHBOOT, then the oldest first) until one host fits,
+ * and only those on the chosen host go. Running and starting workers (`workers`) are never evicted.
+ */
+export function placeEvicting(
+  request: PlacementRequest,
+  hosts: readonly PlacementHost[],
+  workers: readonly PlacedWorker[],
+  standbys: readonly StandbyWorker[],
+): { placement: Placement; evict: string[] } {
+  const first = placeWorker(request, hosts, [...workers, ...standbys]);
+  if (first.ok || standbys.length === 0) return { placement: first, evict: [] };
+  const order = [...standbys].sort(
+    (a, b) => Number(a.priority) - Number(b.priority) || a.since - b.since || (a.id < b.id ? -1 : 1),
+  );
+  for (let n = 1; n <= order.length; n++) {
+    const gone = new Set(order.slice(0, n).map((s) => s.id));
+    const p = placeWorker(request, hosts, [...workers, ...standbys.filter((s) => !gone.has(s.id))]);
+    if (!p.ok) continue;
+    // The other hosts are as full as they were without evictions: only the chosen host's standbys
+    // may need to go, and of those only the ones whose room the worker takes (not a standby on
+    // another pool's GPU, or a CPU standby for a GPU worker). The most protected are kept first.
+    let evict = order.slice(0, n).filter((s) => s.hostId === p.hostId);
+    for (const s of [...evict].reverse()) {
+      const fewer = evict.filter((e) => e.id !== s.id);
+      const q = placeWorker(request, hosts, [...workers, ...standbys.filter((x) => !fewer.some((e) => e.id === x.id))]);
+      if (q.ok && q.hostId === p.hostId) evict = fewer;
+    }
+    const kept = standbys.filter((s) => !evict.some((e) => e.id === s.id));
+    const placement = placeWorker(request, hosts, [...workers, ...kept]);
+    return placement.ok ? { placement, evict: evict.map((s) => s.id) } : { placement: p, evict: [...gone] };
+  }
+  return { placement: first, evict: [] };
+}

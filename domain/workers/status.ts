@@ -12,6 +12,7 @@ export const LIVE_WORKER_STATUSES = [
   'RUNNING',
   'UNHEALTHY',
   'DRAINING',
+  'STANDBY',
 ] as const satisfies readonly WorkerStatus[];
 
 export const isLiveWorker = (status: WorkerStatus | string): boolean =>
@@ -24,10 +25,20 @@ export const liveWorker: { status: { in: WorkerStatus[] } } = { status: { in: [.
 export const FINAL_WORKER_STATUSES_SQL = FINAL_WORKER_STATUSES.map((s) => `'${s}'`).join(', ');
 
 /**
- * Live workers that are not on their way out: every live state but DRAINING (a draining worker
- * takes no new work). An endpoint with none of these has nothing to serve its next job.
+ * Live workers that can serve: every live state but DRAINING (a draining worker takes no new work)
+ * and STANDBY (frozen until its endpoint thaws it). An endpoint with none of these has nothing to
+ * serve its next job: the job wakes its autoscaler, which thaws a standby or starts a worker.
  */
-export const SERVING_WORKER_STATUSES = LIVE_WORKER_STATUSES.filter((s) => s !== 'DRAINING');
+export const SERVING_WORKER_STATUSES = LIVE_WORKER_STATUSES.filter((s) => s !== 'DRAINING' && s !== 'STANDBY');
+
+/** Worker states that take no job: on the way out, gone, unwell, or frozen (FlashBoot standby). */
+export const NO_JOB_WORKER_STATUSES = [
+  'DRAINING',
+  'STOPPED',
+  'FAILED',
+  'UNHEALTHY',
+  'STANDBY',
+] as const satisfies readonly WorkerStatus[];
 
 /** Prisma `where` fragment: the worker is live and not draining. */
 export const servingWorker: { status: { in: WorkerStatus[] } } = { status: { in: [...SERVING_WORKER_STATUSES] } };

@@ -154,6 +154,16 @@ export function managedContainers(hostId: string): ManagedContainerInfo[] {
     });
 }
 
+/** A worker container's state on this machine's Podman (the test hosts' runtime): running, paused, exited, or gone. */
+export function containerState(workerId: string): string {
+  const r = spawnSync(
+    'podman',
+    ['inspect', '--type', 'container', '--format', '{{.State.Status}}', `gantry-${workerId}`],
+    { encoding: 'utf8' },
+  );
+  return r.status === 0 ? r.stdout.trim() : 'gone';
+}
+
 /** The host's pod volumes on this machine's Podman. */
 export function podVolumes(hostId: string): string[] {
   const r = spawnSync('podman', ['volume', 'ls', '--quiet'], { encoding: 'utf8' });

@@ -15,6 +15,8 @@ import { call, startTestPlatform, type TestPlatform } from '../support/platform.
 import { freePort } from '../support/ports.ts';
 
 const PROBLEM = /^application\/problem\+json/;
+/** A worker list's summary with no worker. */
+const NO_WORKERS = { running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, standby: 0, total: 0 };
 
 describe('serverless endpoints: update, delete, workers, releases', () => {
   let p: TestPlatform;
@@ -351,21 +353,14 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       diff: [{ field: 'image', old: 'registry.local/app:1', new: 'registry.local/app:2' }],
     });
     expect(Date.parse(latest.createdAt)).toBeGreaterThan(Date.now() - 60_000);
-    expect(first).toMatchObject({
-      version: 1,
-      status: 'SUPERSEDED',
-      workerCount: 2,
-      workers: { running: 2, total: 2 },
-      diff: [],
-    });
+    const superseded = { status: 'SUPERSEDED', workerCount: 2, workers: { running: 2, total: 2 }, diff: [] };
+    expect(first).toMatchObject({ version: 1, ...superseded });
 
     const w = await call(p.url, 'GET', `/v2/serverless/${ep.id}/workers`, { key: p.adminKey });
-    expect(w.status).toBe(200);
-    expect(w.body.endpointVersion).toBe(2);
-    expect(w.body.summary).toEqual({ running: 2, idle: 1, initializing: 1, throttled: 1, unhealthy: 0, total: 5 });
+    expect([w.status, w.body.endpointVersion]).toEqual([200, 2]);
+    expect(w.body.summary).toEqual({ ...NO_WORKERS, running: 2, idle: 1, initializing: 1, throttled: 1, total: 5 });
     expect(w.body.workers).toHaveLength(5);
-    const stale = w.body.workers.filter((x: { isStale: boolean }) => x.isStale);
-    expect(stale).toHaveLength(2);
+    expect(w.body.workers.filter((x: { isStale: boolean }) => x.isStale)).toHaveLength(2);
     expect(w.body.workers[0]).toEqual({
       id: expect.any(String),
       status: 'RUNNING',
@@ -378,6 +373,8 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       dataCenterId: 'dc-test',
       startedAt: started.toISOString(),
       statusReason: null,
+      imageOnHostSince: null,
+      imagePulledAhead: false,
     });
     expect(w.body.workers[0].uptimeSeconds).toBeGreaterThanOrEqual(119);
     expect(w.body.lastFailure).toBeNull(); // a worker of the current release is ready
@@ -396,7 +393,7 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
     expect(fr.body.releases).toHaveLength(1);
     expect((await call(p.url, 'GET', `/v2/serverless/${fresh.id}/workers`, { key: p.adminKey })).body).toEqual({
       endpointVersion: 1,
-      summary: { running: 0, idle: 0, initializing: 0, throttled: 0, unhealthy: 0, total: 0 },
+      summary: NO_WORKERS,
       workers: [],
       lastFailure: null,
       workerProblem: null,

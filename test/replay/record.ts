@@ -14,6 +14,7 @@ import {
   getScalingStatus,
   getSpec,
   hostWorkflowId,
+  imagePrepullWorkflowId,
   jobChanged,
   jobWorkflowId,
   probeHostNow,
@@ -23,6 +24,7 @@ import {
   rolloutWorkflowId,
   updateSpec,
   workerWorkflowId,
+  type ImagePrepullWorkflow,
   type JobSnapshot,
 } from '../../contracts/workflows.ts';
 import type { EndpointRunInput } from '../../workflows/endpoint.ts';
@@ -37,6 +39,7 @@ import {
   jobWorld,
   liveStatuses,
   patchMarked,
+  prepullWorld,
   purgeWorld,
   record,
   recordMany,
@@ -230,6 +233,38 @@ try {
     await handle.signal(deleteEndpoint);
     await handle.result();
     return workflowId;
+  });
+
+  // FlashBoot (endpoint-flashboot-v1, worker-flashboot-v1): the idle worker stands by frozen, the
+  // next queued job thaws it instead of a start, it stands by again, and the deletion ends it.
+  await recordMany(['endpointWorkflow-v6-flashboot-thaw', 'workerWorkflow-v4-flashboot-standby-thaw'], async () => {
+    const endpointId = 'recorded00000011';
+    const workflowId = endpointWorkflowId(endpointId);
+    world.rows.set(endpointId, { ...defaultRow(endpointId), idleTimeout: 0, flashboot: 'FLASHBOOT' });
+    const handle = await env.client.workflow.signalWithStart('endpointWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ endpointId } satisfies EndpointRunInput],
+      signal: endpointChanged,
+      signalArgs: [],
+    });
+    const mine = () => [...world.workers.entries()].filter(([, w]) => w.endpointId === endpointId);
+    world.queued = 1;
+    await handle.signal(queueNonEmpty);
+    await until('a ready worker', () => mine().some(([, w]) => w.status === 'IDLE'));
+    world.queued = 0;
+    await until('the worker standing by', () => mine().some(([, w]) => w.status === 'STANDBY'));
+    const [workerId] = mine()[0]!;
+    world.queued = 1;
+    await handle.signal(queueNonEmpty);
+    await until('the standby thawed', () => world.workers.get(workerId)!.status === 'IDLE');
+    world.queued = 0;
+    await until('standing by again', () => world.workers.get(workerId)!.status === 'STANDBY');
+    if (mine().length !== 1) throw new Error('a thaw must not start another worker');
+    await handle.signal(deleteEndpoint);
+    await handle.result();
+    await env.client.workflow.getHandle(workerWorkflowId(workerId)).result();
+    return [workflowId, workerWorkflowId(workerId)];
   });
 
   // Runs continued by today's code carry their whole state (workflows/continue-as-new.ts): the last
@@ -455,6 +490,29 @@ try {
       args: [],
     });
     if (result.deleted !== 2_345) throw new Error(`expected 2345 deleted, got ${JSON.stringify(result)}`);
+    return workflowId;
+  });
+
+  // A release's image on the two hosts placement ranks first, started as domain/endpoints/image-prepull.ts
+  // starts it: one pulls it, the other fails for good and is reported, never thrown.
+  await record('imagePrepullWorkflow-v1-two-hosts-one-fails', async () => {
+    const endpointId = 'recorded0000000c';
+    const workflowId = imagePrepullWorkflowId(endpointId, 2);
+    prepullWorld.hostIds = ['host1', 'host2'];
+    prepullWorld.failing.add('host2');
+    const result = await env.client.workflow.execute<ImagePrepullWorkflow>('imagePrepullWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [{ endpointId, version: 2 }],
+      typedSearchAttributes: gantrySearchAttributes('prepull', {
+        endpointId,
+        accountId: 'recordedaccount1',
+        releaseVersion: 2,
+      }),
+      memo: gantryMemo({ endpointName: 'recorded-endpoint-c' }),
+    });
+    if (result.hosts.map((h) => h.ok).join() !== 'true,false')
+      throw new Error(`expected host1 pulled and host2 failed, got ${JSON.stringify(result)}`);
     return workflowId;
   });
 } finally {

@@ -21,6 +21,8 @@ import type { EndpointSpec, JobSnapshot } from '../../contracts/workflows.ts';
 import type { DeployActivities } from '../../activities/deploy.ts';
 import type { JobActivities } from '../../activities/job.ts';
 import type { OutputActivities } from '../../activities/purge-outputs.ts';
+import type { ImagePrepullActivities } from '../../activities/image-prepull.ts';
+import { ApplicationFailure } from '@temporalio/common';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -59,7 +61,7 @@ export const defaultRow = (endpointId: string): EndpointSpec => ({
   timeoutMs: 600_000,
   releaseVersion: 1,
 });
-export const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
+export const liveStatuses = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING', 'STANDBY'];
 export const fastSettings = {
   ...DEFAULT_ORCHESTRATION_SETTINGS,
   autoscaleActiveMs: 200,
@@ -101,7 +103,15 @@ const orchestration: HostActivities &
       workers: workers.map(([id, w]) => {
         const ready = w.status === 'IDLE' || w.status === 'RUNNING';
         const state =
-          w.status === 'DRAINING' ? 'draining' : w.status === 'RUNNING' ? 'busy' : ready ? 'idle' : 'starting';
+          w.status === 'DRAINING'
+            ? 'draining'
+            : w.status === 'STANDBY'
+              ? 'standby'
+              : w.status === 'RUNNING'
+                ? 'busy'
+                : ready
+                  ? 'idle'
+                  : 'starting';
         return { id, status: w.status, hostId: 'host1', ready, releaseVersion: w.releaseVersion, idleForMs: 0, state };
       }),
     };
@@ -143,6 +153,14 @@ const orchestration: HostActivities &
   },
   async removeWorkerContainer() {
     return true;
+  },
+  async freezeWorker(workerId) {
+    world.workers.get(workerId)!.status = 'STANDBY';
+    return { frozen: true, holdMs: null };
+  },
+  async thawStandbyWorker(workerId) {
+    world.workers.get(workerId)!.status = 'IDLE';
+    return { thawed: true };
   },
   async finishWorker(workerId, outcome) {
     world.workers.get(workerId)!.status = outcome.status;
@@ -213,9 +231,28 @@ const outputActivities: OutputActivities = {
   },
 };
 
-const activities: EndpointActivities & typeof orchestration & JobActivities & DeployActivities & OutputActivities = {
+/** The pre-pull workflow's activities: the hosts a scenario ranks, the ones among them whose pull fails for good. */
+export const prepullWorld = { hostIds: [] as string[], failing: new Set<string>() };
+const prepullActivities: ImagePrepullActivities = {
+  async planImagePrepull() {
+    return { image: 'localhost/recorded:1', hostIds: prepullWorld.hostIds, pullTimeoutSec: 60 };
+  },
+  async prepullImage({ hostId }) {
+    if (prepullWorld.failing.has(hostId))
+      throw ApplicationFailure.nonRetryable('could not pull localhost/recorded:1: no such image', 'PullFailed');
+    return { image: 'localhost/recorded:1', outcome: 'pulled' };
+  },
+};
+
+const activities: EndpointActivities &
+  typeof orchestration &
+  JobActivities &
+  DeployActivities &
+  OutputActivities &
+  ImagePrepullActivities = {
   ...deployActivities,
   ...outputActivities,
+  ...prepullActivities,
   async loadEndpointSpec(endpointId) {
     return world.rows.get(endpointId) ?? defaultRow(endpointId);
   },

@@ -15,6 +15,7 @@ import { ensureHostPackages, HOST_PACKAGES, prepareTestHostMachine } from './ssh
 import { ensureTemporalServerBinaries } from './temporal-server.ts';
 import { resolveTemporalTestServer } from './temporal-test-server.ts';
 import { ensureLbWorkerImage, ensureOrchestrationWorkerImage } from './test-image.ts';
+import { ensureImageRegistry } from './image-registry.ts';
 import { ensureVersityGw } from './versitygw.ts';
 
 export interface PrerequisiteStep {
@@ -43,6 +44,10 @@ export function machinePrerequisites(options: { scale: boolean; log: (msg: strin
       run: async () => resolveTemporalTestServer(cacheDir, log),
     },
     { what: 'versitygw, the S3 server of the blob-store tests (Go module proxy)', run: () => ensureVersityGw({ log }) },
+    {
+      what: 'the image registry of the private-image tests (Go module proxy)',
+      run: () => ensureImageRegistry({ log }),
+    },
     { what: 'Python 3.11 base image (debootstrap bookworm)', run: () => ensurePythonBaseImage('3.11', { log }) },
     {
       what: 'Python 3.11 base image with numpy (the GPU runtime of the deploy tests)',

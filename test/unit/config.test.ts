@@ -67,6 +67,7 @@ describe('loadConfig', () => {
       GANTRY_ORCHESTRATION: '{"watchIntervalSec": 2}',
       GANTRY_LB_HEALTH: '{"intervalMs": 300}',
       GANTRY_JOB_RATE_LIMITS: 'minute=5',
+      GANTRY_PREPULL_HOSTS: '0',
       NODE_ENV: 'development',
     });
     expect(c.settings).toMatchObject({
@@ -75,9 +76,10 @@ describe('loadConfig', () => {
       jobs: { takeHoldMs: 1500, maxQueuedPerEndpoint: 7, pingIntervalMs: 10_000, lostAfterMs: 30_000 },
       orchestration: { watchIntervalSec: 2, pingIntervalMs: 10_000 },
       limits: { jobs: { minute: 5 } },
+      prepullHosts: 0,
       stackTraces: true,
     });
-    expect(loadConfig({}).settings.stackTraces).toBe(false);
+    expect(loadConfig({}).settings).toMatchObject({ stackTraces: false, prepullHosts: 2 });
   });
 
   it('gives workers one ping interval, which worker-loss detection uses too', () => {

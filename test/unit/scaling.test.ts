@@ -154,3 +154,25 @@ describe('nextCheckMs', () => {
     expect(nextCheckMs({ workers: [], queue: queue({ queuedLowPriority: 1 }) }, 1000, 30_000)).toBe(1000);
   });
 });
+
+describe('FlashBoot standbys in the autoscaler', () => {
+  it('are not live: a queued job at zero live workers asks for a start (the endpoint thaws a standby for it)', () => {
+    const d = decideScaling(
+      input({ queue: queue({ queued: 1, oldestQueuedAgeMs: 10 }), workers: [w('s', 'standby'), w('t', 'standby')] }),
+    );
+    expect(d).toMatchObject({ desired: 1, start: 1, drain: [] });
+  });
+
+  it('are never drained for idleness, nor counted against workers.max', () => {
+    const d = decideScaling(
+      input({ workersMax: 1, workers: [w('s', 'standby', 999_999), w('a', 'busy')], queue: queue({ inProgress: 1 }) }),
+    );
+    expect(d.drain).toEqual([]);
+    expect(d.start).toBe(0);
+  });
+
+  it('leave the autoscaler at rest', () => {
+    expect(nextCheckMs({ workers: [w('s', 'standby')], queue: queue() }, 1000, 30_000)).toBe(30_000);
+    expect(nextCheckMs({ workers: [w('s', 'standby'), w('a', 'starting')], queue: queue() }, 1000, 30_000)).toBe(1000);
+  });
+});

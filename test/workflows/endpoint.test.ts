@@ -295,3 +295,45 @@ describe('continue-as-new keeps everything (continueAsNewEvery: step)', () => {
     });
   });
 });
+
+describe('FlashBoot in the endpoint and worker workflows', () => {
+  it('a FLASHBOOT standby expires after flashbootStandbySec, a PRIORITY_FLASHBOOT one stays; a job thaws it instead of a start', async () => {
+    await bed.scenario(async ({ env, world, taskQueue, advanceUntil }) => {
+      for (const [endpointId, flashboot] of [
+        ['fb', 'FLASHBOOT'],
+        ['prio', 'PRIORITY_FLASHBOOT'],
+      ] as const) {
+        world.addEndpoint({ endpointId, workersMin: 0, workersMax: 1, idleTimeout: 5, flashboot });
+        await startEndpoint(env.client, taskQueue, endpointId);
+        world.endpoints.get(endpointId)!.queued = 1;
+        await signalLiveRun(env.client.workflow.getHandle(endpointWorkflowId(endpointId)), queueNonEmpty);
+        await advanceUntil(`${endpointId}: a ready worker`, () =>
+          world.live(endpointId).some((w) => w.status === 'IDLE'),
+        );
+        world.endpoints.get(endpointId)!.queued = 0;
+        await advanceUntil(`${endpointId}: standing by`, () =>
+          world.live(endpointId).some((w) => w.status === 'STANDBY'),
+        );
+      }
+      const [prio] = world.live('prio');
+      // A job at zero live workers thaws the standby: no new start.
+      const starts = world.starts.length;
+      world.endpoints.get('prio')!.queued = 1;
+      await signalLiveRun(env.client.workflow.getHandle(endpointWorkflowId('prio')), queueNonEmpty);
+      await advanceUntil('the standby thawed', () => world.workers.get(prio!.id)!.status === 'IDLE');
+      expect(world.starts.length).toBe(starts);
+      world.endpoints.get('prio')!.queued = 0;
+      await advanceUntil('standing by again', () => world.workers.get(prio!.id)!.status === 'STANDBY');
+
+      await advanceUntil(
+        'the FLASHBOOT standby expired',
+        () => world.live('fb').length === 0,
+        testSettings.flashbootStandbySec * 1000 + 120_000,
+      );
+      expect([...world.workers.values()].find((w) => w.endpointId === 'fb')!.statusReason).toMatch(
+        /standby expired after 3600 s/,
+      );
+      expect(world.workers.get(prio!.id)!.status).toBe('STANDBY');
+    });
+  });
+});

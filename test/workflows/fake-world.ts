@@ -21,7 +21,8 @@ import {
   type JobSnapshot,
 } from '../../contracts/workflows.ts';
 
-export type FakeWorkerStatus = 'PENDING' | 'INITIALIZING' | 'IDLE' | 'RUNNING' | 'DRAINING' | 'STOPPED' | 'FAILED';
+export type FakeWorkerStatus =
+  'PENDING' | 'INITIALIZING' | 'IDLE' | 'RUNNING' | 'DRAINING' | 'STANDBY' | 'STOPPED' | 'FAILED';
 
 export interface FakeWorker {
   id: string;
@@ -50,7 +51,7 @@ export interface FakeRelease {
   reason?: string;
 }
 
-const LIVE: readonly FakeWorkerStatus[] = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING'];
+const LIVE: readonly FakeWorkerStatus[] = ['PENDING', 'INITIALIZING', 'IDLE', 'RUNNING', 'DRAINING', 'STANDBY'];
 
 /**
  * Orchestration timings of the tests: production's, with a shorter deadline for a release's first
@@ -203,11 +204,13 @@ export class FakeWorld {
             const state =
               w.status === 'DRAINING'
                 ? 'draining'
-                : w.status === 'IDLE'
-                  ? 'idle'
-                  : w.status === 'RUNNING'
-                    ? 'busy'
-                    : 'starting';
+                : w.status === 'STANDBY'
+                  ? 'standby'
+                  : w.status === 'IDLE'
+                    ? 'idle'
+                    : w.status === 'RUNNING'
+                      ? 'busy'
+                      : 'starting';
             return {
               id: w.id,
               status: w.status,
@@ -281,6 +284,26 @@ export class FakeWorld {
       },
       removeWorkerContainer: async () => {
         return true;
+      },
+      // FlashBoot, as activities/worker-standby.ts decides it from the row.
+      freezeWorker: async (workerId: string) => {
+        const w = this.worker(workerId);
+        const spec = this.endpoints.get(w.endpointId)!.spec;
+        if (!spec.flashboot || spec.flashboot === 'OFF' || w.releaseVersion !== spec.releaseVersion)
+          return { frozen: false as const, busy: false, reason: 'FlashBoot is off' };
+        w.status = 'STANDBY';
+        return {
+          frozen: true as const,
+          holdMs: spec.flashboot === 'PRIORITY_FLASHBOOT' ? null : testSettings.flashbootStandbySec * 1000,
+        };
+      },
+      thawStandbyWorker: async (workerId: string) => {
+        const w = this.worker(workerId);
+        if (w.status !== 'STANDBY')
+          return { thawed: false as const, evicted: true, reason: w.statusReason ?? `it is ${w.status}` };
+        w.status = 'IDLE';
+        w.idleSince = await this.now();
+        return { thawed: true as const };
       },
       finishWorker: async (workerId: string, outcome: { status: 'STOPPED' | 'FAILED'; reason: string }) => {
         const w = this.worker(workerId);
