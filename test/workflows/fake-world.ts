@@ -61,6 +61,8 @@ const LIVE: readonly FakeWorkerStatus[] = ['PENDING', 'INITIALIZING', 'IDLE', 'R
 export const testSettings: OrchestrationSettings = {
   ...DEFAULT_ORCHESTRATION_SETTINGS,
   releaseReadyDeadlineSec: 120,
+  // A FLASHBOOT standby's hold, short: the time-skipping server walks every autoscaler look of it.
+  flashbootStandbySec: 300,
 };
 
 export class FakeWorld {
