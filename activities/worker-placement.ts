@@ -128,6 +128,12 @@ export async function endpointsUnplaceable(tx: Tx, endpointIds: string[]): Promi
   return reasons;
 }
 
+/**
+ * Serializes every decision over hosts' room for the rest of the transaction: placement here, and
+ * the FlashBoot freeze and thaw (worker-standby.ts), so that a standby is thawed or evicted, never both.
+ */
+export const lockPlacement = (tx: Tx) => tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
+
 export interface PlacementResult {
   placed: boolean;
   hostId?: string;
@@ -169,7 +175,7 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
     async placeWorker(workerId: string, options: { avoidHostIds?: string[] } = {}): Promise<PlacementResult> {
       const result = await db.$transaction(
         async (tx) => {
-          await tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
+          await lockPlacement(tx);
           const worker = await tx.worker.findUnique({
             where: { id: workerId },
             include: { endpoint: true, pod: true },

@@ -6,12 +6,14 @@
  *
  * Freeze and thaw take the placement lock: a standby is thawed or evicted, never both.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { JOB_CHANNEL } from '../domain/jobs/index.ts';
 import { lbWorkerInFlight } from '../domain/load-balancing/index.ts';
 import { meterWorker } from '../domain/billing/index.ts';
 import type { Prisma } from '../generated/prisma/client.ts';
 import { containerNameOf, pauseContainer, unpauseContainer } from '../hostctl/containers.ts';
 import { hostHandle, type OrchestrationRuntime } from './orchestration-runtime.ts';
+import { lockPlacement } from './worker-placement.ts';
 
 export type FreezeResult =
   | {
@@ -28,10 +30,6 @@ const LB_LET_GO_MS = 10_000;
 
 /** The reason a standby's row shows. */
 export const STANDBY_REASON = 'standing by (FlashBoot): frozen on its host until its endpoint needs it';
-
-/** Takes the lock placement takes (worker-placement.ts), for the rest of the transaction. */
-export const lockPlacement = (tx: Prisma.TransactionClient) =>
-  tx.$executeRaw`select pg_advisory_xact_lock(hashtext('gantry.placement'))`;
 
 /** Wakes the worker's waiting takes in every API process: they read its state again (worker-protocol.ts). */
 const notifyWorkerChanged = (tx: Prisma.TransactionClient, workerId: string) =>
@@ -93,7 +91,7 @@ export function createWorkerStandbyActivities(rt: OrchestrationRuntime) {
       // A load-balancing worker: the proxies drop it at their next look; what they sent it finishes.
       if (decided.loadBalancing) {
         const until = Date.now() + LB_LET_GO_MS;
-        while ((await inFlight(workerId, true)) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+        while ((await inFlight(workerId, true)) > 0 && Date.now() < until) await sleep(100);
         if ((await inFlight(workerId, true)) > 0) {
           await unfreeze(workerId);
           return { frozen: false, busy: true, reason: 'it kept serving requests' };
