@@ -275,10 +275,10 @@ describe('GraphQL pods on real containers', () => {
     );
     expect(podVolumes(hostId)).not.toContain(volume);
 
-    // The running time of each of its three containers stays metered (pod usage: no endpoint) after
-    // the pod and its worker rows are gone.
+    // The running time of each of its containers (three, or more where a start under load was retried)
+    // stays metered (pod usage: no endpoint) after the pod and its worker rows are gone.
     const usage = await p.ctx.db.usageRecord.findMany({ where: { workerId: { in: workerIds } } });
-    expect(workerIds).toHaveLength(3);
+    expect(workerIds.length).toBeGreaterThanOrEqual(3);
     expect(usage.map((u) => u.workerId).sort()).toEqual([...workerIds].sort());
     for (const u of usage) {
       expect(u.endpointId).toBeNull();
