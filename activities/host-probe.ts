@@ -62,6 +62,8 @@ export interface ContainerRuntimeInfo {
   storageDriver: string | undefined;
   /** File system under the storage and its mount options (`xfs rw,prjquota`). */
   storageFs: string | undefined;
+  /** Docker only: whether the daemon's rules keep its networks apart. */
+  walls?: DockerWalls;
 }
 
 /**
@@ -89,6 +91,57 @@ export function diskLimitOf(
   return {
     method: 'watchdog',
     why: `${runtime.name}'s ${driver} storage on ${fsType}${fsType === 'xfs' && !quotas ? ' without project quotas' : ''} has no size option`,
+  };
+}
+
+/**
+ * Whether a Docker daemon keeps Gantry's networks apart: the walls between tenants on a Docker host
+ * are the daemon's own iptables rules (hostctl/networks.ts), read here from the nat table of each
+ * iptables backend the host has (Docker writes to the one its `iptables` is, as Gantry does).
+ * - `iptables: 'off'`: the listing worked and has no `DOCKER` chain: the daemon runs with
+ *   `--iptables=false` (or is rootless, its rules in a namespace of its own), so its bridges are not
+ *   isolated from each other and one tenant's container reaches another's.
+ * - `userlandProxy: true`: the nat OUTPUT jump to `DOCKER` skips `127.0.0.0/8`, which libnetwork
+ *   writes only with its userland proxy on (no hairpin NAT). Then a packet from a bridge to a
+ *   published port of the host is not DNAT'ed (the chain RETURNs for every bridge) but delivered
+ *   to docker-proxy, which opens its own connection to the container from the host: past the
+ *   isolation of networks, so any tenant's container reaches every published port (checked on
+ *   20.10: test/integration/docker-walls.test.ts). `--userland-proxy=false` closes it. undefined
+ *   until the daemon has a bridge network (`--bridge=none` and none made yet).
+ */
+// A type, not an interface: it is stored as JSON (Host.probe).
+export type DockerWalls = {
+  iptables: 'on' | 'off' | 'unknown';
+  userlandProxy: boolean | undefined;
+  /** What keeps the daemon from walling tenants apart, and how to fix it; undefined when nothing known does. */
+  problem: string | undefined;
+};
+
+/** Reads DockerWalls from the probe's `firewall=` and `nat:<backend>=` lines of a Docker runtime. */
+export function dockerWallsOf(kv: Map<string, string>): DockerWalls {
+  const driver = /"Driver"\s*:\s*"([^"]*)"/.exec(kv.get('firewall') ?? '')?.[1];
+  const listings = [...kv.entries()]
+    .filter(([k, v]) => k.startsWith('nat:') && v !== 'unreadable')
+    .map(([, v]) => v.split(';').map((l) => l.trim()));
+  // Docker's nftables firewall backend (newer daemons, opt-in) writes no iptables rules: not judged here.
+  if ((driver && !driver.startsWith('iptables')) || listings.length === 0)
+    return { iptables: 'unknown', userlandProxy: undefined, problem: undefined };
+  const rules = listings.flat();
+  if (!rules.includes('-N DOCKER'))
+    return {
+      iptables: 'off',
+      userlandProxy: undefined,
+      problem:
+        'the Docker daemon manages no iptables rules (it runs with --iptables=false, or rootless): its bridge networks are not isolated from each other, so one tenant\'s containers could reach another\'s; run dockerd with iptables on (the default: remove "iptables": false from /etc/docker/daemon.json) and restart it',
+    };
+  const jumps = rules.filter((r) => /^-A OUTPUT .*-j DOCKER$/.test(r));
+  const userlandProxy = jumps.length === 0 ? undefined : jumps.some((r) => /! -d 127\.0\.0\.0\/8/.test(r));
+  return {
+    iptables: 'on',
+    userlandProxy,
+    problem: userlandProxy
+      ? "the Docker daemon's userland proxy is on: docker-proxy answers a published port for containers on every network, so one tenant's container reaches another's published ports through the host's address, past Docker's isolation of networks; set \"userland-proxy\": false in /etc/docker/daemon.json (or dockerd --userland-proxy=false) and restart the daemon"
+      : undefined,
   };
 }
 
@@ -173,6 +226,20 @@ for rt in docker podman; do
       echo "root=$root"
       echo "runtimes=$(t 15 docker info --format '{{range $k, $v := .Runtimes}}{{$k}} {{end}}' 2>/dev/null)"
       echo "driver=$(t 15 docker info --format '{{.Driver}}' 2>/dev/null)"
+      # Docker's walls between networks are its own iptables rules (dockerWallsOf): the nat table's
+      # DOCKER chain and the jumps to it, as each iptables backend here lists them.
+      echo "firewall=$(t 15 docker info --format '{{json .FirewallBackend}}' 2>/dev/null)"
+      for ipt in iptables iptables-nft iptables-legacy; do
+        command -v "$ipt" >/dev/null 2>&1 || continue
+        # Listing a legacy table makes it: a legacy nat table that is not there has no rules to read.
+        case $("$ipt" -V 2>/dev/null) in *nf_tables*) ;; *)
+          [ -r /proc/net/ip_tables_names ] || { echo "nat:$ipt=unreadable"; continue; }
+          grep -qx nat /proc/net/ip_tables_names || { echo "nat:$ipt="; continue; } ;;
+        esac
+        if n=$(t 15 "$ipt" -w 5 -t nat -S 2>/dev/null); then
+          echo "nat:$ipt=$(printf '%s\n' "$n" | grep -E -- '^-N DOCKER$|-j DOCKER$' | tr '\n' ';')"
+        else echo "nat:$ipt=unreadable"; fi
+      done
     fi
   else
     if root=$(t 30 podman info --format '{{.Store.GraphRoot}}' 2>/dev/null) && [ -n "$root" ]; then
@@ -300,6 +367,9 @@ export function parseProbeOutput(output: string): HostProbe {
       dockerRuntimes: (kv.get('runtimes') ?? '').split(/\s+/).filter(Boolean),
       storageDriver: kv.get('driver') || undefined,
       storageFs: kv.get('fs') || undefined,
+      ...(name === 'docker' && kv.get('usable') === '1' && !/podman/i.test(versionText)
+        ? { walls: dockerWallsOf(kv) }
+        : {}),
     });
   }
   const realDocker = runtimes.find((r) => r.name === 'docker' && r.usable && !r.podmanWrapper);

@@ -52,6 +52,7 @@ function probeDetails(probe: HostProbe): object {
     cudaVersion: probe.cudaVersion ?? null,
     gpuError: probe.gpuError ?? null,
     gpuHint: probe.gpuPassthrough.hint ?? null,
+    wallsHint: probe.containerRuntime?.walls?.problem ?? null,
     cdiDevices: probe.gpuPassthrough.cdiDevices.length,
     storage: probe.containerRuntime
       ? { driver: probe.containerRuntime.storageDriver ?? null, fs: probe.containerRuntime.storageFs ?? null }
@@ -182,12 +183,19 @@ export function createHostActivities(rt: OrchestrationRuntime) {
         );
       }
       const runtime = probe.containerRuntime;
-      const found = runtime
-        ? { status: 'READY' as const, statusReason: null }
-        : {
+      // A Docker daemon that does not wall tenants apart gets no workers, unless the operator said so.
+      const unwalled = rt.platform.allowUnwalledDocker ? undefined : runtime?.walls?.problem;
+      const found = !runtime
+        ? {
             status: 'PENDING' as const,
             statusReason: 'no usable container runtime: install Podman or Docker on the host',
-          };
+          }
+        : unwalled
+          ? {
+              status: 'PENDING' as const,
+              statusReason: `${unwalled} (GANTRY_ALLOW_UNWALLED_DOCKER=true accepts such hosts: docs/hosts.md)`,
+            }
+          : { status: 'READY' as const, statusReason: null };
       return recordStatus(
         hostId,
         found,

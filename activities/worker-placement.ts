@@ -76,8 +76,15 @@ export async function placementHosts(tx: Tx, hosts: Host[], pod: { gpuTypeId: st
       memoryMb: h.memoryMb,
       // Its label; without one 1, or on the local host room for the templates' CPU workers.
       cpuOvercommit: cpuOvercommitOf(h),
+      cudaVersion: cudaVersionOf(h),
     };
   });
+}
+
+/** The CUDA version the host's last probe read (activities/host.ts keeps it in `probe`); null: unknown. */
+function cudaVersionOf(h: Host): string | null {
+  const v = (h.probe as { cudaVersion?: unknown } | null)?.cudaVersion;
+  return typeof v === 'string' && v !== '' ? v : null;
 }
 
 /** A CPU endpoint's instance (vCPUs and memory its workers reserve); GPU endpoints reserve none. */
@@ -98,6 +105,7 @@ export function endpointRequest(
     dataCenterIds: e.dataCenterIds,
     avoidHostIds,
     countries: e.locations.split(',').filter(Boolean),
+    cuda: { allowed: e.allowedCudaVersions, min: e.minCudaVersion },
     ...(onlyHostIds ? { onlyHostIds } : {}),
     ...(cpu ? { cpu: { vcpus: cpu.vcpus, memoryMb: cpu.memoryGb * 1024 } } : {}),
   };
@@ -227,6 +235,7 @@ export function createWorkerPlacementActivities(rt: OrchestrationRuntime) {
                 gpuCount: pod.gpuCount,
                 dataCenterIds: [],
                 avoidHostIds: volumeHostId ? [] : (options.avoidHostIds ?? []),
+                cuda: { allowed: pod.allowedCudaVersions, min: pod.minCudaVersion },
                 ...(volumes.onlyHostIds ? { onlyHostIds: volumes.onlyHostIds } : {}),
               }
             : endpointRequest(e!, volumes.onlyHostIds, options.avoidHostIds ?? []);

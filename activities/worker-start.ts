@@ -49,6 +49,13 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
 
   type WorkerRow = Awaited<ReturnType<typeof workerRow>>;
 
+  /** `PUBLIC_KEY`: the account's keys (updateUserSettings), one a line; none when the pod sets its own. */
+  async function podPublicKey(accountId: string, env: Record<string, string>): Promise<Record<string, string>> {
+    if ('PUBLIC_KEY' in env) return {};
+    const account = await db.account.findUnique({ where: { id: accountId }, select: { pubKey: true } });
+    return account?.pubKey ? { PUBLIC_KEY: account.pubKey } : {};
+  }
+
   /**
    * A pod's container: its own image, command, environment and disk, its exposed ports published on
    * the worker's block of host ports (always on a bridge network: a pod does not speak the worker
@@ -81,11 +88,15 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
     ports.forEach((p, i) => {
       if (p.protocol !== 'udp' && w.hostPort) platform[`RUNPOD_TCP_PORT_${p.port}`] = String(w.hostPort + i);
     });
+    const env = { ...(pod.env as Record<string, string>), ...platform };
     const spec: ContainerSpec = {
       name,
       image: pod.imageName,
       args: splitArgs(pod.dockerArgs),
-      env: { ...(pod.env as Record<string, string>), ...platform },
+      env,
+      // The account's SSH keys as the hosted service gives them, for the image's start-up to put in
+      // authorized_keys; read at each start, so a resumed or replaced container has the current ones.
+      publicEnv: await podPublicKey(pod.accountId, env),
       labels: {
         [POD_LABEL]: pod.id,
         [LABELS.worker]: w.id,
@@ -224,7 +235,11 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         protocol.GANTRY_ARTIFACT_CACHE = ARTIFACT_CACHE_MOUNT;
         binds.push({ source: `${rt.platform.apps.artifactCacheDir}/${e.accountId}`, path: ARTIFACT_CACHE_MOUNT });
       }
-      const publish: string[] = [];
+      // Nothing of an endpoint worker is published on its host but what the platform itself reaches:
+      // a load-balancing worker's app port, for the proxy (which checks the key). A queue worker's
+      // `ports` are not published at all (it takes its jobs from the queue; as on the hosted
+      // service, nothing outside reaches it), nor a load-balancing worker's other ports: a port on
+      // the host's address would be reachable past every key check, and no answer would say where.
       const publishFixed: string[] = [];
       if (e.type === 'LOAD_BALANCING') {
         // The app keeps its own port; the proxy reaches it on the worker's host port.
@@ -233,7 +248,6 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         protocol.PORT_HEALTH = String(appPort);
         publishFixed.push(`${w.hostPort}:${appPort}`);
       }
-      for (const p of config.ports) publish.push(`${p.split('/')[0]}/${p.endsWith('/udp') ? 'udp' : 'tcp'}`);
       const cpu = w.cpuFlavorId ? recordedCpuInstance(w.cpuFlavorId) : undefined;
       const spec: ContainerSpec = {
         name,
@@ -248,14 +262,16 @@ export function createWorkerStartActivities(rt: OrchestrationRuntime) {
         },
         network: network.name,
         publishAddress: await publishAddressOf(w.host.address),
-        publish,
-        publishFixed: [...new Set(publishFixed)],
+        publish: [],
+        publishFixed,
         gpuUuids: w.gpuUuids,
         gpuMethod: (w.host.gpuMethod ?? 'none') as ContainerSpec['gpuMethod'],
         // The runtime's size option where the host's storage has quotas; elsewhere the watchdog (inspectWorker).
         diskGb: w.host.diskLimitMethod === 'storage-opt' ? config.disk : undefined,
         // The instance the worker was placed (and reserved) with, not the endpoint's current one.
         ...(cpu ? { cpus: cpu.vcpus, memoryGb: cpu.memoryGb } : {}),
+        // Always the hosted service's serverless path, whatever the template's volumeMountPath says
+        // (that one is a pod's): worker code written for that service opens /runpod-volume/...
         ...(await networkVolumeMount(db, e.networkVolumeIds, w.host, ENDPOINT_VOLUME_MOUNT)),
       };
       if (binds.length > 0) spec.binds = [...(spec.binds ?? []), ...binds];

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer, type Server as TlsServer } from 'node:https';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { DomainContext } from '../domain/context.ts';
 import { registerMetrics } from './metrics.ts';
 import { errorHandler, problem, sendProblem } from './problem.ts';
@@ -8,7 +8,9 @@ import { registerRoutes } from './routes/index.ts';
 import { compileSchema, formatErrors } from '../domain/shared/index.ts';
 import { validationFailed } from '../domain/errors.ts';
 import type { RateLimitQuotas, SurfaceLimits } from '../domain/rate-limits/index.ts';
-import { redactUrl } from './redact.ts';
+import { stdSerializers } from 'pino';
+import { redactKeys, redactUrl } from './redact.ts';
+import { acceptEmptyJsonBodies, BODILESS_METHODS } from './empty-json-body.ts';
 import { registerInputGuards } from './input-guards.ts';
 import { registerWorkerListenerGuard } from './worker-listener.ts';
 import { registerAuthThrottle } from './auth.ts';
@@ -74,8 +76,15 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
       level: opts.logLevel,
       ...(opts.logStream ? { stream: opts.logStream } : {}),
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]'], censor: '[redacted]' },
-      // Keys may come in the query string (`?api_key=`, the GraphQL convention): never logged.
+      // Keys may come in the query string (`?api_key=`, the GraphQL convention) or anywhere a client
+      // puts one by mistake (a path segment, a lookalike name): never logged, in requests or errors.
       serializers: {
+        err: (err: FastifyError) => {
+          const out = stdSerializers.err(err);
+          // Not an error (pino hands whatever is under `err` here): as it came.
+          if (typeof out !== 'object' || out === null) return out;
+          return { ...out, message: redactKeys(out.message ?? ''), stack: redactKeys(out.stack ?? '') };
+        },
         req: (req: { method: string; url: string; host?: string; ip?: string; socket?: { remotePort?: number } }) => ({
           method: req.method,
           url: redactUrl(req.url),
@@ -103,6 +112,9 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     },
   });
   app.setErrorHandler(errorHandler);
+  // `DELETE` with `Content-Type: application/json` and no body (many clients send every call so) is
+  // a bodiless DELETE on every surface; scopes that take bodiless POSTs so too say so themselves.
+  acceptEmptyJsonBodies(app, BODILESS_METHODS);
   if (opts.tls) {
     const stop = watchTlsFiles(
       opts.tls,

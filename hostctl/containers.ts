@@ -35,6 +35,12 @@ export interface ContainerSpec {
   /** Arguments after the image (replace the image's CMD); empty keeps it. */
   args: string[];
   env: Record<string, string>;
+  /**
+   * Variables whose values may hold line breaks, which an env file cannot carry (a pod's
+   * `PUBLIC_KEY`, the account's SSH keys one a line): given as `--env` on the command line, so
+   * public values only, never secrets.
+   */
+  publicEnv?: Record<string, string>;
   labels: Record<string, string>;
   /** The bridge network the container joins: its account's (hostctl/networks.ts). */
   network: string;
@@ -88,6 +94,11 @@ export function runArgs(spec: ContainerSpec, envFilePath: string): string[] {
     '--env-file',
     envFilePath,
   ];
+  for (const [k, v] of Object.entries(spec.publicEnv ?? {})) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new Error(`environment variable name '${k}' is not valid`);
+    if (v.includes('\0')) throw new Error(`environment variable ${k} holds a NUL`);
+    args.push('--env', `${k}=${v}`);
+  }
   for (const [k, v] of Object.entries(spec.labels)) args.push('--label', `${k}=${v}`);
   // Always a bridge network (the account's), never the host's: a tenant's container must not reach
   // what listens on the host's loopback (PostgreSQL, Temporal). Raw sockets go too: with them a

@@ -65,6 +65,12 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
         description: 'what worker containers may reach: private networks too (default), or public addresses only',
       }),
     ),
+    GANTRY_ALLOW_UNWALLED_DOCKER: Type.Optional(
+      Type.Union(
+        ['true', 'false', '1', '0'].map((v) => Type.Literal(v)),
+        { description: "use Docker hosts whose daemon does not keep tenants' networks apart" },
+      ),
+    ),
     GANTRY_DATA_DIR: Text('data directory'),
     GANTRY_ADMIN_API_KEY: Text('the admin key'),
     GANTRY_SECRET_KEY: Text('key sealing stored secrets'),
@@ -365,6 +371,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
   });
   const settings: PlatformSettings = {
     workerEgress: env.GANTRY_WORKER_EGRESS ?? 'private',
+    allowUnwalledDocker: env.GANTRY_ALLOW_UNWALLED_DOCKER === 'true' || env.GANTRY_ALLOW_UNWALLED_DOCKER === '1',
     lbDomain:
       env.GANTRY_LB_DOMAIN?.trim()
         .replace(/^\.+|\.+$/g, '')

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import { fastifyApolloHandler } from '@as-integrations/fastify';
@@ -82,8 +83,60 @@ function keylessField(body: unknown): KeylessField | undefined {
   const field = op.selectionSet.selections[0]!;
   if (field.kind !== Kind.FIELD || field.alias) return undefined;
   const name = field.name.value;
-  const wanted = op.operation === 'mutation' ? 'createFlashAuthRequest' : 'flashAuthRequestStatus';
-  return name === wanted ? wanted : undefined;
+  // The creation is a mutation and the poll a query: a subscription (or anything else) is neither.
+  const wanted =
+    op.operation === 'mutation' ? 'createFlashAuthRequest' : op.operation === 'query' ? 'flashAuthRequestStatus' : '';
+  return name === wanted ? (wanted as KeylessField) : undefined;
+}
+
+/**
+ * Operations of a kind the schema has no root for (`subscription`: this API has none, flash polls):
+ * a validation error (400, GRAPHQL_VALIDATION_FAILED) instead of the executor's internal error.
+ */
+const knownOperationTypes: ValidationRule = (context) => ({
+  OperationDefinition(node) {
+    const schema = context.getSchema();
+    const root =
+      node.operation === 'query'
+        ? schema.getQueryType()
+        : node.operation === 'mutation'
+          ? schema.getMutationType()
+          : schema.getSubscriptionType();
+    if (!root)
+      context.reportError(
+        new GraphQLError(`this API has no ${node.operation} operations (poll with a query instead)`, { nodes: [node] }),
+      );
+  },
+});
+
+/** The `extensions` of a GraphQL request: the body's (POST) or the JSON of `?extensions=` (GET). */
+function extensionsOf(request: FastifyRequest): unknown {
+  if (request.method === 'POST') return (request.body as { extensions?: unknown } | undefined)?.extensions;
+  const raw = (request.query as Record<string, unknown> | undefined)?.extensions;
+  if (typeof raw !== 'string') return undefined;
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A persisted-query extension whose hash is not the query's, or of a version there is none of: the
+ * 400 Apollo gives it, with a code (Apollo's own has none, which reads as an internal error). A
+ * hash alone (no query) is Apollo's to answer (PERSISTED_QUERY_NOT_FOUND, or the document it knows).
+ */
+function persistedQueryProblem(request: FastifyRequest): { message: string; code: string } | undefined {
+  const persisted = (extensionsOf(request) as { persistedQuery?: unknown } | undefined)?.persistedQuery;
+  if (!persisted || typeof persisted !== 'object') return undefined;
+  const { version, sha256Hash } = persisted as { version?: unknown; sha256Hash?: unknown };
+  if (version !== 1) return { message: 'unsupported persisted query version', code: 'BAD_REQUEST' };
+  const body = request.method === 'POST' ? request.body : request.query;
+  const query = (body as { query?: unknown } | undefined)?.query;
+  if (typeof query !== 'string') return undefined;
+  if (typeof sha256Hash !== 'string' || sha256Hash !== createHash('sha256').update(query).digest('hex'))
+    return { message: 'provided sha does not match query', code: 'PERSISTED_QUERY_HASH_MISMATCH' };
+  return undefined;
 }
 
 /** Whose request a keyless one is: no account, no scope; only the keyless resolvers run for it. */
@@ -123,6 +176,7 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       maxAliasesRule({ n: 15, ...reportInsteadOfThrow }),
       maxDirectivesRule({ n: GRAPHQL_LIMITS.maxDirectives, ...reportInsteadOfThrow }),
       noNulStrings,
+      knownOperationTypes,
     ],
     // Apollo's own landing page loads from a CDN; the explorer (./explorer.ts) is served from here.
     plugins: [ApolloServerPluginLandingPageDisabled(), domainErrors],
@@ -137,6 +191,10 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
           extensions: { code: CODE_OF[original.kind], ...(original.errors ? { errors: original.errors } : {}) },
         };
       }
+      // A refusal Apollo makes of the request itself (a 4xx it set, without a code): the caller's error.
+      const http = (error as { extensions?: { http?: { status?: number } } }).extensions?.http;
+      if (formatted.extensions?.code === 'INTERNAL_SERVER_ERROR' && http?.status && http.status < 500)
+        return { message: formatted.message, extensions: { code: 'BAD_REQUEST' } };
       if (formatted.extensions?.code === 'INTERNAL_SERVER_ERROR') {
         app.log.error({ err: original ?? error, formatted }, 'graphql resolver failed');
         return { message: 'internal error', path: formatted.path, extensions: { code: 'INTERNAL_SERVER_ERROR' } };
@@ -211,6 +269,12 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
           throw err;
         }
       }
+      const persisted = persistedQueryProblem(request);
+      if (persisted)
+        return reply
+          .code(400)
+          .type('application/json')
+          .send({ errors: [{ message: persisted.message, extensions: { code: persisted.code } }] });
       const variables = (request.body as { variables?: unknown } | undefined)?.variables;
       const problem = variables && typeof variables === 'object' ? unstorableJson(variables, '$variables') : undefined;
       if (problem)

@@ -96,6 +96,7 @@ export const resolvers = {
           communityCloud: g.community,
           securePrice: g.price.secure,
           serverlessPrice: g.price.serverless ?? null,
+          // A type no READY host has (listed from the pools' catalog): 0, secureCloud false.
           maxGpuCount: g.maxCount.secure,
           totalCount: g.count.total,
           availableCount: g.count.available,
@@ -139,7 +140,7 @@ export const resolvers = {
   },
   GpuType: {
     lowestPrice: async (
-      g: { id: string; securePrice: number | null },
+      g: { id: string; securePrice: number | null; totalCount: number },
       args: { input?: { gpuCount?: number | null; dataCenterId?: string | null } | null },
       { ctx }: GraphqlContext,
     ) => {
@@ -148,7 +149,9 @@ export const resolvers = {
         throw validationFailed([`$.input.gpuCount: from 1 to ${MAX_GPU_COUNT}, got ${count}`]);
       return {
         minimumBidPrice: null,
-        uninterruptablePrice: g.securePrice === null ? null : Math.round(g.securePrice * count * 1e6) / 1e6,
+        // No price where no READY host has the type: nothing could be rented at it.
+        uninterruptablePrice:
+          g.securePrice === null || g.totalCount === 0 ? null : Math.round(g.securePrice * count * 1e6) / 1e6,
         stockStatus: await gpuStockStatus(ctx, g.id, { count, dataCenterId: args.input?.dataCenterId }),
       };
     },

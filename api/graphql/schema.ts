@@ -122,7 +122,7 @@ export const typeDefs = /* GraphQL */ `
     workersMin: Int!
     executionTimeoutMs: Int!
     pods: [Pod!]!
-    "CUDA versions the workers may run under, comma-separated; empty: any. Stored; placement does not read it yet."
+    "CUDA versions the GPU workers may run under, comma-separated; empty: any. Placement keeps workers to hosts whose CUDA version (nvidia-smi's, major.minor) is one of them."
     allowedCudaVersions: String!
     "The owning account."
     userId: String!
@@ -141,7 +141,7 @@ export const typeDefs = /* GraphQL */ `
     flashEnvironmentId: String
     "The build its environment runs; null outside an app environment."
     activeBuildid: String
-    "Stored and answered; placement does not read it yet."
+    "The oldest CUDA version (major.minor) of a host its GPU workers may run on; null: any."
     minCudaVersion: String
     "No pre-warmed FlashBoot pool here: null."
     workersPFBTarget: Int
@@ -195,13 +195,19 @@ export const typeDefs = /* GraphQL */ `
     isPublic: Boolean!
     readme: String!
     containerRegistryAuthId: String
+    "A pod's GPU type when its input names none; null: none named."
+    gpuTypeId: String
+    "A pod's GPU count when its input names none; null: the pod's own default (1)."
+    gpuCount: Int
   }
 
+  "Every type of the serverless pools, and any other type a READY host has; a type no READY host has is listed with no stock (secureCloud false, counts 0, no uninterruptablePrice or stockStatus)."
   type GpuType {
     id: String!
     displayName: String!
     memoryInGb: Int!
     pool: String
+    "Whether a READY host has the type."
     secureCloud: Boolean!
     communityCloud: Boolean!
     securePrice: Float
@@ -235,7 +241,7 @@ export const typeDefs = /* GraphQL */ `
     gpuCount: Int
     "stockStatus in this data center alone."
     dataCenterId: String
-    "Accepted, no effect: one cloud, no AI API offers, no compliance tiers; CUDA versions are not known per host."
+    "Accepted, no effect: one cloud, no AI API offers, no compliance tiers; allowedCudaVersions does not narrow stockStatus (placement applies an endpoint's or pod's own)."
     secureCloud: Boolean
     includeAiApi: Boolean
     allowedCudaVersions: [String]
@@ -244,6 +250,7 @@ export const typeDefs = /* GraphQL */ `
 
   type GpuLowestPrice {
     minimumBidPrice: Float
+    "securePrice times gpuCount; null where no READY host has the type."
     uninterruptablePrice: Float
     "High, Medium or Low: gpuCount GPUs free together on one READY host (of dataCenterId), by the share free; null: none."
     stockStatus: String
@@ -259,7 +266,7 @@ export const typeDefs = /* GraphQL */ `
   type User {
     id: String!
     email: String
-    "SSH public keys, one a line (updateUserSettings); kept and answered, not yet given to pods."
+    "SSH public keys, one a line (updateUserSettings); every pod's container gets them as PUBLIC_KEY (unless its env sets its own)."
     pubKey: String
     networkVolumes: [NetworkVolume!]!
     endpoints: [Endpoint!]!
@@ -296,7 +303,7 @@ export const typeDefs = /* GraphQL */ `
     template: EndpointTemplateInput
     "An app environment of the caller's (not one running a gantry deploy build): the endpoint becomes its endpoint for resource = name."
     flashEnvironmentId: String
-    "CUDA major.minor; stored and answered, placement does not read it yet."
+    "CUDA major.minor: GPU workers run only on hosts whose CUDA version is this or later."
     minCudaVersion: String
     "Accepted, no effect: no pre-warmed FlashBoot pool here."
     workersPFBTarget: Int
@@ -314,9 +321,10 @@ export const typeDefs = /* GraphQL */ `
     scalerValue: Float
     workersMin: Int
     workersMax: Int
+    "Mounted at /runpod-volume in every worker (the hosted service's serverless path), whatever the template's volumeMountPath says."
     networkVolumeId: String
     executionTimeoutMs: Int
-    "CUDA versions, comma-separated (12.4,12.6); empty: any. Stored; placement does not read it yet."
+    "CUDA versions, comma-separated (12.4,12.6); empty: any. GPU workers run only on hosts whose CUDA version (major.minor) is one of them."
     allowedCudaVersions: String
   }
 
@@ -342,12 +350,17 @@ export const typeDefs = /* GraphQL */ `
     dockerArgs: String
     containerDiskInGb: Int
     volumeInGb: Int
+    "Where a pod mounts its volume or network volume (default /workspace). Endpoint workers mount their network volume at /runpod-volume, whatever this says."
     volumeMountPath: String
     env: [EnvironmentVariableInput!]
     ports: String
     isServerless: Boolean
     readme: String
     containerRegistryAuthId: String
+    "GPU type a pod deployed from this template gets when its input names none (the gpuTypes query lists them); empty clears it."
+    gpuTypeId: String
+    "GPUs per pod a pod deployed from this template gets when its input names none (0: a CPU pod)."
+    gpuCount: Int
     "Accepted, no effect: SSH start-up is the image's business."
     startSsh: Boolean
     "Only false: an account's templates are its own."
@@ -377,6 +390,7 @@ export const typeDefs = /* GraphQL */ `
     startSsh: Boolean
     startJupyter: Boolean
     supportPublicIp: Boolean
+    "A GPU pod runs only on a host whose CUDA version (nvidia-smi's, major.minor) is one of these; empty: any; CPU pods ignore it."
     allowedCudaVersions: [String!]
     minDownload: Int
     minUpload: Int

@@ -32,7 +32,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       schema: {
         operationId: 'listGpuTypes',
         summary: 'List GPU types',
-        description: `Every GPU type on the hosts, with its serverless pool (the ids endpoints name in gpu.pools), memory, count and list prices. include=AVAILABILITY (with product) adds availability overall and per data center for \`count\` GPUs on one host. ${FROM_HOSTS}`,
+        description: `Every GPU type of the serverless pools, and any other type a READY host has, with its serverless pool (the ids endpoints name in gpu.pools), memory, count and list prices. A type no READY host has is listed with no stock: count 0, maxCount.secure 0, secure false (availability NONE, no dataCenters). include=AVAILABILITY (with product) adds availability overall and per data center for \`count\` GPUs on one host. ${FROM_HOSTS}`,
         tags,
         querystring: GpuCatalogQuerySchema,
         response: { 200: GpuTypeListSchema },
@@ -48,7 +48,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       schema: {
         operationId: 'getGpuType',
         summary: 'Get a GPU type',
-        description: `One GPU type by id (the name nvidia-smi prints, URL-encoded); 404 when no READY host has it. ${FROM_HOSTS}`,
+        description: `One GPU type by id (the name nvidia-smi prints, URL-encoded); a type of the pools no READY host has answers with no stock; 404 for a type neither the pools nor a READY host know. ${FROM_HOSTS}`,
         tags,
         params: Type.Object({
           id: Type.String({ minLength: 1, description: 'GPU type id, e.g. "NVIDIA GeForce RTX 4090"' }),

@@ -14,7 +14,7 @@ import {
   waitJobStatus,
 } from '../../domain/jobs/index.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
-import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER, type Submitted } from '../../domain/jobs/index.ts';
+import { idempotencyHeaderOf, IDEMPOTENT_REPLAYED_HEADER, type Submitted } from '../../domain/jobs/index.ts';
 import {
   HealthSchema,
   JobStatusSchema,
@@ -80,7 +80,7 @@ export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
       answer(
         reply,
         await runJob(jobs, await cachedPrincipalOf(ctx, request), request.params.endpointId, request.body, {
-          idempotencyKey: request.headers[IDEMPOTENCY_KEY_HEADER],
+          idempotencyKey: idempotencyHeaderOf(request.raw.rawHeaders),
         }),
       ),
   );
@@ -107,7 +107,7 @@ export const jobApiRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
           request.body,
           request.query,
           waits.signal(reply),
-          { idempotencyKey: request.headers[IDEMPOTENCY_KEY_HEADER] },
+          { idempotencyKey: idempotencyHeaderOf(request.raw.rawHeaders) },
         ),
       ),
   );

@@ -67,7 +67,8 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
           'Give exactly one of `gpu` (a GPU type with `count` cards on one host; a count no registered host has is refused at once, one that is only busy waits) and `cpu` (a CPU pod). ' +
           "`templateId` fills the container settings the body leaves out (`env` merged per key, the body's values winning). `image` is required unless the template names one. " +
           "A `persistent` mount is a volume on the pod's host, kept across stop and start (the pod then stays on that host); `network` names a network volume. " +
-          'Accepted with no effect: `cpu.id`, `cpu.vcpuCount`, `gpu.allowedCudaVersions`, `gpu.minCudaVersion`, `dataCenterIds`, `cloud`, `globalNetworking`, `startSsh`, `startJupyter`. ' +
+          "`gpu.allowedCudaVersions` (major.minor, matched exactly) and `gpu.minCudaVersion` keep the pod to hosts whose CUDA version (nvidia-smi's) meets them; a pod no host meets waits with the reason. " +
+          'Accepted with no effect: `cpu.id`, `cpu.vcpuCount`, `dataCenterIds`, `cloud`, `globalNetworking`, `startSsh`, `startJupyter`. ' +
           `Names are unique within the account (409). ${ACCESS} Scope: WRITE.`,
         tags,
         body: CreatePodBodySchema,

@@ -23,6 +23,10 @@ import { principalOf } from '../auth.ts';
 
 const tags = ['Serverless'];
 
+/** What `ports` and `networkVolumes` do in a worker (docs/endpoints.md, activities/worker-start.ts). */
+const PORTS_AND_VOLUMES =
+  "`ports` are not published on the worker's host: a queue-based endpoint's workers take jobs from the queue and expose no ports; a load-balancing endpoint's first `/http` port (80 without one) is the app's `PORT`, reached only through the proxy. `networkVolumes` are mounted at `/runpod-volume` in every worker, whatever a template's `volumeMountPath` says (that one is a pod's).";
+
 /** REST /v2/serverless: a thin skin over the endpoint domain service. */
 export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.post(
@@ -32,8 +36,10 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
       schema: {
         operationId: 'createEndpoint',
         summary: 'Create a serverless endpoint',
-        description:
+        description: [
           'Creates an endpoint and starts its workflow. Names are unique within the account (409). Scope: WRITE.',
+          PORTS_AND_VOLUMES,
+        ].join(' '),
         tags,
         body: CreateEndpointSchema,
         response: { 201: EndpointSchema },
@@ -83,8 +89,10 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         description: [
           'Partial update: only the fields in the body change; unknown fields are 422. Answers the complete endpoint.',
           '`workers`, `scaling` and `timeout` reach the running autoscaler at once.',
-          'A change of `image`, `args`, `disk`, `ports`, `env` or `registry` makes a new release (see listEndpointReleases) that rolls out as workers are replaced.',
-          '`cpu` is read-only and CPU endpoints cannot be updated (400). A name in use is 409.',
+          'A change of `image`, `args`, `disk`, `ports`, `env`, `registry` or `networkVolumes` makes a new release (see listEndpointReleases) that rolls out as workers are replaced: a worker mounts its volumes when it starts.',
+          '`gpu` and `dataCenterIds` are placement: new workers get them, running ones keep theirs until replaced.',
+          PORTS_AND_VOLUMES,
+          'A body with `cpu` is 400 (`cpu` is read-only). A CPU endpoint takes every other field, and `gpu` moves it to GPUs; its CPU size is named with GraphQL saveEndpoint(instanceIds). A name in use is 409.',
           'When the change is saved but the endpoint workflow cannot be reached in time the answer is 503: repeat the request to apply it. Scope: WRITE.',
         ].join(' '),
         tags,

@@ -188,6 +188,30 @@ export async function issueApiKey(
 }
 
 const ADMIN_EMAIL = 'admin@gantry.local';
+const ALL_SCOPES: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
+
+/** The platform's admin account, made if missing. */
+const adminAccount = (db: Db) =>
+  db.account.upsert({
+    where: { email: ADMIN_EMAIL },
+    update: {},
+    create: { id: newId(), email: ADMIN_EMAIL, name: 'admin', isAdmin: true },
+  });
+
+/**
+ * A new key with every scope for the admin account (made if missing), written straight to the
+ * database: the way back in for an operator whose admin keys are all revoked or lost (a revoked
+ * GANTRY_ADMIN_API_KEY stays revoked at every start). It needs the machine (the database), never
+ * the API: `npm run admin-key` (tooling/admin-key.ts). The key is returned once; only its hash is kept.
+ */
+export async function mintAdminKey(
+  db: Db,
+  name = 'admin (npm run admin-key)',
+): Promise<{ accountId: string; keyId: string; key: string }> {
+  const account = await adminAccount(db);
+  const issued = await issueApiKey(db, account.id, name, ALL_SCOPES);
+  return { accountId: account.id, keyId: issued.id, key: issued.key };
+}
 
 /**
  * Makes sure the admin account exists and has a key. Returns the key only when Gantry generated it
@@ -198,22 +222,17 @@ export async function ensureAdmin(
   db: Db,
   configuredKey: string | undefined,
 ): Promise<{ accountId: string; newKey: string | undefined }> {
-  const account = await db.account.upsert({
-    where: { email: ADMIN_EMAIL },
-    update: {},
-    create: { id: newId(), email: ADMIN_EMAIL, name: 'admin', isAdmin: true },
-  });
-  const all: Scope[] = ['READ', 'WRITE', 'RUN', 'ADMIN'];
+  const account = await adminAccount(db);
   if (configuredKey) {
     if (!KEY_SHAPE.test(configuredKey))
       throw new Error('GANTRY_ADMIN_API_KEY must be 16-200 characters of letters, digits, "_", "-" or "."');
     const existing = await db.apiKey.findUnique({ where: { hash: hashKey(configuredKey) } });
     if (existing) return { accountId: account.id, newKey: undefined };
-    await issueApiKey(db, account.id, 'admin (GANTRY_ADMIN_API_KEY)', all, configuredKey);
+    await issueApiKey(db, account.id, 'admin (GANTRY_ADMIN_API_KEY)', ALL_SCOPES, configuredKey);
     return { accountId: account.id, newKey: undefined };
   }
   const count = await db.apiKey.count({ where: { accountId: account.id, revokedAt: null } });
   if (count > 0) return { accountId: account.id, newKey: undefined };
-  const issued = await issueApiKey(db, account.id, 'first admin key', all);
+  const issued = await issueApiKey(db, account.id, 'first admin key', ALL_SCOPES);
   return { accountId: account.id, newKey: issued.key };
 }

@@ -39,7 +39,7 @@ export function publicKeysProblems(text: string): string[] {
   );
 }
 
-/** GraphQL `updateUserSettings`: the account's SSH public keys (kept and answered; nothing on a host reads them yet). */
+/** GraphQL `updateUserSettings`: the account's SSH public keys (pods' `PUBLIC_KEY`, activities/worker-start.ts). */
 export async function updateUserSettings(
   ctx: DomainContext,
   principal: Principal,

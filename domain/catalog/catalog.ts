@@ -3,15 +3,18 @@ import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { CPU_FLAVORS, MIN_VCPUS, maxVcpusOnHost } from './cpu-instances.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { describeGpu, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
+import { describeGpu, GPU_MODELS, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
 import { cpuRate, gpuRate, priceTable, type PriceTable } from '../billing/pricing.ts';
 import { validate } from '../shared/validation.ts';
 import { LIVE_WORKER_STATUSES } from '../workers/status.ts';
 
 /**
- * The catalog: what the registered hosts offer. GPU types and CPU flavors come from hosts with
- * status READY; a GPU is available when its host can pass GPUs to containers and no live worker
- * (status other than STOPPED or FAILED) holds its UUID, as placement (domain/workers/placement.ts) decides.
+ * The catalog: what the registered hosts offer. GPU types are every type of the pools
+ * (gpu-pools.ts GPU_MODELS) and any other card a READY host has, as the hosted service lists every
+ * type it knows with its stock: a type no READY host has is listed with no stock (counts 0,
+ * `secure` false, availability NONE). CPU flavors come from hosts with status READY; a GPU is
+ * available when its host can pass GPUs to containers and no live worker (status other than
+ * STOPPED or FAILED) holds its UUID, as placement (domain/workers/placement.ts) decides.
  * Prices come from the price table (domain/billing/pricing.ts).
  */
 
@@ -48,7 +51,7 @@ export const GpuTypeSchema = Type.Object({
   }),
   manufacturer: Type.Union([Type.Literal('NVIDIA'), Type.Literal('AMD'), Type.Literal('UNKNOWN')]),
   memory: Type.Integer({ description: 'VRAM in GB' }),
-  secure: Type.Boolean({ description: 'offered by a READY host' }),
+  secure: Type.Boolean({ description: 'offered by a READY host; false for a type of the pools no READY host has' }),
   community: Type.Boolean({ description: 'always false: Gantry runs one cloud, its own hosts' }),
   price: Type.Object(
     {
@@ -62,7 +65,10 @@ export const GpuTypeSchema = Type.Object({
     { description: 'list prices from the price table (GANTRY_PRICES_FILE); account discounts are not applied' },
   ),
   maxCount: Type.Object(
-    { secure: Type.Integer({ description: 'most GPUs of this type on one host' }), community: Type.Integer() },
+    {
+      secure: Type.Integer({ description: 'most GPUs of this type on one READY host (0: none has it)' }),
+      community: Type.Integer(),
+    },
     { description: 'largest number of these GPUs one worker or pod can get (one host)' },
   ),
   count: CountSchema,
@@ -312,7 +318,8 @@ function gpuTypeView(
     pool: stock.pool,
     manufacturer: 'NVIDIA',
     memory: stock.memoryGb,
-    secure: true,
+    // A type of the pools that no READY host has is listed with no stock (gpuTypes).
+    secure: stock.total > 0,
     community: false,
     price: {
       secure: rate.podPerHour,
@@ -326,11 +333,14 @@ function gpuTypeView(
     const wanted = withAvailability.count;
     // A worker or pod runs on one host: `count` GPUs must be free together on one of them.
     const dcs = [...stock.dataCenters.entries()].sort(([a], [b]) => a.localeCompare(b));
-    view.dataCenters = dcs.map(([id, s]) => ({
-      id,
-      name: id,
-      availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE',
-    }));
+    // No data center has it: `dataCenters` left out, as the hosted service leaves it out when the
+    // configuration is unavailable everywhere.
+    if (dcs.length > 0)
+      view.dataCenters = dcs.map(([id, s]) => ({
+        id,
+        name: id,
+        availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE',
+      }));
     view.availability = dcs.some(([, s]) => s.maxFreeOnHost >= wanted)
       ? availabilityLevel(stock.available, stock.total)
       : 'NONE';
@@ -347,10 +357,27 @@ function availabilityOption(query: GpuCatalogQuery): { count: number } | undefin
   return include ? { count: Number(query.count ?? 1) } : undefined;
 }
 
-/** Every GPU type on READY hosts, pools in catalog order (GraphQL `gpuTypes` reads this too). */
+/**
+ * Every GPU type of the pools, and every other type on READY hosts, pools in catalog order (GraphQL
+ * `gpuTypes` reads this too). A type no READY host has is there with no stock: the hosted service's
+ * clients look a type up by id before they ask for it (its Python client's get_gpu raises "No GPU
+ * found" on an empty answer), and "none free now" is an answer, not an unknown type.
+ */
 export async function gpuTypes(ctx: DomainContext, availability?: { count: number }): Promise<GpuTypeView[]> {
   const inv = await inventory(ctx);
   const prices = priceTable(ctx.settings.pricesFile);
+  for (const m of GPU_MODELS)
+    if (!inv.gpus.has(m.gpuTypeId))
+      inv.gpus.set(m.gpuTypeId, {
+        gpuTypeId: m.gpuTypeId,
+        name: m.displayName,
+        pool: m.pool,
+        memoryGb: m.memoryGb,
+        total: 0,
+        available: 0,
+        maxPerHost: 0,
+        dataCenters: new Map(),
+      });
   return [...inv.gpus.values()]
     .sort(
       (a, b) =>

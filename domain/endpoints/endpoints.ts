@@ -68,6 +68,12 @@ export interface EndpointComputeOptions {
   id?: string;
   /** The app environment and resource a deploy makes the endpoint for. */
   app?: { environmentId: string; resource: string };
+  /**
+   * GraphQL `saveEndpoint(id, type)`: the endpoint's new type. REST's PATCH body has no `type` (the
+   * spec's table names none); the change is a new release, so every worker is replaced by one of
+   * the new kind.
+   */
+  type?: Endpoint['type'];
 }
 
 const cpuColumns = (cpu: CpuInstance | null) => ({
@@ -263,7 +269,11 @@ async function referenceProblems(
   return problems;
 }
 
-/** The shared container configuration: a change of any of these makes a new release. */
+/**
+ * The shared container configuration: a change of any of these makes a new release. So does a
+ * change of the network volumes or of the type (updateEndpoint): running workers cannot take a
+ * mount, or become another kind, in place.
+ */
 const CONTAINER_FIELDS = ['image', 'args', 'disk', 'ports', 'env', 'registry'] as const;
 type ContainerField = (typeof CONTAINER_FIELDS)[number];
 
@@ -364,8 +374,8 @@ const containerConfigOf = (e: Endpoint): Omit<ContainerConfig, 'env'> => ({
 });
 
 /**
- * PATCH /v2/serverless/{id}: only what the body names changes. The row (and, for container
- * changes, release N+1) is committed first, in one transaction, after the domain's rules
+ * PATCH /v2/serverless/{id}: only what the body names changes. The row (and, for a change of the
+ * container, the network volumes or the type, release N+1) is committed first, in one transaction, after the domain's rules
  * (specProblems) passed; then the workflow is told to read the row again (`endpointChanged`).
  *
  * If Temporal does not take the signal in time, the answer is 503 and the row keeps the change: it
@@ -390,6 +400,7 @@ export async function updateEndpoint(
     );
   if (input.gpu && options.cpuInstance) throw validationFailed(['$.gpu: a CPU endpoint has no GPUs']);
   if (options.cpuInstance) checkCpuInstance(options.cpuInstance, '$.instanceIds');
+  if (options.type && options.type !== current.type) await typeChangeProblems(ctx, current, options.type);
   // The credential and the image are checked together whenever either changes.
   const registry =
     input.registry !== undefined ? input.registry : input.image !== undefined ? current.registryId : undefined;
@@ -431,6 +442,7 @@ export async function updateEndpoint(
         networkVolumeIds: input.networkVolumes ?? row.networkVolumeIds,
         timeoutMs: input.timeout ?? row.timeoutMs,
         flashboot: input.flashboot ?? row.flashboot,
+        type: options.type ?? row.type,
         currentReleaseVersion: row.currentReleaseVersion,
       } satisfies Prisma.EndpointUncheckedUpdateInput;
       const problems = specProblems({ endpointId: id, ...data, releaseVersion: data.currentReleaseVersion });
@@ -452,6 +464,11 @@ export async function updateEndpoint(
         const now = containerValue(next as Endpoint, field);
         if (canonical(old) !== canonical(now)) changes.push({ field, old, new: now });
       }
+      // Workers mount the endpoint's volumes when they start, and are of its type: either change
+      // replaces them (a release), or running workers would stay without the volume, or of the old kind.
+      if (canonical(row.networkVolumeIds) !== canonical(data.networkVolumeIds))
+        changes.push({ field: 'networkVolumes', old: row.networkVolumeIds, new: data.networkVolumeIds });
+      if (row.type !== data.type) changes.push({ field: 'type', old: row.type, new: data.type });
       if (changes.length > 0) data.currentReleaseVersion = await createRelease(tx, row, next, changes);
       return tx.endpoint.update({ where: { id }, data });
     });
@@ -468,6 +485,7 @@ export async function updateEndpoint(
     input.scaling !== undefined ||
     input.timeout !== undefined ||
     input.flashboot !== undefined ||
+    after.currentReleaseVersion !== current.currentReleaseVersion ||
     CONTAINER_FIELDS.some((f) => input[f] !== undefined);
   // A new release: its image on the best hosts ahead of its workers (never fails the request).
   const prepull =
@@ -483,6 +501,27 @@ export async function updateEndpoint(
   }
   await prepull;
   return endpointView(after, ctx);
+}
+
+/**
+ * Whether `e` may become `type` now. Its workers are replaced by a release; what would be stranded
+ * is refused: a queue-based endpoint with unfinished jobs (no load-balancing worker takes a job),
+ * or one published as a public model (a model runs on a queue).
+ */
+async function typeChangeProblems(ctx: DomainContext, e: Endpoint, type: Endpoint['type']): Promise<void> {
+  if (type !== 'LOAD_BALANCING') return;
+  const [jobs, models] = await Promise.all([
+    ctx.db.job.count({ where: { endpointId: e.id, status: { in: ['IN_QUEUE', 'IN_PROGRESS'] } } }),
+    ctx.db.publicModel.count({ where: { endpointId: e.id } }),
+  ]);
+  const problems: string[] = [];
+  if (jobs > 0)
+    problems.push(
+      `$.type: the endpoint has ${jobs} queued or running job(s), which no load-balancing worker would take; let them finish (or purge the queue) before changing it to LB`,
+    );
+  if (models > 0)
+    problems.push('$.type: the endpoint is published as a public model, which runs on a queue; unpublish it first');
+  if (problems.length > 0) throw validationFailed(problems);
 }
 
 /** The error of a job cancelled because its endpoint was deleted. */

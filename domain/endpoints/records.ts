@@ -9,6 +9,7 @@ import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
 import { InlineTemplateSchema, saveInlineTemplate } from './inline-template.ts';
 import { checkFlashEndpointImage } from '../apps/runtime-check.ts';
+import { isAssignedCountry } from './countries.ts';
 
 /**
  * The endpoint as the GraphQL API shows and saves it (spec "GraphQL endpoint record", `saveEndpoint`):
@@ -177,13 +178,12 @@ export async function listEndpointRecords(ctx: DomainContext, principal: Princip
 
 /** The most entries a `locations` list may have (the hosted service has a few dozen data centers). */
 export const MAX_LOCATIONS = 64;
-const COUNTRY = /^[A-Z]{2}$/;
 /** The hosted service's data-center ids (US-CA-2, EUR-NO-1, CA-MTL-1), which its flash tool sends. */
 const HOSTED_DATA_CENTER = /^[A-Z]{2,3}-[A-Z]{2,4}-[0-9]{1,2}$/;
 const DATA_CENTER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /**
- * `locations`, comma-separated, as stored and answered: ISO 3166-1 alpha-2 countries (upper case;
+ * `locations`, comma-separated, as stored and answered: assigned ISO 3166-1 alpha-2 countries (upper case;
  * one no data center has yet is kept, and workers wait for it, saying so) and ids of this Gantry's
  * data centers (the operator's spelling): workers go to hosts in any of them. The hosted service's
  * data-center ids (its flash tool sends all of them for a GPU resource) that are not data centers
@@ -198,7 +198,7 @@ async function resolveLocations(ctx: DomainContext, locations: string | null | u
     .filter(Boolean);
   if (list.length > MAX_LOCATIONS)
     throw validationFailed([`$.locations: at most ${MAX_LOCATIONS} entries, got ${list.length}`]);
-  const others = list.filter((l) => !COUNTRY.test(l.toUpperCase()));
+  const others = list.filter((l) => !isAssignedCountry(l.toUpperCase()));
   const known = new Map<string, string>();
   if (others.some((l) => DATA_CENTER_ID.test(l))) {
     const [settings, hosts] = await Promise.all([
@@ -212,7 +212,7 @@ async function resolveLocations(ctx: DomainContext, locations: string | null | u
   const bad: string[] = [];
   for (const entry of list) {
     const upper = entry.toUpperCase();
-    if (COUNTRY.test(upper)) kept.push(upper);
+    if (isAssignedCountry(upper)) kept.push(upper);
     else if (known.has(upper)) kept.push(known.get(upper)!);
     else if (!HOSTED_DATA_CENTER.test(upper)) bad.push(entry);
   }
@@ -245,6 +245,18 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   const templateId = input.template ? await saveInlineTemplate(ctx, principal, input.template) : input.templateId;
   const template = await ctx.db.template.findFirst({ where: { id: templateId, accountId: principal.accountId } });
   if (!template) throw validationFailed([`$.templateId: no template '${templateId}'`]);
+  // Endpoint workers start from a serverless template, as on the hosted service (which refuses a pod
+  // template); an endpoint saved again with the template it already runs is left as it is.
+  if (!template.isServerless) {
+    const kept =
+      input.id !== undefined &&
+      (await ctx.db.endpoint.findFirst({ where: { id: input.id, accountId: principal.accountId } }))?.templateId ===
+        template.id;
+    if (!kept)
+      throw validationFailed([
+        `$.templateId: template '${template.id}' is a pod template (isServerless false); an endpoint runs a serverless template (saveTemplate with isServerless: true)`,
+      ]);
+  }
   // flash's images run as Gantry's flash runtime: a base no host can get is said now, not by idle workers.
   if (flashEnvironment)
     await checkFlashEndpointImage(
@@ -268,6 +280,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
     throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
   }
   const compute = cpuInstance ? { cpuInstance } : {};
+  const type = input.type === undefined ? undefined : input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED';
   const container = {
     image: template.imageName,
     args: template.dockerArgs,
@@ -287,7 +300,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       principal,
       {
         name: input.name,
-        type: input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
+        type: type ?? 'QUEUE_BASED',
         ...container,
         ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
         workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
@@ -313,13 +326,26 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
         'conflict',
         `endpoint ${id} belongs to ${current.appEnvironmentId ? 'another' : 'no'} environment`,
       );
-    // A CPU endpoint saved again without gpuIds or instanceIds keeps its instance.
-    if (pools.length === 0 && !cpuInstance && !current.cpuFlavorId)
+    // Saved again without gpuIds (or instanceIds), an endpoint keeps its pools or its CPU instance;
+    // gpuIds that name no pool are refused.
+    if (
+      pools.length === 0 &&
+      !cpuInstance &&
+      !current.cpuFlavorId &&
+      (input.gpuIds !== undefined || current.gpuPools.length === 0)
+    )
       throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
     const workers =
       input.workersMin !== undefined || input.workersMax !== undefined
         ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax }
         : undefined;
+    // gpuCount alone changes the count of the pools the endpoint has (a CPU endpoint has no GPUs to count).
+    const gpu =
+      pools.length > 0
+        ? { pools, count: input.gpuCount ?? current.gpuCount ?? 1 }
+        : input.gpuCount !== undefined && !cpuInstance && current.gpuPools.length > 0
+          ? { pools: current.gpuPools, count: input.gpuCount }
+          : undefined;
     const scaling =
       input.scalerType !== undefined || input.scalerValue !== undefined || input.idleTimeout !== undefined
         ? {
@@ -334,7 +360,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       id,
       {
         name: input.name,
-        ...(pools.length > 0 ? { gpu: { pools, count: input.gpuCount ?? current.gpuCount ?? 1 } } : {}),
+        ...(gpu ? { gpu } : {}),
         // An inline template is the whole container configuration again (flash sends it on each change).
         ...(template.id !== current.templateId || input.template ? container : {}),
         ...(workers ? { workers } : {}),
@@ -345,7 +371,8 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
         ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
         ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
       },
-      compute,
+      // The type as REST cannot say it: a change is a new release (updateEndpoint).
+      { ...compute, ...(type ? { type } : {}) },
     );
   }
   // The GraphQL-only fields.

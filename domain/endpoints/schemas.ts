@@ -139,7 +139,12 @@ export const UpdateEndpointSchema = Type.Object(
       ),
     ),
     // Read-only: accepted by the schema so that the refusal is a clear rule, not an "unknown property".
-    cpu: Type.Optional(Type.Unknown({ description: 'read-only; updating CPU endpoints is unsupported' })),
+    cpu: Type.Optional(
+      Type.Unknown({
+        description:
+          "read-only: a body with it is 400. A CPU endpoint takes the other fields (`gpu` moves it to GPUs); its size is GraphQL saveEndpoint(instanceIds)'s",
+      }),
+    ),
     workers: Type.Optional(
       Type.Object(
         { min: Type.Optional(Type.Integer({ minimum: 0 })), max: Type.Optional(Type.Integer({ minimum: 0 })) },

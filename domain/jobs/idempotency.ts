@@ -22,18 +22,37 @@ const badKey = (why: string): DomainError =>
   );
 
 /**
+ * The request's `Idempotency-Key` field lines as they came (`rawHeaders`: name, value, name, ...):
+ * one value, or every value when the header is given more than once. Node joins repeated lines
+ * into one value (`a, b`), which would read as one key.
+ */
+export function idempotencyHeaderOf(rawHeaders: readonly string[]): string | string[] | undefined {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2)
+    if (rawHeaders[i]!.toLowerCase() === IDEMPOTENCY_KEY_HEADER) values.push(rawHeaders[i + 1]!);
+  return values.length === 0 ? undefined : values.length === 1 ? values[0] : values;
+}
+
+/**
  * The key a request carries (undefined: none). The draft writes it as a Structured Field string
  * (`"8e03978e-..."`); clients of other services send it bare. Both are read, and name the same key.
- * The value is never echoed: a key may be as guessable as the client made it, but it is the client's.
+ * A bare key holds no comma: `a, b` is what two headers become when a proxy joins them (a quoted
+ * key may hold one). The value is never echoed: a key may be as guessable as the client made it,
+ * but it is the client's.
  */
 export function idempotencyKeyOf(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
-  if (Array.isArray(header)) throw badKey('is given more than once');
+  if (Array.isArray(header)) {
+    if (header.length !== 1) throw badKey('is given more than once');
+    header = header[0]!;
+  }
   let key = header;
   if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) {
     const inner = unquoted(key);
     if (inner === undefined) throw badKey('is not a valid quoted string');
     key = inner;
+  } else if (key.includes(',')) {
+    throw badKey('is given more than once (a bare key holds no comma; quote a key that has one)');
   }
   if (key.length === 0) throw badKey('is empty');
   if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH) throw badKey('is too long');

@@ -77,6 +77,18 @@ async function gpuProblems(ctx: DomainContext, gpuTypeId: string | null, gpuCoun
   return [];
 }
 
+/**
+ * A pod starts from a pod template: a serverless template (isServerless true) is for endpoint
+ * workers, and the hosted service refuses it for a pod as well (422).
+ */
+export function podTemplateProblems(template: Pick<Template, 'id' | 'isServerless'>): string[] {
+  return template.isServerless
+    ? [
+        `$.templateId: template '${template.id}' is a serverless template (isServerless true); a pod starts from a pod template (isServerless false)`,
+      ]
+    : [];
+}
+
 export function envProblems(env: Record<string, string>): string[] {
   return Object.entries(env)
     .filter(([, v]) => /[\r\n\0]/.test(v))
@@ -133,6 +145,7 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
   if (i.templateId) {
     template = await ctx.db.template.findFirst({ where: { id: i.templateId, accountId: principal.accountId } });
     if (!template) problems.push(`$.templateId: no template '${i.templateId}'`);
+    else problems.push(...podTemplateProblems(template));
   }
   const imageName = i.imageName ?? template?.imageName;
   if (!imageName) problems.push('$.imageName: required (or a templateId whose template names the image)');
@@ -169,9 +182,17 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
     problems.push(
       ...(await volumeReferenceProblems(ctx, principal.accountId, [networkVolumeId], () => '$.networkVolumeId')),
     );
-  const gpuCount = i.gpuCount ?? 1;
-  const gpuTypeId = i.gpuTypeId ?? null;
+  // The template's GPUs where the input names none; its GPU type only for a pod that has GPUs.
+  const gpuCount = i.gpuCount ?? template?.gpuCount ?? 1;
+  const gpuTypeId = i.gpuTypeId ?? (gpuCount > 0 ? (template?.gpuTypeId ?? null) : null);
   problems.push(...(await gpuProblems(ctx, gpuTypeId, gpuCount)));
+  // Placement matches these against each host's CUDA version (domain/workers/placement.ts).
+  for (const [field, values] of [
+    ['allowedCudaVersions', i.allowedCudaVersions ?? []],
+    ['minCudaVersion', i.minCudaVersion ? [i.minCudaVersion] : []],
+  ] as const)
+    for (const v of values)
+      if (!/^[0-9]{1,4}\.[0-9]{1,4}$/.test(v)) problems.push(`$.${field}: '${v}' is not a CUDA version such as 12.4`);
   if (problems.length > 0) throw validationFailed(problems);
 
   const id = newId();
@@ -193,6 +214,9 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
         ports,
         gpuTypeId,
         gpuCount,
+        // CPU pods ignore a CUDA constraint, as the hosted service's do.
+        allowedCudaVersions: gpuCount > 0 ? (i.allowedCudaVersions ?? []) : [],
+        minCudaVersion: gpuCount > 0 ? (i.minCudaVersion ?? null) : null,
         templateId: template?.id ?? null,
         registryId,
         desiredStatus: 'RUNNING',

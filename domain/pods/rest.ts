@@ -11,6 +11,7 @@ import {
   WORKFLOW_CALL_BUDGET_MS,
   deployPod,
   envProblems,
+  podTemplateProblems,
   portProblems,
   resumePod,
   stopPod,
@@ -116,6 +117,8 @@ function restFieldPaths(networkMount: boolean): Record<string, string> {
     volumeMountPath: networkMount ? 'mounts.network[0].path' : 'mounts.persistent.path',
     gpuTypeId: 'gpu.id',
     gpuCount: 'gpu.count',
+    allowedCudaVersions: 'gpu.allowedCudaVersions',
+    minCudaVersion: 'gpu.minCudaVersion',
     containerRegistryAuthId: 'registry',
     networkVolumeId: 'mounts.network[0].volumeId',
   };
@@ -212,6 +215,8 @@ export async function createPod(ctx: DomainContext, principal: Principal, body: 
     ports: b.ports?.join(','),
     gpuTypeId: b.gpu?.id,
     gpuCount: b.gpu ? (b.gpu.count ?? 1) : 0,
+    allowedCudaVersions: b.gpu?.allowedCudaVersions,
+    minCudaVersion: b.gpu?.minCudaVersion,
     // deployPod reads an empty id as "no credential", over the template's.
     containerRegistryAuthId: b.registry === null ? '' : b.registry,
     networkVolumeId: network?.volumeId,
@@ -245,6 +250,7 @@ export async function updatePod(
   if (b.templateId) {
     template = await ctx.db.template.findFirst({ where: { id: b.templateId, accountId: principal.accountId } });
     if (!template) problems.push(`$.templateId: no template '${b.templateId}'`);
+    else problems.push(...podTemplateProblems(template));
   }
   const ports = b.ports ? b.ports.join(',') : template?.ports;
   if (ports !== undefined) problems.push(...portProblems(ports));

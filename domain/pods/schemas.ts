@@ -37,7 +37,10 @@ export const PodDeployInputSchema = Type.Object(
     startSsh: Type.Optional(Type.Boolean()),
     startJupyter: Type.Optional(Type.Boolean()),
     supportPublicIp: Type.Optional(Type.Boolean()),
+    // A GPU pod's CUDA constraint, read by placement (domain/workers/placement.ts cudaAllows); CPU pods ignore it.
     allowedCudaVersions: Type.Optional(Type.Array(Type.String({ maxLength: 16 }), { maxItems: 32 })),
+    /** REST's gpu.minCudaVersion (GraphQL's input has no such field). */
+    minCudaVersion: Type.Optional(Type.String({ maxLength: 16 })),
     minDownload: Type.Optional(Type.Integer()),
     minUpload: Type.Optional(Type.Integer()),
   },
@@ -146,7 +149,10 @@ const RestMountsSchema = Type.Object(
   },
   { additionalProperties: false, description: 'at most one of `persistent` and `network`' },
 );
-const CudaVersionSchema = Type.String({ pattern: '^[0-9]{1,4}\\.[0-9]{1,4}$', description: 'accepted, no effect' });
+const CudaVersionSchema = Type.String({
+  pattern: '^[0-9]{1,4}\\.[0-9]{1,4}$',
+  description: "major.minor; the pod runs only on a host whose CUDA version (nvidia-smi's) matches",
+});
 
 export const CreatePodBodySchema = Type.Object(
   {

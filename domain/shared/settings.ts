@@ -16,6 +16,12 @@ export interface PlatformSettings {
    * `public` addresses only (and the API's). Link-local (cloud metadata) is refused under both.
    */
   workerEgress: 'private' | 'public';
+  /**
+   * Docker hosts whose daemon does not keep tenants apart (no iptables rules, or its userland proxy
+   * on: activities/host-probe.ts, DockerWalls) are used all the same (GANTRY_ALLOW_UNWALLED_DOCKER).
+   * Off by default: such a host stays PENDING, its status saying why.
+   */
+  allowUnwalledDocker: boolean;
   /** Wildcard DNS domain of load-balancing endpoints (GANTRY_LB_DOMAIN), normalized; undefined: path-based URLs. */
   lbDomain: string | undefined;
   /** The proxy's health probes of load-balancing workers (GANTRY_LB_HEALTH). */

@@ -108,6 +108,12 @@ export const SaveTemplateInputSchema = Type.Object(
     isServerless: Type.Optional(Type.Boolean()),
     readme: Type.Optional(templateBodyFields.readme),
     containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+    // The spec's common input fields of pods and templates: a pod deployed from the template without
+    // its own gpuTypeId or gpuCount takes these. An empty gpuTypeId clears it.
+    gpuTypeId: Type.Optional(
+      Type.String({ maxLength: 191, description: 'GPU type (the gpuTypes query lists them); empty: none' }),
+    ),
+    gpuCount: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'GPUs per pod; 0: a CPU pod' })),
     // The hosted service's Python client sends both on every template. Accepted: SSH start-up is the
     // image's own business here; a public template (shared with every account) is refused.
     startSsh: Type.Optional(Type.Boolean()),
@@ -132,4 +138,7 @@ export interface TemplateRecord {
   isPublic: boolean;
   readme: string;
   containerRegistryAuthId: string | null;
+  /** What a pod deployed from the template gets when its input names none; null: the pod's own default. */
+  gpuTypeId: string | null;
+  gpuCount: number | null;
 }

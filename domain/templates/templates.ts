@@ -63,6 +63,8 @@ export function templateRecord(t: Template): TemplateRecord {
     isPublic: false,
     readme: t.readme,
     containerRegistryAuthId: t.registryId,
+    gpuTypeId: t.gpuTypeId,
+    gpuCount: t.gpuCount,
   };
 }
 
@@ -79,6 +81,9 @@ interface TemplateFields {
   isServerless: boolean;
   readme: string;
   registryId: string | null;
+  /** Defaults of a pod deployed from the template (GraphQL only). */
+  gpuTypeId: string | null;
+  gpuCount: number | null;
 }
 
 /** Where each rule's failure is reported, in the caller's own field names. */
@@ -100,6 +105,8 @@ const DEFAULTS: Omit<TemplateFields, 'name' | 'imageName'> = {
   isServerless: false,
   readme: '',
   registryId: null,
+  gpuTypeId: null,
+  gpuCount: null,
 };
 
 function portProblems(ports: string, at: string): string[] {
@@ -137,6 +144,10 @@ async function save(
           `${paths.volume}: serverless templates cannot have a persistent volume (workers are replaced freely); use a network volume`,
         );
       }
+      if (merged.gpuCount === 0 && merged.gpuTypeId !== null)
+        problems.push(
+          '$.gpuTypeId: a template with gpuCount 0 makes CPU pods; leave gpuTypeId out or ask for at least one GPU',
+        );
       if (merged.registryId !== null && (patch.registryId !== undefined || patch.imageName !== undefined)) {
         problems.push(
           ...(await registryBindingProblems(
@@ -161,6 +172,8 @@ async function save(
         isServerless: merged.isServerless,
         readme: merged.readme,
         registryId: merged.registryId,
+        gpuTypeId: merged.gpuTypeId,
+        gpuCount: merged.gpuCount,
       };
       if (id !== undefined) return tx.template.update({ where: { id }, data });
       return tx.template.create({ data: { id: newId(), accountId: principal.accountId, ...data } });
@@ -289,6 +302,8 @@ export async function saveTemplate(ctx: DomainContext, principal: Principal, inp
       isServerless: i.isServerless,
       readme: i.readme,
       registryId: i.containerRegistryAuthId === '' ? null : i.containerRegistryAuthId,
+      gpuTypeId: i.gpuTypeId === '' ? null : i.gpuTypeId,
+      gpuCount: i.gpuCount,
     }),
     GRAPHQL_PATHS,
   );

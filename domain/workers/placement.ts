@@ -7,7 +7,8 @@
  * endpoint's pools on one host, named by UUID, and a device is never given to two live workers; a
  * CPU worker reserves its instance's vCPUs and memory, which the host's CPUs and memory (times its
  * overcommit factor) must hold besides the other CPU workers' reservations; a host's maxWorkers
- * caps its workers. Among hosts that fit, the preferred data centers come first, then the host with
+ * caps its workers; a GPU worker with a CUDA constraint (allowedCudaVersions, minCudaVersion) goes
+ * only to GPU hosts whose CUDA version meets it (cudaAllows). Among hosts that fit, the preferred data centers come first, then the host with
  * the fewest workers of this endpoint (spreading an endpoint over hosts), then the fewest workers in
  * all, then, for CPU workers, hosts without GPUs (GPU boxes stay free for GPU work), then the pool
  * listed first. Ties break by host id so that the answer is stable.
@@ -35,6 +36,8 @@ export interface PlacementHost {
   cpuCount?: number | null;
   memoryMb?: number | null;
   cpuOvercommit?: number;
+  /** The CUDA version the host's driver reports (nvidia-smi's header, "12.4"); null or absent: unknown. */
+  cudaVersion?: string | null;
 }
 
 /** The host label that sets a host's CPU overcommit factor (docs/hosts.md, "Labels"). */
@@ -114,6 +117,56 @@ export interface PlacementRequest {
   onlyHostIds?: readonly string[];
   /** A CPU worker's instance: reserved on the host it goes to. */
   cpu?: CpuReservation;
+  /** A GPU worker's CUDA constraint (cudaAllows); CPU workers ignore it, as the hosted service's CPU pods do. */
+  cuda?: CudaConstraint;
+}
+
+/**
+ * CUDA versions a worker may run under, as the hosted service matches them: the host's CUDA
+ * version (the highest its driver supports, nvidia-smi's header) is one of `allowed`, compared on
+ * major and minor (a patch part is ignored; "12.04" is 12.4), and at least `min`, compared
+ * numerically (12.10 is above 12.9). Empty `allowed` and no `min`: any host.
+ */
+export interface CudaConstraint {
+  allowed?: readonly string[];
+  min?: string | null;
+}
+
+/** [major, minor] of "12.4" (or "12.4.1", "12"); undefined when it is no version. */
+export function parseCudaVersion(text: string | null | undefined): [number, number] | undefined {
+  const m = /^\s*(\d{1,4})(?:\.(\d{1,4}))?(?:\.\d+)*\s*$/.exec(text ?? '');
+  return m ? [Number(m[1]), Number(m[2] ?? 0)] : undefined;
+}
+
+/** Whether the constraint asks for anything. */
+export function hasCudaConstraint(c: CudaConstraint | undefined): boolean {
+  return (c?.allowed?.length ?? 0) > 0 || Boolean(c?.min);
+}
+
+/**
+ * Whether a host of this CUDA version meets the constraint. A host whose version is unknown (not
+ * probed since Gantry read it, or nvidia-smi printed none) meets only no constraint: the hosted
+ * service matches exactly, and a guess could start a worker its driver cannot run.
+ */
+export function cudaAllows(c: CudaConstraint | undefined, hostVersion: string | null | undefined): boolean {
+  if (!hasCudaConstraint(c)) return true;
+  const host = parseCudaVersion(hostVersion);
+  if (!host) return false;
+  const allowed = c?.allowed ?? [];
+  if (allowed.length > 0 && !allowed.some((a) => sameVersion(parseCudaVersion(a), host))) return false;
+  const min = parseCudaVersion(c?.min);
+  return !c?.min || (min !== undefined && (host[0] > min[0] || (host[0] === min[0] && host[1] >= min[1])));
+}
+
+const sameVersion = (a: [number, number] | undefined, b: [number, number]): boolean =>
+  a !== undefined && a[0] === b[0] && a[1] === b[1];
+
+/** "allowedCudaVersions 12.4, 12.1 and minCudaVersion 12.0", for reasons. */
+function cudaConstraintText(c: CudaConstraint): string {
+  const parts: string[] = [];
+  if (c.allowed?.length) parts.push(`allowedCudaVersions ${c.allowed.join(', ')}`);
+  if (c.min) parts.push(`minCudaVersion ${c.min}`);
+  return parts.join(' and ');
 }
 
 export type Placement =
@@ -161,7 +214,10 @@ export function placeWorker(
       (request.onlyDataCenterIds !== undefined && !request.onlyDataCenterIds.includes(h.dataCenterId)) ||
       (request.onlyHostIds !== undefined && !request.onlyHostIds.includes(h.id)),
   );
-  const excluded = new Set([...outsideCountries, ...outsideVolume].map((h) => h.id));
+  // Hosts without GPUs cannot take a GPU worker anyway: the CUDA constraint is about GPU hosts.
+  const cuda = wantsGpu && hasCudaConstraint(request.cuda) ? request.cuda! : undefined;
+  const outsideCuda = cuda ? ready.filter((h) => h.gpus.length > 0 && !cudaAllows(cuda, h.cudaVersion)) : [];
+  const excluded = new Set([...outsideCountries, ...outsideVolume, ...outsideCuda].map((h) => h.id));
   const allowed = ready.filter((h) => !excluded.has(h.id));
   const usable = allowed.filter((h) => !avoid.has(h.id));
   const full: string[] = [];
@@ -229,6 +285,14 @@ export function placeWorker(
   if (outsideCountries.length > 0)
     facts.push(`${outsideCountries.length} outside the locations ${countries.join(', ')}`);
   if (outsideVolume.length > 0) facts.push(`${outsideVolume.length} not where the network volume is`);
+  if (cuda && outsideCuda.length > 0) {
+    const known = outsideCuda.filter((h) => parseCudaVersion(h.cudaVersion) !== undefined);
+    const unknown = outsideCuda.length - known.length;
+    const versions = [...new Set(known.map((h) => h.cudaVersion!.trim()))].sort();
+    if (known.length > 0)
+      facts.push(`${known.length} with CUDA ${versions.join(' or ')}, outside ${cudaConstraintText(cuda)}`);
+    if (unknown > 0) facts.push(`${unknown} of unknown CUDA version, which ${cudaConstraintText(cuda)} excludes`);
+  }
   if (allowed.length - usable.length > 0) facts.push(`${allowed.length - usable.length} avoided`);
   if (full.length > 0) facts.push(`${full.length} at maxWorkers`);
   if (noCpuRoom > 0) facts.push(`${noCpuRoom} without free vCPUs or memory for it`);

@@ -11,7 +11,7 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
   beforeAll(async () => {
     p = await startTestPlatform();
     const t = await gql(
-      `mutation { saveTemplate(input: {name: "tpl", imageName: "img:1", dockerArgs: "serve", containerDiskInGb: 7, ports: "8000/http", env: [{key: "A", value: "1"}]}) { id name env { key value } } }`,
+      `mutation { saveTemplate(input: {name: "tpl", imageName: "img:1", isServerless: true, dockerArgs: "serve", containerDiskInGb: 7, ports: "8000/http", env: [{key: "A", value: "1"}]}) { id name env { key value } } }`,
     );
     expect(t.errors).toBeUndefined();
     templateId = t.data.saveTemplate.id;

@@ -12,6 +12,14 @@
  * each other, and nothing is masqueraded: this engine tests Gantry's Docker commands, not Docker's
  * walls between tenants.
  *
+ * Such a daemon is not a host Gantry uses unless told (activities/host-probe.ts, DockerWalls): so
+ * starting one sets GANTRY_ALLOW_UNWALLED_DOCKER=true in this process's environment, which the
+ * test platforms started afterwards read.
+ *
+ * With `netns` (test/support/docker-netns-host.ts) the daemon runs in that network namespace
+ * instead and may manage iptables there (`iptables: true`): the walled Docker host, whose rules
+ * never touch this machine's tables.
+ *
  * Images come from Podman (`podman save | docker load`): no registry is needed.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -106,21 +114,39 @@ async function removeLeftoverDaemons(): Promise<void> {
  * finds `nvidia-container-runtime-hook`, its `--gpus` requests run that hook (a stand-in, there).
  */
 export async function startTestDockerd(
-  options: { path?: string; log?: (msg: string) => void } = {},
+  options: {
+    path?: string;
+    log?: (msg: string) => void;
+    /** An `ip netns` namespace to run in (only its network: `ip netns exec` would hide the cgroup mounts). */
+    netns?: string;
+    /** The daemon manages iptables (its default; needs `netns`): isolated networks, NAT for published ports. */
+    iptables?: boolean;
+    /** With `iptables`: docker-proxy answers published ports (Docker's default) rather than hairpin NAT. */
+    userlandProxy?: boolean;
+    /** Where its API socket is (default: in its own run folder). */
+    socket?: string;
+  } = {},
 ): Promise<TestDockerd> {
   ensureHostPackages(DOCKER_PACKAGES, options.log);
+  if (options.iptables && !options.netns)
+    throw new Error("a test dockerd manages iptables only in a network namespace: it would rewrite this machine's");
   await removeLeftoverDaemons();
   const id = `${process.pid}-${randomBytes(4).toString('hex')}`;
   const run = path.join(RUN_DIR, id);
   const data = path.join(DATA_DIR, id);
   mkdirSync(run, { recursive: true, mode: 0o700 });
   mkdirSync(data, { recursive: true, mode: 0o700 });
-  const socket = path.join(run, 'docker.sock');
+  const socket = options.socket ?? path.join(run, 'docker.sock');
   const dockerHost = `unix://${socket}`;
   const env = { ...process.env, PATH: `${options.path ? `${options.path}:` : ''}${SYSTEM_PATH}` };
+  const inNetns = (cmd: string, ...args: string[]): [string, string[]] =>
+    options.netns ? ['nsenter', [`--net=/run/netns/${options.netns}`, cmd, ...args]] : [cmd, args];
+  const [command, prefix] = inNetns('dockerd');
+  if (!options.iptables) process.env.GANTRY_ALLOW_UNWALLED_DOCKER = 'true';
   const child = spawn(
-    'dockerd',
+    command,
     [
+      ...prefix,
       '--host',
       dockerHost,
       '--data-root',
@@ -129,9 +155,9 @@ export async function startTestDockerd(
       path.join(run, 'exec'),
       '--pidfile',
       path.join(run, 'docker.pid'),
-      '--iptables=false',
-      '--ip-masq=false',
-      '--bridge=none',
+      ...(options.iptables
+        ? [`--userland-proxy=${options.userlandProxy ?? false}`]
+        : ['--iptables=false', '--ip-masq=false', '--bridge=none']),
     ],
     { env, stdio: ['ignore', 'ignore', 'pipe'] },
   );
@@ -164,7 +190,7 @@ export async function startTestDockerd(
         // Gantry's networks go with their egress rules, as a host's reconcile removes them.
         const hosts = docker(['network', 'ls', '--format', '{{.Label "gantry.host"}}']).stdout.split('\n');
         for (const hostId of new Set(hosts.filter(Boolean)))
-          spawnSync('sh', ['-s'], {
+          spawnSync(...inNetns('sh', '-s'), {
             input: pruneNetworksScript('docker', hostId, []),
             env: { ...process.env, DOCKER_HOST: dockerHost },
           });

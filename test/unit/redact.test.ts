@@ -30,7 +30,9 @@ describe('redactUrl', () => {
   });
 
   it('reads past a name that is not validly encoded, and still redacts the rest', () => {
-    expect(redactUrl('/v2/x?api_key%=SECRET')).toBe('/v2/x?api_key%=SECRET');
+    // A lookalike of a secret name is redacted like one (issue #45), however it is spelled.
+    expect(redactUrl('/v2/x?api_key%=SECRET')).toBe('/v2/x?api_key%=[redacted]');
+    expect(redactUrl('/v2/x?apix%=SECRET')).toBe('/v2/x?apix%=SECRET');
     expect(redactUrl('/v2/x?%E0%A4%A=1&token=SECRET')).toBe('/v2/x?%E0%A4%A=1&token=[redacted]');
   });
 });
