@@ -10,6 +10,7 @@ import { createWorkerActivities } from './worker.ts';
 import { createJobActivities } from './job.ts';
 import { createOutputActivities } from './purge-outputs.ts';
 import { createImagePrepullActivities } from './image-prepull.ts';
+import { createMetricsRollupActivities } from './metrics-rollup.ts';
 
 /** Every activity the Temporal worker registers, bound to its dependencies. */
 export function createActivities(deps: { db: Db; ctx: DomainContext }) {
@@ -36,5 +37,6 @@ export function createActivities(deps: { db: Db; ctx: DomainContext }) {
     ...createDeployActivities(deps.ctx),
     ...createOutputActivities(deps.ctx),
     ...createImagePrepullActivities(rt),
+    ...createMetricsRollupActivities(deps.ctx),
   };
 }

@@ -131,7 +131,14 @@ export function createWorkerStandbyActivities(rt: OrchestrationRuntime) {
         await lockPlacement(tx);
         const w = await tx.worker.findUnique({
           where: { id: workerId },
-          select: { status: true, statusReason: true, hostId: true, standbySince: true },
+          select: {
+            status: true,
+            statusReason: true,
+            hostId: true,
+            standbySince: true,
+            readyAt: true,
+            firstReadyAt: true,
+          },
         });
         if (!w) return { ok: false as const, reason: 'the worker record is gone' };
         // A retry after the thaw was committed: make sure it runs.
@@ -147,6 +154,9 @@ export function createWorkerStandbyActivities(rt: OrchestrationRuntime) {
             desiredStatus: 'RUNNING',
             statusReason: null,
             readyAt: now,
+            // The readiness this thaw replaces, kept at the first thaw: a thaw is no cold start
+            // (domain/metrics/rollup.ts counts it apart).
+            firstReadyAt: w.firstReadyAt ?? w.readyAt,
             lastPingAt: now,
             healthFailingSince: null,
             standbySince: null,

@@ -135,7 +135,7 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
     sendProblem(reply, problem(404, `no route ${request.method} ${redactUrl(request.url.split('?')[0]!)}`)),
   );
 
-  registerMetrics(app);
+  registerMetrics(app, ctx);
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
     if (opts.isReady && !opts.isReady()) return sendProblem(reply, problem(503, 'not ready'));

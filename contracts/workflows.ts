@@ -35,6 +35,26 @@ export interface PurgeOutputsResult {
  */
 export const purgeOutputsScheduleId = (taskQueue: string): string => `purge-expired-outputs:${taskQueue}`;
 
+export type RollupEndpointMetricsWorkflow = () => Promise<RollupEndpointMetricsResult>;
+
+/** What one run of the metrics rollup did (domain/metrics/rollup.ts): the minutes [from, to) it rolled. */
+export interface RollupEndpointMetricsResult {
+  from: string;
+  to: string;
+  jobs: number;
+  coldStarts: number;
+  thaws: number;
+  sampledSeconds: number;
+  purged: number;
+}
+
+/**
+ * The Temporal Schedule that starts rollupEndpointMetricsWorkflow (infra/schedules.ts), one per task
+ * queue like the purge's: platforms that share a database roll it up once between them (the rollup
+ * locks its state row).
+ */
+export const metricsRollupScheduleId = (taskQueue: string): string => `rollup-endpoint-metrics:${taskQueue}`;
+
 export const endpointWorkflowId = (endpointId: string): string => `endpoint:${endpointId}`;
 export const workerWorkflowId = (workerId: string): string => `worker:${workerId}`;
 export const rolloutWorkflowId = (endpointId: string, version: number): string => `rollout:${endpointId}:${version}`;

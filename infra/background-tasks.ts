@@ -172,6 +172,14 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
     },
     {
       kind: 'listed',
+      name: 'endpoint metrics rollup',
+      schedule: 'every GANTRY_METRICS_ROLLUP_INTERVAL_MS (default 1 min, 15 s into the minute)',
+      lock: 'a Temporal Schedule (overlapping runs skipped), and a row lock on MetricRollupState',
+      where: 'infra/schedules.ts, the rollup-endpoint-metrics schedule (workflows/metrics-rollup.ts)',
+      does: 'rolls the jobs, cold starts and sampled worker states of each endpoint into per-minute rows; deletes rows past 7 days',
+    },
+    {
+      kind: 'listed',
       name: 'rate-limit counters',
       schedule: 'every 5 min',
       lock: 'every API app, no lock (an idempotent DELETE)',

@@ -27,6 +27,7 @@ import {
 import type { PlatformSettings } from '../domain/shared/index.ts';
 import { validate } from '../domain/shared/index.ts';
 import { DEFAULT_OUTPUT_SETTINGS } from '../domain/public-models/index.ts';
+import { DEFAULT_METRICS_SETTINGS } from '../domain/metrics/index.ts';
 import { parseWebhookAllowList } from '../domain/jobs/index.ts';
 
 /**
@@ -149,6 +150,7 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     GANTRY_WORKER_PING_INTERVAL_MS: Int('RUNPOD_PING_INTERVAL given to workers'),
     GANTRY_OUTPUT_URL_TTL_MS: Int("how long public models' output URLs work"),
     GANTRY_OUTPUT_PURGE_INTERVAL_MS: Int('how often expired outputs are deleted'),
+    GANTRY_METRICS_ROLLUP_INTERVAL_MS: Int('how often endpoint metrics are rolled up'),
     NODE_ENV: Text('development: error answers carry stack traces'),
     XDG_CACHE_HOME: Text('where per-machine builds are cached'),
   },
@@ -413,6 +415,14 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
         'GANTRY_OUTPUT_PURGE_INTERVAL_MS',
         env.GANTRY_OUTPUT_PURGE_INTERVAL_MS,
         DEFAULT_OUTPUT_SETTINGS.purgeIntervalMs,
+        problems,
+      ),
+    },
+    metrics: {
+      rollupIntervalMs: positive(
+        'GANTRY_METRICS_ROLLUP_INTERVAL_MS',
+        env.GANTRY_METRICS_ROLLUP_INTERVAL_MS,
+        DEFAULT_METRICS_SETTINGS.rollupIntervalMs,
         problems,
       ),
     },

@@ -186,7 +186,10 @@ export async function startPlatform(
       // Mends endpoints whose workflow start was cut off by a crash after their row was committed.
       await reconcileEndpointWorkflows(ctx);
       checkpoint();
-      await ensureSchedules(ctx.temporal, ctx.taskQueue, ctx.settings.outputs.purgeIntervalMs);
+      await ensureSchedules(ctx.temporal, ctx.taskQueue, {
+        purgeOutputsMs: ctx.settings.outputs.purgeIntervalMs,
+        metricsRollupMs: ctx.settings.metrics.rollupIntervalMs,
+      });
       checkpoint();
       await applyHostConfig(ctx, { hostsFile: config.hostsFile, localHost: config.localHost });
       checkpoint();

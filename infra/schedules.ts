@@ -1,15 +1,37 @@
 /**
  * The platform's Temporal Schedules, made (or brought up to date) at start by every API process:
- * `purge-expired-outputs:<task queue>` starts purgeExpiredOutputsWorkflow every GANTRY_OUTPUT_PURGE_INTERVAL_MS.
- * A schedule and not a background task (infra/background-tasks.ts): the work is rare, may take a
- * while (blob deletions), and its runs belong in the Temporal UI beside the other workflows.
+ * `purge-expired-outputs:<task queue>` starts purgeExpiredOutputsWorkflow every GANTRY_OUTPUT_PURGE_INTERVAL_MS,
+ * `rollup-endpoint-metrics:<task queue>` starts rollupEndpointMetricsWorkflow every
+ * GANTRY_METRICS_ROLLUP_INTERVAL_MS. Schedules and not background tasks (infra/background-tasks.ts):
+ * the purge is rare and may take a while (blob deletions), the rollup must run once per minute
+ * whichever processes are up, and their runs belong in the Temporal UI beside the other workflows.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
-import { purgeOutputsScheduleId } from '../contracts/workflows.ts';
+import { metricsRollupScheduleId, purgeOutputsScheduleId } from '../contracts/workflows.ts';
 
-/** The workflow type the schedule starts (workflows/purge-outputs.ts, registered in workflows/index.ts). */
-const PURGE_OUTPUTS_WORKFLOW = 'purgeExpiredOutputsWorkflow';
+/** How often each schedule starts its workflow. */
+export interface ScheduleIntervals {
+  /** GANTRY_OUTPUT_PURGE_INTERVAL_MS. */
+  purgeOutputsMs: number;
+  /** GANTRY_METRICS_ROLLUP_INTERVAL_MS. */
+  metricsRollupMs: number;
+}
+
+/**
+ * The schedules: their ids and the workflow types they start (registered in workflows/index.ts).
+ * `offsetMs`: how far into each interval runs fall (intervals count from the Unix epoch): the rollup
+ * runs 15 s into each minute, so a minute is rolled as soon as its 10 s lag has passed.
+ */
+const SCHEDULES = [
+  { id: purgeOutputsScheduleId, workflowType: 'purgeExpiredOutputsWorkflow', every: 'purgeOutputsMs', offsetMs: 0 },
+  {
+    id: metricsRollupScheduleId,
+    workflowType: 'rollupEndpointMetricsWorkflow',
+    every: 'metricsRollupMs',
+    offsetMs: 15_000,
+  },
+] as const;
 
 /**
  * Reading or changing a schedule is a query or signal to its scheduler workflow, which a Temporal
@@ -19,16 +41,19 @@ const PURGE_OUTPUTS_WORKFLOW = 'purgeExpiredOutputsWorkflow';
 export async function ensureSchedules(
   temporal: Client,
   taskQueue: string,
-  purgeIntervalMs: number,
+  intervals: ScheduleIntervals,
   withinMs = 120_000,
 ): Promise<void> {
   const deadline = Date.now() + withinMs;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await ensureSchedulesOnce(temporal, taskQueue, purgeIntervalMs);
-    } catch (err) {
-      if (!isTransient(err) || Date.now() >= deadline) throw err;
-      await sleep(Math.min(5_000, 250 * 2 ** attempt));
+  for (const schedule of SCHEDULES) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await ensureScheduleOnce(temporal, taskQueue, schedule, intervals[schedule.every]);
+        break;
+      } catch (err) {
+        if (!isTransient(err) || Date.now() >= deadline) throw err;
+        await sleep(Math.min(5_000, 250 * 2 ** attempt));
+      }
     }
   }
 }
@@ -44,12 +69,18 @@ function isTransient(err: unknown): boolean {
   return code === DEADLINE_EXCEEDED || code === UNAVAILABLE;
 }
 
-async function ensureSchedulesOnce(temporal: Client, taskQueue: string, purgeIntervalMs: number): Promise<void> {
-  const scheduleId = purgeOutputsScheduleId(taskQueue);
+async function ensureScheduleOnce(
+  temporal: Client,
+  taskQueue: string,
+  schedule: (typeof SCHEDULES)[number],
+  everyMs: number,
+): Promise<void> {
+  const scheduleId = schedule.id(taskQueue);
+  const { workflowType } = schedule;
   const options: ScheduleOptions = {
     scheduleId,
-    spec: { intervals: [{ every: purgeIntervalMs }] },
-    action: { type: 'startWorkflow', workflowType: PURGE_OUTPUTS_WORKFLOW, taskQueue, args: [] },
+    spec: { intervals: [{ every: everyMs, ...(schedule.offsetMs < everyMs ? { offset: schedule.offsetMs } : {}) }] },
+    action: { type: 'startWorkflow', workflowType, taskQueue, args: [] },
     // A run still going when the next is due: the next is skipped (the running one takes its work).
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 minute' },
   };
@@ -64,7 +95,7 @@ async function ensureSchedulesOnce(temporal: Client, taskQueue: string, purgeInt
       spec: options.spec,
       action: {
         type: 'startWorkflow',
-        workflowType: PURGE_OUTPUTS_WORKFLOW,
+        workflowType,
         taskQueue,
         args: [],
         workflowId: previous.action.workflowId,

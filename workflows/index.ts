@@ -8,6 +8,7 @@ export { podWorkflow } from './pod.ts';
 export { deployWorkflow } from './deploy.ts';
 export { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
 export { imagePrepullWorkflow } from './prepull.ts';
+export { rollupEndpointMetricsWorkflow } from './metrics-rollup.ts';
 
 import type {
   DeployWorkflow,
@@ -17,6 +18,7 @@ import type {
   JobWorkflow,
   PodWorkflow,
   PurgeOutputsWorkflow,
+  RollupEndpointMetricsWorkflow,
 } from '../contracts/workflows.ts';
 import type { deployWorkflow } from './deploy.ts';
 import type { endpointWorkflow } from './endpoint.ts';
@@ -25,6 +27,7 @@ import type { jobWorkflow } from './job.ts';
 import type { podWorkflow } from './pod.ts';
 import type { purgeExpiredOutputsWorkflow } from './purge-outputs.ts';
 import type { imagePrepullWorkflow } from './prepull.ts';
+import type { rollupEndpointMetricsWorkflow } from './metrics-rollup.ts';
 
 type Holds<T extends true> = T;
 /** The starters' types of these workflows (contracts.ts) stay true to them: otherwise a type error here. */
@@ -36,4 +39,5 @@ export type StartersMatchWorkflows = [
   Holds<typeof deployWorkflow extends DeployWorkflow ? true : false>,
   Holds<typeof purgeExpiredOutputsWorkflow extends PurgeOutputsWorkflow ? true : false>,
   Holds<typeof imagePrepullWorkflow extends ImagePrepullWorkflow ? true : false>,
+  Holds<typeof rollupEndpointMetricsWorkflow extends RollupEndpointMetricsWorkflow ? true : false>,
 ];

@@ -80,12 +80,18 @@ export class JobSupervision extends JobStoreBase {
   /**
    * Deletes jobs past their expiry, in batches (retention, and TTL where no workflow acted). The
    * finished ones join their endpoint's totals in the same statement: /health counts kept jobs plus
-   * totals, so a job leaves one as it enters the other.
+   * totals, so a job leaves one as it enters the other. A finished job stays until the metrics
+   * rollup has counted its minute (domain/metrics/rollup.ts; no rollup yet: no wait), or at most 15
+   * minutes past its expiry (the rollup reaches 10 minutes back): a short retention loses no job
+   * from the metrics.
    */
   async deleteExpired(limit: number): Promise<number> {
     const r = await this.pool.query<{ n: number }>({
       text: `WITH d AS (
-               DELETE FROM "Job" WHERE id IN (SELECT id FROM "Job" WHERE "expiresAt" <= now() - interval '1 minute' LIMIT $1::int FOR UPDATE SKIP LOCKED)
+               DELETE FROM "Job" WHERE id IN (SELECT id FROM "Job" WHERE "expiresAt" <= now() - interval '1 minute'
+                 AND ("completedAt" IS NULL OR "expiresAt" <= now() - interval '15 minutes'
+                   OR "completedAt" < coalesce((SELECT "rolledUntil" FROM "MetricRollupState" WHERE id = 1), 'infinity'))
+                 LIMIT $1::int FOR UPDATE SKIP LOCKED)
                RETURNING "endpointId", "accountId", status, retries),
              added AS (
                INSERT INTO "EndpointJobTotals" AS t ("endpointId", "accountId", completed, failed, retried)

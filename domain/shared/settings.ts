@@ -9,6 +9,7 @@ import type { OrchestrationSettings } from './orchestration-settings.ts';
 import type { SurfaceLimits } from '../rate-limits/rate-limits.ts';
 import type { WebhookAllowList } from '../jobs/webhook-targets.ts';
 import type { OutputSettings } from '../public-models/outputs.ts';
+import type { MetricsSettings } from '../metrics/rollup.ts';
 
 export interface PlatformSettings {
   /**
@@ -45,6 +46,8 @@ export interface PlatformSettings {
   apps: AppSettings;
   /** Public models' output files: URL lifetime and purge interval (GANTRY_OUTPUT_URL_TTL_MS, GANTRY_OUTPUT_PURGE_INTERVAL_MS). */
   outputs: OutputSettings;
+  /** Endpoint metrics: how often the rollup schedule runs (GANTRY_METRICS_ROLLUP_INTERVAL_MS). */
+  metrics: MetricsSettings;
   /** Error answers may carry stack traces: only NODE_ENV=development, a developer's own machine. */
   stackTraces: boolean;
 }

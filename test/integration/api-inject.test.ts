@@ -303,9 +303,9 @@ describe('the API through app.inject', () => {
       'WRITE',
       'ADMIN',
     ]);
-    // Nothing of the other surfaces or the public routes.
+    // Nothing of the other surfaces or the public routes (an endpoint's metrics are a management read).
     expect(
-      Object.keys(doc.paths).filter((p) => /endpointId|openapi|docs|graphql|healthz|metrics|\/lb\//.test(p)),
+      Object.keys(doc.paths).filter((p) => /endpointId|openapi|docs|graphql|healthz|^\/metrics|\/lb\//.test(p)),
     ).toEqual([]);
   });
 

@@ -349,9 +349,13 @@ describe('retention', () => {
         'results expired',
       );
       expect(await health()).toMatchObject({ completed: 3 });
-      // The sweep deletes rows a minute past their expiry: moved there, then swept by the very task the
+      // The sweep deletes rows a minute past their expiry once the metrics rollup has counted them, and
+      // 15 minutes past it whatever the rollup did: moved there, then swept by the very task the
       // platform runs in the background.
-      await p.ctx.db.job.updateMany({ where: { endpointId: ep }, data: { expiresAt: new Date(Date.now() - 120_000) } });
+      await p.ctx.db.job.updateMany({
+        where: { endpointId: ep },
+        data: { expiresAt: new Date(Date.now() - 20 * 60_000) },
+      });
       await p.ctx.jobs!.deleteExpiredJobs();
       expect(await p.ctx.db.job.count({ where: { endpointId: ep } })).toBe(0);
       expect(await health()).toMatchObject({ completed: 3, failed: 0, inQueue: 0, inProgress: 0 });

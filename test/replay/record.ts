@@ -515,6 +515,18 @@ try {
       throw new Error(`expected host1 pulled and host2 failed, got ${JSON.stringify(result)}`);
     return workflowId;
   });
+
+  // One run of the metrics rollup, as its schedule starts it: the activity, its result returned.
+  await record('rollupEndpointMetricsWorkflow-v1-one-run', async () => {
+    const workflowId = 'rollup-endpoint-metrics:recorded-1';
+    const result = await env.client.workflow.execute('rollupEndpointMetricsWorkflow', {
+      workflowId,
+      taskQueue: 'record',
+      args: [],
+    });
+    if (result.jobs !== 42) throw new Error(`expected 42 jobs rolled, got ${JSON.stringify(result)}`);
+    return workflowId;
+  });
 } finally {
   await env.teardown();
 }

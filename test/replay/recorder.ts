@@ -22,6 +22,7 @@ import type { DeployActivities } from '../../activities/deploy.ts';
 import type { JobActivities } from '../../activities/job.ts';
 import type { OutputActivities } from '../../activities/purge-outputs.ts';
 import type { ImagePrepullActivities } from '../../activities/image-prepull.ts';
+import type { MetricsRollupActivities } from '../../activities/metrics-rollup.ts';
 import { ApplicationFailure } from '@temporalio/common';
 import { GANTRY_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 
@@ -231,6 +232,21 @@ const outputActivities: OutputActivities = {
   },
 };
 
+/** The metrics rollup's activity: one run that rolled two minutes. */
+const metricsRollupActivities: MetricsRollupActivities = {
+  async rollupEndpointMetrics() {
+    return {
+      from: '2026-11-28T13:00:00.000Z',
+      to: '2026-11-28T13:02:00.000Z',
+      jobs: 42,
+      coldStarts: 1,
+      thaws: 0,
+      sampledSeconds: 60,
+      purged: 3,
+    };
+  },
+};
+
 /** The pre-pull workflow's activities: the hosts a scenario ranks, the ones among them whose pull fails for good. */
 export const prepullWorld = { hostIds: [] as string[], failing: new Set<string>() };
 const prepullActivities: ImagePrepullActivities = {
@@ -249,10 +265,12 @@ const activities: EndpointActivities &
   JobActivities &
   DeployActivities &
   OutputActivities &
-  ImagePrepullActivities = {
+  ImagePrepullActivities &
+  MetricsRollupActivities = {
   ...deployActivities,
   ...outputActivities,
   ...prepullActivities,
+  ...metricsRollupActivities,
   async loadEndpointSpec(endpointId) {
     return world.rows.get(endpointId) ?? defaultRow(endpointId);
   },

@@ -24,19 +24,22 @@ function client(failures: unknown[]): { temporal: Client; calls: () => number } 
   return { temporal, calls: () => calls };
 }
 
+const INTERVALS = { purgeOutputsMs: 60_000, metricsRollupMs: 60_000 };
+
 describe('ensureSchedules', () => {
   it('tries again after a deadline passed or the server was unavailable', async () => {
     const c = client([grpcError(4), grpcError(14)]);
-    await ensureSchedules(c.temporal, 'q', 60_000);
-    expect(c.calls()).toBe(3);
+    await ensureSchedules(c.temporal, 'q', INTERVALS);
+    // Three tries of the first schedule, one of the second (the rollup's).
+    expect(c.calls()).toBe(4);
   });
 
   it('gives up at once on other errors, and on transient ones past its time', async () => {
     const refused = client([grpcError(7)]);
-    await expect(ensureSchedules(refused.temporal, 'q', 60_000)).rejects.toThrow('Failed to create schedule');
+    await expect(ensureSchedules(refused.temporal, 'q', INTERVALS)).rejects.toThrow('Failed to create schedule');
     expect(refused.calls()).toBe(1);
     const slow = client([grpcError(4), grpcError(4), grpcError(4)]);
-    await expect(ensureSchedules(slow.temporal, 'q', 60_000, 0)).rejects.toThrow('Failed to create schedule');
+    await expect(ensureSchedules(slow.temporal, 'q', INTERVALS, 0)).rejects.toThrow('Failed to create schedule');
     expect(slow.calls()).toBe(1);
   });
 });
