@@ -39,11 +39,14 @@ export type RollupEndpointMetricsWorkflow = () => Promise<RollupEndpointMetricsR
 
 /** What one run of the metrics rollup did (domain/metrics/rollup.ts): the minutes [from, to) it rolled. */
 export interface RollupEndpointMetricsResult {
+  /** The minutes rolled, [from, to) as ISO times; from = to when none was due. */
   from: string;
   to: string;
+  /** Jobs counted, cold starts and thaws found, rows purged. */
   jobs: number;
   coldStarts: number;
   thaws: number;
+  /** Seconds the worker-state sample was worth. */
   sampledSeconds: number;
   purged: number;
 }

@@ -24,6 +24,7 @@
 import type { DomainContext } from '../context.ts';
 import type { Prisma } from '../shared/db.ts';
 import { BUCKETS, bucketSql } from './histogram.ts';
+import type { RollupEndpointMetricsResult } from '../../contracts/workflows.ts';
 
 /** How long after a minute ends it is rolled: jobs whose end commits within this are counted. */
 export const LAG_MS = 10_000;
@@ -67,18 +68,8 @@ export interface RollupOptions {
   timeoutMs?: number;
 }
 
-export interface RollupResult {
-  /** The minutes rolled, [from, to) as ISO times; from = to when none was due. */
-  from: string;
-  to: string;
-  /** Jobs counted, cold starts and thaws found, rows purged. */
-  jobs: number;
-  coldStarts: number;
-  thaws: number;
-  /** Seconds the worker-state sample was worth. */
-  sampledSeconds: number;
-  purged: number;
-}
+/** What one run did: the workflow's result (contracts/workflows.ts), one shape. */
+export type RollupResult = RollupEndpointMetricsResult;
 
 const JOB_COLUMNS = [
   'completed',
