@@ -1,10 +1,10 @@
 import { Type, type Static } from 'typebox';
 import type { Account, ApiKey } from '../../generated/prisma/client.ts';
-import { issueApiKey, requireScope, type Principal, type Scope } from './auth.ts';
+import { issueApiKey, type Principal, requireAccountWide, requireScope, type Scope } from './auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, forbidden, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
-import { isUniqueViolation, requireAccountWide } from '../registries/registries.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 
 /**

@@ -19,6 +19,15 @@ export interface Principal {
   isAdmin: boolean;
 }
 
+/**
+ * Registries, templates, volumes, apps and keys belong to the whole account: a key limited to some
+ * endpoints does not reach them.
+ */
+export function requireAccountWide(principal: Principal): void {
+  if (principal.endpointIds.length > 0)
+    throw forbidden('this key is limited to specific endpoints and does not reach account resources');
+}
+
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
 const KEY_SHAPE = /^[A-Za-z0-9_\-.]{16,200}$/;

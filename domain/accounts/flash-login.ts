@@ -1,8 +1,7 @@
 import type { DomainContext } from '../context.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { newSecretId } from '../shared/ids.ts';
-import { hashKey, issueApiKey, requireScope, type Principal, type Scope } from './auth.ts';
-import { requireAccountWide } from '../registries/registries.ts';
+import { hashKey, issueApiKey, type Principal, requireAccountWide, requireScope, type Scope } from './auth.ts';
 
 /**
  * `flash login`, the hosted service's sign-in for its deploy tool (docs/graphql.md, "flash login"):

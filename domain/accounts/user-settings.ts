@@ -1,9 +1,8 @@
 import { Type } from 'typebox';
 import type { DomainContext } from '../context.ts';
 import { validationFailed } from '../errors.ts';
-import { requireAccountWide } from '../registries/registries.ts';
 import { validate } from '../shared/validation.ts';
-import { requireScope, type Principal } from './auth.ts';
+import { type Principal, requireAccountWide, requireScope } from './auth.ts';
 
 /** Most keys an account keeps, and the most text: ample for people and CI runners. */
 export const MAX_PUBLIC_KEYS = 32;

@@ -1,10 +1,10 @@
 import { type App, type AppEnvironment } from '../../generated/prisma/client.ts';
-import { requireScope, type Principal } from '../accounts/auth.ts';
+import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { deleteEndpoint } from '../endpoints/endpoints.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
-import { isUniqueViolation, requireAccountWide } from '../registries/registries.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 import { networkVolumeView, type NetworkVolumeView } from '../network-volumes/network-volumes.ts';
 import { CreateAppSchema, CreateEnvironmentSchema, type AppView, type EnvironmentView } from './schemas.ts';

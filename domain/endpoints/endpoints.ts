@@ -1,8 +1,8 @@
 import type { Endpoint } from '../../generated/prisma/client.ts';
 import { Prisma } from '../../generated/prisma/client.ts';
 import { specProblems } from '../../contracts/workflows.ts';
-import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
-import { registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
+import { type Principal, requireAccountWide, requireEndpointAccess, requireScope } from '../accounts/auth.ts';
+import { registryBindingProblems } from '../registries/registries.ts';
 import type { DomainContext } from '../context.ts';
 import { CreateEndpointSchema, UpdateEndpointSchema, type EndpointView, type ReleaseDiffEntry } from './schemas.ts';
 import { signalDeletion, tellEndpointWorkflow, WORKFLOW_CALL_BUDGET_MS } from './workflow-signals.ts';
@@ -13,6 +13,7 @@ import { newId } from '../shared/ids.ts';
 import { cpuInstanceProblems, DEFAULT_CPU_INSTANCE, type CpuInstance } from '../catalog/cpu-instances.ts';
 import { volumeReferenceProblems } from '../network-volumes/network-volumes.ts';
 import { validate } from '../shared/validation.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 
 /**
  * Base URL of a load-balancing endpoint: `https://<id>.<GANTRY_LB_DOMAIN>` when a wildcard domain
@@ -167,7 +168,7 @@ export async function createEndpoint(
       return created;
     });
   } catch (err) {
-    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
+    if (isUniqueViolation(err)) {
       throw new DomainError('conflict', `an endpoint named '${input.name}' already exists`);
     }
     throw err;
@@ -473,7 +474,7 @@ export async function updateEndpoint(
       return tx.endpoint.update({ where: { id }, data });
     });
   } catch (err) {
-    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
+    if (isUniqueViolation(err)) {
       throw new DomainError('conflict', `an endpoint named '${input.name ?? ''}' already exists`);
     }
     throw err;

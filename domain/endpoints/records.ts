@@ -1,7 +1,6 @@
 import { Type, type Static } from 'typebox';
 import type { Endpoint } from '../../generated/prisma/client.ts';
-import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
-import { requireAccountWide } from '../registries/registries.ts';
+import { type Principal, requireAccountWide, requireEndpointAccess, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { createEndpoint, deleteEndpoint, forgetEndpoint, updateEndpoint } from './endpoints.ts';
 import { cpuInstanceId, requireCpuInstanceId, smallestForOneVcpu, type CpuInstance } from '../catalog/cpu-instances.ts';

@@ -8,7 +8,6 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import ssh2 from 'ssh2';
 import { Type, type Static } from 'typebox';
 import type { Host } from '../../generated/prisma/client.ts';
-import { Prisma } from '../../generated/prisma/client.ts';
 import {
   hostWorkflowId,
   probeHostNow,
@@ -20,6 +19,7 @@ import { gantryMemo, gantrySearchAttributes } from '../../contracts/search-attri
 import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, forbidden, notFound, validationFailed } from '../errors.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
 import { liveWorker } from '../workers/status.ts';
@@ -244,7 +244,7 @@ export async function createHost(ctx: DomainContext, principal: Principal, body:
       },
     });
   } catch (err) {
-    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002')
+    if (isUniqueViolation(err))
       throw new DomainError(
         'conflict',
         `a host named '${input.name ?? `${user}@${input.address}:${port}`}' already exists`,

@@ -1,12 +1,12 @@
 import { Type, type Static } from 'typebox';
 import type { NetworkVolume } from '../../generated/prisma/client.ts';
-import { requireScope, type Principal } from '../accounts/auth.ts';
+import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import { knownDataCenterIds } from '../catalog/catalog.ts';
 import type { DomainContext } from '../context.ts';
 import { dataCenterFacts, volumeStorage } from '../catalog/data-centers.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
-import { isUniqueViolation, requireAccountWide } from '../registries/registries.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 
 /**

@@ -1,14 +1,15 @@
 import type { Prisma, Template } from '../../generated/prisma/client.ts';
 import { podChanged, podWorkflowId, type PodWorkflow } from '../../contracts/workflows.ts';
 import { gantryMemo, gantrySearchAttributes } from '../../contracts/search-attributes.ts';
-import { requireScope, type Principal } from '../accounts/auth.ts';
+import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, validationFailed } from '../errors.ts';
 import { gpuTypeId as gpuTypeIdOf } from '../catalog/gpu-pools.ts';
 import { requireCpuInstanceId } from '../catalog/cpu-instances.ts';
 import { newId } from '../shared/ids.ts';
 import { priceTable } from '../billing/pricing.ts';
-import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
+import { registryBindingProblems } from '../registries/registries.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 import { volumeReferenceProblems } from '../network-volumes/network-volumes.ts';
 import { findPod, podRecord, withWorkers, type PodRecord } from './records.ts';

@@ -1,11 +1,12 @@
 import type { Pod, Template } from '../../generated/prisma/client.ts';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { drainWorker, workerWorkflowId } from '../../contracts/workflows.ts';
-import { requireScope, type Principal } from '../accounts/auth.ts';
+import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, validationFailed } from '../errors.ts';
 import { priceTable, type PriceTable } from '../billing/pricing.ts';
-import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
+import { registryBindingProblems } from '../registries/registries.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 import {
   WORKFLOW_CALL_BUDGET_MS,

@@ -14,6 +14,7 @@ import { DomainError, forbidden, notFound, validationFailed } from '../errors.ts
 import { recordCachesOf, type RecordCaches } from '../shared/record-cache.ts';
 import { formatErrors, validate } from '../shared/validation.ts';
 import type { Db } from '../shared/db.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 
 /** Lowercase letter-and-digit groups joined by "-": at least one "-", so never an endpoint id (14 letters and digits). */
 export const MODEL_ID_PATTERN = '^(?=.{3,64}$)[a-z0-9]+(?:-[a-z0-9]+)+$';
@@ -241,7 +242,7 @@ export async function publishPublicModel(
     });
     return view(m, ctx, principal);
   } catch (err) {
-    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') {
+    if (isUniqueViolation(err)) {
       const fields = String((err.meta as { target?: unknown } | undefined)?.target ?? '');
       throw new DomainError(
         'conflict',

@@ -1,8 +1,9 @@
 import { Type } from 'typebox';
 import { Prisma } from '../../generated/prisma/client.ts';
-import { requireScope, type Principal } from '../accounts/auth.ts';
+import { requireAccountWide, requireScope, type Principal } from '../accounts/auth.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import type { DomainContext } from '../context.ts';
-import { DomainError, forbidden, notFound, validationFailed } from '../errors.ts';
+import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { validate } from '../shared/validation.ts';
 import { RegistryHostSchema, registryOf } from '../containers/fields.ts';
@@ -89,18 +90,6 @@ export async function registryBindingProblems(
   }
   return [];
 }
-
-/**
- * Registries, templates, volumes and keys belong to the whole account: a key limited to some
- * endpoints does not reach them.
- */
-export function requireAccountWide(principal: Principal): void {
-  if (principal.endpointIds.length > 0)
-    throw forbidden('this key is limited to specific endpoints and does not reach account resources');
-}
-
-export const isUniqueViolation = (err: unknown): boolean =>
-  err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
 
 export async function createRegistry(ctx: DomainContext, principal: Principal, body: unknown): Promise<RegistryView> {
   requireScope(principal, 'WRITE');

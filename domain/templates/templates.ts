@@ -1,10 +1,11 @@
 import type { Static } from 'typebox';
 import type { Template } from '../../generated/prisma/client.ts';
-import { requireScope, type Principal } from '../accounts/auth.ts';
+import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
-import { isUniqueViolation, registryBindingProblems, requireAccountWide } from '../registries/registries.ts';
+import { registryBindingProblems } from '../registries/registries.ts';
+import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 import {
   CreateTemplateSchema,
