@@ -5,6 +5,7 @@ import type { DomainContext } from '../domain/context.ts';
 import { registerMetrics } from './metrics.ts';
 import { errorHandler, problem, sendProblem } from './problem.ts';
 import { registerRoutes } from './routes/index.ts';
+import { consoleRoutes } from './console/routes.ts';
 import { compileSchema, formatErrors } from '../domain/shared/index.ts';
 import { validationFailed } from '../domain/errors.ts';
 import type { RateLimitQuotas, SurfaceLimits } from '../domain/rate-limits/index.ts';
@@ -30,6 +31,8 @@ export interface AppOptions {
   logStream?: { write(line: string): void };
   /** Serve HTTPS with these PEM files (GANTRY_TLS_CERT, GANTRY_TLS_KEY), re-read when they change; default: plain HTTP. */
   tls?: TlsFiles;
+  /** The console's build (api/console/build.ts consoleBuildDir); none or not built: /console answers 503. */
+  consoleDir?: string;
 }
 
 declare module 'fastify' {
@@ -161,5 +164,6 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   // The OpenAPI generator collects routes as they are added, so it loads before the route modules.
   registerOpenApi(app);
   app.register(registerRoutes, { ctx });
+  app.register(consoleRoutes, { dir: opts.consoleDir });
   return app;
 }

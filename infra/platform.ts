@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance, FastifyListenOptions } from 'fastify';
 import { buildApp } from '../api/server.ts';
+import { consoleBuildDir } from '../api/console/build.ts';
 import { ensureAdmin } from '../domain/accounts/index.ts';
 import { createBlobStore } from '../domain/blobs/index.ts';
 import type { DomainContext } from '../domain/context.ts';
@@ -210,7 +211,13 @@ export async function startPlatform(
       stops.push(() => tasks.stop());
       // Request limits: blocks of requests granted by PostgreSQL, spent here (domain/rate-limits/rate-limits.ts).
       ctx.rateLimiter = new RateLimiter(db);
-      const built = buildApp(ctx, { logLevel: config.logLevel, isReady: () => ready, tls: config.tls });
+      const built = buildApp(ctx, {
+        logLevel: config.logLevel,
+        isReady: () => ready,
+        tls: config.tls,
+        // Built before the start (infra/start.ts, the suite's preparation); looked for, never built, here.
+        consoleDir: consoleBuildDir(config.cacheDir),
+      });
       app = built;
       // Fastify hands these options to net.Server.listen as they are; its types do not list reusePort yet.
       const listenOptions = { host: config.host, port: config.port, reusePort: config.reusePort };

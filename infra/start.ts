@@ -1,5 +1,6 @@
 /** `npm start`: the whole platform in one process on its embedded defaults (see docs/operating.md). */
 import closeWithGrace from 'close-with-grace';
+import { ensureConsoleBuilt } from '../api/console/build.ts';
 import { loadConfig, type GantryConfig } from './config.ts';
 import { StartAborted, startPlatform, type Platform } from './platform.ts';
 
@@ -49,6 +50,16 @@ if (process.channel) {
   process.once('disconnect', () => void graceful.close());
 }
 
+// The console's single-page app, built once per machine and per version of its sources (api/console/build.ts):
+// a start with its build in the cache only hashes the sources. A worker-only process serves no console.
+if (config.role !== 'worker') {
+  try {
+    await ensureConsoleBuilt(config.cacheDir, (msg) => console.error(msg));
+  } catch (err) {
+    // The API still serves; /console says how to build it.
+    console.error(`The console could not be built (/console answers 503): ${err instanceof Error ? err.message : err}`);
+  }
+}
 start.platform = startPlatform(config, undefined, abort.signal);
 // A start cut short is the stop's to report (above); as an error here, it would end the process
 // with code 1 before the stop is done.
@@ -63,6 +74,7 @@ if (platform && !stopping) {
     `Gantry is up (role ${config.role}, ${((Date.now() - started) / 1000).toFixed(1)} s)`,
     platform.apiUrl && `  REST API      ${platform.apiUrl}/v2`,
     platform.graphqlUrl && `  GraphQL       ${platform.graphqlUrl}`,
+    platform.apiUrl && `  Console       ${platform.apiUrl}/console`,
     `  Temporal      ${platform.temporalAddress}`,
     platform.temporalUiUrl && `  Temporal UI   ${platform.temporalUiUrl}`,
     `  Data          ${config.dataDir}`,

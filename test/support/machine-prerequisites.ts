@@ -6,6 +6,7 @@
  * so a later call in a test finds it done in milliseconds; a run of a few files without the global
  * preparation (GANTRY_TEST_PREPARE=0) builds lazily, as before.
  */
+import { ensureConsoleBuilt } from '../../api/console/build.ts';
 import { loadConfig } from '../../infra/config.ts';
 import { DOCKER_PACKAGES } from './docker-test-host.ts';
 import { ensureFlashBaseImage } from './flash-base-image.ts';
@@ -28,6 +29,7 @@ export function machinePrerequisites(options: { scale: boolean; log: (msg: strin
   const { log } = options;
   const cacheDir = loadConfig().cacheDir;
   const steps: PrerequisiteStep[] = [
+    { what: 'the console (Vite build, cached by digest)', run: () => ensureConsoleBuilt(cacheDir, log) },
     {
       what: `Debian packages of the test hosts (${[...HOST_PACKAGES, 'debootstrap', ...DOCKER_PACKAGES].join(', ')})`,
       run: async () => {

@@ -1,0 +1,93 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { problem, sendProblem } from '../problem.ts';
+
+/**
+ * `/console`: the management console's single-page app (docs/console.md), built by Vite into a
+ * per-machine cache (api/console/build.ts) and served from there: index.html for `/console` and any
+ * other address under it (the app routes on the client), the hashed files under /console/assets/.
+ * Like the playground, answering needs no key and touches neither the database nor the rate-limit
+ * counters: the app calls the REST API with the key the user gives it. Without a build, 503.
+ */
+
+/**
+ * Nothing inline: the scripts and the stylesheet are files of this origin. uPlot sets sizes and
+ * positions through element.style (the CSSOM), which `style-src` does not govern.
+ */
+export const CONSOLE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const TYPES: Record<string, string> = {
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.woff2': 'font/woff2',
+};
+
+interface Loaded {
+  index: Buffer;
+  assets: Map<string, { body: Buffer; type: string; etag: string }>;
+}
+
+/** The build's files, read once (a fixed list: the names in its assets folder, nothing else). */
+function load(dir: string): Loaded {
+  const assetsDir = path.join(dir, 'assets');
+  const assets = new Map<string, { body: Buffer; type: string; etag: string }>();
+  for (const name of existsSync(assetsDir) ? readdirSync(assetsDir) : []) {
+    const type = TYPES[path.extname(name)];
+    if (!type) continue;
+    const body = readFileSync(path.join(assetsDir, name));
+    assets.set(name, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` });
+  }
+  return { index: readFileSync(path.join(dir, 'index.html')), assets };
+}
+
+export const consoleRoutes: FastifyPluginAsync<{ dir: string | undefined }> = async (app, { dir }) => {
+  let loaded: Loaded | undefined;
+  /** The build, once there is one (a build made after the start is found on the next request). */
+  const build = (): Loaded | undefined => {
+    if (!loaded && dir && existsSync(path.join(dir, 'index.html'))) loaded = load(dir);
+    return loaded;
+  };
+  const notBuilt = (reply: FastifyReply) =>
+    sendProblem(
+      reply,
+      problem(
+        503,
+        'the console is not built on this machine: `npm start` builds it before it serves (or run `npm run console:build`, then reload)',
+      ),
+    );
+  const sendIndex = (_request: FastifyRequest, reply: FastifyReply) => {
+    const b = build();
+    if (!b) return notBuilt(reply);
+    return reply
+      .type('text/html; charset=utf-8')
+      .header('content-security-policy', CONSOLE_CSP)
+      .header('x-content-type-options', 'nosniff')
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'no-referrer')
+      .header('cache-control', 'no-cache')
+      .send(b.index);
+  };
+  app.get('/console', { schema: { hide: true } }, sendIndex);
+  app.get('/console/*', { schema: { hide: true } }, sendIndex);
+  app.get<{ Params: { name: string } }>('/console/assets/:name', { schema: { hide: true } }, async (request, reply) => {
+    const b = build();
+    if (!b) return notBuilt(reply);
+    const asset = b.assets.get(request.params.name);
+    if (!asset) return sendProblem(reply, problem(404, 'no such console asset'));
+    reply
+      .header('content-type', asset.type)
+      .header('content-security-policy', CONSOLE_CSP)
+      .header('x-content-type-options', 'nosniff')
+      // The names carry a hash of the content: a new build has new names.
+      .header('cache-control', 'public, max-age=31536000, immutable')
+      .header('etag', asset.etag);
+    if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+    return reply.send(asset.body);
+  });
+};

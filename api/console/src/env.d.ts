@@ -1,0 +1,2 @@
+// Stylesheets imported for Vite, which emits them as files.
+declare module '*.css';

@@ -1,0 +1,196 @@
+/**
+ * The console (/console, api/console/, docs/console.md) in a real browser (Debian's Chromium, driven
+ * by playwright-core) against the API on a socket of its own, every request to anything but this
+ * machine refused: signing in with a key, the endpoints of the key's account only (a tenant's
+ * name shown as text, never markup), an endpoint's charts from rolled-up jobs, a wrong key's
+ * error, a revoked key signing the console out, and the page's CSP. On a failure, the page is
+ * saved as a screenshot in a temporary directory (its path in the failure).
+ */
+import { mkdtempSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { ensureConsoleBuilt } from '../../api/console/build.ts';
+import { CONSOLE_CSP } from '../../api/console/routes.ts';
+import { issueApiKey } from '../../domain/accounts/index.ts';
+import { rollupEndpointMetrics } from '../../domain/metrics/index.ts';
+import { newId } from '../../domain/shared/index.ts';
+import { loadConfig } from '../../infra/config.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+import { isLocal, launchChromium } from '../support/browser.ts';
+import { call } from '../support/platform.ts';
+
+const MIN = 60_000;
+const HOSTILE = '<img src=x onerror=window.__pwned=1><script>window.__pwned=1</script>';
+const shots = mkdtempSync(path.join(tmpdir(), 'gantry-console-'));
+
+describe('console in a browser', () => {
+  let t: TestApp;
+  let url: string;
+  let browser: Browser;
+  let keyA: { id: string; key: string };
+  let keyB: string;
+  let endpointId: string;
+  const pages: Page[] = [];
+
+  const account = async (name: string) =>
+    (await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name } })).id;
+
+  beforeAll(async () => {
+    const dir = await ensureConsoleBuilt(loadConfig().cacheDir);
+    // Revocation seen within 100 ms (the record caches' bound), so the next call after DELETE is refused.
+    t = await startTestApp({ consoleDir: dir, revocationBoundMs: 100 });
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    url = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    browser = await launchChromium();
+    const a = await account('console-a');
+    keyA = await issueApiKey(t.ctx.db, a, 'console', ['READ', 'WRITE', 'RUN']);
+    keyB = (await issueApiKey(t.ctx.db, await account('console-b'), 'console', ['READ', 'WRITE', 'RUN'])).key;
+    const created = await call(url, 'POST', '/v2/serverless', {
+      key: keyA.key,
+      body: { name: HOSTILE, image: 'localhost/app:1', gpu: { pools: ['AMPERE_24'] } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    endpointId = created.body.id;
+    // Finished jobs in the minute before last, rolled up as the schedule's activity does.
+    const m = Math.floor(Date.now() / MIN) * MIN - 2 * MIN;
+    const job = (status: 'COMPLETED' | 'FAILED', i: number) =>
+      t.ctx.db.job.create({
+        data: {
+          id: newId(),
+          endpointId,
+          accountId: a,
+          status,
+          input: {},
+          createdAt: new Date(m + i * 1000),
+          startedAt: new Date(m + i * 1000 + 200),
+          completedAt: new Date(m + i * 1000 + 1200),
+          expiresAt: new Date(m + 3_600_000),
+        },
+      });
+    for (let i = 0; i < 3; i++) await job('COMPLETED', i);
+    await job('FAILED', 5);
+    await rollupEndpointMetrics(t.ctx, { now: new Date(m + 2 * MIN) });
+  }, 240_000);
+
+  afterEach(async () => {
+    for (const p of pages.splice(0)) await p.context().close();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await t?.stop();
+  });
+
+  /** A fresh tab (its own session storage) whose requests stay on this machine; CSP complaints collected. */
+  async function open(address = '/console'): Promise<{ page: Page; csp: string[] }> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await context.route('**/*', (route) =>
+      isLocal(new URL(route.request().url())) ? route.continue() : route.abort('blockedbyclient'),
+    );
+    // Every CSP violation, whatever the console prints (an init script runs outside the page's CSP).
+    await context.addInitScript(
+      'window.__csp = []; document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));',
+    );
+    const page = await context.newPage();
+    pages.push(page);
+    onTestFailed(async () => {
+      const file = path.join(shots, `${newId()}.png`);
+      await page.screenshot({ path: file, fullPage: true }).catch(() => {});
+      console.error(`console test failed: screenshot ${file}`);
+    });
+    const csp: string[] = [];
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) csp.push(m.text());
+    });
+    await page.goto(url + address);
+    return { page, csp };
+  }
+
+  async function signIn(page: Page, key: string): Promise<void> {
+    await page.getByLabel('API key').fill(key);
+    await page.keyboard.press('Enter');
+  }
+
+  it('serves index.html with the CSP and no inline script, under /console only; assets by name', async () => {
+    for (const route of ['/console', '/console/endpoints/anything', '/console/some/deep/path']) {
+      const r = await fetch(url + route);
+      expect(r.status, route).toBe(200);
+      expect(r.headers.get('content-security-policy')).toBe(CONSOLE_CSP);
+      const html = await r.text();
+      expect(html).toContain('<div id="app">');
+      for (const tag of html.match(/<script\b[^>]*>/g) ?? []) expect(tag).toMatch(/\bsrc="\/console\/assets\//);
+      expect(html).not.toMatch(/<script\b[^>]*>\s*[^<\s]/);
+      expect(html).not.toMatch(/<style\b|\sstyle=/);
+    }
+    expect((await fetch(`${url}/consolex`)).status).toBe(404);
+    // An API without a build: a problem saying how to build it.
+    const bare = await t.another({});
+    const missing = await bare.call('GET', '/console/endpoints');
+    expect(missing.status).toBe(503);
+    expect(missing.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(missing.body.detail).toMatch(/npm run console:build/);
+    await bare.close();
+    expect((await fetch(`${url}/console/assets/nope.js`)).status).toBe(404);
+  });
+
+  it('signs in with a key, lists the account’s endpoint with its name as text, and charts its metrics', async () => {
+    const { page, csp } = await open();
+    await signIn(page, keyA.key);
+    const row = page.locator(`tr[data-endpoint-id="${endpointId}"]`);
+    await row.waitFor();
+    expect(await row.locator('td.name').innerText()).toBe(HOSTILE);
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(await page.evaluate('sessionStorage.getItem("gantry.console.key")')).toBe(keyA.key);
+    expect(page.url()).not.toContain(keyA.key);
+
+    await row.getByRole('link').click();
+    await page.waitForURL(`**/console/endpoints/${endpointId}`);
+    await page.locator('[data-chart="jobs"] canvas').first().waitFor();
+    expect(await page.locator('.charts canvas').count()).toBeGreaterThanOrEqual(5);
+    expect(await page.locator('[data-chart="jobs"] .summary').innerText()).toBe('3 completed, 1 failed or timed out');
+    expect(await page.locator('[data-chart="execution"] .summary').innerText()).toMatch(/highest p50 \d/);
+    expect(await page.getByRole('heading', { level: 1 }).innerText()).toBe(HOSTILE);
+    // Another window, from the keyboard: the 6 h window of 5 min steps.
+    await page.getByRole('button', { name: '6h' }).focus();
+    await page.keyboard.press('Enter');
+    await page.locator('.charts[data-window="6h"][data-step="5m"] canvas').first().waitFor();
+    expect(await page.locator('[data-chart="jobs"] .summary').innerText()).toBe('3 completed, 1 failed or timed out');
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(csp).toEqual([]);
+    expect(await page.evaluate('window.__csp')).toEqual([]);
+  });
+
+  it('shows the sign-in error for a wrong key; another account’s key sees none of these endpoints', async () => {
+    const { page } = await open();
+    await signIn(page, 'gntr_wrong_key');
+    await expect.poll(() => page.locator('#sign-in-error').innerText()).toMatch(/refused the key \(401\)/);
+    expect(await page.evaluate('sessionStorage.getItem("gantry.console.key")')).toBeNull();
+
+    await signIn(page, keyB);
+    await page.getByText('No endpoints yet').waitFor();
+    expect(await page.locator('.notice.empty').innerText()).toContain('POST /v2/serverless');
+    expect(await page.locator(`tr[data-endpoint-id="${endpointId}"]`).count()).toBe(0);
+    expect(await page.content()).not.toContain(endpointId);
+  });
+
+  it('signs out on the next call once its key is revoked', async () => {
+    const { page } = await open();
+    const revocable = await issueApiKey(
+      t.ctx.db,
+      (await t.ctx.db.apiKey.findUniqueOrThrow({ where: { id: keyA.id } })).accountId,
+      'revocable',
+      ['READ', 'RUN'],
+    );
+    await signIn(page, revocable.key);
+    await page.locator(`tr[data-endpoint-id="${endpointId}"]`).waitFor();
+    const revoked = await call(url, 'DELETE', `/v2/keys/${revocable.id}`, { key: t.adminKey });
+    expect(revoked.status, JSON.stringify(revoked.body)).toBe(204);
+    await new Promise((r) => setTimeout(r, 300));
+    await page.locator(`tr[data-endpoint-id="${endpointId}"] a`).click();
+    await page.getByLabel('API key').waitFor();
+    expect(await page.locator('#sign-in-error').innerText()).toMatch(/refused the key \(401\)/);
+    expect(await page.evaluate('sessionStorage.getItem("gantry.console.key")')).toBeNull();
+  });
+});
