@@ -144,10 +144,10 @@ describe('workers on an SSH host', () => {
     console.info(
       `queued job at zero workers -> container start issued: ${toStart} ms; -> taken: ${job.startedAt!.getTime() - job.createdAt.getTime()} ms`,
     );
-    // Within a second on an idle machine (bench/README.md for the figure); 3 s in a full suite on two
-    // busy cores. Without the wake-up, the start would wait for the autoscaler's next resting look,
-    // more than REST_MS - 1.5 s after the job.
-    expect(toStart).toBeLessThan(REST_MS / 2);
+    // Within a second on an idle machine (bench/README.md for the figure); 3-10 s in a full suite on
+    // two busy cores. Without the wake-up, the start would wait for the autoscaler's next resting
+    // look, more than REST_MS - 1.5 s after the job: the bound keeps 3.5 s between the two.
+    expect(toStart).toBeLessThan(REST_MS - 5_000);
 
     // Idle for idleTimeout seconds: drained, stopped, container removed.
     const stopped = await until('the idle worker to stop', async () => {
