@@ -6,9 +6,9 @@ declare module 'fastify' {
     observeRequest?: (method: string, route: string, status: number, seconds: number) => void;
   }
 }
-import { collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { authenticateCurrent, type KeySource } from '../domain/accounts/index.ts';
-import { lastMinuteMetrics, type EndpointMetricsPoint } from '../domain/metrics/index.ts';
+import { lastMinuteMetrics } from '../domain/metrics/index.ts';
 import { bearerToken, throttledAuth } from './auth.ts';
 
 /**
@@ -57,70 +57,66 @@ async function isAdminScrape(keys: KeySource, request: FastifyRequest): Promise<
   }
 }
 
-/** Prometheus label value: backslash, double quote and newline escaped. */
-const label = (v: string): string => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-
-/** Every live endpoint's gauges of the last complete minute, in the text format. */
+/**
+ * Every live endpoint's gauges of the last complete minute, in the text format: a registry of its
+ * own per scrape (the figures are read from the rollups each time, none is kept in this process).
+ */
 async function endpointMetricsText(keys: KeySource): Promise<string> {
   const last = await lastMinuteMetrics(keys);
   if (!last) return '';
-  const families = new Map<string, { help: string; lines: string[] }>();
-  const put = (name: string, help: string, labels: Record<string, string>, value: number | null) => {
-    if (value === null) return;
-    let family = families.get(name);
-    if (!family) families.set(name, (family = { help, lines: [] }));
-    const ls = Object.entries(labels)
-      .map(([k, v]) => `${k}="${label(v)}"`)
-      .join(',');
-    family.lines.push(`${name}${ls ? `{${ls}}` : ''} ${value}`);
-  };
+  const registry = new Registry();
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Gauge<L>({ name, help, labelNames, registers: [registry] });
   const seconds = (ms: number | null) => (ms === null ? null : ms / 1000);
-  put(
+  gauge(
     'gantry_endpoint_metrics_minute_timestamp_seconds',
     'Start of the minute the gantry_endpoint_* gauges describe (the last one rolled up)',
-    {},
-    Date.parse(last.minute) / 1000,
+    [],
+  ).set(Date.parse(last.minute) / 1000);
+  const jobs = gauge('gantry_endpoint_jobs', 'Jobs that ended in the minute, by final status', [
+    'endpoint_id',
+    'status',
+  ]);
+  const execution = gauge(
+    'gantry_endpoint_execution_seconds',
+    'Execution time (completed - started) of the jobs that ended in the minute, from a histogram (±12 %)',
+    ['endpoint_id', 'quantile'],
   );
-  for (const { endpointId, point } of last.endpoints) {
-    const id = { endpoint_id: endpointId };
-    const p: EndpointMetricsPoint = point;
-    for (const [status, n] of [
-      ['completed', p.jobs.completed],
-      ['failed', p.jobs.failed],
-      ['timed_out', p.jobs.timedOut],
-      ['cancelled', p.jobs.cancelled],
-    ] as const)
-      put('gantry_endpoint_jobs', 'Jobs that ended in the minute, by final status', { ...id, status }, n);
-    for (const [quantile, x, d] of [
-      ['0.5', p.executionMs.p50, p.delayMs.p50],
-      ['0.9', p.executionMs.p90, p.delayMs.p90],
-    ] as const) {
-      put(
-        'gantry_endpoint_execution_seconds',
-        'Execution time (completed - started) of the jobs that ended in the minute, from a histogram (±12 %)',
-        { ...id, quantile },
-        seconds(x),
-      );
-      put(
-        'gantry_endpoint_delay_seconds',
-        'Delay time (started - created) of the jobs that ended in the minute, from a histogram (±12 %)',
-        { ...id, quantile },
-        seconds(d),
-      );
-    }
-    put('gantry_endpoint_cold_starts', 'Workers whose cold start ended in the minute', id, p.coldStarts.count);
-    put(
-      'gantry_endpoint_cold_start_max_seconds',
-      'Longest cold start (created to ready) that ended in the minute',
-      id,
-      seconds(p.coldStarts.maxMs),
-    );
-    put('gantry_endpoint_thaws', 'FlashBoot standbys thawed in the minute', id, p.thaws);
-    for (const [state, n] of Object.entries(p.workers))
-      put('gantry_endpoint_workers', 'Average workers in each state over the minute (sampled)', { ...id, state }, n);
+  const delay = gauge(
+    'gantry_endpoint_delay_seconds',
+    'Delay time (started - created) of the jobs that ended in the minute, from a histogram (±12 %)',
+    ['endpoint_id', 'quantile'],
+  );
+  const coldStarts = gauge('gantry_endpoint_cold_starts', 'Workers whose cold start ended in the minute', [
+    'endpoint_id',
+  ]);
+  const coldStartMax = gauge(
+    'gantry_endpoint_cold_start_max_seconds',
+    'Longest cold start (created to ready) that ended in the minute',
+    ['endpoint_id'],
+  );
+  const thaws = gauge('gantry_endpoint_thaws', 'FlashBoot standbys thawed in the minute', ['endpoint_id']);
+  const workers = gauge('gantry_endpoint_workers', 'Average workers in each state over the minute (sampled)', [
+    'endpoint_id',
+    'state',
+  ]);
+  /** Sets a gauge where there is a value (a percentile of no jobs is no sample). */
+  const put = <L extends string>(g: Gauge<L>, labels: Partial<Record<L, string>>, value: number | null) => {
+    if (value !== null) g.set(labels, value);
+  };
+  for (const { endpointId: endpoint_id, point: p } of last.endpoints) {
+    put(jobs, { endpoint_id, status: 'completed' }, p.jobs.completed);
+    put(jobs, { endpoint_id, status: 'failed' }, p.jobs.failed);
+    put(jobs, { endpoint_id, status: 'timed_out' }, p.jobs.timedOut);
+    put(jobs, { endpoint_id, status: 'cancelled' }, p.jobs.cancelled);
+    put(execution, { endpoint_id, quantile: '0.5' }, seconds(p.executionMs.p50));
+    put(execution, { endpoint_id, quantile: '0.9' }, seconds(p.executionMs.p90));
+    put(delay, { endpoint_id, quantile: '0.5' }, seconds(p.delayMs.p50));
+    put(delay, { endpoint_id, quantile: '0.9' }, seconds(p.delayMs.p90));
+    put(coldStarts, { endpoint_id }, p.coldStarts.count);
+    put(coldStartMax, { endpoint_id }, seconds(p.coldStarts.maxMs));
+    put(thaws, { endpoint_id }, p.thaws);
+    for (const [state, n] of Object.entries(p.workers)) put(workers, { endpoint_id, state }, n);
   }
-  let out = '';
-  for (const [name, { help, lines }] of families)
-    out += `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${lines.join('\n')}\n`;
-  return out;
+  return registry.metrics();
 }

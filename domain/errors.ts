@@ -29,6 +29,24 @@ export const forbidden = (detail = 'access denied'): DomainError => new DomainEr
 export const validationFailed = (errors: string[]): DomainError =>
   new DomainError('validation', 'Request validation failed.', errors);
 
+/**
+ * Runs an operation for a surface that names fields otherwise (REST's pod shape, the hosted
+ * network-volume shape): the refusals' `$.<field>` become `$.<paths[field]>`, nothing else changes.
+ */
+export async function inFieldNames<T>(paths: Record<string, string>, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof DomainError) || !err.errors) throw err;
+    const errors = err.errors.map((e) =>
+      e.replace(/^\$\.([A-Za-z]+)/, (whole, field: string) =>
+        Object.hasOwn(paths, field) ? `$.${paths[field]}` : whole,
+      ),
+    );
+    throw new DomainError(err.kind, err.message, errors);
+  }
+}
+
 /** A 403 for a credential that was forged, not merely insufficient (a signed URL whose signature is wrong): it counts as a failed authentication. */
 export class ForgedCredential extends DomainError {
   constructor(detail: string) {

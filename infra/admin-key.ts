@@ -7,7 +7,7 @@ import path from 'node:path';
 import { mintAdminKey } from '../domain/accounts/index.ts';
 import { createDb } from '../domain/shared/index.ts';
 import type { GantryConfig } from './config.ts';
-import { canConnect, startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
+import { canConnect, embeddedPostgresUrl, startEmbeddedPostgres, type RunningPostgres } from './postgres.ts';
 
 /**
  * The database `npm start` would use: DATABASE_URL; else the embedded server in the data dir,
@@ -20,7 +20,7 @@ async function platformDatabase(config: GantryConfig, log: (m: string) => void):
   if (!existsSync(path.join(pgDir, 'PG_VERSION')))
     throw new Error(`no Gantry database in ${pgDir}: set DATABASE_URL or GANTRY_DATA_DIR, or run npm start first`);
   const password = readFileSync(`${pgDir}.password`, 'utf8').trim();
-  const url = `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${config.embeddedPostgresPort}/postgres?sslmode=disable`;
+  const url = embeddedPostgresUrl(config.embeddedPostgresPort, password);
   if (await canConnect(url)) return { url, stop: async () => {} };
   log(`starting the embedded PostgreSQL in ${pgDir} for a moment...`);
   return startEmbeddedPostgres(pgDir, config.embeddedPostgresPort, log);

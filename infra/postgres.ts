@@ -11,6 +11,10 @@ export interface RunningPostgres {
   stop(): Promise<void>;
 }
 
+/** The URL of the embedded server on `port` for its superuser with `password`. */
+export const embeddedPostgresUrl = (port: number, password: string): string =>
+  `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres?sslmode=disable`;
+
 export async function canConnect(url: string, timeoutMs = 2000): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
   try {
@@ -160,8 +164,7 @@ export async function startEmbeddedPostgres(
   const stop = async (): Promise<void> => {
     if (running(postmaster)) await server.stop();
   };
-  const urlWith = (pw: string): string =>
-    `postgresql://postgres:${encodeURIComponent(pw)}@127.0.0.1:${port}/postgres?sslmode=disable`;
+  const urlWith = (pw: string): string => embeddedPostgresUrl(port, pw);
   const url = urlWith(password);
   try {
     signal?.throwIfAborted();

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { problem, sendProblem } from '../problem.ts';
+import { loadFile, sendFile, type LoadedFile } from '../static-assets.ts';
 
 /**
  * `/console`: the management console's single-page app (docs/console.md), built by Vite into a
@@ -29,22 +29,27 @@ const TYPES: Record<string, string> = {
 };
 
 interface Loaded {
-  index: Buffer;
-  assets: Map<string, { body: Buffer; type: string; etag: string }>;
+  index: LoadedFile;
+  assets: Map<string, LoadedFile>;
 }
 
 /** The build's files, read once (a fixed list: the names in its assets folder, nothing else). */
 function load(dir: string): Loaded {
   const assetsDir = path.join(dir, 'assets');
-  const assets = new Map<string, { body: Buffer; type: string; etag: string }>();
+  const assets = new Map<string, LoadedFile>();
   for (const name of existsSync(assetsDir) ? readdirSync(assetsDir) : []) {
     const type = TYPES[path.extname(name)];
-    if (!type) continue;
-    const body = readFileSync(path.join(assetsDir, name));
-    assets.set(name, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` });
+    if (type) assets.set(name, loadFile(path.join(assetsDir, name), type));
   }
-  return { index: readFileSync(path.join(dir, 'index.html')), assets };
+  return { index: loadFile(path.join(dir, 'index.html'), 'text/html; charset=utf-8'), assets };
 }
+
+/** On every answer of the console: its CSP, and never framed or sent as a referrer. */
+const HEADERS = {
+  'content-security-policy': CONSOLE_CSP,
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+};
 
 export const consoleRoutes: FastifyPluginAsync<{ dir: string | undefined }> = async (app, { dir }) => {
   let loaded: Loaded | undefined;
@@ -61,17 +66,9 @@ export const consoleRoutes: FastifyPluginAsync<{ dir: string | undefined }> = as
         'the console is not built on this machine: `npm start` builds it before it serves (or run `npm run console:build`, then reload)',
       ),
     );
-  const sendIndex = (_request: FastifyRequest, reply: FastifyReply) => {
+  const sendIndex = (request: FastifyRequest, reply: FastifyReply) => {
     const b = build();
-    if (!b) return notBuilt(reply);
-    return reply
-      .type('text/html; charset=utf-8')
-      .header('content-security-policy', CONSOLE_CSP)
-      .header('x-content-type-options', 'nosniff')
-      .header('x-frame-options', 'DENY')
-      .header('referrer-policy', 'no-referrer')
-      .header('cache-control', 'no-cache')
-      .send(b.index);
+    return b ? sendFile(request, reply, b.index, { headers: HEADERS }) : notBuilt(reply);
   };
   app.get('/console', { schema: { hide: true } }, sendIndex);
   app.get('/console/*', { schema: { hide: true } }, sendIndex);
@@ -80,14 +77,7 @@ export const consoleRoutes: FastifyPluginAsync<{ dir: string | undefined }> = as
     if (!b) return notBuilt(reply);
     const asset = b.assets.get(request.params.name);
     if (!asset) return sendProblem(reply, problem(404, 'no such console asset'));
-    reply
-      .header('content-type', asset.type)
-      .header('content-security-policy', CONSOLE_CSP)
-      .header('x-content-type-options', 'nosniff')
-      // The names carry a hash of the content: a new build has new names.
-      .header('cache-control', 'public, max-age=31536000, immutable')
-      .header('etag', asset.etag);
-    if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
-    return reply.send(asset.body);
+    // The names carry a hash of the content: a new build has new names.
+    return sendFile(request, reply, asset, { headers: HEADERS, cacheControl: 'public, max-age=31536000, immutable' });
   });
 };

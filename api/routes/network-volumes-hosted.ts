@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import { DomainError } from '../../domain/errors.ts';
+import { inFieldNames } from '../../domain/errors.ts';
 import {
   createNetworkVolume,
   CreateNetworkVolumeSchema,
@@ -46,13 +46,6 @@ const hosted = (v: NetworkVolumeView): Static<typeof HostedVolumeSchema> => ({
   dataCenterId: v.dataCenter,
 });
 
-/** The domain's refusals name its field (`$.dataCenter`); this shape's caller sent `dataCenterId`. */
-function withHostedNames(err: unknown): unknown {
-  if (!(err instanceof DomainError) || !err.errors) return err;
-  const errors = err.errors.map((e) => e.replace(/^\$\.dataCenter(?=[:.[]|$)/, '$$.dataCenterId'));
-  return new DomainError(err.kind, err.message, errors);
-}
-
 export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/networkvolumes',
@@ -84,11 +77,12 @@ export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainC
     },
     async (request) => {
       const { name, size, dataCenterId } = request.body;
-      try {
-        return hosted(await createNetworkVolume(ctx, principalOf(request), { name, size, dataCenter: dataCenterId }));
-      } catch (err) {
-        throw withHostedNames(err);
-      }
+      // The domain's refusals name its field (`$.dataCenter`); this shape's caller sent `dataCenterId`.
+      return hosted(
+        await inFieldNames({ dataCenter: 'dataCenterId' }, () =>
+          createNetworkVolume(ctx, principalOf(request), { name, size, dataCenter: dataCenterId }),
+        ),
+      );
     },
   );
 

@@ -246,16 +246,13 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   if (!template) throw validationFailed([`$.templateId: no template '${templateId}'`]);
   // Endpoint workers start from a serverless template, as on the hosted service (which refuses a pod
   // template); an endpoint saved again with the template it already runs is left as it is.
-  if (!template.isServerless) {
-    const kept =
-      input.id !== undefined &&
-      (await ctx.db.endpoint.findFirst({ where: { id: input.id, accountId: principal.accountId } }))?.templateId ===
-        template.id;
-    if (!kept)
-      throw validationFailed([
-        `$.templateId: template '${template.id}' is a pod template (isServerless false); an endpoint runs a serverless template (saveTemplate with isServerless: true)`,
-      ]);
-  }
+  const current = input.id
+    ? await ctx.db.endpoint.findFirst({ where: { id: input.id, accountId: principal.accountId, deletingAt: null } })
+    : null;
+  if (!template.isServerless && current?.templateId !== template.id)
+    throw validationFailed([
+      `$.templateId: template '${template.id}' is a pod template (isServerless false); an endpoint runs a serverless template (saveTemplate with isServerless: true)`,
+    ]);
   // flash's images run as Gantry's flash runtime: a base no host can get is said now, not by idle workers.
   if (flashEnvironment)
     await checkFlashEndpointImage(
@@ -316,9 +313,6 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
     );
     id = created.id;
   } else {
-    const current = await ctx.db.endpoint.findFirst({
-      where: { id, accountId: principal.accountId, deletingAt: null },
-    });
     if (!current) throw notFound('endpoint');
     if (flashEnvironment && current.appEnvironmentId !== flashEnvironment)
       throw new DomainError(

@@ -36,11 +36,6 @@ export function representative(bucket: number): number {
   return GROWTH ** (bucket - 1) * Math.sqrt(GROWTH);
 }
 
-/** Adds `h` into `into` (an empty `h` counts nothing). */
-export function mergeInto(into: number[], h: readonly number[]): void {
-  for (let i = 0; i < h.length && i < BUCKETS; i++) into[i] = (into[i] ?? 0) + (h[i] ?? 0);
-}
-
 /**
  * The q-quantile (0 < q <= 1) of the counts, nearest rank: the representative of the bucket that
  * holds the ceil(q × n)-th smallest value. Null when the histogram counts nothing.

@@ -8,7 +8,7 @@ import type { DomainContext } from '../context.ts';
 import { findOwned } from '../endpoints/endpoints.ts';
 import { DomainError } from '../errors.ts';
 import { BUCKETS, quantile } from './histogram.ts';
-import { epochMs, LAG_MS, rolledUntil, WORKER_STATES } from './rollup.ts';
+import { epochMs, floorMinute, LAG_MS, rolledUntil, WORKER_STATES } from './rollup.ts';
 import {
   MAX_POINTS,
   STEPS,
@@ -139,7 +139,7 @@ async function lastRolled(ctx: Pick<DomainContext, 'db'>): Promise<number> {
   const [row] = await ctx.db.$queryRawUnsafe<Array<{ now: number }>>(
     `SELECT (extract(epoch FROM now()) * 1000)::float8 AS now`,
   );
-  return Math.floor(((row?.now ?? Date.now()) - LAG_MS) / MINUTE) * MINUTE;
+  return floorMinute((row?.now ?? Date.now()) - LAG_MS);
 }
 
 /**

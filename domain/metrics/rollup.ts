@@ -42,7 +42,8 @@ export const DEFAULT_METRICS_SETTINGS: MetricsSettings = { rollupIntervalMs: 60_
 export const MAX_SAMPLE_SECONDS = 60;
 
 const MINUTE = 60_000;
-const floorMinute = (ms: number): number => Math.floor(ms / MINUTE) * MINUTE;
+/** The start of the minute `ms` falls in. */
+export const floorMinute = (ms: number): number => Math.floor(ms / MINUTE) * MINUTE;
 
 /** SQL: epoch milliseconds (a float8 parameter) as the UTC `timestamp` the tables store. */
 const ts = (param: string): string => `(to_timestamp(${param}::float8 / 1000) AT TIME ZONE 'UTC')`;

@@ -187,13 +187,6 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
   const gpuCount = i.gpuCount ?? template?.gpuCount ?? 1;
   const gpuTypeId = i.gpuTypeId ?? (gpuCount > 0 ? (template?.gpuTypeId ?? null) : null);
   problems.push(...(await gpuProblems(ctx, gpuTypeId, gpuCount)));
-  // Placement matches these against each host's CUDA version (domain/workers/placement.ts).
-  for (const [field, values] of [
-    ['allowedCudaVersions', i.allowedCudaVersions ?? []],
-    ['minCudaVersion', i.minCudaVersion ? [i.minCudaVersion] : []],
-  ] as const)
-    for (const v of values)
-      if (!/^[0-9]{1,4}\.[0-9]{1,4}$/.test(v)) problems.push(`$.${field}: '${v}' is not a CUDA version such as 12.4`);
   if (problems.length > 0) throw validationFailed(problems);
 
   const id = newId();

@@ -3,7 +3,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { drainWorker, workerWorkflowId } from '../../contracts/workflows.ts';
 import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
-import { DomainError, validationFailed } from '../errors.ts';
+import { DomainError, inFieldNames, validationFailed } from '../errors.ts';
 import { priceTable, type PriceTable } from '../billing/pricing.ts';
 import { registryBindingProblems } from '../registries/registries.ts';
 import { isUniqueViolation } from '../shared/db.ts';
@@ -125,20 +125,6 @@ function restFieldPaths(networkMount: boolean): Record<string, string> {
   };
 }
 
-/** Runs a GraphQL-shaped operation for REST: its validation failures name REST's fields. */
-async function inRestTerms<T>(paths: Record<string, string>, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    if (!(err instanceof DomainError) || err.kind !== 'validation' || !err.errors) throw err;
-    throw validationFailed(
-      err.errors.map((e) =>
-        e.replace(/^\$\.([A-Za-z]+)/, (whole, field: string) => (paths[field] ? `$.${paths[field]}` : whole)),
-      ),
-    );
-  }
-}
-
 /** Only the keys whose value is defined. */
 function definedOnly<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
@@ -225,7 +211,7 @@ export async function createPod(ctx: DomainContext, principal: Principal, body: 
     startSsh: b.startSsh,
     startJupyter: b.startJupyter,
   });
-  const created = await inRestTerms(restFieldPaths(network !== undefined), () => deployPod(ctx, principal, input));
+  const created = await inFieldNames(restFieldPaths(network !== undefined), () => deployPod(ctx, principal, input));
   return podView(await findPod(ctx, principal, created.id), priceTable(ctx.settings.pricesFile));
 }
 

@@ -8,6 +8,12 @@ import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } fr
 /** Most ports one pod may expose (each takes a host port). */
 export const MAX_PORTS = 32;
 
+/** A CUDA version of a GPU pod's constraint, read by placement (domain/workers/placement.ts cudaAllows). */
+const CudaVersionSchema = Type.String({
+  pattern: '^[0-9]{1,4}\\.[0-9]{1,4}$',
+  description: "major.minor; the pod runs only on a host whose CUDA version (nvidia-smi's) matches",
+});
+
 /**
  * `podFindAndDeployOnDemand` input: the spec's common fields plus `templateId`. The hosted service's
  * other placement and billing options (cloud type, minimum vCPUs and memory, SSH and Jupyter
@@ -37,10 +43,10 @@ export const PodDeployInputSchema = Type.Object(
     startSsh: Type.Optional(Type.Boolean()),
     startJupyter: Type.Optional(Type.Boolean()),
     supportPublicIp: Type.Optional(Type.Boolean()),
-    // A GPU pod's CUDA constraint, read by placement (domain/workers/placement.ts cudaAllows); CPU pods ignore it.
-    allowedCudaVersions: Type.Optional(Type.Array(Type.String({ maxLength: 16 }), { maxItems: 32 })),
+    // A GPU pod's CUDA constraint; CPU pods ignore it.
+    allowedCudaVersions: Type.Optional(Type.Array(CudaVersionSchema, { maxItems: 32 })),
     /** REST's gpu.minCudaVersion (GraphQL's input has no such field). */
-    minCudaVersion: Type.Optional(Type.String({ maxLength: 16 })),
+    minCudaVersion: Type.Optional(CudaVersionSchema),
     minDownload: Type.Optional(Type.Integer()),
     minUpload: Type.Optional(Type.Integer()),
   },
@@ -149,10 +155,6 @@ const RestMountsSchema = Type.Object(
   },
   { additionalProperties: false, description: 'at most one of `persistent` and `network`' },
 );
-const CudaVersionSchema = Type.String({
-  pattern: '^[0-9]{1,4}\\.[0-9]{1,4}$',
-  description: "major.minor; the pod runs only on a host whose CUDA version (nvidia-smi's) matches",
-});
 
 export const CreatePodBodySchema = Type.Object(
   {

@@ -21,14 +21,20 @@
  */
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { startTestDockerd, type TestDockerd } from './docker-test-host.ts';
-import { ensureHostPackages, HOST_PACKAGES, sshFingerprint, type SshTestHost } from './ssh-test-host.ts';
+import {
+  answersSsh,
+  ensureHostPackages,
+  HOST_PACKAGES,
+  sshdConfig,
+  sshKeysIn,
+  type SshTestHost,
+} from './ssh-test-host.ts';
 
 /** Namespaces are `gdw<test pid>x<random>`: a run killed before its cleanup is found by its pid. */
 const NAME = /^gdw(\d+)x[0-9a-f]{4}(md)?$/;
@@ -90,19 +96,6 @@ function removeLeftovers(): void {
 }
 
 /** True once something at `host:port` speaks SSH. */
-function answersSsh(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port });
-    const done = (ok: boolean): void => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(1000, () => done(false));
-    socket.once('error', () => done(false));
-    socket.once('data', (chunk) => done(chunk.toString('latin1').startsWith('SSH-')));
-  });
-}
-
 /** A free /24 in 10.250.0.0/16 for the veth (not in this machine's routes). */
 function freeSubnet(): string {
   const routes = run('ip', ['-4', 'route', 'show']);
@@ -200,33 +193,11 @@ export async function startDockerNetnsHost(
     dockerd = await startDocker({ userlandProxy: options.userlandProxy ?? false });
 
     // sshd in the namespace (its own port space: port 22 of the host's address).
-    for (const [file, comment] of [
-      ['ssh_host_ed25519_key', 'gantry-docker-netns-host'],
-      ['id_ed25519', 'gantry-test-client'],
-    ] as const)
-      run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', comment, '-f', path.join(dir, file)]);
-    const publicKey = readFileSync(path.join(dir, 'id_ed25519.pub'), 'utf8').trim();
-    writeFileSync(path.join(dir, 'authorized_keys'), `${publicKey}\n`, { mode: 0o600 });
+    const keys = sshKeysIn(dir, 'gantry-docker-netns-host');
     const config = path.join(dir, 'sshd_config');
     writeFileSync(
       config,
-      [
-        'Port 22',
-        `ListenAddress ${address}`,
-        `HostKey ${path.join(dir, 'ssh_host_ed25519_key')}`,
-        `PidFile ${path.join(dir, 'sshd.pid')}`,
-        `AuthorizedKeysFile ${path.join(dir, 'authorized_keys')}`,
-        'PermitRootLogin prohibit-password',
-        'PasswordAuthentication no',
-        'KbdInteractiveAuthentication no',
-        'UsePAM no',
-        'StrictModes no',
-        'MaxSessions 64',
-        'MaxStartups 64:30:128',
-        'LogLevel ERROR',
-        `SetEnv DOCKER_HOST=unix://${socket}`,
-        '',
-      ].join('\n'),
+      sshdConfig(dir, 22, { listenAddress: address, sessionEnv: { DOCKER_HOST: `unix://${socket}` } }),
     );
     mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
     const sshd = spawn('nsenter', [`--net=/run/netns/${ns}`, '/usr/sbin/sshd', '-D', '-e', '-f', config], {
@@ -236,7 +207,7 @@ export async function startDockerNetnsHost(
     let sshdErr = '';
     sshd.stderr!.on('data', (c: Buffer) => (sshdErr += c.toString()));
     const deadline = Date.now() + 10_000;
-    while (!(await answersSsh(address, 22))) {
+    while (!(await answersSsh(22, address))) {
       if (sshd.exitCode !== null || Date.now() > deadline) throw new Error(`sshd did not start: ${sshdErr}`);
       await sleep(50);
     }
@@ -245,9 +216,9 @@ export async function startDockerNetnsHost(
       host: address,
       port: 22,
       user: 'root',
-      privateKey: readFileSync(path.join(dir, 'id_ed25519'), 'utf8'),
-      publicKey,
-      hostKeySha256: sshFingerprint(readFileSync(path.join(dir, 'ssh_host_ed25519_key.pub'), 'utf8')),
+      privateKey: keys.privateKey,
+      publicKey: keys.publicKey,
+      hostKeySha256: keys.hostKeySha256,
       dir,
       netns: ns,
       outside,

@@ -140,10 +140,29 @@ function keygen(file: string, comment: string): void {
   if (r.status !== 0) throw new Error(`ssh-keygen failed: ${r.stderr}`);
 }
 
+/**
+ * A test host's keys in `dir`: its host key, and a client key that alone may log in
+ * (authorized_keys), as sshdConfig(dir) names them.
+ */
+export function sshKeysIn(
+  dir: string,
+  hostComment: string,
+): { publicKey: string; privateKey: string; hostKeySha256: string } {
+  keygen(path.join(dir, 'ssh_host_ed25519_key'), hostComment);
+  keygen(path.join(dir, 'id_ed25519'), 'gantry-test-client');
+  const publicKey = readFileSync(path.join(dir, 'id_ed25519.pub'), 'utf8').trim();
+  writeFileSync(path.join(dir, 'authorized_keys'), `${publicKey}\n`, { mode: 0o600 });
+  return {
+    publicKey,
+    privateKey: readFileSync(path.join(dir, 'id_ed25519'), 'utf8'),
+    hostKeySha256: sshFingerprint(readFileSync(path.join(dir, 'ssh_host_ed25519_key.pub'), 'utf8')),
+  };
+}
+
 /** True once something on the port speaks SSH (sends its `SSH-2.0-` banner). */
-function answersSsh(port: number): Promise<boolean> {
+export function answersSsh(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
+    const socket = connect({ host, port });
     const done = (ok: boolean): void => {
       socket.destroy();
       resolve(ok);
@@ -154,7 +173,13 @@ function answersSsh(port: number): Promise<boolean> {
   });
 }
 
-function sshdConfig(dir: string, port: number, sessionPath?: string, sessionEnv: Record<string, string> = {}): string {
+/** An sshd_config for a test host: root login with the keys of sshKeysIn(dir) only. */
+export function sshdConfig(
+  dir: string,
+  port: number,
+  opts: { listenAddress?: string; sessionPath?: string; sessionEnv?: Record<string, string> } = {},
+): string {
+  const { listenAddress = '127.0.0.1', sessionPath, sessionEnv = {} } = opts;
   const env = Object.entries(sessionEnv).map(([k, v]) => {
     if (!/^[A-Z_][A-Z0-9_]*$/.test(k) || /[\s"]/.test(v)) throw new Error(`cannot set ${k}=${v} for sessions`);
     return `${k}=${v}`;
@@ -162,7 +187,7 @@ function sshdConfig(dir: string, port: number, sessionPath?: string, sessionEnv:
   if (sessionPath) env.unshift(`PATH=${sessionPath}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`);
   return [
     `Port ${port}`,
-    'ListenAddress 127.0.0.1',
+    `ListenAddress ${listenAddress}`,
     `HostKey ${path.join(dir, 'ssh_host_ed25519_key')}`,
     `PidFile ${path.join(dir, 'sshd.pid')}`,
     `AuthorizedKeysFile ${path.join(dir, 'authorized_keys')}`,
@@ -206,19 +231,17 @@ export async function startSshTestHost(options: StartSshTestHostOptions = {}): P
   mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-sshd-'));
   try {
-    keygen(path.join(dir, 'ssh_host_ed25519_key'), 'gantry-test-host');
-    keygen(path.join(dir, 'id_ed25519'), 'gantry-test-client');
-    const publicKey = readFileSync(path.join(dir, 'id_ed25519.pub'), 'utf8').trim();
-    writeFileSync(path.join(dir, 'authorized_keys'), `${publicKey}\n`, { mode: 0o600 });
-    const hostKeySha256 = sshFingerprint(readFileSync(path.join(dir, 'ssh_host_ed25519_key.pub'), 'utf8'));
-    const privateKey = readFileSync(path.join(dir, 'id_ed25519'), 'utf8');
+    const { publicKey, privateKey, hostKeySha256 } = sshKeysIn(dir, 'gantry-test-host');
 
     // The port is free when picked but may be taken before sshd binds it: try a few.
     let lastError = '';
     for (let attempt = 0; attempt < 5; attempt++) {
       const port = await freeLoopbackPort();
       const configFile = path.join(dir, 'sshd_config');
-      writeFileSync(configFile, sshdConfig(dir, port, options.sessionPath, options.sessionEnv));
+      writeFileSync(
+        configFile,
+        sshdConfig(dir, port, { sessionPath: options.sessionPath, sessionEnv: options.sessionEnv }),
+      );
       const check = spawnSync('/usr/sbin/sshd', ['-t', '-f', configFile], { encoding: 'utf8' });
       if (check.status !== 0) throw new Error(`sshd rejected its config: ${check.stderr}`);
       // sshd must be started by absolute path: it re-executes itself for every connection.
