@@ -6,48 +6,30 @@
  * error, a revoked key signing the console out, and the page's CSP. On a failure, the page is
  * saved as a screenshot in a temporary directory (its path in the failure).
  */
-import { mkdtempSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { type Browser, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { ensureConsoleBuilt } from '../../api/console/build.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_CSP } from '../../api/console/routes.ts';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { rollupEndpointMetrics } from '../../domain/metrics/index.ts';
 import { newId } from '../../domain/shared/index.ts';
-import { loadConfig } from '../../infra/config.ts';
-import { startTestApp, type TestApp } from '../support/app.ts';
-import { isLocal, launchChromium } from '../support/browser.ts';
+import { HOSTILE, startConsoleHarness, type ConsoleHarness } from '../support/console.ts';
 import { call } from '../support/platform.ts';
 
 const MIN = 60_000;
-const HOSTILE = '<img src=x onerror=window.__pwned=1><script>window.__pwned=1</script>';
-const shots = mkdtempSync(path.join(tmpdir(), 'gantry-console-'));
 
 describe('console in a browser', () => {
-  let t: TestApp;
+  let h: ConsoleHarness;
+  let t: ConsoleHarness['t'];
   let url: string;
-  let browser: Browser;
-  let keyA: { id: string; key: string };
+  let keyA: { keyId: string; key: string };
   let keyB: string;
   let endpointId: string;
-  const pages: Page[] = [];
-
-  const account = async (name: string) =>
-    (await t.ctx.db.account.create({ data: { id: newId(), email: `${newId()}@example.test`, name } })).id;
 
   beforeAll(async () => {
-    const dir = await ensureConsoleBuilt(loadConfig().cacheDir);
-    // Revocation seen within 100 ms (the record caches' bound), so the next call after DELETE is refused.
-    t = await startTestApp({ consoleDir: dir, revocationBoundMs: 100 });
-    await t.app.listen({ host: '127.0.0.1', port: 0 });
-    url = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-    browser = await launchChromium();
-    const a = await account('console-a');
-    keyA = await issueApiKey(t.ctx.db, a, 'console', ['READ', 'WRITE', 'RUN']);
-    keyB = (await issueApiKey(t.ctx.db, await account('console-b'), 'console', ['READ', 'WRITE', 'RUN'])).key;
+    h = await startConsoleHarness();
+    ({ t, url } = h);
+    const a = await h.account('console-a');
+    keyA = a;
+    keyB = (await h.account('console-b')).key;
     const created = await call(url, 'POST', '/v2/serverless', {
       key: keyA.key,
       body: { name: HOSTILE, image: 'localhost/app:1', gpu: { pools: ['AMPERE_24'] } },
@@ -61,7 +43,7 @@ describe('console in a browser', () => {
         data: {
           id: newId(),
           endpointId,
-          accountId: a,
+          accountId: a.accountId,
           status,
           input: {},
           createdAt: new Date(m + i * 1000),
@@ -75,43 +57,11 @@ describe('console in a browser', () => {
     await rollupEndpointMetrics(t.ctx, { now: new Date(m + 2 * MIN) });
   }, 240_000);
 
-  afterEach(async () => {
-    for (const p of pages.splice(0)) await p.context().close();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await t?.stop();
-  });
+  afterEach(() => h.closeTabs());
+  afterAll(() => h?.stop());
 
-  /** A fresh tab (its own session storage) whose requests stay on this machine; CSP complaints collected. */
-  async function open(address = '/console'): Promise<{ page: Page; csp: string[] }> {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await context.route('**/*', (route) =>
-      isLocal(new URL(route.request().url())) ? route.continue() : route.abort('blockedbyclient'),
-    );
-    // Every CSP violation, whatever the console prints (an init script runs outside the page's CSP).
-    await context.addInitScript(
-      'window.__csp = []; document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));',
-    );
-    const page = await context.newPage();
-    pages.push(page);
-    onTestFailed(async () => {
-      const file = path.join(shots, `${newId()}.png`);
-      await page.screenshot({ path: file, fullPage: true }).catch(() => {});
-      console.error(`console test failed: screenshot ${file}`);
-    });
-    const csp: string[] = [];
-    page.on('console', (m) => {
-      if (/Content Security Policy/i.test(m.text())) csp.push(m.text());
-    });
-    await page.goto(url + address);
-    return { page, csp };
-  }
-
-  async function signIn(page: Page, key: string): Promise<void> {
-    await page.getByLabel('API key').fill(key);
-    await page.keyboard.press('Enter');
-  }
+  const open = (address?: string) => h.open(address);
+  const signIn = (page: Parameters<ConsoleHarness['signIn']>[0], key: string) => h.signIn(page, key);
 
   it('serves index.html with the CSP and no inline script, under /console only; assets by name', async () => {
     for (const route of ['/console', '/console/endpoints/anything', '/console/some/deep/path']) {
@@ -179,7 +129,7 @@ describe('console in a browser', () => {
     const { page } = await open();
     const revocable = await issueApiKey(
       t.ctx.db,
-      (await t.ctx.db.apiKey.findUniqueOrThrow({ where: { id: keyA.id } })).accountId,
+      (await t.ctx.db.apiKey.findUniqueOrThrow({ where: { id: keyA.keyId } })).accountId,
       'revocable',
       ['READ', 'RUN'],
     );

@@ -20,33 +20,76 @@ export function signOut(message = ''): void {
 
 export class ApiError extends Error {
   readonly status: number;
-  constructor(status: number, message: string) {
+  /** The problem's `errors`: `$.field.path: message` lines (validation). */
+  readonly errors: string[];
+  constructor(status: number, message: string, errors: string[] = []) {
     super(message);
     this.status = status;
+    this.errors = errors;
   }
+}
+
+/**
+ * A validation problem's errors by field: `$.workers.max: must be >= 0` becomes
+ * `{ 'workers.max': 'must be >= 0' }`; errors without a field path go under `''`.
+ */
+export function fieldErrors(errors: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of errors) {
+    const m = /^\$\.?([^:\s]*):\s*(.*)$/s.exec(e);
+    const [field, message] = m ? [m[1]!.replace(/\[(\d+)\]/g, '.$1'), m[2]!] : ['', e];
+    out[field] = out[field] ? `${out[field]}; ${message}` : message;
+  }
+  return out;
 }
 
 export const REFUSED = 'The API refused the key (401): it is wrong, expired or revoked. Sign in with another key.';
 
 /** GET a JSON answer of the REST API; a problem's detail as the error otherwise. */
-export async function get<T>(path: string, key: string | null = storedKey()): Promise<T> {
+export function get<T>(path: string, key: string | null = storedKey()): Promise<T> {
+  return send<T>('GET', path, undefined, key);
+}
+
+/**
+ * One call of the REST API with a JSON body (or none); the JSON answer, undefined for a 204.
+ * A problem answer throws an ApiError with its detail and field errors.
+ */
+export async function send<T>(
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE',
+  path: string,
+  body?: unknown,
+  key: string | null = storedKey(),
+): Promise<T> {
   if (!key) {
     signOut('Sign in with an API key.');
     throw new ApiError(401, 'signed out');
   }
+  const headers: Record<string, string> = { authorization: `Bearer ${key}`, accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
   const r = await fetch(path, {
-    headers: { authorization: `Bearer ${key}`, accept: 'application/json' },
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
     credentials: 'omit',
     cache: 'no-store',
   });
-  const body = (await r.json().catch(() => undefined)) as { detail?: string; error?: string } | undefined;
+  const answer = (await r.json().catch(() => undefined)) as
+    { detail?: string; error?: string; errors?: string[] } | undefined;
   if (r.status === 401) {
     signOut(REFUSED);
     throw new ApiError(401, REFUSED);
   }
-  if (!r.ok) throw new ApiError(r.status, body?.detail ?? body?.error ?? `the API answered ${r.status}`);
-  return body as T;
+  if (!r.ok)
+    throw new ApiError(
+      r.status,
+      answer?.detail ?? answer?.error ?? `the API answered ${r.status}`,
+      Array.isArray(answer?.errors) ? answer.errors : [],
+    );
+  return answer as T;
 }
+
+/** An error's message for the page. */
+export const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 export interface Endpoint {
   id: string;

@@ -1,16 +1,79 @@
 import { useEffect, useState } from 'preact/hooks';
 import { onSignOut, signOut, storedKey } from './api.ts';
-import { EndpointPage } from './endpoint.tsx';
+import { NewEndpointPage } from './endpoint-new.tsx';
+import { ENDPOINT_TABS, EndpointPage, type EndpointTab } from './endpoint.tsx';
 import { EndpointsPage } from './endpoints.tsx';
+import { HostsPage } from './hosts.tsx';
+import { KeysPage } from './keys.tsx';
+import { PublicModelsPage } from './public-models.tsx';
+import { RegistriesPage } from './registries.tsx';
 import { SignIn } from './sign-in.tsx';
+import { TemplatesPage } from './templates.tsx';
+import { UsagePage } from './usage.tsx';
+import { VolumesPage } from './volumes.tsx';
+
+type Route =
+  | { page: 'endpoints' }
+  | { page: 'new-endpoint' }
+  | { page: 'endpoint'; id: string; tab: EndpointTab }
+  | { page: Section }
+  | { page: 'missing' };
+
+/** The account-wide pages, in the top bar's order after Endpoints. */
+const SECTIONS = {
+  hosts: 'Hosts',
+  keys: 'Keys',
+  registries: 'Registries',
+  templates: 'Templates',
+  volumes: 'Volumes',
+  'public-models': 'Public models',
+  usage: 'Usage',
+} as const;
+type Section = keyof typeof SECTIONS;
 
 /** Client-side routes under /console (the server answers index.html for any of them). */
-function route(pathname: string): { page: 'endpoints' } | { page: 'endpoint'; id: string } | { page: 'missing' } {
+function route(pathname: string): Route {
   const rest = pathname.replace(/^\/console\/?/, '').replace(/\/$/, '');
   if (rest === '' || rest === 'endpoints') return { page: 'endpoints' };
-  const m = /^endpoints\/([^/]+)$/.exec(rest);
-  if (m) return { page: 'endpoint', id: decodeURIComponent(m[1]!) };
+  if (rest === 'endpoints/new') return { page: 'new-endpoint' };
+  const m = /^endpoints\/([^/]+)(?:\/([a-z]+))?$/.exec(rest);
+  if (m) {
+    const tab = (m[2] ?? 'overview') as EndpointTab;
+    if (ENDPOINT_TABS.includes(tab)) return { page: 'endpoint', id: decodeURIComponent(m[1]!), tab };
+  }
+  if (rest in SECTIONS) return { page: rest as Section };
   return { page: 'missing' };
+}
+
+function Page({ r }: { r: Route }) {
+  switch (r.page) {
+    case 'endpoints':
+      return <EndpointsPage />;
+    case 'new-endpoint':
+      return <NewEndpointPage />;
+    case 'endpoint':
+      return <EndpointPage id={r.id} tab={r.tab} />;
+    case 'hosts':
+      return <HostsPage />;
+    case 'keys':
+      return <KeysPage />;
+    case 'registries':
+      return <RegistriesPage />;
+    case 'templates':
+      return <TemplatesPage />;
+    case 'volumes':
+      return <VolumesPage />;
+    case 'public-models':
+      return <PublicModelsPage />;
+    case 'usage':
+      return <UsagePage />;
+    default:
+      return (
+        <p class="notice">
+          No such page. <Link href="/console">Back to the endpoints</Link>
+        </p>
+      );
+  }
 }
 
 /** Moves to a console address without reloading (links call it on a plain click). */
@@ -19,10 +82,19 @@ export function navigate(href: string): void {
   dispatchEvent(new PopStateEvent('popstate'));
 }
 
-export function Link({ href, children }: { href: string; children: preact.ComponentChildren }) {
+export function Link({
+  href,
+  children,
+  current = false,
+}: {
+  href: string;
+  children: preact.ComponentChildren;
+  current?: boolean;
+}) {
   return (
     <a
       href={href}
+      aria-current={current ? 'page' : undefined}
       onClick={(e) => {
         if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
         e.preventDefault();
@@ -53,6 +125,21 @@ export function App() {
       <header class="topbar">
         <Link href="/console">Gantry console</Link>
         {key && (
+          <nav aria-label="Console">
+            <Link
+              href="/console/endpoints"
+              current={r.page === 'endpoints' || r.page === 'endpoint' || r.page === 'new-endpoint'}
+            >
+              Endpoints
+            </Link>
+            {(Object.keys(SECTIONS) as Section[]).map((s) => (
+              <Link key={s} href={`/console/${s}`} current={r.page === s}>
+                {SECTIONS[s]}
+              </Link>
+            ))}
+          </nav>
+        )}
+        {key && (
           <button type="button" class="quiet" onClick={() => signOut('Signed out.')}>
             Sign out
           </button>
@@ -67,14 +154,8 @@ export function App() {
               setKey(k);
             }}
           />
-        ) : r.page === 'endpoints' ? (
-          <EndpointsPage />
-        ) : r.page === 'endpoint' ? (
-          <EndpointPage id={r.id} />
         ) : (
-          <p class="notice">
-            No such page. <Link href="/console">Back to the endpoints</Link>
-          </p>
+          <Page r={r} />
         )}
       </main>
     </>

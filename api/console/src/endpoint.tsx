@@ -1,90 +1,32 @@
-import { useEffect, useMemo, useState } from 'preact/hooks';
-import { get, type Endpoint, type Metrics, type MetricsPoint } from './api.ts';
+import { get, type Endpoint } from './api.ts';
 import { Link } from './app.tsx';
-import { Chart, type Series } from './chart.tsx';
+import { LogsTab } from './endpoint-logs.tsx';
+import { OverviewTab } from './endpoint-overview.tsx';
+import { ReleasesTab } from './endpoint-releases.tsx';
+import { RequestsTab } from './endpoint-requests.tsx';
+import { SettingsTab } from './endpoint-settings.tsx';
+import { WorkersTab } from './endpoint-workers.tsx';
+import { usePolled } from './poll.ts';
 
-/** Each window with the step that keeps it to 60-168 points (the metrics route's limit is higher). */
-const WINDOWS = [
-  { window: '1h', step: '1m' },
-  { window: '6h', step: '5m' },
-  { window: '24h', step: '15m' },
-  { window: '7d', step: '1h' },
-] as const;
+export const ENDPOINT_TABS = ['overview', 'workers', 'requests', 'releases', 'logs', 'settings'] as const;
+export type EndpointTab = (typeof ENDPOINT_TABS)[number];
+const TITLES: Record<EndpointTab, string> = {
+  overview: 'Overview',
+  workers: 'Workers',
+  requests: 'Requests',
+  releases: 'Releases',
+  logs: 'Logs',
+  settings: 'Settings',
+};
 
-const sum = (xs: (number | null)[]): number => xs.reduce<number>((a, x) => a + (x ?? 0), 0);
-const max = (xs: (number | null)[]): number | null =>
-  xs.reduce<number | null>((a, x) => (x === null ? a : a === null ? x : Math.max(a, x)), null);
-const ms = (x: number | null): string =>
-  x === null ? '—' : x >= 1000 ? `${(x / 1000).toFixed(1)} s` : `${Math.round(x)} ms`;
-
-function charts(points: MetricsPoint[]) {
-  const col = <T,>(f: (p: MetricsPoint) => T) => points.map(f);
-  const completed = col((p) => p.jobs.completed);
-  const failed = col((p) => p.jobs.failed + p.jobs.timedOut);
-  const states = ['pending', 'initializing', 'idle', 'running', 'unhealthy', 'standby'] as const;
-  const colors = ['#8a8a8a', '#c08a00', '#2a7ab0', '#2e8b57', '#c0392b', '#7d5ba6'];
-  const exec: Series[] = [
-    { label: 'p50', color: '#2a7ab0', values: col((p) => p.executionMs.p50) },
-    { label: 'p90', color: '#c0392b', values: col((p) => p.executionMs.p90) },
-  ];
-  const delay: Series[] = [
-    { label: 'p50', color: '#2a7ab0', values: col((p) => p.delayMs.p50) },
-    { label: 'p90', color: '#c0392b', values: col((p) => p.delayMs.p90) },
-  ];
-  return [
-    {
-      id: 'jobs',
-      title: 'Jobs per step',
-      series: [
-        { label: 'completed', color: '#2e8b57', values: completed },
-        { label: 'failed or timed out', color: '#c0392b', values: failed },
-      ],
-      summary: `${sum(completed)} completed, ${sum(failed)} failed or timed out`,
-    },
-    {
-      id: 'execution',
-      title: 'Execution time (ms)',
-      series: exec,
-      summary: `highest p50 ${ms(max(exec[0]!.values))}, highest p90 ${ms(max(exec[1]!.values))}`,
-    },
-    {
-      id: 'delay',
-      title: 'Delay time (ms)',
-      series: delay,
-      summary: `highest p50 ${ms(max(delay[0]!.values))}, highest p90 ${ms(max(delay[1]!.values))}`,
-    },
-    {
-      id: 'cold-starts',
-      title: 'Cold starts',
-      series: [{ label: 'cold starts', color: '#7d5ba6', values: col((p) => p.coldStarts.count) }],
-      summary: `${sum(col((p) => p.coldStarts.count))} cold starts`,
-    },
-    {
-      id: 'workers',
-      title: 'Workers by state (average per step)',
-      series: states.map((s, i) => ({ label: s, color: colors[i]!, values: col((p) => p.workers[s]) })),
-      summary: states.map((s) => `${s} up to ${max(col((p) => p.workers[s])) ?? 0}`).join(', '),
-    },
-  ];
-}
-
-/** One endpoint: GET /v2/serverless/{id} and its metrics (GET /v2/serverless/{id}/metrics) as charts. */
-export function EndpointPage({ id }: { id: string }) {
-  const [endpoint, setEndpoint] = useState<Endpoint | null>(null);
-  const [choice, setChoice] = useState<(typeof WINDOWS)[number]>(WINDOWS[0]);
-  const [metrics, setMetrics] = useState<Metrics | null>(null);
-  const [error, setError] = useState('');
-  const base = `/v2/serverless/${encodeURIComponent(id)}`;
-  const fail = (err: unknown) => setError(err instanceof Error ? err.message : String(err));
-  useEffect(() => {
-    get<Endpoint>(base).then(setEndpoint, fail);
-  }, [base]);
-  useEffect(() => {
-    setMetrics(null);
-    get<Metrics>(`${base}/metrics?window=${choice.window}&step=${choice.step}`).then(setMetrics, fail);
-  }, [base, choice]);
-  const times = useMemo(() => (metrics ? metrics.points.map((p) => Date.parse(p.time) / 1000) : []), [metrics]);
-  const shown = useMemo(() => (metrics ? charts(metrics.points) : []), [metrics]);
+/** One endpoint (GET /v2/serverless/{id}): its header, a tab bar (each tab its own address) and the tab. */
+export function EndpointPage({ id, tab }: { id: string; tab: EndpointTab }) {
+  const base = `/console/endpoints/${encodeURIComponent(id)}`;
+  const {
+    data: endpoint,
+    error,
+    reload,
+  } = usePolled(() => get<Endpoint>(`/v2/serverless/${encodeURIComponent(id)}`), [id], 30_000);
   return (
     <section aria-labelledby="endpoint-heading">
       <p>
@@ -97,32 +39,35 @@ export function EndpointPage({ id }: { id: string }) {
           {endpoint.workers.min}–{endpoint.workers.max}
         </p>
       )}
-      {error && (
+      {error && !endpoint && (
         <p class="notice error" role="alert">
           {error}
         </p>
       )}
-      <div class="windows" role="group" aria-label="Window">
-        {WINDOWS.map((w) => (
-          <button type="button" key={w.window} aria-pressed={w === choice} onClick={() => setChoice(w)}>
-            {w.window}
-          </button>
+      <nav class="tabs" aria-label="Endpoint">
+        {ENDPOINT_TABS.map((t) => (
+          <Link key={t} href={t === 'overview' ? base : `${base}/${t}`} current={t === tab}>
+            {TITLES[t]}
+          </Link>
         ))}
+      </nav>
+      <div class="tab" data-tab={tab}>
+        {tab === 'overview' ? (
+          <OverviewTab id={id} />
+        ) : tab === 'workers' ? (
+          <WorkersTab id={id} />
+        ) : tab === 'requests' ? (
+          <RequestsTab id={id} />
+        ) : tab === 'releases' ? (
+          <ReleasesTab id={id} />
+        ) : tab === 'logs' ? (
+          <LogsTab id={id} />
+        ) : endpoint ? (
+          <SettingsTab endpoint={endpoint} saved={reload} />
+        ) : (
+          <p aria-busy="true">Loading…</p>
+        )}
       </div>
-      {metrics === null ? (
-        !error && <p aria-busy="true">Loading metrics…</p>
-      ) : (
-        <div class="charts" data-window={metrics.window} data-step={metrics.step}>
-          <p class="meta">
-            {metrics.points.length} points of {metrics.step}, up to {new Date(metrics.to).toLocaleString()}
-          </p>
-          {shown.map((c) => (
-            <div key={`${metrics.window}-${c.id}`} data-chart={c.id}>
-              <Chart title={c.title} times={times} series={c.series} summary={c.summary} />
-            </div>
-          ))}
-        </div>
-      )}
     </section>
   );
 }
