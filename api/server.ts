@@ -33,6 +33,8 @@ export interface AppOptions {
   tls?: TlsFiles;
   /** The console's build (api/console/build.ts consoleBuildDir); none or not built: /console answers 503. */
   consoleDir?: string;
+  /** The Temporal Web UI's address and namespace, for the console's links to an endpoint's workflows. */
+  temporalUi?: { url: string; namespace: string };
 }
 
 declare module 'fastify' {
@@ -164,6 +166,6 @@ export function buildApp(ctx: DomainContext, opts: AppOptions): FastifyInstance 
   // The OpenAPI generator collects routes as they are added, so it loads before the route modules.
   registerOpenApi(app);
   app.register(registerRoutes, { ctx });
-  app.register(consoleRoutes, { dir: opts.consoleDir });
+  app.register(consoleRoutes, { dir: opts.consoleDir, temporalUi: opts.temporalUi });
   return app;
 }

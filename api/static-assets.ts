@@ -18,7 +18,11 @@ export interface LoadedFile {
 }
 
 export function loadFile(file: string, type: string): LoadedFile {
-  const body = readFileSync(file);
+  return bodyFile(readFileSync(file), type);
+}
+
+/** Content held in memory, served as a file. */
+export function bodyFile(body: Buffer, type: string): LoadedFile {
   return {
     body,
     type,

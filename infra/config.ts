@@ -121,6 +121,9 @@ export const ENVIRONMENT_SCHEMA = Type.Object(
     TEMPORAL_NAMESPACE: Text('Temporal namespace'),
     TEMPORAL_PORT: Int('gRPC port of the embedded dev server'),
     TEMPORAL_UI_PORT: Int('Web UI port of the embedded dev server'),
+    TEMPORAL_UI_URL: Text(
+      "a Temporal Web UI's address, for the console's links to workflows; unset: the embedded dev server's UI",
+    ),
     TEMPORAL_CLI_PATH: Text('the temporal executable'),
     LOG_LEVEL: Type.Optional(
       Type.Union(
@@ -178,6 +181,8 @@ export interface GantryConfig {
   temporalNamespace: string;
   temporalPort: number;
   temporalUiPort: number;
+  /** An operator's Temporal Web UI (TEMPORAL_UI_URL); the embedded dev server's own when unset. */
+  temporalUiUrl: string | undefined;
   temporalCliPath: string | undefined;
   taskQueue: string;
   databaseUrl: string | undefined;
@@ -447,6 +452,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
     temporalNamespace: env.TEMPORAL_NAMESPACE ?? 'default',
     temporalPort: intOf(env.TEMPORAL_PORT, 7233),
     temporalUiPort: intOf(env.TEMPORAL_UI_PORT, 8233),
+    temporalUiUrl: env.TEMPORAL_UI_URL?.replace(/\/+$/, ''),
     temporalCliPath: env.TEMPORAL_CLI_PATH,
     taskQueue: env.GANTRY_TASK_QUEUE ?? 'gantry',
     databaseUrl: env.DATABASE_URL,
@@ -479,6 +485,8 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env): GantryConfi
   ] as const) {
     if (value > 65_535) problems.push(`${name} must be a port (0-65535), got ${value}`);
   }
+  if (config.temporalUiUrl !== undefined && !/^https?:\/\/[^\s"'<>]+$/.test(config.temporalUiUrl))
+    problems.push(`TEMPORAL_UI_URL must be an http(s) address, got ${JSON.stringify(config.temporalUiUrl)}`);
   if (problems.length > 0) throw new Error(`configuration: ${problems.join('; ')}`);
   return config;
 }

@@ -217,6 +217,7 @@ export async function startPlatform(
         tls: config.tls,
         // Built before the start (infra/start.ts, the suite's preparation); looked for, never built, here.
         consoleDir: consoleBuildDir(config.cacheDir),
+        temporalUi: temporal.uiUrl ? { url: temporal.uiUrl, namespace: config.temporalNamespace } : undefined,
       });
       app = built;
       // Fastify hands these options to net.Server.listen as they are; its types do not list reusePort yet.

@@ -280,12 +280,12 @@ export async function ensureTemporal(
 ): Promise<RunningTemporal> {
   if (config.temporalAddress) {
     await waitForTemporal(config.temporalAddress, 30_000, undefined, signal);
-    return { address: config.temporalAddress, uiUrl: undefined, stop: async () => {} };
+    return { address: config.temporalAddress, uiUrl: config.temporalUiUrl, stop: async () => {} };
   }
   const dbFile = path.join(config.dataDir, 'temporal', 'temporal.db');
   const binary = resolveTemporalBinary(config, log);
   if (binary) {
-    return startTemporalDevServer({
+    const server = await startTemporalDevServer({
       binary,
       port: config.temporalPort,
       uiPort: config.temporalUiPort,
@@ -293,6 +293,7 @@ export async function ensureTemporal(
       namespace: config.temporalNamespace,
       signal,
     });
+    return { ...server, uiUrl: config.temporalUiUrl ?? server.uiUrl };
   }
   log('No Temporal CLI found and none could be built; trying the Temporal SDK download.');
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
@@ -308,7 +309,11 @@ export async function ensureTemporal(
       searchAttributes: [...GANTRY_SEARCH_ATTRIBUTES],
     },
   });
-  return { address: env.address, uiUrl: `http://127.0.0.1:${config.temporalUiPort}`, stop: () => env.teardown() };
+  return {
+    address: env.address,
+    uiUrl: config.temporalUiUrl ?? `http://127.0.0.1:${config.temporalUiPort}`,
+    stop: () => env.teardown(),
+  };
 }
 
 /** The CLI commands that register `names` (all of one type per command) on `namespace`. */

@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { problem, sendProblem } from '../problem.ts';
-import { loadFile, sendFile, type LoadedFile } from '../static-assets.ts';
+import { bodyFile, loadFile, sendFile, type LoadedFile } from '../static-assets.ts';
 
 /**
  * `/console`: the management console's single-page app (docs/console.md), built by Vite into a
@@ -33,15 +33,39 @@ interface Loaded {
   assets: Map<string, LoadedFile>;
 }
 
+const attribute = (v: string): string =>
+  v.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/**
+ * The page's settings from the server, as `<meta>` elements (no inline script under the CSP):
+ * the Temporal UI's namespace address, where the console links an endpoint's workflows.
+ */
+function withSettings(index: LoadedFile, temporalUi: TemporalUi | undefined): LoadedFile {
+  if (!temporalUi) return index;
+  const href = `${temporalUi.url}/namespaces/${encodeURIComponent(temporalUi.namespace)}`;
+  const html = index.body
+    .toString('utf8')
+    .replace('</head>', `<meta name="gantry-temporal-ui" content="${attribute(href)}">\n</head>`);
+  return bodyFile(Buffer.from(html), index.type);
+}
+
+interface TemporalUi {
+  url: string;
+  namespace: string;
+}
+
 /** The build's files, read once (a fixed list: the names in its assets folder, nothing else). */
-function load(dir: string): Loaded {
+function load(dir: string, temporalUi: TemporalUi | undefined): Loaded {
   const assetsDir = path.join(dir, 'assets');
   const assets = new Map<string, LoadedFile>();
   for (const name of existsSync(assetsDir) ? readdirSync(assetsDir) : []) {
     const type = TYPES[path.extname(name)];
     if (type) assets.set(name, loadFile(path.join(assetsDir, name), type));
   }
-  return { index: loadFile(path.join(dir, 'index.html'), 'text/html; charset=utf-8'), assets };
+  return {
+    index: withSettings(loadFile(path.join(dir, 'index.html'), 'text/html; charset=utf-8'), temporalUi),
+    assets,
+  };
 }
 
 /** On every answer of the console: its CSP, and never framed or sent as a referrer. */
@@ -51,11 +75,14 @@ const HEADERS = {
   'referrer-policy': 'no-referrer',
 };
 
-export const consoleRoutes: FastifyPluginAsync<{ dir: string | undefined }> = async (app, { dir }) => {
+export const consoleRoutes: FastifyPluginAsync<{ dir: string | undefined; temporalUi?: TemporalUi }> = async (
+  app,
+  { dir, temporalUi },
+) => {
   let loaded: Loaded | undefined;
   /** The build, once there is one (a build made after the start is found on the next request). */
   const build = (): Loaded | undefined => {
-    if (!loaded && dir && existsSync(path.join(dir, 'index.html'))) loaded = load(dir);
+    if (!loaded && dir && existsSync(path.join(dir, 'index.html'))) loaded = load(dir, temporalUi);
     return loaded;
   };
   const notBuilt = (reply: FastifyReply) =>

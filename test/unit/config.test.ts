@@ -22,6 +22,15 @@ describe('loadConfig', () => {
     expect(c.dataDir.endsWith('.gantry/data')).toBe(true);
   });
 
+  it('takes a Temporal UI address for the console only as an http(s) URL', () => {
+    expect(loadConfig({ TEMPORAL_UI_URL: 'https://temporal.example/' }).temporalUiUrl).toBe('https://temporal.example');
+    expect(loadConfig({}).temporalUiUrl).toBeUndefined();
+    expect(() => loadConfig({ TEMPORAL_UI_URL: 'javascript:alert(1)' })).toThrow(
+      /TEMPORAL_UI_URL must be an http\(s\) address/,
+    );
+    expect(() => loadConfig({ TEMPORAL_UI_URL: 'http://x/"><script>' })).toThrow(/TEMPORAL_UI_URL/);
+  });
+
   it('reads the documented variables', () => {
     const c = loadConfig({
       PORT: '9000',

@@ -19,9 +19,20 @@ const TITLES: Record<EndpointTab, string> = {
   settings: 'Settings',
 };
 
+/**
+ * The Temporal UI's namespace address, when the server names one (a `<meta>` of index.html): the
+ * endpoint's workflows (its lifecycle, rollouts, workers and jobs) are those with its GantryEndpointId.
+ */
+function temporalUiLink(endpointId: string): string | null {
+  const ui = document.querySelector<HTMLMetaElement>('meta[name="gantry-temporal-ui"]')?.content;
+  if (!ui || !/^https?:\/\//.test(ui)) return null;
+  return `${ui}/workflows?query=${encodeURIComponent(`GantryEndpointId="${endpointId}"`)}`;
+}
+
 /** One endpoint (GET /v2/serverless/{id}): its header, a tab bar (each tab its own address) and the tab. */
 export function EndpointPage({ id, tab }: { id: string; tab: EndpointTab }) {
   const base = `/console/endpoints/${encodeURIComponent(id)}`;
+  const workflows = temporalUiLink(id);
   const {
     data: endpoint,
     error,
@@ -37,6 +48,14 @@ export function EndpointPage({ id, tab }: { id: string; tab: EndpointTab }) {
         <p class="meta">
           <code>{endpoint.id}</code> · {endpoint.type} · image <code>{endpoint.image}</code> · workers{' '}
           {endpoint.workers.min}–{endpoint.workers.max}
+          {workflows && (
+            <>
+              {' · '}
+              <a href={workflows} target="_blank" rel="noopener noreferrer">
+                Workflows in the Temporal UI
+              </a>
+            </>
+          )}
         </p>
       )}
       {error && !endpoint && (
