@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { CONSOLE_ROOT, consoleViteConfig } from './vite.config.ts';
 
@@ -66,5 +66,29 @@ export async function ensureConsoleBuilt(cacheDir: string, log: (msg: string) =>
     rmSync(tmp, { recursive: true, force: true });
   }
   log(`console built in ${((Date.now() - began) / 1000).toFixed(1)} s`);
+  pruneConsoleBuilds(path.dirname(dir), dir);
   return dir;
+}
+
+/** Builds kept besides the newest: processes started on older sources may still serve them. */
+const KEEP_BUILDS = 3;
+/** A folder being built is left alone unless it is older than this (its process died). */
+const STALE_BUILD_MS = 3_600_000;
+
+/**
+ * Removes all but the newest few builds (and abandoned half-builds), so a cache that sees many
+ * versions of the sources (a developer's machine) does not grow without bound.
+ */
+export function pruneConsoleBuilds(consoleDir: string, current: string, now = Date.now()): string[] {
+  const entries = readdirSync(consoleDir, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => ({ dir: path.join(consoleDir, e.name), tmp: e.name.includes('.tmp-') }))
+    .map((e) => ({ ...e, mtimeMs: statSync(e.dir).mtimeMs }));
+  const builds = entries.filter((e) => !e.tmp && e.dir !== current).sort((a, b) => b.mtimeMs - a.mtimeMs);
+  const removed = [
+    ...builds.slice(KEEP_BUILDS),
+    ...entries.filter((e) => e.tmp && now - e.mtimeMs > STALE_BUILD_MS),
+  ].map((e) => e.dir);
+  for (const dir of removed) rmSync(dir, { recursive: true, force: true });
+  return removed;
 }
