@@ -198,7 +198,15 @@ if (command === 'start') {
     { cwd: root, stdio: 'inherit', env: runtime.env },
   );
   process.exit(r.status ?? 1);
+} else if (command === 'test-unit') {
+  // The unit layer needs no servers, browser or packages beyond npm's: vitest's `unit` project.
+  const r = spawnSync(
+    runtime.node,
+    [path.join(root, 'node_modules', '.bin', 'vitest'), 'run', '--project', 'unit', ...process.argv.slice(3)],
+    { cwd: root, stdio: 'inherit', env: runtime.env },
+  );
+  process.exit(r.status ?? 1);
 } else if (command !== 'generate') {
-  say('usage: bootstrap.mjs start|test|generate|node [args]');
+  say('usage: bootstrap.mjs start|test|test-unit|generate|node [args]');
   process.exit(2);
 }

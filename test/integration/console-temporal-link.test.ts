@@ -4,8 +4,6 @@
  * the endpoint's GantryEndpointId; without a UI there is no meta and no link.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { consoleBuildDir } from '../../api/console/build.ts';
-import { loadConfig } from '../../infra/config.ts';
 import { startConsoleHarness, type ConsoleHarness } from '../support/console.ts';
 import { call } from '../support/platform.ts';
 
@@ -47,7 +45,7 @@ describe('console link to the Temporal UI', () => {
   });
 
   it('has neither without a Temporal UI', async () => {
-    const bare = await h.t.another({ consoleDir: consoleBuildDir(loadConfig().cacheDir) });
+    const bare = await h.t.another({ consoleDir: h.consoleDir });
     const r = await bare.call('GET', '/console');
     expect(r.status).toBe(200);
     expect(String(r.body)).not.toContain('gantry-temporal-ui');

@@ -124,7 +124,7 @@ describe('the hosted Python client against Gantry', () => {
   async function readGpus(): Promise<void> {
     const gpus = await ok('get_gpus');
     expect(gpus.length).toBeGreaterThan(0);
-    // Every type of the pools is listed (a type no host has with no stock: test/integration/edges-catalog.test.ts).
+    // Every type of the pools is listed (a type no host has with no stock: test/api/edges-catalog.test.ts).
     const first = gpus.find((g: { id: string }) => g.id === 'NVIDIA H100 80GB HBM3');
     expect(Object.keys(first).sort()).toEqual(['displayName', 'id', 'memoryInGb']);
     const one = await ok('get_gpu', { gpu_id: first.id, gpu_quantity: 2 });

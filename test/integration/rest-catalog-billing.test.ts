@@ -70,7 +70,7 @@ describe('REST catalog and billing', () => {
       const res = await call(p.url, 'GET', '/v2/catalog/gpus', { key: p.adminKey });
       expect(res.status).toBe(200);
       const ids = res.body.gpus.map((g: { id: string }) => g.id);
-      // Every type of the pools is listed; those with stock are the READY hosts' (test/integration/edges-catalog.test.ts).
+      // Every type of the pools is listed; those with stock are the READY hosts' (test/api/edges-catalog.test.ts).
       const stocked = res.body.gpus.filter((g: { count: { total: number } }) => g.count.total > 0);
       // pool order: ADA_24 before ADA_80_PRO; the A100 host is down
       expect(stocked.map((g: { id: string }) => g.id)).toEqual([RTX4090, H100]);

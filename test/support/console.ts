@@ -92,6 +92,8 @@ export interface ConsoleHarness extends ConsoleBrowser {
   t: TestApp;
   /** http://127.0.0.1:<port> */
   url: string;
+  /** The console build it serves. */
+  consoleDir: string;
   account(name: string, scopes?: Scope[]): ReturnType<typeof consoleAccount>;
   stop(): Promise<void>;
 }
@@ -108,6 +110,7 @@ export async function startConsoleHarness(options: Parameters<typeof startTestAp
     ...b,
     t,
     url,
+    consoleDir: dir,
     account: (name, scopes) => consoleAccount(t.ctx.db, name, scopes),
     async stop() {
       await b.close();

@@ -44,10 +44,42 @@ export function preparesMachine(env: NodeJS.ProcessEnv, argv: readonly string[])
   if (env.GANTRY_TEST_SCALE === '1') return true;
   const run = argv.indexOf('run');
   const args = run >= 0 ? argv.slice(run + 1) : [];
-  return !args.some((a) => !a.startsWith('-'));
+  // A file filter is an argument that is neither an option nor an option's value (`--project api`).
+  const valued = new Set(['--project', '--reporter', '--shard']);
+  return !args.some((a, i) => !a.startsWith('-') && !valued.has(args[i - 1] ?? ''));
 }
 
+interface SuiteServers {
+  adminUrl: string;
+  temporalAddress: string;
+  binary: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The servers of one vitest run, shared by the projects that use them (`api` and `integration`
+ * both name this file, and vitest calls a project's global setup for each): started by the first,
+ * stopped after the last one's teardown. Global setups run in vitest's main process, one global scope.
+ */
+const shared = globalThis as typeof globalThis & { gantrySuite?: { servers: Promise<SuiteServers>; users: number } };
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  shared.gantrySuite ??= { servers: startSuiteServers(), users: 0 };
+  const suite = shared.gantrySuite;
+  suite.users++;
+  const servers = await suite.servers;
+  project.provide('postgresAdminUrl', servers.adminUrl);
+  project.provide('templateDatabase', TEMPLATE_DB);
+  project.provide('temporalAddress', servers.temporalAddress);
+  project.provide('temporalBinary', servers.binary);
+  return async () => {
+    if (--suite.users > 0) return;
+    shared.gantrySuite = undefined;
+    await servers.stop();
+  };
+}
+
+async function startSuiteServers(): Promise<SuiteServers> {
   if (preparesMachine(process.env, process.argv))
     await prepareMachine({ scale: process.env.GANTRY_TEST_SCALE === '1', log: (msg) => console.log(msg) });
   const dir = mkdtempSync(path.join(tmpdir(), 'gantry-test-'));
@@ -76,14 +108,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
       namespace: 'default',
     })).address;
 
-  project.provide('postgresAdminUrl', adminUrl);
-  project.provide('templateDatabase', TEMPLATE_DB);
-  project.provide('temporalAddress', temporalAddress);
-  project.provide('temporalBinary', binary);
-
-  return async () => {
-    await temporal?.stop();
-    await postgres?.stop();
-    rmSync(dir, { recursive: true, force: true });
+  return {
+    adminUrl,
+    temporalAddress,
+    binary,
+    async stop() {
+      await temporal?.stop();
+      await postgres?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
 }

@@ -10,6 +10,10 @@ describe('preparing the machine', () => {
     expect(preparesMachine({}, vitest)).toBe(true);
     expect(preparesMachine({}, [...vitest, '--reporter', 'dot'].slice(0, 4))).toBe(true);
     expect(preparesMachine({}, [...vitest, 'test/unit'])).toBe(false);
+    // A layer of the suite is a whole run of that layer; a file filter beside it is not.
+    expect(preparesMachine({}, [...vitest, '--project', 'integration'])).toBe(true);
+    expect(preparesMachine({}, [...vitest, '--reporter', 'dot', '--project', 'api'])).toBe(true);
+    expect(preparesMachine({}, [...vitest, '--project', 'api', 'test/api/rate-limit.test.ts'])).toBe(false);
     expect(preparesMachine({ GANTRY_TEST_SCALE: '1' }, [...vitest, 'test/scale'])).toBe(true);
     expect(preparesMachine({ GANTRY_TEST_PREPARE: '1' }, [...vitest, 'test/unit'])).toBe(true);
     expect(preparesMachine({ GANTRY_TEST_PREPARE: '0' }, vitest)).toBe(false);
