@@ -3,6 +3,7 @@
  * (infra/migrations.ts) and the schema engine's driver adapter (infra/schema-engine-adapter.ts).
  */
 import pg from 'pg';
+import pRetry from 'p-retry';
 
 /** pg connection settings from a Prisma-style URL (`?schema=` becomes the search_path). */
 function connectionConfig(databaseUrl: string): { config: pg.ClientConfig; schema: string } {
@@ -23,19 +24,27 @@ export async function connect(
   retryForMs = 30_000,
 ): Promise<{ client: pg.Client; schema: string }> {
   const { config, schema } = connectionConfig(databaseUrl);
-  const deadline = Date.now() + retryForMs;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-    const client = new pg.Client(config);
-    client.on('error', () => {}); // a dropped idle connection surfaces on the next query
-    try {
-      await client.connect();
-      await client.query(`SET search_path TO ${quoteIdent(schema)}`);
-      return { client, schema };
-    } catch (error) {
-      await client.end().catch(() => {});
-      const busy = /Connection terminated unexpectedly|ECONNRESET|too many clients/i.test(String(error));
-      if (!busy || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
+  const busy = (error: unknown) =>
+    /Connection terminated unexpectedly|ECONNRESET|too many clients/i.test(String(error));
+  return pRetry(
+    async () => {
+      const client = new pg.Client(config);
+      client.on('error', () => {}); // a dropped idle connection surfaces on the next query
+      try {
+        await client.connect();
+        await client.query(`SET search_path TO ${quoteIdent(schema)}`);
+        return { client, schema };
+      } catch (error) {
+        await client.end().catch(() => {});
+        throw error;
+      }
+    },
+    {
+      retries: Infinity,
+      minTimeout: 100,
+      maxTimeout: 2_000,
+      maxRetryTime: retryForMs,
+      shouldRetry: ({ error }) => busy(error),
+    },
+  );
 }

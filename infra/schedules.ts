@@ -6,9 +6,9 @@
  * the purge is rare and may take a while (blob deletions), the rollup must run once per minute
  * whichever processes are up, and their runs belong in the Temporal UI beside the other workflows.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import { metricsRollupScheduleId, purgeOutputsScheduleId } from '../contracts/workflows.ts';
+import pRetry from 'p-retry';
 
 /** How often each schedule starts its workflow. */
 export interface ScheduleIntervals {
@@ -46,15 +46,13 @@ export async function ensureSchedules(
 ): Promise<void> {
   const deadline = Date.now() + withinMs;
   for (const schedule of SCHEDULES) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await ensureScheduleOnce(temporal, taskQueue, schedule, intervals[schedule.every]);
-        break;
-      } catch (err) {
-        if (!isTransient(err) || Date.now() >= deadline) throw err;
-        await sleep(Math.min(5_000, 250 * 2 ** attempt));
-      }
-    }
+    await pRetry(() => ensureScheduleOnce(temporal, taskQueue, schedule, intervals[schedule.every]), {
+      retries: Infinity,
+      minTimeout: 500,
+      maxTimeout: 5_000,
+      maxRetryTime: Math.max(0, deadline - Date.now()),
+      shouldRetry: ({ error }) => isTransient(error),
+    });
   }
 }
 

@@ -8,6 +8,7 @@ import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/se
 import { GANTRY_SEARCH_ATTRIBUTES } from '../contracts/search-attributes.ts';
 import type { GantryConfig } from './config.ts';
 import { releaseBuildLock, tryBuildLock } from './build-lock.ts';
+import pRetry from 'p-retry';
 
 /** The Temporal CLI release that `go install` can build (later ones carry `replace` directives). */
 export const TEMPORAL_CLI_MODULE = 'github.com/temporalio/cli/cmd/temporal@v1.5.1';
@@ -155,14 +156,12 @@ export async function startTemporalDevServer(opts: DevServerOptions): Promise<Ru
   for (const key of GANTRY_SEARCH_ATTRIBUTES)
     args.push('--search-attribute', `${key.name}=${TypedSearchAttributes.toMetadataType(key.type)}`);
   args.push(...(opts.extraArgs ?? []));
-  for (let attempt = 1; ; attempt++) {
-    opts.signal?.throwIfAborted();
-    try {
-      return await startDevServerOnce(opts, args, pidFile);
-    } catch (err) {
-      if (attempt >= 3 || !(err instanceof DevServerExited) || !innerPortTaken(err.output, opts)) throw err;
-    }
-  }
+  return pRetry(() => startDevServerOnce(opts, args, pidFile), {
+    retries: 2,
+    minTimeout: 0,
+    signal: opts.signal,
+    shouldRetry: ({ error }) => error instanceof DevServerExited && innerPortTaken(error.output, opts),
+  });
 }
 
 /**
@@ -364,39 +363,44 @@ export async function ensureSearchAttributes(
     );
   let missing = GANTRY_SEARCH_ATTRIBUTES.filter((k) => !(k.name in existing));
   if (missing.length === 0) return [];
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await connection.operatorService.addSearchAttributes({
-        namespace,
-        searchAttributes: Object.fromEntries(
-          missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!]),
-        ),
-      });
-      break;
-    } catch (err) {
-      // ALREADY_EXISTS: another process registered them a moment ago.
-      if (grpcCode(err) === 6) return [];
+  try {
+    await pRetry(
+      async (attempt) => {
+        if (attempt > 1) {
+          const now =
+            (await connection.operatorService.listSearchAttributes({ namespace }).catch(() => undefined))
+              ?.customAttributes ?? {};
+          missing = missing.filter((k) => !(k.name in now));
+          if (missing.length === 0) return;
+        }
+        try {
+          await connection.operatorService.addSearchAttributes({
+            namespace,
+            searchAttributes: Object.fromEntries(
+              missing.map((k) => [k.name, encodeSearchAttributeIndexedValueType(k.type)!]),
+            ),
+          });
+        } catch (err) {
+          // ALREADY_EXISTS: another process registered them a moment ago.
+          if (grpcCode(err) !== 6) throw err;
+          missing = [];
+        }
+      },
       // A real cluster with SQL visibility answers UNAVAILABLE to one of two processes registering at
       // once (its attribute mapping is being written): look again, and try again for what is missing.
-      if (attempt < 5) {
-        await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
-        const now =
-          (await connection.operatorService.listSearchAttributes({ namespace }).catch(() => undefined))
-            ?.customAttributes ?? {};
-        missing = missing.filter((k) => !(k.name in now));
-        if (missing.length === 0) return [];
-        continue;
-      }
-      log(
-        `Could not register Gantry's search attributes on Temporal namespace '${namespace}' (${grpcMessage(err)}); workflow starts fail until an operator runs:\n  ` +
-          registrationCommands(
-            namespace,
-            missing.map((k) => k.name),
-          ).join('\n  '),
-      );
-      return [];
-    }
+      { retries: 4, minTimeout: 500 },
+    );
+  } catch (err) {
+    log(
+      `Could not register Gantry's search attributes on Temporal namespace '${namespace}' (${grpcMessage(err)}); workflow starts fail until an operator runs:\n  ` +
+        registrationCommands(
+          namespace,
+          missing.map((k) => k.name),
+        ).join('\n  '),
+    );
+    return [];
   }
+  if (missing.length === 0) return [];
   log(`Registered Temporal search attributes on namespace '${namespace}': ${missing.map((k) => k.name).join(', ')}`);
   return missing.map((k) => k.name);
 }
