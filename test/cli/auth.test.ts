@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gantry, tempDir } from './helpers.ts';
+import { gantry, tempDir } from '../support/cli.ts';
 
 const GOOD_KEY = 'good-key-0123456789';
 

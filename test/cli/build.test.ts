@@ -9,7 +9,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PrepareUploadSchema } from '../../domain/apps/index.ts';
 import { validate } from '../../domain/shared/index.ts';
-import { gantry, readArtifact, readManifest, tempDir } from './helpers.ts';
+import { gantry, readArtifact, readManifest, tempDir } from '../support/cli.ts';
 
 const localPython = execFileSync('python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], {
   encoding: 'utf8',

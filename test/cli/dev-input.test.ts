@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { gantry, tempDir } from './helpers.ts';
+import { gantry, tempDir } from '../support/cli.ts';
 
 describe('gantry dev: bad input', () => {
   const root = tempDir('gantry-dev-input-');

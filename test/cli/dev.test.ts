@@ -9,10 +9,10 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAppsPlatform, until, type OneHostPlatform } from '../integration/orchestration-support.ts';
+import { startAppsPlatform, until, type OneHostPlatform } from '../support/orchestration.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
-import { cliEnv, gantry, gantryBin, tempDir } from './helpers.ts';
+import { cliEnv, gantry, gantryBin, tempDir } from '../support/cli.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;

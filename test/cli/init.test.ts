@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { gantry, repoRoot, runCommand, cliEnv, tempDir } from './helpers.ts';
+import { gantry, repoRoot, runCommand, cliEnv, tempDir } from '../support/cli.ts';
 
 const PROJECT_FILES = [
   'lb_worker.py',

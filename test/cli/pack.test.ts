@@ -10,7 +10,7 @@
 import { cpSync, existsSync, readdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cliEnv, readManifest, repoRoot, runCommand, tempDir } from './helpers.ts';
+import { cliEnv, readManifest, repoRoot, runCommand, tempDir } from '../support/cli.ts';
 
 /** npm on the node that runs the tests: the one `npm test` started (npm_execpath), else the one on PATH. */
 function npm(args: string[], cwd: string, env: NodeJS.ProcessEnv): ReturnType<typeof runCommand> {

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
-import { cliEnv, gantry, gantryBin, tempDir } from './helpers.ts';
+import { cliEnv, gantry, gantryBin, tempDir } from '../support/cli.ts';
 import type { PreviewRow } from '../../cli/src/commands/deploy/preview.ts';
 
 /** Calls the queue-based cpu-worker and the load-balanced lb-worker by the names the preview gives them. */

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactDownloadUrl, discoveryVariable, type Manifest } from '../../domain/apps/index.ts';
 import { startVersityGw } from '../support/versitygw.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { until } from './orchestration-support.ts';
+import { until } from '../support/orchestration.ts';
 
 let p: TestPlatform;
 let key: string;

@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, eventually } from './jobs-helpers.ts';
+import { createQueueEndpoint, eventually } from '../support/jobs.ts';
 
 const LIMIT = 20;
 const HOLD_MS = 4_000;

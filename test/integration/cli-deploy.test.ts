@@ -12,7 +12,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { gantry, gantryInTerminal, tempDir } from '../cli/helpers.ts';
+import { gantry, gantryInTerminal, tempDir } from '../support/cli.ts';
 import { startGpuTestHost, type GpuTestHost } from '../support/gpu-test-host.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
 import {
@@ -21,7 +21,7 @@ import {
   startAppsPlatform,
   until,
   type OneHostPlatform,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;

@@ -17,7 +17,7 @@ import {
   startOneHostPlatform,
   until,
   type OneHostPlatform,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;

@@ -24,7 +24,7 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 describe('GPU workers on a Docker host with two H100s', () => {
   let fixture: OneHostPlatform | undefined;

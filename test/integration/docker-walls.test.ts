@@ -27,14 +27,14 @@ import { probeHost } from '../../activities/host-probe.ts';
 import { dockerProbe, startDockerNetnsHost, type DockerNetnsHost } from '../support/docker-netns-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
 import {
   ensureOrchestrationWorkerImage,
   FAST_ORCHESTRATION,
   ORCHESTRATION_WORKER_IMAGE,
   registerTestHost,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 let host: DockerNetnsHost | undefined;
 let p: TestPlatform | undefined;

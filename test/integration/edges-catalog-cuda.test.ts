@@ -7,14 +7,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGpuTestHost } from '../support/gpu-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { graphql } from './pod-support.ts';
+import { graphql } from '../support/pods.ts';
 import {
   ensureOrchestrationWorkerImage,
   type OneHostPlatform,
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 const H100 = 'NVIDIA H100 80GB HBM3';
 

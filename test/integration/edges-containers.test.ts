@@ -10,15 +10,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { liveWorker } from '../../domain/workers/index.ts';
 import { hostVolumePrefix } from '../../domain/catalog/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
 import {
   ensureOrchestrationWorkerImage,
   ORCHESTRATION_WORKER_IMAGE,
   type OneHostPlatform,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
-import { containerEnv, graphql } from './pod-support.ts';
+} from '../support/orchestration.ts';
+import { containerEnv, graphql } from '../support/pods.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 let fixture: OneHostPlatform | undefined;

@@ -12,7 +12,7 @@ import { ensurePythonBaseOnHost } from '../../hostctl/python-base.ts';
 import { SshPool } from '../../hostctl/ssh.ts';
 import { call } from '../support/platform.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
-import { startOneHostPlatform, type OneHostPlatform } from './orchestration-support.ts';
+import { startOneHostPlatform, type OneHostPlatform } from '../support/orchestration.ts';
 
 describe('the example worker', () => {
   let f: OneHostPlatform;

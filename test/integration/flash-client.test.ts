@@ -18,7 +18,7 @@ import { newId } from '../../domain/shared/index.ts';
 import { flashEnv } from '../support/flash-cli.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
-import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
+import { type OneHostPlatform, startOneHostPlatform } from '../support/orchestration.ts';
 
 const CALL_PY = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'flash-client', 'call.py');
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestPlatform } from '../support/platform.ts';
 import { flashCli as runFlash } from '../support/flash-cli.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
-import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
+import { type OneHostPlatform, startOneHostPlatform } from '../support/orchestration.ts';
 
 const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'flash-app');
 

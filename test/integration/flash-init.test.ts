@@ -37,7 +37,7 @@ import {
   startAppsPlatform,
   until,
   type OneHostPlatform,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 let fixture: OneHostPlatform | undefined;
 let gpuHost: GpuTestHost | undefined;

@@ -14,7 +14,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../../domain/accounts/index.ts';
 import { isLocal, launchChromium } from '../support/browser.ts';
-import { gantry } from '../cli/helpers.ts';
+import { gantry } from '../support/cli.ts';
 import { flashCli, flashEnv } from '../support/flash-cli.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';

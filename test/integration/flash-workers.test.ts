@@ -17,7 +17,7 @@ import { ensureFlashBaseImage } from '../support/flash-base-image.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
 import { flashCli as runFlash } from '../support/flash-cli.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
-import { managedContainers, startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { managedContainers, startAppsPlatform, until, type OneHostPlatform } from '../support/orchestration.ts';
 
 const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'flash-app');
 

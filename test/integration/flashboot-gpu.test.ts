@@ -23,7 +23,7 @@ import {
   startOneHostPlatform,
   until,
   type OneHostPlatform,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 type Flashboot = 'OFF' | 'FLASHBOOT' | 'PRIORITY_FLASHBOOT';
 interface JobOutput {

@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
-import { containerState, startOneHostPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
+import { containerState, startOneHostPlatform, until, type OneHostPlatform } from '../support/orchestration.ts';
 
 describe('FlashBoot on a load-balancing endpoint', () => {
   let f: OneHostPlatform;

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exampleWorkerImage } from '../../domain/apps/index.ts';
 import { call, startTestPlatform } from '../support/platform.ts';
-import { graphql } from './pod-support.ts';
+import { graphql } from '../support/pods.ts';
 import { ensureFlashBaseImage } from '../support/flash-base-image.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
 import {
@@ -23,7 +23,7 @@ import {
   startOneHostPlatform,
   until,
   type OneHostPlatform,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 /** Loads for 3 s, then serves: `{pid, boot, loads, echo}`. */
 const SLOW_WORKER = [

@@ -12,7 +12,7 @@ import { probeHost } from '../../activities/host-probe.ts';
 import { connectSsh } from '../../hostctl/ssh.ts';
 import { startGpuTestHost, type GpuTestHost } from '../support/gpu-test-host.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { graphql } from './pod-support.ts';
+import { graphql } from '../support/pods.ts';
 import {
   ensureOrchestrationWorkerImage,
   managedContainers,
@@ -20,7 +20,7 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 async function probeOf(host: GpuTestHost) {
   const conn = await connectSsh({ host: host.host, port: host.port, user: host.user, privateKey: host.privateKey });

@@ -11,9 +11,9 @@ import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import type { SshTestHost } from '../support/ssh-test-host.ts';
 import type { TestPlatform } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
-import { podVolumes, type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
-import { containerEnv, graphql, podContainers as podContainersOn } from './pod-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
+import { podVolumes, type OneHostPlatform, startOneHostPlatform, until } from '../support/orchestration.ts';
+import { containerEnv, graphql, podContainers as podContainersOn } from '../support/pods.ts';
 import { podWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = LB_WORKER_IMAGE;

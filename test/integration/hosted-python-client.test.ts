@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../domain/shared/index.ts';
 import { ensurePythonClients } from '../support/python-clients.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from './lb-support.ts';
-import { type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
+import { type OneHostPlatform, startOneHostPlatform, until } from '../support/orchestration.ts';
 
 const CALL_PY = path.join(
   path.dirname(fileURLToPath(import.meta.url)),

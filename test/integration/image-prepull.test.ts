@@ -25,8 +25,8 @@ import {
   startOneHostPlatform,
   until,
   type OneHostPlatform,
-} from './orchestration-support.ts';
-import { graphql } from './pod-support.ts';
+} from '../support/orchestration.ts';
+import { graphql } from '../support/pods.ts';
 
 let registry: RunningImageRegistry;
 /** This run's repository in the registry: the machine's Podman is shared with the other test files. */

@@ -7,8 +7,8 @@ import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import { jobState, jobWorkflowId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
-import { rawRequest } from './lb-support.ts';
+import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from '../support/jobs.ts';
+import { rawRequest } from '../support/lb.ts';
 
 const UUID_LIKE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-[a-z0-9]+$/;
 

@@ -17,7 +17,7 @@ import {
   wrapWorker,
   type TestWorker,
   type WorkerProcess,
-} from './jobs-helpers.ts';
+} from '../support/jobs.ts';
 import { jobWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = 'localhost/gantry-test-compat-worker:1';

@@ -9,7 +9,7 @@ import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId, randomString } from '../../domain/shared/index.ts';
 import { purgeOutputsScheduleId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, workerCall, type TestWorker } from './jobs-helpers.ts';
+import { createQueueEndpoint, createWorker, workerCall, type TestWorker } from '../support/jobs.ts';
 
 let p: TestPlatform;
 let ep: string;

@@ -15,7 +15,7 @@ import {
   startCompatWorker,
   workerCall,
   workerEnv,
-} from './jobs-helpers.ts';
+} from '../support/jobs.ts';
 
 let p: TestPlatform;
 const PING_MS = 400;

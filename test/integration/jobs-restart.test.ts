@@ -19,7 +19,7 @@ import { startPostgresServer, type RunningPostgres } from '../../infra/postgres.
 import { freshDatabase } from '../support/databases.ts';
 import { call } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
-import { eventually, startCompatWorker, workerEnv, type TestWorker, type WorkerProcess } from './jobs-helpers.ts';
+import { eventually, startCompatWorker, workerEnv, type TestWorker, type WorkerProcess } from '../support/jobs.ts';
 import { jobWorkflowId } from '../../contracts/workflows.ts';
 
 const PING_MS = 400;

@@ -15,7 +15,7 @@ import {
   workerCall,
   workerEnv,
   type TestWorker,
-} from './jobs-helpers.ts';
+} from '../support/jobs.ts';
 
 let p: TestPlatform;
 

@@ -19,7 +19,7 @@ import {
   stats,
   until,
   type LbWorkerProcess,
-} from './lb-support.ts';
+} from '../support/lb.ts';
 
 const DOMAIN = 'lb.gantry.test';
 process.env.GANTRY_LB_DOMAIN = DOMAIN;

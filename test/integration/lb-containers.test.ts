@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { lbEndpointLoad } from '../../domain/load-balancing/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE, until } from './lb-support.ts';
-import { type OneHostPlatform, startOneHostPlatform } from './orchestration-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE, until } from '../support/lb.ts';
+import { type OneHostPlatform, startOneHostPlatform } from '../support/orchestration.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = LB_WORKER_IMAGE;

@@ -20,7 +20,14 @@ import { newId } from '../../domain/shared/index.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
 import { startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { createTestCa, issueTestCertificate, type TestCa } from '../support/test-certificates.ts';
-import { createLoopbackHost, registerWorker, startLbWorker, stats, until, type LbWorkerProcess } from './lb-support.ts';
+import {
+  createLoopbackHost,
+  registerWorker,
+  startLbWorker,
+  stats,
+  until,
+  type LbWorkerProcess,
+} from '../support/lb.ts';
 
 const DOMAIN = 'gantry.test';
 

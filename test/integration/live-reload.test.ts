@@ -14,7 +14,7 @@ import { create as createTar } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Manifest } from '../../domain/apps/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { startAppsPlatform, until, type OneHostPlatform } from './orchestration-support.ts';
+import { startAppsPlatform, until, type OneHostPlatform } from '../support/orchestration.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;

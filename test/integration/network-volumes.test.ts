@@ -21,7 +21,7 @@ import {
   registerTestHost,
   removeManagedContainers,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;

@@ -22,7 +22,7 @@ import {
   removeManagedContainers,
   TEST_HOST_LABELS,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 import { endpointWorkflowId } from '../../contracts/workflows.ts';
 

@@ -13,7 +13,7 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 

@@ -15,7 +15,7 @@ import {
   readSse,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;

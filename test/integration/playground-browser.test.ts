@@ -1,7 +1,7 @@
 /**
  * The playground (/playground, /playground/{modelId}) in a real browser (Debian's Chromium, driven
  * by playwright-core) against a real platform with a published image model behind a real worker
- * (public-models-support.ts), every request to anything but this machine refused: a user gives
+ * (test/support/public-models.ts), every request to anything but this machine refused: a user gives
  * the key, picks the model, fills the form, runs it and sees the image and its cost; then the
  * Code panel's curl, Python (`runpod`) and JavaScript (`runpod-sdk`) code for that input is
  * copied and run as a user would, and each must make the same image. With
@@ -18,7 +18,7 @@ import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isLocal, launchChromium } from '../support/browser.ts';
 import { call } from '../support/platform.ts';
-import { startPublicModelFixture, type PublicModelFixture } from './public-models-support.ts';
+import { startPublicModelFixture, type PublicModelFixture } from '../support/public-models.ts';
 
 const REPO_ROOT = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);

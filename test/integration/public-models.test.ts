@@ -13,8 +13,8 @@ import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import { purgeOutputsScheduleId } from '../../contracts/workflows.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
-import { IMAGE_INPUT_SCHEMA, startPublicModelFixture, type PublicModelFixture } from './public-models-support.ts';
+import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from '../support/jobs.ts';
+import { IMAGE_INPUT_SCHEMA, startPublicModelFixture, type PublicModelFixture } from '../support/public-models.ts';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 

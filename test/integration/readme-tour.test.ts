@@ -30,7 +30,7 @@ import { exampleWorkerImage } from '../../domain/apps/index.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
 import { ensurePythonClients, FLASH_CLIENT_REQUIREMENTS } from '../support/python-clients.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
-import { removeManagedContainers, until } from './orchestration-support.ts';
+import { removeManagedContainers, until } from '../support/orchestration.ts';
 
 const repoRoot = path.resolve(import.meta.dirname, '../..');
 const README = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');

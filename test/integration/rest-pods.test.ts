@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE, rawRequest } from './lb-support.ts';
-import { type OneHostPlatform, startOneHostPlatform, until } from './orchestration-support.ts';
-import { containerEnv, graphql, podContainers } from './pod-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE, rawRequest } from '../support/lb.ts';
+import { type OneHostPlatform, startOneHostPlatform, until } from '../support/orchestration.ts';
+import { containerEnv, graphql, podContainers } from '../support/pods.ts';
 import { podWorkflowId } from '../../contracts/workflows.ts';
 
 const IMAGE = LB_WORKER_IMAGE;

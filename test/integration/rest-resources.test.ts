@@ -4,7 +4,7 @@ import { newId } from '../../domain/shared/index.ts';
 import { openRegistryCredential } from '../../domain/registries/index.ts';
 import { listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { problemOf, seedRestAccounts } from './rest-support.ts';
+import { problemOf, seedRestAccounts } from '../support/rest.ts';
 
 /** REST /v2 registries, templates, network volumes, keys and accounts against the running platform. */
 describe('REST management resources', () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { problemOf, seedRestAccounts } from './rest-support.ts';
+import { problemOf, seedRestAccounts } from '../support/rest.ts';
 
 /** REST /v2 network volumes, API keys and accounts against the running platform. */
 describe('REST network volumes, keys and accounts', () => {

@@ -16,7 +16,7 @@ import {
   startLbWorker,
   stats,
   type LbWorkerProcess,
-} from './lb-support.ts';
+} from '../support/lb.ts';
 
 let port: number;
 let base: string;

@@ -19,8 +19,8 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
-import { graphql } from './pod-support.ts';
+} from '../support/orchestration.ts';
+import { graphql } from '../support/pods.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 import { hostWorkflowId, podWorkflowId, rolloutWorkflowId, workerWorkflowId } from '../../contracts/workflows.ts';
 

@@ -16,7 +16,7 @@ import {
   GantryKind,
 } from '../../contracts/search-attributes.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
+import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from '../support/jobs.ts';
 import { endpointWorkflowId, jobWorkflowId } from '../../contracts/workflows.ts';
 
 let p: TestPlatform;

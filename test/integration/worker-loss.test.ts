@@ -24,7 +24,7 @@ import { jobSettings } from '../../domain/jobs/index.ts';
 import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from './jobs-helpers.ts';
+import { createQueueEndpoint, createWorker, eventually, workerCall, type TestWorker } from '../support/jobs.ts';
 
 let p: TestPlatform;
 let sshHost: SshTestHost | undefined;

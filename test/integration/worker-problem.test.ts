@@ -17,7 +17,7 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from './orchestration-support.ts';
+} from '../support/orchestration.ts';
 
 const BAD_IMAGE = 'docker.io/library/gantry-no-such-image:1';
 

@@ -27,14 +27,9 @@ import {
 import { freshDatabase } from '../support/databases.ts';
 import { call } from '../support/platform.ts';
 import { freePort } from '../support/ports.ts';
-import { startCompatWorker, workerEnv, type WorkerProcess } from '../integration/jobs-helpers.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../integration/lb-support.ts';
-import {
-  FAST_ORCHESTRATION,
-  removeManagedContainers,
-  TEST_HOST_LABELS,
-  until,
-} from '../integration/orchestration-support.ts';
+import { startCompatWorker, workerEnv, type WorkerProcess } from '../support/jobs.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
+import { FAST_ORCHESTRATION, removeManagedContainers, TEST_HOST_LABELS, until } from '../support/orchestration.ts';
 import { startGantryProcess, startLoadBalancer, type GantryProcess, type LoadBalancer } from './support.ts';
 
 const HISTORY_SHARDS = 8;

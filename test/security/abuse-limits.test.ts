@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/server.ts';
 import { ensureAdmin } from '../../domain/accounts/index.ts';
-import { createQueueEndpoint, createWorker, workerCall } from '../integration/jobs-helpers.ts';
+import { createQueueEndpoint, createWorker, workerCall } from '../support/jobs.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 const LIMITS = {

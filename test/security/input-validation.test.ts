@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
-import { createQueueEndpoint } from '../integration/jobs-helpers.ts';
+import { createQueueEndpoint } from '../support/jobs.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 describe('input a tenant writes', () => {

@@ -14,8 +14,8 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from '../integration/orchestration-support.ts';
-import { fromInside, hostAddresses } from './container-probe.ts';
+} from '../support/orchestration.ts';
+import { fromInside, hostAddresses } from '../support/container-probe.ts';
 
 const IMAGE = ORCHESTRATION_WORKER_IMAGE;
 

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { randomString } from '../../domain/shared/index.ts';
 import { ensureNetworkScript, pruneNetworksScript } from '../../hostctl/networks.ts';
 import { call, type TestPlatform } from '../support/platform.ts';
-import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../integration/lb-support.ts';
+import { ensureLbWorkerImage, LB_WORKER_IMAGE } from '../support/lb.ts';
 import {
   ensureOrchestrationWorkerImage,
   managedContainers,
@@ -25,8 +25,14 @@ import {
   ORCHESTRATION_WORKER_IMAGE,
   startOneHostPlatform,
   until,
-} from '../integration/orchestration-support.ts';
-import { fromInside, fromNewContainer, hostAddresses, standInServer, type StandInServer } from './container-probe.ts';
+} from '../support/orchestration.ts';
+import {
+  fromInside,
+  fromNewContainer,
+  hostAddresses,
+  standInServer,
+  type StandInServer,
+} from '../support/container-probe.ts';
 
 let fixture: OneHostPlatform | undefined;
 let p: TestPlatform;

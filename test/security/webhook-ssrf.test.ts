@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardedLookup, parseWebhookAllowList, refusedAddress, webhookUrlProblem } from '../../domain/jobs/index.ts';
-import { createQueueEndpoint, createWorker, eventually, workerCall } from '../integration/jobs-helpers.ts';
+import { createQueueEndpoint, createWorker, eventually, workerCall } from '../support/jobs.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { jobWorkflowId } from '../../contracts/workflows.ts';
 

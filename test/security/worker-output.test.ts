@@ -4,7 +4,7 @@
  * the job stays its to finish properly.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createQueueEndpoint, createWorker, workerCall } from '../integration/jobs-helpers.ts';
+import { createQueueEndpoint, createWorker, workerCall } from '../support/jobs.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 
 let p: TestPlatform;

@@ -10,7 +10,7 @@
  * host's side (SSH on port 22 of `address`, where Gantry publishes ports; `otherAddress` is the
  * host's address that nothing may answer on). The outside end is named `br-gdw...`, so that the
  * other security tests, which probe every address of this machine but skip container bridges
- * (test/security/container-probe.ts), leave this test's transient address alone: one gone
+ * (test/support/container-probe.ts), leave this test's transient address alone: one gone
  * mid-probe would be routed off the machine, where every port looks open.
  *
  * Beside it, a stand-in cloud metadata service: an HTTP server on 169.254.169.254:80 in a third

@@ -2,7 +2,7 @@
 import { expect } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
-import { call, type TestPlatform } from '../support/platform.ts';
+import { call, type TestPlatform } from './platform.ts';
 
 /** A problem+json answer with this status. */
 export const problemOf = (

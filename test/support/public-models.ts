@@ -10,10 +10,10 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
-import { ensurePythonClients } from '../support/python-clients.ts';
+import { ensurePythonClients } from './python-clients.ts';
 import { purgeOutputsScheduleId } from '../../contracts/workflows.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
-import { createQueueEndpoint, createWorker, workerEnv, wrapWorker, type WorkerProcess } from './jobs-helpers.ts';
+import { call, startTestPlatform, type TestPlatform } from './platform.ts';
+import { createQueueEndpoint, createWorker, workerEnv, wrapWorker, type WorkerProcess } from './jobs.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const IMAGE_MODEL_HANDLER = path.join(here, '..', 'fixtures', 'image-model', 'handler.py');

@@ -1,7 +1,7 @@
 /** Helpers shared by the pod tests, GraphQL and REST (not a test file itself). */
 import { spawnSync } from 'node:child_process';
-import { call, type TestPlatform } from '../support/platform.ts';
-import { managedContainers, type ManagedContainerInfo } from './orchestration-support.ts';
+import { call, type TestPlatform } from './platform.ts';
+import { managedContainers, type ManagedContainerInfo } from './orchestration.ts';
 
 /** A GraphQL call with a key as `?api_key=` (none: null); the answer's fields with its HTTP status. */
 export async function graphql(

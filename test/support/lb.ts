@@ -5,11 +5,11 @@ import path from 'node:path';
 import { expect } from 'vitest';
 import type { Db } from '../../domain/shared/index.ts';
 import { newId } from '../../domain/shared/index.ts';
-import { call, type TestPlatform } from '../support/platform.ts';
-import { freePort } from '../support/ports.ts';
-import { LB_WORKER_DIR } from '../support/test-image.ts';
+import { call, type TestPlatform } from './platform.ts';
+import { freePort } from './ports.ts';
+import { LB_WORKER_DIR } from './test-image.ts';
 
-export { ensureLbWorkerImage, LB_WORKER_DIR, LB_WORKER_IMAGE } from '../support/test-image.ts';
+export { ensureLbWorkerImage, LB_WORKER_DIR, LB_WORKER_IMAGE } from './test-image.ts';
 
 export interface LbWorkerProcess {
   name: string;

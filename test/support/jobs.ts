@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'vitest';
 import { registerWorkerCredential } from '../../domain/workers/index.ts';
 import { randomString } from '../../domain/shared/index.ts';
-import { call, type TestPlatform } from '../support/platform.ts';
+import { call, type TestPlatform } from './platform.ts';
 
 export const COMPAT_WORKER_DIR = path.join(
   path.dirname(fileURLToPath(import.meta.url)),

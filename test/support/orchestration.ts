@@ -4,9 +4,9 @@ import { expect } from 'vitest';
 import type { OrchestrationSettings } from '../../domain/shared/index.ts';
 import { podVolumePrefix } from '../../hostctl/containers.ts';
 import { pruneNetworksScript } from '../../hostctl/networks.ts';
-import { startSshTestHost, type SshTestHost } from '../support/ssh-test-host.ts';
-import { ensurePythonBaseImage } from '../support/python-base-image.ts';
-import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
+import { startSshTestHost, type SshTestHost } from './ssh-test-host.ts';
+import { ensurePythonBaseImage } from './python-base-image.ts';
+import { call, startTestPlatform, type TestPlatform } from './platform.ts';
 
 /** Loops short enough for tests; production uses the defaults. */
 export const FAST_ORCHESTRATION: Partial<OrchestrationSettings> = {
@@ -61,7 +61,7 @@ export async function registerTestHost(
   return h.body.id as string;
 }
 
-export { ensureOrchestrationWorkerImage, ORCHESTRATION_WORKER_IMAGE } from '../support/test-image.ts';
+export { ensureOrchestrationWorkerImage, ORCHESTRATION_WORKER_IMAGE } from './test-image.ts';
 
 /** A platform with fast orchestration loops and one registered SSH test host in front of this machine's Podman. */
 export interface OneHostPlatform {
