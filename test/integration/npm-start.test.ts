@@ -97,7 +97,16 @@ describe('the platform on its embedded defaults', () => {
       })(),
     );
     while (acknowledged.length < 40 && unexpected.length === 0) await new Promise((r) => setTimeout(r, 20));
-    expect(unexpected).toEqual([]);
+    // On a failure, the process's own error lines say why (a 500's detail never does).
+    expect(
+      unexpected,
+      first
+        .output()
+        .split('\n')
+        .filter((l) => /"level":(50|60)|error/i.test(l))
+        .slice(-20)
+        .join('\n'),
+    ).toEqual([]);
     // Killed mid-request: no graceful shutdown, requests in flight.
     first.child.kill('SIGKILL');
     stop = true;
