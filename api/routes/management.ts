@@ -8,6 +8,7 @@ import { appRoutes } from './apps.ts';
 import { publicEndpointRoutes } from './public-endpoints.ts';
 import { billingRoutes } from './billing.ts';
 import { catalogRoutes } from './catalog.ts';
+import { endpointJobRoutes } from './endpoint-jobs.ts';
 import { endpointMetricsRoutes } from './endpoint-metrics.ts';
 import { hostRoutes } from './hosts.ts';
 import { networkVolumeRoutes } from './network-volumes.ts';
@@ -36,6 +37,7 @@ export const managementRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
 
   await scope.register(serverlessRoutes, { ctx });
   await scope.register(endpointMetricsRoutes, { ctx });
+  await scope.register(endpointJobRoutes, { ctx });
   await scope.register(workerLogRoutes, { ctx });
   await scope.register(registryRoutes, { ctx });
   await scope.register(templateRoutes, { ctx });

@@ -7,6 +7,7 @@
 export * from './client-api.ts';
 export * from './handoff.ts';
 export * from './idempotency.ts';
+export * from './list.ts';
 export * from './lost-workers.ts';
 export * from './queue-endpoints.ts';
 export * from './queue-base.ts';
