@@ -8,6 +8,7 @@ import {
   EndpointSchema,
   ListEndpointReleasesResponseSchema,
   ListEndpointWorkersResponseSchema,
+  ReleaseViewSchema,
   UpdateEndpointSchema,
 } from '../../domain/endpoints/index.ts';
 import {
@@ -17,6 +18,7 @@ import {
   listEndpointReleases,
   listEndpointWorkers,
   listEndpoints,
+  rollbackEndpoint,
   updateEndpoint,
 } from '../../domain/endpoints/index.ts';
 import { principalOf } from '../auth.ts';
@@ -155,5 +157,32 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
       },
     },
     async (request) => listEndpointReleases(ctx, principalOf(request), request.params.id),
+  );
+
+  app.post(
+    '/v2/serverless/:id/releases/:version/rollback',
+    {
+      config: { requiredScope: 'WRITE' },
+      schema: {
+        operationId: 'rollbackEndpointRelease',
+        summary: 'Roll a serverless endpoint back to an earlier release',
+        description: [
+          'Makes a new release whose container fields (`image`, `args`, `disk`, `ports`, `env`, `registry`) are those of release `version`, as the PATCH that restores them would: it rolls out like any release and answers it (201).',
+          '`networkVolumes` and `type` are not part of a release and stay as they are.',
+          "The current release, or one whose container fields are already the endpoint's, is 409; a version the endpoint never had is 404; what a PATCH of those fields would be refused for (a registry credential deleted since) is 422. Scope: WRITE.",
+        ].join(' '),
+        tags,
+        // The version is checked by the domain, after the endpoint: another account's endpoint is 404 whatever the version.
+        params: Type.Object({
+          id: EndpointIdParamsSchema.properties.id,
+          version: Type.String({ minLength: 1, maxLength: 40, description: 'the release to restore, e.g. 1' }),
+        }),
+        response: { 201: ReleaseViewSchema },
+      },
+    },
+    async (request, reply) =>
+      reply
+        .code(201)
+        .send(await rollbackEndpoint(ctx, principalOf(request), request.params.id, request.params.version)),
   );
 };

@@ -7,6 +7,7 @@ export * from './autoscaler-wakeup.ts';
 export * from './endpoints.ts';
 export * from './image-prepull.ts';
 export * from './records.ts';
+export * from './rollback.ts';
 export * from './scaling.ts';
 export * from './schemas.ts';
 export * from './worker-problem.ts';
