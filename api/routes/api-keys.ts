@@ -5,10 +5,12 @@ import {
   AccountSchema,
   ApiKeyListQuerySchema,
   ApiKeyListSchema,
+  ApiKeySelfSchema,
   createAccount,
   CreateAccountSchema,
   createApiKey,
   CreateApiKeySchema,
+  describeCallingKey,
   CreatedApiKeySchema,
   listAccounts,
   listApiKeys,
@@ -16,6 +18,7 @@ import {
 } from '../../domain/accounts/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
+import { keyCheckCounter } from '../rate-limit.ts';
 
 const RULES =
   "A key never makes or revokes a key stronger than itself: listing needs READ, creating and revoking need WRITE, within the caller's account; a new key gets only scopes the calling key has (ADMIN counts as all) and cannot outlive it; revoking needs every scope of the revoked key; keys limited to endpoints cannot manage keys (403). The platform admin (an admin account's key with ADMIN) may act on any account without these limits. Another account's key is 404.";
@@ -52,6 +55,24 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
       },
     },
     async (request) => ({ keys: await listApiKeys(ctx, principalOf(request), request.query) }),
+  );
+
+  app.get(
+    '/v2/keys/self',
+    {
+      // Any valid key: ADMIN holds the three. The console asks every second per tab, so it spends a
+      // quota of its own (keyCheckCounter), never the account's.
+      config: { requiredScope: ['READ', 'WRITE', 'RUN'], counter: (request) => keyCheckCounter(principalOf(request)) },
+      schema: {
+        operationId: 'getCallingApiKey',
+        summary: 'Describe the calling key',
+        description:
+          "The key this request presents: id, name, first characters, scopes, endpoints it is limited to, account, whether it is the platform admin's, creation and expiry. Any valid key may ask (a wrong, expired or revoked one is 401, as everywhere): a client checks with it that its key still works. Counted against a quota of its own per key (600 a minute, 36,000 an hour, 864,000 a day), not the account's.",
+        tags: ['API Keys'],
+        response: { 200: ApiKeySelfSchema },
+      },
+    },
+    async (request) => describeCallingKey(ctx, principalOf(request)),
   );
 
   app.delete(

@@ -75,6 +75,24 @@ export type CreatedApiKeyView = Static<typeof CreatedApiKeySchema>;
 
 export const ApiKeyListSchema = Type.Object({ keys: Type.Array(ApiKeySchema) });
 
+export const ApiKeySelfSchema = Type.Object({
+  id: Type.String(),
+  accountId: Type.String(),
+  name: Type.String(),
+  prefix: Type.String({ description: 'first characters of the key, to recognise it' }),
+  scopes: Type.Array(ScopeSchema),
+  endpointIds: Type.Array(Type.String(), { description: 'the endpoints the key is limited to; empty: all' }),
+  accountWide: Type.Boolean({
+    description: "false for a key limited to endpoints: it reaches none of the account's other resources",
+  }),
+  admin: Type.Boolean({
+    description: "the platform admin's key (an admin account's, with ADMIN, not limited to endpoints): hosts, accounts",
+  }),
+  createdAt: Type.String({ format: 'date-time' }),
+  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+export type ApiKeySelfView = Static<typeof ApiKeySelfSchema>;
+
 export const ApiKeyListQuerySchema = Type.Object(
   {
     accountId: Type.Optional(Type.String({ minLength: 1, description: "platform admin only: another account's keys" })),
@@ -234,6 +252,39 @@ export async function listApiKeys(
   const accountId = targetAccount(principal, validate(ApiKeyListQuerySchema, query).accountId);
   const rows = await ctx.db.apiKey.findMany({ where: { accountId }, orderBy: { createdAt: 'asc' } });
   return rows.map(apiKeyView);
+}
+
+/**
+ * The calling key as authentication resolved it: no query when the principal carries its key's
+ * record (every key-made principal does), one indexed read otherwise. Any valid key may ask.
+ */
+export async function describeCallingKey(
+  ctx: Pick<DomainContext, 'db'>,
+  principal: Principal,
+): Promise<ApiKeySelfView> {
+  let facts = principal.key;
+  if (!facts) {
+    const row = await ctx.db.apiKey.findUnique({ where: { id: principal.keyId } });
+    if (!row) throw new DomainError('unauthenticated', 'invalid bearer token');
+    facts = {
+      name: row.name,
+      prefix: row.prefix,
+      createdAt: row.createdAt.toISOString(),
+      expiresAt: iso(row.expiresAt),
+    };
+  }
+  return {
+    id: principal.keyId,
+    accountId: principal.accountId,
+    name: facts.name,
+    prefix: facts.prefix,
+    scopes: [...principal.scopes],
+    endpointIds: [...principal.endpointIds],
+    accountWide: principal.endpointIds.length === 0,
+    admin: principal.isAdmin,
+    createdAt: facts.createdAt,
+    expiresAt: facts.expiresAt,
+  };
 }
 
 /** Revokes a key (idempotent). Another account's key is 404, except for the platform admin. */

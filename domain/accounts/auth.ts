@@ -17,6 +17,20 @@ export interface Principal {
   /** Empty: every endpoint of the account. */
   endpointIds: readonly string[];
   isAdmin: boolean;
+  /**
+   * The presented key's own record, read in the same statement as the rest (GET /v2/keys/self
+   * answers from it without another query); absent for principals not made from a key.
+   */
+  key?: KeyFacts;
+}
+
+export interface KeyFacts {
+  name: string;
+  /** The key's first characters, as GET /v2/keys lists them. */
+  prefix: string;
+  /** ISO 8601. */
+  createdAt: string;
+  expiresAt: string | null;
 }
 
 /**
@@ -43,6 +57,9 @@ export async function authenticate(source: KeySource, presented: string | undefi
 interface KeyRow {
   id: string;
   accountId: string;
+  name: string;
+  prefix: string;
+  createdAt: Date;
   scopes: Scope[];
   endpointIds: string[];
   revokedAt: Date | null;
@@ -59,7 +76,7 @@ async function readKey(source: KeySource, hash: string): Promise<KeyRow | null> 
   const store = source.jobs?.store;
   if (store) {
     const [row] = await store.rows<KeyRow>(
-      `SELECT k.id, k."accountId", k.scopes::text[] AS scopes, k."endpointIds", k."revokedAt", k."expiresAt", a."isAdmin"
+      `SELECT k.id, k."accountId", k.name, k.prefix, k."createdAt", k.scopes::text[] AS scopes, k."endpointIds", k."revokedAt", k."expiresAt", a."isAdmin"
        FROM "ApiKey" k JOIN "Account" a ON a.id = k."accountId" WHERE k.hash = $1`,
       [hash],
     );
@@ -73,6 +90,9 @@ async function readKey(source: KeySource, hash: string): Promise<KeyRow | null> 
     key && {
       id: key.id,
       accountId: key.accountId,
+      name: key.name,
+      prefix: key.prefix,
+      createdAt: key.createdAt,
       scopes: key.scopes,
       endpointIds: key.endpointIds,
       revokedAt: key.revokedAt,
@@ -98,6 +118,12 @@ async function resolveKey(source: KeySource, presented: string | undefined): Pro
       endpointIds: key.endpointIds,
       // A key limited to some endpoints is never the platform's administrator (hosts, accounts).
       isAdmin: key.isAdmin && key.scopes.includes('ADMIN') && key.endpointIds.length === 0,
+      key: {
+        name: key.name,
+        prefix: key.prefix,
+        createdAt: key.createdAt.toISOString(),
+        expiresAt: key.expiresAt?.toISOString() ?? null,
+      },
     },
     expiresAt: key.expiresAt?.getTime() ?? null,
   };

@@ -69,7 +69,7 @@ describe('authorization matrix over every /v2 operation in the OpenAPI document'
     keys.a = (await issueApiKey(db, a.id, 'a-all', ['READ', 'WRITE', 'RUN'])).key;
     keys.none = (await issueApiKey(db, a.id, 'a-none', [])).key;
     // A key of account A with every scope but those an operation takes (and ADMIN, which holds them all).
-    for (const scopes of [...ALL.map((s) => [s]), ['READ', 'RUN'] as Scope[]]) {
+    for (const scopes of [...ALL.map((s) => [s]), ['READ', 'RUN'] as Scope[], ['READ', 'WRITE', 'RUN'] as Scope[]]) {
       keys[`without-${scopes.join(',')}`] = (
         await issueApiKey(
           db,
