@@ -25,6 +25,7 @@ import {
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { launchChromium } from '../support/browser.ts';
 import { freePort } from '../support/ports.ts';
 import { exampleWorkerImage } from '../../domain/apps/index.ts';
 import { ensurePythonBaseImage } from '../support/python-base-image.ts';
@@ -124,7 +125,7 @@ describe("the README's five-minute tour", () => {
   let output = '';
   const image = exampleWorkerImage('3.11');
   /** What the reader copies from the banner and the answers. */
-  const tour = { key: '', api: '', temporalUi: '', ep: '', hostId: '' };
+  const tour = { key: '', api: '', temporalUi: '', ep: '', hostId: '', typo: '' };
 
   /** The tour's placeholders, filled in as the reader would; none may be left. */
   function fill(code: string): string {
@@ -222,7 +223,7 @@ describe("the README's five-minute tour", () => {
     }
     // The banner as the README shows it; the reader copies KEY and API from it.
     const banner = block(1, '');
-    for (const label of ['REST API', 'GraphQL', 'Temporal UI', 'Admin API key'])
+    for (const label of ['REST API', 'GraphQL', 'Console', 'Temporal UI', 'Admin API key'])
       expect(banner, `the README's banner shows ${label}`).toContain(label);
     tour.key = /Admin API key (gntr_\S+)/.exec(output)?.[1] ?? '';
     tour.api = /REST API\s+(http\S+)\/v2\b/.exec(output)?.[1] ?? '';
@@ -379,6 +380,7 @@ describe("the README's five-minute tour", () => {
     });
     expect(created.status).toBe(201);
     const ep = ((await created.json()) as { id: string }).id;
+    tour.typo = ep;
     const job = (await (
       await fetch(`${tour.api}/v2/${ep}/run`, { method: 'POST', headers, body: '{"input": {}}' })
     ).json()) as { id: string };
@@ -401,8 +403,32 @@ describe("the README's five-minute tour", () => {
     });
   }, 120_000);
 
-  it('6. the Temporal UI, the playground and the explorers answer', async () => {
+  it('6. the console signs in with the key, lists `hello` and shows why `typo` waits', async () => {
     const text = step(6);
+    const address = /<(http:\/\/127\.0\.0\.1:8080\/console)>/.exec(text)?.[1];
+    expect(address).toBeDefined();
+    expect(output).toContain(`Console       ${tour.api}/console`);
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.goto(address!.replace('http://127.0.0.1:8080', tour.api));
+      await page.getByLabel('API key').fill(tour.key);
+      await page.keyboard.press('Enter');
+      const hello = page.locator(`tr[data-endpoint-id="${tour.ep}"]`);
+      await hello.waitFor({ timeout: 30_000 });
+      expect(await hello.locator('td.name').innerText()).toBe('hello');
+      await hello.getByRole('link').click();
+      await page.locator('[data-chart="jobs"] canvas').first().waitFor({ timeout: 30_000 });
+      // The mistake of step 5's check, named in the console as in the API.
+      await page.goto(`${tour.api}/console/endpoints/${tour.typo}/workers`);
+      await page.getByText('gantry-exampel-worker', { exact: false }).first().waitFor({ timeout: 30_000 });
+    } finally {
+      await browser.close();
+    }
+  }, 120_000);
+
+  it('7. the Temporal UI, the playground and the explorers answer', async () => {
+    const text = step(7);
     const urls = [...text.matchAll(/<(http:\/\/127\.0\.0\.1:\d+[^>]*)>/g)].map((m) =>
       m[1]!.replace('http://127.0.0.1:8233', tour.temporalUi).replace('http://127.0.0.1:8080', tour.api),
     );

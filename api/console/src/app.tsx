@@ -1,5 +1,6 @@
+import { createContext } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { onSignOut, signOut, storedKey } from './api.ts';
+import { get, onSignOut, signOut, storedKey } from './api.ts';
 import { NewEndpointPage } from './endpoint-new.tsx';
 import { ENDPOINT_TABS, EndpointPage, type EndpointTab } from './endpoint.tsx';
 import { EndpointsPage } from './endpoints.tsx';
@@ -11,6 +12,61 @@ import { SignIn } from './sign-in.tsx';
 import { TemplatesPage } from './templates.tsx';
 import { UsagePage } from './usage.tsx';
 import { VolumesPage } from './volumes.tsx';
+
+/** GET /v2/keys/self: the key this console is signed in with. */
+export interface CallingKey {
+  id: string;
+  accountId: string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  endpointIds: string[];
+  accountWide: boolean;
+  admin: boolean;
+  createdAt: string;
+  expiresAt: string | null;
+}
+
+/** The signed-in key as the last check saw it; null until the first answer. */
+export const CallingKeyContext = createContext<CallingKey | null>(null);
+
+/**
+ * How often the signed-in key is checked while the tab is visible: a revoked or expired key answers
+ * 401, which signs out (api.ts), so an idle console is signed out within about this long.
+ */
+const KEY_CHECK_MS = 1000;
+
+/**
+ * Checks the key every KEY_CHECK_MS while `key` is set and the tab is visible (at once when it is
+ * shown again), one call at a time; answers what the last check saw. Other failures (429, the
+ * network) keep the last answer: only a 401 means the key is gone.
+ */
+function useCallingKey(key: string | null): CallingKey | null {
+  const [self, setSelf] = useState<CallingKey | null>(null);
+  useEffect(() => {
+    setSelf(null);
+    if (!key) return;
+    let live = true;
+    let inFlight = false;
+    const check = () => {
+      if (inFlight || document.visibilityState !== 'visible') return;
+      inFlight = true;
+      get<CallingKey>('/v2/keys/self', key)
+        .then((k) => live && setSelf(k))
+        .catch(() => {})
+        .finally(() => (inFlight = false));
+    };
+    check();
+    const timer = setInterval(check, KEY_CHECK_MS);
+    document.addEventListener('visibilitychange', check);
+    return () => {
+      live = false;
+      clearInterval(timer);
+      document.removeEventListener('visibilitychange', check);
+    };
+  }, [key]);
+  return self;
+}
 
 type Route =
   | { page: 'endpoints' }
@@ -119,7 +175,10 @@ export function App() {
     addEventListener('popstate', moved);
     return () => removeEventListener('popstate', moved);
   }, []);
+  const self = useCallingKey(key);
   const r = route(path);
+  // Hosts are the platform admin's: other keys are not shown the link (the page says why).
+  const sections = (Object.keys(SECTIONS) as Section[]).filter((s) => s !== 'hosts' || self?.admin);
   return (
     <>
       <header class="topbar">
@@ -132,7 +191,7 @@ export function App() {
             >
               Endpoints
             </Link>
-            {(Object.keys(SECTIONS) as Section[]).map((s) => (
+            {sections.map((s) => (
               <Link key={s} href={`/console/${s}`} current={r.page === s}>
                 {SECTIONS[s]}
               </Link>
@@ -155,7 +214,9 @@ export function App() {
             }}
           />
         ) : (
-          <Page r={r} />
+          <CallingKeyContext.Provider value={self}>
+            <Page r={r} />
+          </CallingKeyContext.Provider>
         )}
       </main>
     </>

@@ -58,11 +58,33 @@ export function EndpointPage({ id, tab }: { id: string; tab: EndpointTab }) {
           )}
         </p>
       )}
-      {error && !endpoint && (
+      {error && !endpoint ? (
         <p class="notice error" role="alert">
           {error}
         </p>
+      ) : (
+        <EndpointTabs id={id} tab={tab} base={base} endpoint={endpoint} reload={reload} />
       )}
+    </section>
+  );
+}
+
+/** The tab bar and the chosen tab (the settings wait for the endpoint's read). */
+function EndpointTabs({
+  id,
+  tab,
+  base,
+  endpoint,
+  reload,
+}: {
+  id: string;
+  tab: EndpointTab;
+  base: string;
+  endpoint: Endpoint | null;
+  reload: () => void;
+}) {
+  return (
+    <>
       <nav class="tabs" aria-label="Endpoint">
         {ENDPOINT_TABS.map((t) => (
           <Link key={t} href={t === 'overview' ? base : `${base}/${t}`} current={t === tab}>
@@ -87,6 +109,6 @@ export function EndpointPage({ id, tab }: { id: string; tab: EndpointTab }) {
           <p aria-busy="true">Loading…</p>
         )}
       </div>
-    </section>
+    </>
   );
 }
