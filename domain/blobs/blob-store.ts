@@ -10,7 +10,7 @@ import { mkdir, open, readdir, rename, rm, rmdir, stat, unlink, type FileHandle 
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { CompletedPart, S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { DomainError } from '../errors.ts';
 
 /** A byte range of an object, both ends included (as in HTTP's Range header); `end` past the object means its end. */
@@ -315,30 +315,17 @@ const PART_SIZE = 8 * 1024 * 1024;
 const PART_CONCURRENCY = 4;
 const DELETE_BATCH = 1000;
 
-/** Cuts a stream into PART_SIZE buffers (the last one shorter), hashing and counting it on the way. */
-async function* parts(
+/** The body as it streams past, hashed and counted: Gantry's own digest of what was stored. */
+async function* measured(
   body: Readable | Buffer,
   measure: { hash: ReturnType<typeof createHash>; size: number },
 ): AsyncGenerator<Buffer> {
-  let pending: Buffer[] = [];
-  let pendingSize = 0;
-  let yielded = false;
   for await (const raw of asStream(body)) {
     const chunk = raw as Buffer;
     measure.hash.update(chunk);
     measure.size += chunk.length;
-    pending.push(chunk);
-    pendingSize += chunk.length;
-    while (pendingSize >= PART_SIZE) {
-      const all = Buffer.concat(pending, pendingSize);
-      yield all.subarray(0, PART_SIZE);
-      yielded = true;
-      pending = [all.subarray(PART_SIZE)];
-      pendingSize -= PART_SIZE;
-    }
+    yield chunk;
   }
-  // The rest, unless it is empty and parts went before: S3 wants no empty part.
-  if (pendingSize > 0 || !yielded) yield Buffer.concat(pending, pendingSize);
 }
 
 const statusOf = (err: unknown): number | undefined =>
@@ -419,56 +406,25 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
     kind: 's3',
 
     async put(key, body, putOptions) {
-      const Key = full(key);
-      const ContentType = putOptions?.contentType;
-      const { sdk, client } = await connect();
+      const { client } = await connect();
+      const { Upload } = await import('@aws-sdk/lib-storage');
       const measure = { hash: createHash('sha256'), size: 0 };
-      const source = parts(body, measure);
-      const first = await source.next();
-      const second = await source.next();
-      if (second.done) {
-        // One part's worth or less: a single PUT, which S3 makes visible whole.
-        await client.send(
-          new sdk.PutObjectCommand({ Bucket: bucket, Key, Body: first.value ?? Buffer.alloc(0), ContentType }),
-        );
-        return { size: measure.size, sha256: measure.hash.digest('hex') };
-      }
-      // Bigger: a multipart upload, which S3 also makes visible only when completed.
-      const created = await client.send(new sdk.CreateMultipartUploadCommand({ Bucket: bucket, Key, ContentType }));
-      const UploadId = created.UploadId;
-      if (!UploadId) throw new Error('S3 CreateMultipartUpload returned no UploadId');
-      const done: CompletedPart[] = [];
-      const inFlight = new Set<Promise<void>>();
-      let failure: unknown;
-      const upload = (PartNumber: number, Body: Buffer): void => {
-        const p = client
-          .send(new sdk.UploadPartCommand({ Bucket: bucket, Key, UploadId, PartNumber, Body }))
-          .then((res) => void done.push({ PartNumber, ETag: res.ETag }))
-          .catch((err: unknown) => void (failure ??= err))
-          .finally(() => inFlight.delete(p));
-        inFlight.add(p);
-      };
-      try {
-        let partNumber = 1;
-        upload(partNumber++, first.value as Buffer);
-        upload(partNumber++, second.value);
-        for await (const part of source) {
-          while (inFlight.size >= PART_CONCURRENCY) await Promise.race(inFlight);
-          if (failure) throw failure;
-          upload(partNumber++, part);
-        }
-        await Promise.all(inFlight);
-        if (failure) throw failure;
-        done.sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
-        await client.send(
-          new sdk.CompleteMultipartUploadCommand({ Bucket: bucket, Key, UploadId, MultipartUpload: { Parts: done } }),
-        );
-        return { size: measure.size, sha256: measure.hash.digest('hex') };
-      } catch (err) {
-        await Promise.allSettled(inFlight);
-        await client.send(new sdk.AbortMultipartUploadCommand({ Bucket: bucket, Key, UploadId })).catch(() => {});
-        throw err;
-      }
+      // One PUT for a body of one part or less, else a multipart upload (aborted on failure); S3
+      // makes either visible only whole.
+      const upload = new Upload({
+        client,
+        params: {
+          Bucket: bucket,
+          Key: full(key),
+          Body: Readable.from(measured(body, measure)),
+          ContentType: putOptions?.contentType,
+        },
+        partSize: PART_SIZE,
+        queueSize: PART_CONCURRENCY,
+        leavePartsOnError: false,
+      });
+      await upload.done();
+      return { size: measure.size, sha256: measure.hash.digest('hex') };
     },
 
     async get(key, range) {
