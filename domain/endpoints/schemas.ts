@@ -230,6 +230,13 @@ export const WorkerViewSchema = Type.Object({
   uptimeSeconds: NullableInteger,
   gpuTypeId: NullableString,
   dataCenterId: NullableString,
+  hostId: Type.Union([Type.String(), Type.Null()], {
+    description:
+      "the host it runs on, for the platform admin's key only (null for others: which machine tenants share is the operator's to know)",
+  }),
+  lastJobAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'when the worker last took a job, among the jobs still kept (null: none)',
+  }),
   startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   /**
    * Why the worker is in its state: what placement lacks while THROTTLED, what a starting worker

@@ -70,6 +70,13 @@ export async function listEndpointWorkers(
     ctx.db.release.findMany({ where: { endpointId: id }, select: { version: true, image: true } }),
   ]);
   const imageOf = new Map(releases.map((r) => [r.version, r.image]));
+  // The last job each took (by the workerId index), among the jobs still kept.
+  const lastJobs = await ctx.db.job.groupBy({
+    by: ['workerId'],
+    where: { workerId: { in: workers.map((w) => w.id) } },
+    _max: { startedAt: true },
+  });
+  const lastJobAt = new Map(lastJobs.map((j) => [j.workerId, j._max.startedAt]));
   const onHost = await workerImagesOnHosts(ctx, endpoint, workers);
   const summary = emptySummary();
   const now = Date.now();
@@ -88,6 +95,8 @@ export async function listEndpointWorkers(
       uptimeSeconds: w.startedAt ? Math.max(0, Math.floor((now - w.startedAt.getTime()) / 1000)) : null,
       gpuTypeId: w.gpuTypeId,
       dataCenterId: w.host?.dataCenterId ?? null,
+      hostId: principal.isAdmin ? w.hostId : null,
+      lastJobAt: lastJobAt.get(w.id)?.toISOString() ?? null,
       startedAt: w.startedAt?.toISOString() ?? null,
       statusReason: w.statusReason,
       imageOnHostSince: onHost.get(w.id)?.imageOnHostSince ?? null,

@@ -121,6 +121,9 @@ export const HostSchema = Type.Object({
   gpus: Type.Array(HostGpuSchema),
   probe: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
   workers: Type.Integer({ description: 'live workers placed here' }),
+  gpusInUse: Type.Array(Type.String(), {
+    description: "UUIDs of the host's GPUs that live workers hold (FlashBoot standbys included); the others are free",
+  }),
   lastProbeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   lastSeenAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   createdAt: Type.String({ format: 'date-time' }),
@@ -128,7 +131,7 @@ export const HostSchema = Type.Object({
 export type HostView = Static<typeof HostSchema>;
 export const HostListSchema = Type.Object({ hosts: Type.Array(HostSchema) });
 
-export function hostView(h: Host, liveWorkers: number): HostView {
+export function hostView(h: Host, live: LiveOnHost = { workers: 0, gpuUuids: [] }): HostView {
   return {
     id: h.id,
     name: h.name,
@@ -149,7 +152,8 @@ export function hostView(h: Host, liveWorkers: number): HostView {
     gpuMethod: h.gpuMethod,
     gpus: h.gpus as HostView['gpus'],
     probe: (h.probe as Record<string, unknown> | null) ?? null,
-    workers: liveWorkers,
+    workers: live.workers,
+    gpusInUse: live.gpuUuids,
     lastProbeAt: h.lastProbeAt?.toISOString() ?? null,
     lastSeenAt: h.lastSeenAt?.toISOString() ?? null,
     createdAt: h.createdAt.toISOString(),
@@ -180,19 +184,31 @@ export function checkCredentials(input: { privateKey?: string; useAgent?: boolea
 export const normalizePin = (fp: string | undefined): string | null =>
   fp ? `SHA256:${fp.replace(/^SHA256:/, '').replace(/=$/, '')}` : null;
 
-async function liveWorkerCounts(ctx: DomainContext, hostIds: string[]): Promise<Map<string, number>> {
-  const groups = await ctx.db.worker.groupBy({
-    by: ['hostId'],
+/** What live workers hold on a host: how many, and which GPUs. */
+export interface LiveOnHost {
+  workers: number;
+  gpuUuids: string[];
+}
+
+async function liveOnHosts(ctx: DomainContext, hostIds: string[]): Promise<Map<string, LiveOnHost>> {
+  const rows = await ctx.db.worker.findMany({
     where: { hostId: { in: hostIds }, ...liveWorker },
-    _count: { _all: true },
+    select: { hostId: true, gpuUuids: true },
   });
-  return new Map(groups.map((g) => [g.hostId ?? '', g._count._all]));
+  const out = new Map<string, LiveOnHost>();
+  for (const r of rows) {
+    const live = out.get(r.hostId ?? '') ?? { workers: 0, gpuUuids: [] };
+    live.workers++;
+    live.gpuUuids.push(...r.gpuUuids);
+    out.set(r.hostId ?? '', live);
+  }
+  return out;
 }
 
 async function viewOf(ctx: DomainContext, id: string): Promise<HostView> {
   const h = await ctx.db.host.findUnique({ where: { id } });
   if (!h) throw notFound('host');
-  return hostView(h, (await liveWorkerCounts(ctx, [id])).get(id) ?? 0);
+  return hostView(h, (await liveOnHosts(ctx, [id])).get(id));
 }
 
 /** Starts the host's workflow unless it runs. */
@@ -289,11 +305,11 @@ export async function updateHost(
 export async function listHosts(ctx: DomainContext, principal: Principal): Promise<HostView[]> {
   requireHostAdmin(principal);
   const rows = await ctx.db.host.findMany({ orderBy: { createdAt: 'asc' } });
-  const counts = await liveWorkerCounts(
+  const live = await liveOnHosts(
     ctx,
     rows.map((r) => r.id),
   );
-  return rows.map((h) => hostView(h, counts.get(h.id) ?? 0));
+  return rows.map((h) => hostView(h, live.get(h.id)));
 }
 
 export async function getHost(ctx: DomainContext, principal: Principal, id: string): Promise<HostView> {
@@ -331,7 +347,7 @@ export async function deleteHost(
     where: { id },
     data: { status: 'DISABLED', statusReason: 'being removed: its workers drain first' },
   });
-  const live = (await liveWorkerCounts(ctx, [id])).get(id) ?? 0;
+  const live = (await liveOnHosts(ctx, [id])).get(id)?.workers ?? 0;
   if (live === 0) {
     await ctx.db.host.deleteMany({ where: { id } });
     await ctx.temporal.workflow

@@ -64,4 +64,55 @@ describe('the last failure of an endpoint’s workers', () => {
     await worker(2, 'IDLE', null);
     expect((await workers()).body.lastFailure).toBeNull();
   });
+
+  it('says when each worker last took a job; its host only to the platform admin', async () => {
+    const host = await t.ctx.db.host.create({
+      data: { id: newId(), name: `h-${newId()}`, address: '127.0.0.1', user: 'root', dataCenterId: 'local' },
+    });
+    const last = new Date(Date.now() - 5_000);
+    /** An endpoint of the account with a worker that took two jobs and one that took none, on the host. */
+    const endpointOf = async (accountId: string) => {
+      const endpoint = await t.ctx.db.endpoint.create({
+        data: { id: newId(), accountId, name: `ep-${newId()}`, image: 'localhost/app:1' },
+      });
+      const worker = (status: WorkerStatus) =>
+        t.ctx.db.worker.create({ data: { id: newId(), endpointId: endpoint.id, hostId: host.id, status } });
+      const busy = await worker('RUNNING');
+      const fresh = await worker('IDLE');
+      for (const startedAt of [new Date(Date.now() - 60_000), last])
+        await t.ctx.db.job.create({
+          data: {
+            id: newId(),
+            endpointId: endpoint.id,
+            accountId,
+            workerId: busy.id,
+            status: 'COMPLETED',
+            input: {},
+            startedAt,
+            expiresAt: new Date(Date.now() + 3_600_000),
+          },
+        });
+      return { endpoint, busy, fresh };
+    };
+    const workersOf = async (endpointId: string, key: string) => {
+      const r = await t.call('GET', `/v2/serverless/${endpointId}/workers`, { key });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      const body = r.body as { workers: { id: string; hostId: string | null; lastJobAt: string | null }[] };
+      return new Map(body.workers.map((w) => [w.id, w]));
+    };
+
+    const tenant = await t.ctx.db.account.create({
+      data: { id: newId(), email: `${newId()}@example.test`, name: 'tenant' },
+    });
+    const { key } = await issueApiKey(t.ctx.db, tenant.id, 'read', ['READ']);
+    const theirs = await endpointOf(tenant.id);
+    const seen = await workersOf(theirs.endpoint.id, key);
+    expect(seen.get(theirs.busy.id)).toMatchObject({ lastJobAt: last.toISOString(), hostId: null });
+    expect(seen.get(theirs.fresh.id)).toMatchObject({ lastJobAt: null, hostId: null });
+
+    const admin = await t.ctx.db.account.findFirstOrThrow({ where: { isAdmin: true } });
+    const ours = await endpointOf(admin.id);
+    const operator = await workersOf(ours.endpoint.id, t.adminKey);
+    expect(operator.get(ours.busy.id)).toMatchObject({ lastJobAt: last.toISOString(), hostId: host.id });
+  });
 });

@@ -200,6 +200,9 @@ describe('GPU workers on a host with two H100s', () => {
     }
     const run = await call(p.url, 'POST', `/v2/${pair}/runsync`, { key: p.adminKey, body: { input: { n: 1 } } });
     expect(run.body).toMatchObject({ status: 'COMPLETED', output: { echo: { n: 1 } } });
+    // The host's answer names the GPUs held (the console's Hosts page counts the free ones from it).
+    const hostView = await call(p.url, 'GET', `/v2/hosts/${fixture!.hostId}`, { key: p.adminKey });
+    expect(new Set(hostView.body.gpusInUse)).toEqual(new Set([...a!, ...b!]));
 
     // A third GPU worker waits while both are held: THROTTLED in the API with the reason.
     const third = await create('third', { pools: ['ADA_80_PRO'], count: 1 }, 1);

@@ -18,6 +18,9 @@ interface WorkerView {
   uptimeSeconds: number | null;
   gpuTypeId: string | null;
   dataCenterId: string | null;
+  /** The platform admin's key only. */
+  hostId: string | null;
+  lastJobAt: string | null;
   startedAt: string | null;
   statusReason: string | null;
 }
@@ -130,6 +133,7 @@ export function WorkersTab({ id }: { id: string }) {
                 <th scope="col">Release</th>
                 <th scope="col">Why</th>
                 <th scope="col">Uptime</th>
+                <th scope="col">Last job</th>
               </tr>
             </thead>
             <tbody>
@@ -139,7 +143,10 @@ export function WorkersTab({ id }: { id: string }) {
                     <code>{w.id}</code>
                   </td>
                   <td>{w.status.toLowerCase()}</td>
-                  <td>{w.dataCenterId ?? '—'}</td>
+                  <td>
+                    {w.dataCenterId ?? '—'}
+                    {w.hostId && <div class="meta">host {w.hostId}</div>}
+                  </td>
                   <td>{w.gpuCount === 0 ? 'CPU' : `${w.gpuCount} × ${w.gpuTypeId ?? 'GPU (not placed)'}`}</td>
                   <td>
                     {w.version === null ? '—' : `v${w.version}`}
@@ -147,6 +154,7 @@ export function WorkersTab({ id }: { id: string }) {
                   </td>
                   <td class="reason">{w.statusReason ?? '—'}</td>
                   <td>{uptime(w.uptimeSeconds)}</td>
+                  <td>{w.lastJobAt ? when(w.lastJobAt) : '—'}</td>
                 </tr>
               ))}
             </tbody>

@@ -116,26 +116,39 @@ export function FormNotices({ notice, done }: { notice: string; done: string }) 
 }
 
 /**
- * A Delete button that asks first, in place (no window.confirm): Delete, then "Yes, delete" or
- * Cancel (Escape too). Focus moves to the question and back, so it works from the keyboard.
+ * A button that asks first, in place (no window.confirm): `label`, then `question` with `yes` or
+ * Cancel (Escape too). Focus moves to the answer and back, so it works from the keyboard.
  */
-export function ConfirmDelete({ what, remove }: { what: string; remove: () => Promise<void> }) {
+export function Confirm({
+  label,
+  name,
+  question,
+  yes,
+  run,
+}: {
+  label: string;
+  /** The button's accessible name (which row it acts on). */
+  name: string;
+  question: string;
+  yes: string;
+  run: () => Promise<void>;
+}) {
   const [asking, setAsking] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState('');
-  const yes = useRef<HTMLButtonElement>(null);
-  const ask = useRef<HTMLButtonElement>(null);
+  const yesButton = useRef<HTMLButtonElement>(null);
+  const askButton = useRef<HTMLButtonElement>(null);
   const asked = useRef(false);
   useEffect(() => {
-    if (asking) yes.current?.focus();
-    else if (asked.current) ask.current?.focus();
+    if (asking) yesButton.current?.focus();
+    else if (asked.current) askButton.current?.focus();
     asked.current = asking;
   }, [asking]);
   if (!asking)
     return (
       <span class="confirm">
-        <button type="button" class="quiet" ref={ask} aria-label={`Delete ${what}`} onClick={() => setAsking(true)}>
-          Delete
+        <button type="button" class="quiet" ref={askButton} aria-label={name} onClick={() => setAsking(true)}>
+          {label}
         </button>
         {error && (
           <span class="error" role="alert">
@@ -149,20 +162,21 @@ export function ConfirmDelete({ what, remove }: { what: string; remove: () => Pr
     <span
       class="confirm asking"
       role="group"
-      aria-label={`Delete ${what}?`}
+      aria-label={question}
       onKeyDown={(e) => e.key === 'Escape' && setAsking(false)}
     >
-      <span>Delete {what}?</span>{' '}
+      <span>{question}</span>{' '}
       <button
         type="button"
         class="danger"
-        ref={yes}
+        ref={yesButton}
         disabled={busy}
         onClick={async () => {
           setBusy(true);
           setError('');
           try {
-            await remove();
+            await run();
+            setAsking(false);
           } catch (err) {
             setError(messageOf(err));
             setAsking(false);
@@ -171,13 +185,18 @@ export function ConfirmDelete({ what, remove }: { what: string; remove: () => Pr
           }
         }}
       >
-        Yes, delete
+        {yes}
       </button>{' '}
       <button type="button" class="quiet" onClick={() => setAsking(false)}>
         Cancel
       </button>
     </span>
   );
+}
+
+/** Confirm for a Delete button: "Delete <what>?", then "Yes, delete" or Cancel. */
+export function ConfirmDelete({ what, remove }: { what: string; remove: () => Promise<void> }) {
+  return <Confirm label="Delete" name={`Delete ${what}`} question={`Delete ${what}?`} yes="Yes, delete" run={remove} />;
 }
 
 /** A list's loading and read-error states, or the list. */

@@ -1,9 +1,9 @@
 import { useContext, useState } from 'preact/hooks';
 import { get, messageOf, send } from './api.ts';
 import { CallingKeyContext } from './app.tsx';
-import { Confirm, when } from './keys.tsx';
+import { when } from './keys.tsx';
 import { usePolled } from './poll.ts';
-import { Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
+import { Confirm, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
 
 interface HostGpu {
   uuid: string;
@@ -32,6 +32,8 @@ interface Host {
   gpus: HostGpu[];
   probe: Record<string, unknown> | null;
   workers: number;
+  /** UUIDs of the GPUs live workers hold. */
+  gpusInUse: string[];
   lastProbeAt: string | null;
 }
 
@@ -61,14 +63,18 @@ function runtimeOf(h: Host): string {
   return h.containerRuntime ?? '—';
 }
 
-/** "2 × NVIDIA A100 80GB (AMPERE_80)" per GPU type the host has. */
+/** "NVIDIA A100 80GB (AMPERE_80): 1 free of 2" per GPU type the host has. */
 function gpusOf(h: Host): string[] {
-  const byType = new Map<string, number>();
+  const inUse = new Set(h.gpusInUse);
+  const byType = new Map<string, { total: number; free: number }>();
   for (const g of h.gpus) {
     const type = g.pool ? `${g.name} (${g.pool})` : g.name;
-    byType.set(type, (byType.get(type) ?? 0) + 1);
+    const n = byType.get(type) ?? { total: 0, free: 0 };
+    n.total++;
+    if (!inUse.has(g.uuid)) n.free++;
+    byType.set(type, n);
   }
-  return [...byType].map(([type, n]) => `${n} × ${type}`);
+  return [...byType].map(([type, n]) => `${type}: ${n.free} free of ${n.total}`);
 }
 
 /** `key=value` lines as labels; a line without `=` is an error. */

@@ -1,8 +1,8 @@
 import { useContext, useEffect, useRef, useState } from 'preact/hooks';
-import { get, messageOf, send, signOut, type Endpoint } from './api.ts';
+import { get, send, signOut, type Endpoint } from './api.ts';
 import { CallingKeyContext } from './app.tsx';
 import { usePolled } from './poll.ts';
-import { Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
+import { Confirm, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
 
 export interface ApiKey {
   id: string;
@@ -27,85 +27,6 @@ const SCOPES: Record<string, string> = {
 const FIELDS = ['name', 'scopes', 'expiresAt', 'endpointIds'] as const;
 
 export const when = (iso: string | null): string => (iso ? new Date(iso).toLocaleString() : '—');
-
-/**
- * A button that asks first, in place (no window.confirm): `label`, then `question` with `yes` or
- * Cancel (Escape too). Focus moves to the answer and back, so it works from the keyboard.
- */
-export function Confirm({
-  label,
-  name,
-  question,
-  yes,
-  run,
-}: {
-  label: string;
-  /** The button's accessible name (which row it acts on). */
-  name: string;
-  question: string;
-  yes: string;
-  run: () => Promise<void>;
-}) {
-  const [asking, setAsking] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState('');
-  const yesButton = useRef<HTMLButtonElement>(null);
-  const askButton = useRef<HTMLButtonElement>(null);
-  const asked = useRef(false);
-  useEffect(() => {
-    if (asking) yesButton.current?.focus();
-    else if (asked.current) askButton.current?.focus();
-    asked.current = asking;
-  }, [asking]);
-  if (!asking)
-    return (
-      <span class="confirm">
-        <button type="button" class="quiet" ref={askButton} aria-label={name} onClick={() => setAsking(true)}>
-          {label}
-        </button>
-        {error && (
-          <span class="error" role="alert">
-            {' '}
-            {error}
-          </span>
-        )}
-      </span>
-    );
-  return (
-    <span
-      class="confirm asking"
-      role="group"
-      aria-label={question}
-      onKeyDown={(e) => e.key === 'Escape' && setAsking(false)}
-    >
-      <span>{question}</span>{' '}
-      <button
-        type="button"
-        class="danger"
-        ref={yesButton}
-        disabled={busy}
-        onClick={async () => {
-          setBusy(true);
-          setError('');
-          try {
-            await run();
-            setAsking(false);
-          } catch (err) {
-            setError(messageOf(err));
-            setAsking(false);
-          } finally {
-            setBusy(false);
-          }
-        }}
-      >
-        {yes}
-      </button>{' '}
-      <button type="button" class="quiet" onClick={() => setAsking(false)}>
-        Cancel
-      </button>
-    </span>
-  );
-}
 
 /** The key just made, shown this once with a copy button; gone when dismissed or on leaving the page. */
 function NewSecret({ made, dismiss }: { made: CreatedKey; dismiss: () => void }) {
