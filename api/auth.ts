@@ -27,7 +27,7 @@ declare module 'fastify' {
   }
 }
 
-/** `Authorization: Bearer <key>`; anything else is 401 (spec "Authentication"). */
+/** `Authorization: Bearer <key>`; anything else is 401 (docs/security.md). */
 export function bearerToken(request: FastifyRequest): string | undefined {
   return bearerOf(request.headers.authorization);
 }

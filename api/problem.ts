@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError, RetryLater, type DomainErrorKind } from '../domain/errors.ts';
 
-/** RFC 9457 problem details, the error shape of every REST answer (spec "Errors"). */
+/** RFC 9457 problem details, the error shape of every REST answer. */
 export interface Problem {
   title: string;
   status: number;

@@ -24,7 +24,7 @@ declare module 'fastify' {
 
 const PURGE_EVERY_MS = 5 * 60_000;
 
-/** `"minute";r=599;t=42, "hour";r=...;t=..., "day";r=...;t=...` (spec "Limits"). */
+/** `"minute";r=599;t=42, "hour";r=...;t=..., "day";r=...;t=...` (docs/security.md, "Authentication and limits"). */
 export function rateLimitHeader(decision: RateLimitDecision): string {
   return serializeList(
     decision.windows.map((w) => [

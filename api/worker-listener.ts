@@ -5,7 +5,7 @@ import { networkInterfaces } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { problem, sendProblem } from './problem.ts';
 
-/** The worker protocol (compat.md, and the live-reload source poll) and the downloads: all a worker container needs of Gantry. */
+/** The worker protocol (docs/jobs.md, and the live-reload source poll) and the downloads: all a worker container needs of Gantry. */
 const WORKER_ACTIONS = new Set(['job-take', 'job-take-batch', 'job-done', 'job-stream', 'job-stop', 'ping', 'source']);
 
 export function isWorkerProtocolRoute(url: string | undefined): boolean {

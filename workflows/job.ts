@@ -38,7 +38,7 @@ const { readJob, expireJob, superviseJob } = proxyActivities<JobActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '500 milliseconds', maximumInterval: '10 seconds' },
 });
-// compat.md: a non-2xx answer is retried twice, 10 s apart.
+// docs/jobs.md: a non-2xx answer is retried twice, 10 s apart.
 const { deliverWebhook } = proxyActivities<JobActivities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '10 seconds', backoffCoefficient: 1, maximumAttempts: 3 },

@@ -142,7 +142,7 @@ function persistedQueryProblem(request: FastifyRequest): { message: string; code
 /** Whose request a keyless one is: no account, no scope; only the keyless resolvers run for it. */
 const NOBODY: Principal = { accountId: '', keyId: '', scopes: new Set(), endpointIds: [''], isAdmin: false };
 
-/** The key comes as `?api_key=` (the spec) or, for tools, as a bearer header. */
+/** The key comes as `?api_key=` (the hosted service's way) or, for tools, as a bearer header. */
 function presentedKey(request: FastifyRequest): string | undefined {
   const query = request.query as Record<string, unknown> | undefined;
   const fromQuery = typeof query?.api_key === 'string' ? query.api_key : undefined;

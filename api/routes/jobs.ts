@@ -40,7 +40,7 @@ function answer<T>(reply: FastifyReply, submitted: Submitted<T>): T {
   return submitted.answer;
 }
 
-/** compat.md payload caps: 10 MB for /run, 20 MB for /runsync (413 beyond). */
+/** docs/jobs.md payload caps: 10 MB for /run, 20 MB for /runsync (413 beyond). */
 const RUN_BODY_LIMIT = 10 * 1024 * 1024;
 const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
 

@@ -51,7 +51,7 @@ function worker(ctx: DomainContext, request: WorkerRequest): Promise<WorkerIdent
 }
 
 /**
- * The worker protocol (compat.md) that worker containers speak with their own credential
+ * The worker protocol (docs/jobs.md) that worker containers speak with their own credential
  * (`Authorization: <key>`): job-take and job-take-batch long-polls, job-done, job-stream, the job-stop
  * long-poll, ping, and the live-reload source poll. Registered in its own scope: the worker SDK
  * sends JSON bodies labelled `application/x-www-form-urlencoded`, so bodies here are read raw and

@@ -24,7 +24,7 @@ import { interpreterVersion, lastMeaningfulLine, projectPython, runProgram, sdkR
 import { checkRuntimeImports, listedPackages, PREINSTALLED, preinstalledLeftOut } from './runtime-packages.ts';
 import { projectFiles, scanProject, type Resource } from './scan.ts';
 
-/** Whole artifact, uncompressed (spec "Limits": 1.5 GB). */
+/** Whole artifact, uncompressed (docs/apps.md: 1.5 GB). */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;
 
 /** Only so tests can reach the limit without building gigabytes. */

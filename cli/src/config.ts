@@ -61,7 +61,7 @@ export function removeCredentials(): boolean {
 }
 
 /**
- * The project's `.env`: values for the CLI only (spec "Authentication" 6). Never copied into an
+ * The project's `.env`: values for the CLI only (docs/apps.md). Never copied into an
  * artifact (the build leaves `.env` out whatever the ignore file says).
  */
 export function readDotEnv(projectDir: string): Record<string, string> {

@@ -4,7 +4,7 @@ import { GPU_POOLS } from '../catalog/gpu-pools.ts';
 
 /** The limits and names of apps, and the manifest a build carries (docs/apps.md): its schema and its rules. */
 
-/** Uncompressed content of an artifact (spec "Limits": deployment size 1.5GB); the compressed upload is at most this too. */
+/** Uncompressed content of an artifact (docs/apps.md: deployment size 1.5GB); the compressed upload is at most this too. */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;
 /** Each resource's endpoint carries one discovery variable per resource: the endpoint env limit (100) bounds both. */
 export const MAX_RESOURCES = 40;

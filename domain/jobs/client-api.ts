@@ -1,5 +1,5 @@
 /**
- * The client job API (compat.md: `/run`, `/runsync`, `/status`, `/status-sync`, `/stream`, `/cancel`,
+ * The client job API (docs/jobs.md: `/run`, `/runsync`, `/status`, `/status-sync`, `/stream`, `/cancel`,
  * `/retry`, `/purge-queue`, `/health`) as domain operations on the job runtime. Every change is one
  * SQL statement committed before the answer; waiting requests are woken by the commits they wait
  * for (wakeups.ts); workflows are told afterwards (workflow-signals.ts).

@@ -1,6 +1,6 @@
 /**
  * Jobs: the PostgreSQL queue (queue.ts: every change of a job's state is one conditional
- * statement), the client job API and the worker protocol (compat.md) over it, the wake-ups of
+ * statement), the client job API and the worker protocol (docs/jobs.md) over it, the wake-ups of
  * waiting requests, and what job workflows are told. Owns the Job rows; each job's workflow
  * (workflows/job.ts) owns its timers and its webhook.
  */

@@ -17,7 +17,7 @@ export type NotifyKind =
   | 's' /* worker has jobs to stop */
   | 'w'; /* worker stood by or was thawed (FlashBoot): its takes look at its state again */
 
-/** How long results stay readable after a job finishes (compat.md). */
+/** How long results stay readable after a job finishes (docs/jobs.md). */
 export const RETENTION_RUN_MS = 30 * 60_000;
 export const RETENTION_SYNC_MS = 60_000;
 /** A job whose worker was lost this many times fails instead of going back to the queue. */

@@ -1,5 +1,5 @@
 /**
- * The shapes of the job API and the worker protocol (compat.md): request bodies and queries the
+ * The shapes of the job API and the worker protocol (docs/jobs.md): request bodies and queries the
  * domain validates, and the job object clients and webhooks see.
  */
 import { Type, type Static } from 'typebox';

@@ -12,7 +12,7 @@ export interface JobSettings {
   streamHoldMs: number;
   /** How long a non-final state waits for a successor before its workflow is signalled. */
   signalDelayMs: number;
-  /** How long finished jobs stay readable (compat.md: 30 min after /run, 1 min after /runsync). */
+  /** How long finished jobs stay readable (docs/jobs.md: 30 min after /run, 1 min after /runsync). */
   retention: Retention;
   /** A final state not confirmed signalled after this long was left by a crash: its workflow re-reads it. */
   unsignalledGraceMs: number;

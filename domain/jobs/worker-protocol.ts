@@ -1,5 +1,5 @@
 /**
- * The worker protocol (compat.md: job-take, job-take-batch, job-done, job-stream, job-stop, ping) as
+ * The worker protocol (docs/jobs.md: job-take, job-take-batch, job-done, job-stream, job-stop, ping) as
  * domain operations on the job runtime, for a worker already authenticated by its own credential.
  * Takes and results run on the runtime's worker connections, so that a flood of submissions never
  * queues the work that drains it.

@@ -17,7 +17,7 @@ import { DomainError, notFound } from '../errors.ts';
 import { liveEndpoint, liveEndpointNow, type LiveEndpoint } from '../shared/record-cache.ts';
 import { parseNumberOverrides } from '../shared/orchestration-settings.ts';
 
-/** The health path of a load-balancing worker (compat.md): 200 ready, 204 still initializing. */
+/** The health path of a load-balancing worker (docs/load-balancing.md): 200 ready, 204 still initializing. */
 export interface LbHealthSettings {
   /** Between two probes of one worker. */
   intervalMs: number;

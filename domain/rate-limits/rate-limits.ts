@@ -3,7 +3,7 @@ import type { DomainContext } from '../context.ts';
 import type { Db } from '../shared/db.ts';
 
 /**
- * Request limits in three fixed windows (spec "Limits"): per account for the management API (REST
+ * Request limits in three fixed windows (docs/security.md, "Authentication and limits"): per account for the management API (REST
  * and GraphQL share one quota: two skins over the same operations), per account and endpoint for
  * the job API and the load-balancing proxy, and per client address for failed authentication. The
  * counters live in PostgreSQL, so every API process enforces the same limit.

@@ -1,5 +1,5 @@
 /**
- * Where the CLI gets its key (spec "Authentication" 6): SERVICE_API_KEY, the project's .env, the
+ * Where the CLI gets its key (docs/apps.md): SERVICE_API_KEY, the project's .env, the
  * stored login. `gantry login` checks a key with GET /v2/apps before storing it; a tiny stand-in
  * for that one call (200 for one key, 401 for any other) is enough to test it here.
  */

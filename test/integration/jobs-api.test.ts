@@ -1,5 +1,5 @@
 /**
- * The client job API (compat.md) against real PostgreSQL and Temporal: shapes, states, defaults,
+ * The client job API (docs/jobs.md) against real PostgreSQL and Temporal: shapes, states, defaults,
  * validation, payload caps and authorization of every call.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The compat worker (written against compat.md alone) in a real container: a locally built Podman
+ * The compat worker (written against docs/jobs.md alone) in a real container: a locally built Podman
  * image with node in it, run with `--network host` against the test API, serving jobs end to end,
  * and a container killed mid-job whose job another container finishes.
  */

@@ -1,7 +1,7 @@
 /**
  * What each job's workflow owns, against real PostgreSQL, Temporal and worker processes: execution
  * timeouts, worker loss and retry, TTL expiry, cancel of a running job, webhook delivery with its
- * retries, and result retention. Intervals are shortened through the environment where compat.md
+ * retries, and result retention. Intervals are shortened through the environment where docs/jobs.md
  * allows it (ping interval, retention); the policy limits are the real ones (5 s, 10 s, 10 s apart).
  */
 import { createServer, type Server } from 'node:http';

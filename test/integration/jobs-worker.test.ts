@@ -1,5 +1,5 @@
 /**
- * The worker protocol (compat.md) against real PostgreSQL and Temporal: credentials, long-poll
+ * The worker protocol (docs/jobs.md) against real PostgreSQL and Temporal: credentials, long-poll
  * wake-ups, batches, results in every shape, streams, the stop channel, pings, and that no job is
  * handed out twice under concurrent takers.
  */
@@ -366,7 +366,7 @@ describe('job-stop and ping', () => {
   });
 });
 
-describe('the compat worker (compat.md only) as a process', () => {
+describe('the compat worker (docs/jobs.md only) as a process', () => {
   it('serves run, runsync, failures, progress and streams end to end', async () => {
     const ep = await createQueueEndpoint(p);
     const w = await createWorker(p, ep);

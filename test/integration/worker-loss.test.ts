@@ -136,7 +136,7 @@ async function expectTheRule(s: Scenario, tag: RegExp): Promise<void> {
     workerId: s.lost.id,
   });
   expect(failed.completedAt).not.toBeNull();
-  // Kept for the retention of finished runsync jobs (compat.md: 1 min), not /run's 30 min.
+  // Kept for the retention of finished runsync jobs (docs/jobs.md: 1 min), not /run's 30 min.
   const retention = jobSettings().retention.syncMs;
   expect(failed.expiresAt.getTime() - failed.completedAt!.getTime()).toBeLessThanOrEqual(retention + 1000);
 

@@ -69,7 +69,7 @@ export async function workerCall(
   return { status: res.status, body: parsed };
 }
 
-/** The environment the platform gives a worker container (compat.md), pointing at `base`. */
+/** The environment the platform gives a worker container (docs/jobs.md), pointing at `base`. */
 export function workerEnv(
   base: string,
   endpointId: string,

@@ -7,7 +7,7 @@ import { CliError, describeError } from '../../errors.ts';
 import { note } from '../../output.ts';
 import type { Resource } from '../../scan.ts';
 
-/** compat.md: /runsync takes up to 20 MB. */
+/** docs/jobs.md: /runsync takes up to 20 MB. */
 const BODY_LIMIT = 20 * 1024 * 1024;
 /** A busy port: this many after it are tried before giving up. */
 const PORT_TRIES = 20;
