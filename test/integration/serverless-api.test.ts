@@ -371,6 +371,9 @@ describe('serverless endpoints: update, delete, workers, releases', () => {
       uptimeSeconds: expect.any(Number),
       gpuTypeId: 'NVIDIA GeForce RTX 3090',
       dataCenterId: 'dc-test',
+      // The admin account's own endpoint: its key sees the host.
+      hostId: host.id,
+      lastJobAt: null,
       startedAt: started.toISOString(),
       statusReason: null,
       imageOnHostSince: null,
