@@ -334,6 +334,7 @@ const nameOf = (err: unknown): string | undefined => (err as { name?: string }).
 
 type S3Sdk = typeof import('@aws-sdk/client-s3');
 type Presigner = typeof import('@aws-sdk/s3-request-presigner').getSignedUrl;
+type UploadClass = typeof import('@aws-sdk/lib-storage').Upload;
 
 /** Objects in an S3 bucket (AWS or any S3-compatible server), through the AWS SDK v3. */
 export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
@@ -344,29 +345,33 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
   }
   // The SDK loads on first use (about 0.1 s): every process reads the configuration that imports
   // this module, and most of them keep their blobs in a directory.
-  let connection: Promise<{ sdk: S3Sdk; client: S3Client; presign: Presigner }> | undefined;
-  const connect = (): Promise<{ sdk: S3Sdk; client: S3Client; presign: Presigner }> =>
-    (connection ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/s3-request-presigner')]).then(
-      ([sdk, presigner]) => ({
-        sdk,
-        presign: presigner.getSignedUrl,
-        client: new sdk.S3Client({
-          region: options.region,
-          endpoint: options.endpoint,
-          forcePathStyle: options.forcePathStyle,
-          credentials:
-            options.accessKeyId !== undefined && options.secretAccessKey !== undefined
-              ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey }
-              : undefined,
-          // Checksums only where S3 demands them: by default the SDK would put a CRC32 of an empty body
-          // in presigned URLs (so any real upload fails) and stream-wrap every upload in aws-chunked
-          // encoding, which S3-compatible servers support unevenly. Integrity here is the sha256
-          // Gantry computes and records itself.
-          requestChecksumCalculation: 'WHEN_REQUIRED',
-          responseChecksumValidation: 'WHEN_REQUIRED',
-        }),
+  type Connection = { sdk: S3Sdk; client: S3Client; presign: Presigner; Upload: UploadClass };
+  let connection: Promise<Connection> | undefined;
+  const connect = (): Promise<Connection> =>
+    (connection ??= Promise.all([
+      import('@aws-sdk/client-s3'),
+      import('@aws-sdk/s3-request-presigner'),
+      import('@aws-sdk/lib-storage'),
+    ]).then(([sdk, presigner, storage]) => ({
+      sdk,
+      presign: presigner.getSignedUrl,
+      Upload: storage.Upload,
+      client: new sdk.S3Client({
+        region: options.region,
+        endpoint: options.endpoint,
+        forcePathStyle: options.forcePathStyle,
+        credentials:
+          options.accessKeyId !== undefined && options.secretAccessKey !== undefined
+            ? { accessKeyId: options.accessKeyId, secretAccessKey: options.secretAccessKey }
+            : undefined,
+        // Checksums only where S3 demands them: by default the SDK would put a CRC32 of an empty body
+        // in presigned URLs (so any real upload fails) and stream-wrap every upload in aws-chunked
+        // encoding, which S3-compatible servers support unevenly. Integrity here is the sha256
+        // Gantry computes and records itself.
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
       }),
-    ));
+    })));
   const keyPrefix = (options.prefix ?? '').replace(/^\/+|\/+$/g, '');
   if (keyPrefix) validateBlobKey(keyPrefix, 'prefix');
   const full = (key: string, what: 'key' | 'prefix' = 'key'): string => {
@@ -406,8 +411,7 @@ export function s3BlobStore(options: S3BlobStoreOptions): BlobStore {
     kind: 's3',
 
     async put(key, body, putOptions) {
-      const { client } = await connect();
-      const { Upload } = await import('@aws-sdk/lib-storage');
+      const { client, Upload } = await connect();
       const measure = { hash: createHash('sha256'), size: 0 };
       // One PUT for a body of one part or less, else a multipart upload (aborted on failure); S3
       // makes either visible only whole.

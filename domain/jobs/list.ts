@@ -9,7 +9,7 @@ import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { findOwned } from '../endpoints/endpoints.ts';
 import { notFound, validationFailed } from '../errors.ts';
-import { prismaSql } from './lost-workers.ts';
+import { rowReader } from '../shared/db.ts';
 import { JobStatusSchema } from './schemas.ts';
 import type { JobStatus } from './rows.ts';
 
@@ -141,12 +141,6 @@ const columns = (errorCap: number): string => `j.id, j.status::text AS status, $
   CASE WHEN j."startedAt" IS NOT NULL AND j."completedAt" IS NOT NULL THEN ${msBetween('j."startedAt"', 'j."completedAt"')} END AS "executionTime",
   j."workerId", j.retries, left(j.error, ${errorCap}) AS error, coalesce(length(j.error) > ${errorCap}, false) AS "errorTruncated"`;
 
-/** The queue's own connections when this process has them, else Prisma's. */
-function sqlOf(ctx: Pick<DomainContext, 'db' | 'jobs'>) {
-  const store = ctx.jobs?.store;
-  return store ? <T>(text: string, values: unknown[]) => store.rows<T>(text, values) : prismaSql(ctx.db);
-}
-
 function parseLimit(limit: string | undefined): number {
   if (limit === undefined) return ENDPOINT_JOBS_DEFAULT_LIMIT;
   const n = Number(limit);
@@ -170,7 +164,7 @@ export async function listEndpointJobs(
   requireScope(principal, 'RUN');
   const limit = parseLimit(query.limit);
   await findOwned(ctx, principal, endpointId);
-  const sql = sqlOf(ctx);
+  const sql = rowReader(ctx);
   const values: unknown[] = [endpointId, limit + 1];
   const where = [`j."endpointId" = $1`, `j."expiresAt" > ${NOW_UTC}`];
   if (query.status) {
@@ -237,7 +231,7 @@ export async function getEndpointJob(
   await findOwned(ctx, principal, endpointId);
   const cap = PAYLOAD_CAP_BYTES;
   // Only the start of an oversized value leaves the database: a character is at most 4 bytes.
-  const [row] = await sqlOf(ctx)<DetailRow>(
+  const [row] = await rowReader(ctx)<DetailRow>(
     `SELECT ${columns(cap)},
        s."inputBytes", CASE WHEN s."inputBytes" <= ${cap} THEN j.input END AS input,
        CASE WHEN s."inputBytes" > ${cap} THEN left(j.input::text, ${cap}) END AS "inputText",

@@ -7,6 +7,7 @@ import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { findOwned } from '../endpoints/endpoints.ts';
 import { DomainError } from '../errors.ts';
+import { rowReader } from '../shared/db.ts';
 import { BUCKETS, quantile } from './histogram.ts';
 import { epochMs, floorMinute, LAG_MS, rolledUntil, WORKER_STATES } from './rollup.ts';
 import {
@@ -82,12 +83,6 @@ const SUMS = `sum(completed)::int AS completed, sum(failed)::int AS failed, sum(
   sum(thaws)::int AS thaws,
   ${WORKER_STATES.map(([s, c]) => `sum("${c}")::float8 AS ${s.toLowerCase()}`).join(', ')}`;
 
-/** A read on the job runtime's node-postgres pool where this process has one (the API's), else Prisma. */
-function readRows<T>(ctx: Pick<DomainContext, 'db' | 'jobs'>, sql: string, values: unknown[]): Promise<T[]> {
-  const store = ctx.jobs?.store;
-  return store ? store.rows<T>(sql, values) : ctx.db.$queryRawUnsafe<T[]>(sql, ...values);
-}
-
 const round = (x: number, digits: number): number => Math.round(x * 10 ** digits) / 10 ** digits;
 const ms = (x: number | null): number | null => (x === null ? null : round(x, 1));
 
@@ -158,8 +153,7 @@ export async function getEndpointMetrics(
   const stepMs = STEPS[step] * MINUTE;
   const to = await lastRolled(ctx);
   const from = to - WINDOWS[window] * MINUTE;
-  const rows = await readRows<Sums & { k: number }>(
-    ctx,
+  const rows = await rowReader(ctx)<Sums & { k: number }>(
     `SELECT floor((${epochMs('minute')} - $2::float8) / $3::float8)::int AS k, ${SUMS}
      FROM "EndpointMetricMinute"
      WHERE "endpointId" = $1 AND minute >= (to_timestamp($2::float8 / 1000) AT TIME ZONE 'UTC')
@@ -187,8 +181,7 @@ export async function lastMinuteMetrics(
   const until = await rolledUntil(ctx.db);
   if (until === null) return null;
   const minute = until - MINUTE;
-  const rows = await readRows<Sums & { id: string; rolled: boolean }>(
-    ctx,
+  const rows = await rowReader(ctx)<Sums & { id: string; rolled: boolean }>(
     `SELECT e.id, count(m.minute) > 0 AS rolled, ${SUMS}
      FROM "Endpoint" e
      LEFT JOIN "EndpointMetricMinute" m ON m."endpointId" = e.id AND m.minute = (to_timestamp($1::float8 / 1000) AT TIME ZONE 'UTC')
