@@ -10,6 +10,7 @@ import { JOB_CHANNEL, pgConfig, type JobRow, type NotifyKind } from '../domain/j
 import type { Log } from '../domain/jobs/index.ts';
 import type { JobWakeups, Waiter } from '../domain/jobs/index.ts';
 import { RECORD_CHANNEL, type RecordCaches } from '../domain/shared/index.ts';
+import { forgetWorker } from '../domain/workers/index.ts';
 
 class PendingWaiter implements Waiter {
   woken = false;
@@ -134,6 +135,8 @@ export class JobNotifier implements JobWakeups {
       if (msg.channel === RECORD_CHANNEL && msg.payload) this.records?.recordChanged(msg.payload);
       if (msg.channel !== JOB_CHANNEL || !msg.payload) return;
       const p = parsePayload(msg.payload);
+      // A worker's state changed (standby, thaw): its next call reads it past the record cache.
+      if (p?.kind === 'w' && this.records) forgetWorker(this.records, p.id);
       if (p && p.tag !== this.tag) this.wake(p.kind, p.id);
     });
     try {

@@ -37,7 +37,9 @@ const NOT_ACCEPTING_HOLD_MS = 5_000;
  */
 export async function takeJobs(jobs: JobRuntime, worker: WorkerIdentity, opts: TakeOptions): Promise<TakenJob[]> {
   const deadline = Date.now() + jobs.settings.takeHoldMs;
-  let identity = worker;
+  // A worker remembered as taking no jobs may have been thawed since (its first call after the
+  // unpause can beat the wake-up that clears the cache): read it again rather than hold it.
+  let identity = !worker.acceptsJobs && opts.refresh ? await opts.refresh() : worker;
   for (;;) {
     const changed = jobs.wakeups.watch('w', worker.workerId);
     try {

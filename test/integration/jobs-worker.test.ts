@@ -94,6 +94,22 @@ describe('job-take', () => {
     await done(ep, w, id, { output: 'ok' });
   });
 
+  it('a worker thawed before its wake-up arrives takes at once: a remembered "takes no jobs" is read again', async () => {
+    const ep = await createQueueEndpoint(p);
+    const w = await createWorker(p, ep);
+    const id = await run(ep, { thawed: true });
+    await p.ctx.db.worker.update({ where: { id: w.id }, data: { status: 'STANDBY' } });
+    // A ping while frozen leaves "takes no jobs" in the API's record cache (kept up to 1 s).
+    expect((await workerCall(p.url, 'GET', `/v2/${ep}/ping/${w.id}`, w.key)).status).toBe(200);
+    // Thawed, its wake-up not yet arrived: the row says IDLE, the cache still says STANDBY.
+    await p.ctx.db.worker.update({ where: { id: w.id }, data: { status: 'IDLE' } });
+    const asked = Date.now();
+    const got = await take(ep, w);
+    expect(got.body).toEqual({ id, input: { thawed: true } });
+    expect(Date.now() - asked).toBeLessThan(1_500);
+    await done(ep, w, id, { output: 'ok' });
+  });
+
   it('wakes a long-poll waiting on another API process through LISTEN/NOTIFY', async () => {
     const ep = await createQueueEndpoint(p);
     const w = await createWorker(p, ep);
