@@ -189,7 +189,7 @@ export async function buildArtifact(opts: BuildOptions): Promise<BuildResult> {
 
 /**
  * --python-version, else the one version the resources and gantry.toml agree on, else the local
- * interpreter's (spec deploy flags: the flag overrides declarations and detection).
+ * interpreter's: the flag overrides declarations and detection (docs/apps.md "Build").
  */
 async function choosePythonVersion(
   flag: string | undefined,

@@ -199,8 +199,8 @@ export async function deployBuild(
 
 /**
  * A flash build made active: flash changes the endpoints whose configuration changed itself, and
- * expects every endpoint of the environment to roll when the code did (spec "deploy" rule 4: a new
- * source fingerprint starts a rolling release even if the configuration is unchanged), since its
+ * expects every endpoint of the environment to roll when the code did (a new source fingerprint starts a
+ * rolling release even if the configuration is unchanged: docs/apps.md "Releases"), since its
  * workers run the environment's active build and only new ones fetch it. A build without a
  * fingerprint is taken as new code.
  */

@@ -6,7 +6,7 @@ import type { AppEndpointView, AppView, BuildView, EnvironmentView } from './sch
 
 /** Apps, environments, builds and their endpoints as the API shows them. */
 
-/** Endpoint names: `<app>-<resource>` in production, `live-<resource>` in live (the spec's prefix), `<app>-<env>-<resource>` elsewhere. */
+/** Endpoint names: `<app>-<resource>` in production, `live-<resource>` in live (docs/dev-loop.md), `<app>-<env>-<resource>` elsewhere. */
 export const appEndpointName = (app: string, environment: string, resource: string): string =>
   environment === 'production'
     ? `${app}-${resource}`

@@ -76,7 +76,7 @@ export function requireCpuInstanceId(at: string, id: string): CpuInstance {
 
 /**
  * The hosted service's 1-vCPU instances (`cpu3c-1-2`, the hosted flash tool's default size), named in
- * GraphQL `saveEndpoint(instanceIds)`: run at the smallest size the spec allows, MIN_VCPUS with the
+ * GraphQL `saveEndpoint(instanceIds)`: run at the smallest size Gantry's CPU rules allow (docs/graphql.md "CPU instances"), MIN_VCPUS with the
  * flavor's memory for them (cpu3c-2-4), so a fresh flash project deploys unchanged. Only that exact
  * shape (one vCPU with its flavor's memory per vCPU) is widened; any other id stays as parsed, and
  * cpuInstanceProblems refuses what breaks the rules (cpu3c-1-99, cpu3c-3-6, ...). REST's

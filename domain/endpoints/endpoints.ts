@@ -61,7 +61,7 @@ const unavailable = (detail: string): DomainError => new DomainError('unavailabl
 /**
  * How an endpoint's workers are sized when the REST body cannot say it: GraphQL `saveEndpoint`
  * names a CPU instance (`instanceIds`); REST makes a CPU endpoint of the default size when `gpu`
- * is left out, and keeps `cpu` read-only as the spec says.
+ * is left out, and keeps `cpu` read-only (docs/endpoints.md "CPU endpoints").
  */
 export interface EndpointComputeOptions {
   cpuInstance?: CpuInstance;
@@ -333,8 +333,8 @@ async function createRelease(
 
 /**
  * A rolling release of each endpoint with its configuration unchanged and `change` as the reason
- * (an app environment's new build: spec "deploy" rule 4, the workers run the environment's active
- * build and only new workers fetch it). Endpoints being deleted are left alone.
+ * (an app environment's new build, docs/apps.md "Releases": the workers run the environment's
+ * active build and only new workers fetch it). Endpoints being deleted are left alone.
  */
 export async function rollEndpoints(
   ctx: DomainContext,
@@ -450,7 +450,7 @@ export async function updateEndpoint(
       if (problems.length > 0) throw validationFailed(problems.map((p) => `$: ${p}`));
 
       // GPU changes are placement, like data centers: the autoscaler places new workers on the new
-      // pools, and the Release keeps the container configuration only (spec "Versioning" 4).
+      // pools, and the Release keeps the container configuration only (docs/endpoints.md "Autoscaling and releases").
       const next = {
         image: data.image,
         args: data.args,

@@ -2,7 +2,7 @@ import { Type, type Static } from 'typebox';
 import { ArgsSchema, EnvSchema, ImageSchema } from '../containers/fields.ts';
 import { nullableWorkerProblemSchema } from './worker-problem.ts';
 
-/** Schemas of the REST Endpoint resource (spec "Endpoint", "Sub-objects and enumerations"). */
+/** Schemas of the REST Endpoint resource and its sub-objects (docs/endpoints.md, the /v2/openapi.json document). */
 
 export const EndpointTypeSchema = Type.Union([Type.Literal('QUEUE_BASED'), Type.Literal('LOAD_BALANCING')]);
 export const ScalerTypeSchema = Type.Union([Type.Literal('QUEUE_DELAY'), Type.Literal('REQUEST_COUNT')]);
@@ -122,7 +122,7 @@ export type EndpointView = Static<typeof EndpointSchema>;
 export const EndpointListSchema = Type.Object({ endpoints: Type.Array(EndpointSchema) });
 
 /**
- * PATCH body (spec "PATCH /v2/serverless/{id}"): every property optional, unknown ones rejected.
+ * PATCH /v2/serverless/{id} body: every property optional, unknown ones rejected.
  * `workers` and `scaling` may carry only the members that change; no defaults are filled in, so
  * an omitted member stays as it is (`gpu.count` included).
  */

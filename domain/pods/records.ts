@@ -7,7 +7,7 @@ import { gpuRate, type PriceTable } from '../billing/pricing.ts';
 import { liveWorker } from '../workers/status.ts';
 import { podPorts } from './schemas.ts';
 
-/** The pod as GraphQL shows it (spec "Pod"): its record, built from the row, its live worker and the price table. */
+/** The pod as GraphQL shows it (docs/pods.md): its record, built from the row, its live worker and the price table. */
 
 export interface PodRuntimePort {
   ip: string;

@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { ArgsSchema, EnvListSchema, EnvSchema, ImageSchema, MountPathSchema } from '../containers/fields.ts';
 
-/** The shapes of pods: the GraphQL inputs (spec `podFindAndDeployOnDemand`, ...) and the REST /v2/pods bodies and views. */
+/** The shapes of pods: the GraphQL inputs (`podFindAndDeployOnDemand`, ...: docs/pods.md) and the REST /v2/pods bodies and views. */
 
 /** Container env files take POSIX names only (hostctl/containers.ts envFile). */
 
@@ -15,7 +15,7 @@ const CudaVersionSchema = Type.String({
 });
 
 /**
- * `podFindAndDeployOnDemand` input: the spec's common fields plus `templateId`. The hosted service's
+ * `podFindAndDeployOnDemand` input: the container fields pods share with templates, plus `templateId`. The hosted service's
  * other placement and billing options (cloud type, minimum vCPUs and memory, SSH and Jupyter
  * start-up, ...) are accepted so that existing clients work, and have no effect here.
  */

@@ -21,7 +21,7 @@ import type { CachedModel } from './models.ts';
 import { signUrl, verifySignedUrl } from '../blobs/signed-urls.ts';
 
 export interface OutputSettings {
-  /** How long output URLs (and the objects) last: 7 days (the spec's output URL lifetime). */
+  /** How long output URLs (and the objects) last: 7 days by default (docs/public-models.md). */
   urlTtlMs: number;
   /** How often the purge schedule runs. */
   purgeIntervalMs: number;

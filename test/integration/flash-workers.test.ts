@@ -138,7 +138,7 @@ describe("flash's endpoints on Gantry's workers", () => {
     // Without a key the proxy refuses.
     expect((await call(`${p.url}/lb/${lb!.id}`, 'GET', '/health')).status).toBe(401);
 
-    // New code deployed again: the environment's endpoints roll (spec "deploy" rule 4), and the
+    // New code deployed again: the environment's endpoints roll (docs/apps.md "Releases"), and the
     // queue resource's new workers run the new build.
     const source = path.join(project, 'cpu_worker.py');
     writeFileSync(source, readFileSync(source, 'utf8').replace('"worker": "cpu"', '"worker": "cpu-v2"'));

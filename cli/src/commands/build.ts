@@ -12,7 +12,7 @@ export interface BuildFlags {
   json?: boolean;
 }
 
-/** The flags build and deploy share (spec deploy flags). */
+/** The flags build and deploy share (docs/apps.md "Build and deploy"). */
 export function addBuildOptions(command: Command): Command {
   return command
     .option('--no-deps', 'install only the listed packages, not what they depend on')

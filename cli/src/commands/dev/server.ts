@@ -73,7 +73,7 @@ export function exposureWarning(host: string): string | undefined {
   return `Listening on ${host}: anyone who reaches this address calls your live endpoints with your API key (keep --host on localhost unless that is what you want).`;
 }
 
-/** The local server of `gantry dev`: the spec's routes, each call forwarded to the resource's live endpoint. */
+/** The local server of `gantry dev` (docs/dev-loop.md): each resource's routes, each call forwarded to its live endpoint. */
 function buildApp(opts: DevServerOptions): FastifyInstance {
   // Open connections (a call waiting for a cold worker) must not hold up Ctrl+C.
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: true });
@@ -283,7 +283,7 @@ function forwardRoute(
 }
 
 /**
- * Listens on the port, or the next free one (spec `dev` flags); says so when it moved. Each try is
+ * Listens on the port, or the next free one (docs/dev-loop.md); says so when it moved. Each try is
  * a fresh server: a Fastify instance that failed to listen is not reused.
  */
 export async function startDevServer(opts: DevServerOptions): Promise<DevServer> {
