@@ -335,21 +335,63 @@ function cdiReadable(runtime: ContainerRuntimeInfo | undefined): { runtime: stri
   return versionAbove('4.6', runtime.version) ? { runtime: `Podman ${runtime.version}`, max: '0.5.0' } : undefined;
 }
 
+/** A section of the probe's output by name; '' when the probe printed none. */
+type Section = (name: string) => string;
+
 /** Turns the probe script's output into a HostProbe. Pure, so recorded outputs can be tested. */
 export function parseProbeOutput(output: string): HostProbe {
   const sec = sections(output);
   if (!sec.has('end')) throw new Error('host probe output is incomplete (the probe script did not finish)');
-  const get = (name: string): string => sec.get(name) ?? '';
+  const get: Section = (name) => sec.get(name) ?? '';
 
+  const machine = parseMachine(get);
+  const { runtimes, disks } = parseRuntimes(sec, get);
+  const containerRuntime = chooseRuntime(runtimes);
+  const { gpus, gpuError } = parseGpus(sec, get);
+  return {
+    ...machine,
+    ...diskOf(get('disk:/'), containerRuntime, disks),
+    containerRuntime,
+    diskLimit: diskLimitOf(containerRuntime),
+    runtimes,
+    gpuPassthrough: gpuPassthroughOf(parseCdi(sec, get), containerRuntime, gpus),
+    gpus,
+    cudaVersion: get('cuda') || undefined,
+    gpuError,
+  };
+}
+
+/** The machine itself: names, CPUs, memory and the SSH user's uid. */
+function parseMachine(
+  get: Section,
+): Pick<HostProbe, 'hostname' | 'kernel' | 'arch' | 'os' | 'uid' | 'cpuCount' | 'memoryMb' | 'memoryAvailableMb'> {
   const cpuCount = Number.parseInt(get('nproc'), 10);
   const mem = new Map([...get('meminfo').matchAll(/^(\w+):\s+(\d+)\s*kB/gm)].map((m) => [m[1]!, Number(m[2])]));
   const [hostname = '', kernel = '', arch = ''] = get('uname')
     .split('\n')
     .map((l) => l.trim());
   const uid = Number.parseInt(get('uid'), 10);
+  return {
+    hostname,
+    kernel,
+    arch,
+    os: get('os') || undefined,
+    uid: Number.isFinite(uid) ? uid : undefined,
+    cpuCount: Number.isFinite(cpuCount) ? cpuCount : 0,
+    memoryMb: Math.floor((mem.get('MemTotal') ?? 0) / 1024),
+    memoryAvailableMb: mem.has('MemAvailable') ? Math.floor(mem.get('MemAvailable')! / 1024) : undefined,
+  };
+}
 
+type DiskUsage = ReturnType<typeof dfLine>;
+
+/** The container runtimes on PATH (`runtime:<name>` sections), and the disk under each one's storage. */
+function parseRuntimes(
+  sec: Map<string, string>,
+  get: Section,
+): { runtimes: ContainerRuntimeInfo[]; disks: Map<string, DiskUsage> } {
   const runtimes: ContainerRuntimeInfo[] = [];
-  const disks = new Map<string, ReturnType<typeof dfLine>>();
+  const disks = new Map<string, DiskUsage>();
   for (const name of ['docker', 'podman'] as const) {
     if (!sec.has(`runtime:${name}`)) continue;
     const kv = keyValues(get(`runtime:${name}`));
@@ -372,14 +414,34 @@ export function parseProbeOutput(output: string): HostProbe {
         : {}),
     });
   }
+  return { runtimes, disks };
+}
+
+/** The runtime to use: a Docker engine that answers (not Podman's wrapper), else Podman. */
+function chooseRuntime(runtimes: readonly ContainerRuntimeInfo[]): ContainerRuntimeInfo | undefined {
   const realDocker = runtimes.find((r) => r.name === 'docker' && r.usable && !r.podmanWrapper);
   const podman = runtimes.find((r) => r.name === 'podman' && r.usable);
-  const containerRuntime = realDocker ?? podman;
+  return realDocker ?? podman;
+}
 
-  const rootDisk = dfLine(get('disk:/'));
+/** Free and total space under the runtime's storage, or under / without one. */
+function diskOf(
+  rootDfLine: string,
+  containerRuntime: ContainerRuntimeInfo | undefined,
+  disks: ReadonlyMap<string, DiskUsage>,
+): Pick<HostProbe, 'diskPath' | 'diskFreeGb' | 'diskTotalGb'> {
+  const rootDisk = dfLine(rootDfLine);
   const runtimeDisk = containerRuntime?.rootDir ? disks.get(containerRuntime.rootDir) : undefined;
   const disk = runtimeDisk ?? rootDisk;
+  return {
+    diskPath: runtimeDisk ? containerRuntime!.rootDir! : '/',
+    diskFreeGb: disk ? gb(disk.freeKb) : 0,
+    diskTotalGb: disk ? gb(disk.totalKb) : 0,
+  };
+}
 
+/** The GPUs nvidia-smi lists, each with its type and pool; or why nvidia-smi could not list them. */
+function parseGpus(sec: Map<string, string>, get: Section): Pick<HostProbe, 'gpus' | 'gpuError'> {
   let gpus: ProbedGpu[] = [];
   let gpuError: string | undefined;
   if (sec.has('nvidia-smi')) {
@@ -396,15 +458,22 @@ export function parseProbeOutput(output: string): HostProbe {
       }
     }
   }
+  return { gpus, gpuError };
+}
 
-  const cdiSpecs = get('cdi-specs')
+/** What the probe found of NVIDIA's container toolkit and CDI: GpuPassthrough less its judgement. */
+type CdiFindings = Omit<GpuPassthrough, 'method' | 'hint'>;
+
+const nonEmptyLines = (text: string): string[] =>
+  text
     .split('\n')
     .map((l) => l.trim())
     .filter(Boolean);
-  const cdiDevices = get('cdi-devices')
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean);
+
+/** The toolkit's versions, the CDI spec files with their versions, kinds and GPUs, and the CDI devices. */
+function parseCdi(sec: Map<string, string>, get: Section): CdiFindings {
+  const cdiSpecs = nonEmptyLines(get('cdi-specs'));
+  const cdiDevices = nonEmptyLines(get('cdi-devices'));
   const nvidiaCtkVersion = firstVersion(get('nvidia-ctk'));
   const nvidiaContainerCliVersion = firstVersion(get('nvidia-container-cli'));
   const cdiSpecVersions = get('cdi-spec-versions')
@@ -425,6 +494,26 @@ export function parseProbeOutput(output: string): HostProbe {
           }),
       )
     : undefined;
+  return { nvidiaCtkVersion, nvidiaContainerCliVersion, cdiSpecs, cdiDevices, cdiSpecVersions, cdiSpecGpus };
+}
+
+/** Whether the runtime gets NVIDIA devices through CDI, and what keeps it from that. */
+interface NvidiaCdi {
+  usable: boolean;
+  /** This host's NVIDIA specs that are newer than the runtime reads. */
+  tooNew: CdiFindings['cdiSpecVersions'];
+  /** The newest spec version the runtime reads, where it is known to be an old one. */
+  readable: ReturnType<typeof cdiReadable>;
+  /** This host's GPUs that no readable NVIDIA spec names (only where the probe read the specs' GPUs). */
+  unnamed: ProbedGpu[];
+}
+
+function nvidiaCdiOf(
+  cdi: CdiFindings,
+  containerRuntime: ContainerRuntimeInfo | undefined,
+  gpus: readonly ProbedGpu[],
+): NvidiaCdi {
+  const { cdiSpecGpus, cdiSpecVersions, cdiDevices, cdiSpecs } = cdi;
   const gpuUuids = new Set(gpus.map((g) => g.uuid));
   // Where the probe read which GPUs each spec names, only specs naming this host's GPUs count.
   const ours = (file: string): boolean => !cdiSpecGpus || (cdiSpecGpus[file] ?? []).some((u) => gpuUuids.has(u));
@@ -436,60 +525,55 @@ export function parseProbeOutput(output: string): HostProbe {
   const unnamed = cdiSpecGpus
     ? gpus.filter((g) => !nvidiaSpecs.some((s) => !tooNew.includes(s) && (cdiSpecGpus[s.file] ?? []).includes(g.uuid)))
     : [];
-  const hasNvidiaCdi = cdiSpecGpus
+  const usable = cdiSpecGpus
     ? gpus.length > 0 && unnamed.length === 0
     : (cdiDevices.some((d) => d.startsWith('nvidia.com/gpu=')) || cdiSpecs.some((f) => /nvidia/i.test(f))) &&
       // Specs the runtime cannot read leave it no devices (Podman then refuses them as unresolvable).
       !(nvidiaSpecs.length > 0 && tooNew.length === nvidiaSpecs.length);
+  return { usable, tooNew, readable, unnamed };
+}
+
+/** How workers get GPUs with the chosen runtime, and what to install or fix when they cannot. */
+function gpuPassthroughOf(
+  cdi: CdiFindings,
+  containerRuntime: ContainerRuntimeInfo | undefined,
+  gpus: readonly ProbedGpu[],
+): GpuPassthrough {
+  const nvidiaCdi = nvidiaCdiOf(cdi, containerRuntime, gpus);
   let method: GpuPassthrough['method'] = 'none';
-  let hint: string | undefined;
   if (
     containerRuntime?.name === 'docker' &&
-    (containerRuntime.dockerRuntimes.includes('nvidia') || nvidiaContainerCliVersion)
+    (containerRuntime.dockerRuntimes.includes('nvidia') || cdi.nvidiaContainerCliVersion)
   )
     method = 'docker-gpus';
-  else if (containerRuntime?.name === 'podman' && hasNvidiaCdi) method = 'cdi';
-  else if (containerRuntime?.name === 'docker' && hasNvidiaCdi) method = 'cdi';
-  if (method === 'none' && gpus.length > 0) {
-    hint =
-      tooNew.length > 0 && readable
-        ? `the CDI spec ${tooNew.map((s) => `${s.file} is version ${s.version}`).join(', ')}, newer than ${readable.runtime} reads (${readable.max} at most): upgrade ${containerRuntime!.name}, or write the spec with a toolkit whose specs it reads`
-        : cdiSpecGpus && cdiSpecVersions.some((s) => s.kind === 'nvidia.com/gpu' || /nvidia/i.test(s.file))
-          ? `no CDI spec in /etc/cdi or /var/run/cdi names GPU ${unnamed.map((g) => g.uuid).join(', ')}: regenerate it with \`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml\``
-          : nvidiaCtkVersion
-            ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
-            : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
-  }
-
+  else if (containerRuntime?.name === 'podman' && nvidiaCdi.usable) method = 'cdi';
+  else if (containerRuntime?.name === 'docker' && nvidiaCdi.usable) method = 'cdi';
+  const hint = method === 'none' && gpus.length > 0 ? passthroughHint(cdi, nvidiaCdi, containerRuntime) : undefined;
   return {
-    hostname,
-    kernel,
-    arch,
-    os: get('os') || undefined,
-    uid: Number.isFinite(uid) ? uid : undefined,
-    cpuCount: Number.isFinite(cpuCount) ? cpuCount : 0,
-    memoryMb: Math.floor((mem.get('MemTotal') ?? 0) / 1024),
-    memoryAvailableMb: mem.has('MemAvailable') ? Math.floor(mem.get('MemAvailable')! / 1024) : undefined,
-    diskPath: runtimeDisk ? containerRuntime!.rootDir! : '/',
-    diskFreeGb: disk ? gb(disk.freeKb) : 0,
-    diskTotalGb: disk ? gb(disk.totalKb) : 0,
-    containerRuntime,
-    diskLimit: diskLimitOf(containerRuntime),
-    runtimes,
-    gpuPassthrough: {
-      method,
-      nvidiaCtkVersion,
-      nvidiaContainerCliVersion,
-      cdiSpecs,
-      cdiDevices,
-      cdiSpecVersions,
-      cdiSpecGpus,
-      hint,
-    },
-    gpus,
-    cudaVersion: get('cuda') || undefined,
-    gpuError,
+    method,
+    nvidiaCtkVersion: cdi.nvidiaCtkVersion,
+    nvidiaContainerCliVersion: cdi.nvidiaContainerCliVersion,
+    cdiSpecs: cdi.cdiSpecs,
+    cdiDevices: cdi.cdiDevices,
+    cdiSpecVersions: cdi.cdiSpecVersions,
+    cdiSpecGpus: cdi.cdiSpecGpus,
+    hint,
   };
+}
+
+/** What is missing for GPU passthrough on a host with GPUs. */
+function passthroughHint(
+  { cdiSpecGpus, cdiSpecVersions, nvidiaCtkVersion }: CdiFindings,
+  { tooNew, readable, unnamed }: NvidiaCdi,
+  containerRuntime: ContainerRuntimeInfo | undefined,
+): string {
+  return tooNew.length > 0 && readable
+    ? `the CDI spec ${tooNew.map((s) => `${s.file} is version ${s.version}`).join(', ')}, newer than ${readable.runtime} reads (${readable.max} at most): upgrade ${containerRuntime!.name}, or write the spec with a toolkit whose specs it reads`
+    : cdiSpecGpus && cdiSpecVersions.some((s) => s.kind === 'nvidia.com/gpu' || /nvidia/i.test(s.file))
+      ? `no CDI spec in /etc/cdi or /var/run/cdi names GPU ${unnamed.map((g) => g.uuid).join(', ')}: regenerate it with \`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml\``
+      : nvidiaCtkVersion
+        ? 'NVIDIA Container Toolkit is installed but no CDI spec was found: run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`'
+        : 'install the NVIDIA Container Toolkit (nvidia-container-toolkit) so containers can use the GPUs';
 }
 
 /** Probes a host over an open connection. */

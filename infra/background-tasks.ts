@@ -151,7 +151,7 @@ export function backgroundTasks({ ctx, jobs }: BackgroundTaskDeps): BackgroundTa
       name: 'stale load rows',
       schedule: 'every 10 min',
       lock: 'every process, no lock (an idempotent DELETE)',
-      where: 'api/lb-balancer.ts, LoadBalancer.start (domain/load-balancing/load-balancing.ts purgeOldLoad)',
+      where: 'api/lb-balancer.ts, LoadBalancer.start (domain/load-balancing/load-publication.ts purgeOldLoad)',
       does: 'deletes LbProxyLoad rows no process has refreshed for a day (processes that ended without retiring theirs)',
     },
     {

@@ -4,7 +4,7 @@
  * module reads process.env for itself.
  */
 import type { JobSettings } from '../jobs/settings.ts';
-import type { LbHealthSettings } from '../load-balancing/load-balancing.ts';
+import type { LbHealthSettings } from '../load-balancing/health.ts';
 import type { OrchestrationSettings } from './orchestration-settings.ts';
 import type { SurfaceLimits } from '../rate-limits/rate-limits.ts';
 import type { WebhookAllowList } from '../jobs/webhook-targets.ts';

@@ -1,6 +1,5 @@
 /**
- * Load-balancing endpoints: who may call one, which worker takes a request, and the load every API
- * process publishes in PostgreSQL so that the autoscaler and worker drains see all processes.
+ * The load every API process publishes in PostgreSQL, for the autoscaler and worker drains to read.
  *
  * Each API process keeps its own in-flight counts in memory (the hot path never waits on the
  * database) and upserts them, a few times a second while they change, into one `LbProxyLoad` row
@@ -10,58 +9,7 @@
  * to the worker and none has a request on it.
  */
 import { Prisma } from '../../generated/prisma/client.ts';
-import { requireEndpointAccess, requireScope, type Principal } from '../accounts/auth.ts';
-import type { DomainContext } from '../context.ts';
 import type { Db } from '../shared/db.ts';
-import { DomainError, notFound } from '../errors.ts';
-import { liveEndpoint, liveEndpointNow, type LiveEndpoint } from '../shared/record-cache.ts';
-import { parseNumberOverrides } from '../shared/orchestration-settings.ts';
-
-/** The health path of a load-balancing worker (docs/load-balancing.md): 200 ready, 204 still initializing. */
-export interface LbHealthSettings {
-  /** Between two probes of one worker. */
-  intervalMs: number;
-  /** Failed probes in a row that take a worker out of rotation. */
-  failuresToRemove: number;
-  timeoutMs: number;
-}
-
-export const DEFAULT_LB_HEALTH: LbHealthSettings = { intervalMs: 2_000, failuresToRemove: 2, timeoutMs: 2_000 };
-
-/** Parses GANTRY_LB_HEALTH: a JSON object overriding some of the settings, e.g. `{"intervalMs": 500}`. */
-export function parseLbHealthSettings(raw: string | undefined): LbHealthSettings {
-  return parseNumberOverrides('GANTRY_LB_HEALTH', raw, DEFAULT_LB_HEALTH, (v) => v > 0, 'a positive number');
-}
-
-export const LB_HEALTH_PATH = '/ping';
-
-export type ProbeResult = { state: 'healthy' } | { state: 'initializing' } | { state: 'unhealthy'; reason: string };
-
-/**
- * One health check: `GET http://<host>:<PORT_HEALTH>/ping`. 200 is healthy, 204 still initializing
- * (the convention of load-balancing worker images), anything else or no answer in time unhealthy.
- */
-export async function probeLbWorker(
-  host: string,
-  port: number,
-  options: { path?: string; timeoutMs?: number } = {},
-): Promise<ProbeResult> {
-  const timeoutMs = options.timeoutMs ?? 2_000;
-  try {
-    const r = await fetch(`${originOf(host, port)}${options.path ?? LB_HEALTH_PATH}`, {
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    await r.body?.cancel();
-    if (r.status === 200) return { state: 'healthy' };
-    if (r.status === 204) return { state: 'initializing' };
-    return { state: 'unhealthy', reason: `the health check answered ${r.status}` };
-  } catch (err) {
-    const e = err as { cause?: { code?: string }; name?: string; message?: string };
-    const why =
-      e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message ?? String(err));
-    return { state: 'unhealthy', reason: `the health check failed: ${why}` };
-  }
-}
 
 /** Rows not refreshed for this long belong to a process that stopped: they count for nothing. */
 export const LB_LOAD_STALE_MS = 15_000;
@@ -71,84 +19,6 @@ export const LB_LOAD_HEARTBEAT_MS = 5_000;
 const LB_LOAD_RETENTION_MS = 24 * 3600_000;
 
 const NOW_UTC = Prisma.sql`(now() AT TIME ZONE 'UTC')`;
-
-// ------------------------------------------------------------------ access
-
-export interface LbEndpoint {
-  id: string;
-  accountId: string;
-  timeoutMs: number;
-  workersMax: number;
-}
-
-/**
- * May `principal` call load-balancing endpoint `endpointId`? The RUN scope (403), an endpoint of
- * the caller's account (404 otherwise, as for every resource of another account), a key that
- * reaches it (403), and a load-balancing endpoint (400 for a queue-based one). Every proxied request
- * needs the endpoint: it comes from the process's record cache (found ones only), so a deleted
- * endpoint is refused within the revocation bound (domain/shared/record-cache.ts).
- */
-export async function authorizeLbCall(
-  ctx: Pick<DomainContext, 'db' | 'records'>,
-  principal: Principal,
-  endpointId: string,
-): Promise<LbEndpoint> {
-  requireScope(principal, 'RUN');
-  return lbEndpointFor(principal, endpointId, await liveEndpoint(ctx, endpointId));
-}
-
-/** authorizeLbCall's answer when this process remembers the endpoint; undefined when it must be read. */
-export function authorizeLbCallNow(
-  ctx: Pick<DomainContext, 'records'>,
-  principal: Principal,
-  endpointId: string,
-): LbEndpoint | undefined {
-  requireScope(principal, 'RUN');
-  const found = liveEndpointNow(ctx, endpointId);
-  return found && lbEndpointFor(principal, endpointId, found);
-}
-
-function lbEndpointFor(principal: Principal, endpointId: string, found: LiveEndpoint | undefined): LbEndpoint {
-  if (!found || found.accountId !== principal.accountId) throw notFound('endpoint');
-  requireEndpointAccess(principal, endpointId);
-  if (found.type !== 'LOAD_BALANCING') {
-    throw new DomainError(
-      'bad_request',
-      'this endpoint is queue-based: submit jobs to its requestUrls.run or requestUrls.runSync with an {"input": ...} body',
-    );
-  }
-  return { id: found.id, accountId: found.accountId, timeoutMs: found.timeoutMs, workersMax: found.workersMax };
-}
-
-// ------------------------------------------------------------------ worker choice
-
-export interface LbCandidate {
-  id: string;
-  /** Requests under way on the worker: this process's plus the other processes' last published. */
-  outstanding: number;
-}
-
-/**
- * The index of the worker with the fewest outstanding requests; ties go round-robin from `cursor`,
- * so that equal workers share the load instead of the first one taking it all. -1 when empty.
- */
-export function chooseWorker(candidates: readonly LbCandidate[], cursor: number): number {
-  const n = candidates.length;
-  if (n === 0) return -1;
-  let best = -1;
-  let bestLoad = Infinity;
-  for (let k = 0; k < n; k++) {
-    const i = (((cursor + k) % n) + n) % n;
-    const load = candidates[i]!.outstanding;
-    if (load < bestLoad) {
-      best = i;
-      bestLoad = load;
-    }
-  }
-  return best;
-}
-
-// ------------------------------------------------------------------ in-flight accounting
 
 /** The requests still waiting for a ready worker are kept under this worker id. */
 export const WAITING = '';
@@ -414,41 +284,4 @@ export async function lbWorkerInFlight(db: Db, workerId: string): Promise<number
     SELECT coalesce(sum("inFlight" + CASE WHEN "routable" THEN 1 ELSE 0 END), 0)::int AS n
     FROM "LbProxyLoad" WHERE "workerId" = ${workerId} AND ${fresh}`;
   return r?.n ?? 0;
-}
-
-// ------------------------------------------------------------------ routable workers
-
-export interface LbWorkerAddress {
-  id: string;
-  endpointId: string;
-  /** `http://host:port` of the worker's PORT. */
-  origin: string;
-  /** Host and port, for health checks (PORT_HEALTH is the same port). */
-  host: string;
-  port: number;
-}
-
-/** `http://<host>:<port>`, with brackets around IPv6 addresses. */
-export const originOf = (host: string, port: number): string =>
-  `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
-
-/**
- * The workers of the given endpoints that may take requests: ready (IDLE or RUNNING: their health
- * check passed), with a host and the host port mapped to their PORT. Draining workers are not
- * among them: they finish what they have and take nothing new.
- */
-export async function routableWorkers(db: Db, endpointIds: readonly string[]): Promise<LbWorkerAddress[]> {
-  if (endpointIds.length === 0) return [];
-  const rows = await db.$queryRaw<Array<{ id: string; endpointId: string; address: string; hostPort: number }>>`
-    SELECT w.id, w."endpointId", h.address, w."hostPort"
-    FROM "Worker" w JOIN "Host" h ON h.id = w."hostId"
-    WHERE w."endpointId" = ANY(${[...endpointIds]}::text[]) AND w.status IN ('IDLE', 'RUNNING') AND w."hostPort" IS NOT NULL
-    ORDER BY w."readyAt" NULLS LAST, w.id`;
-  return rows.map((r) => ({
-    id: r.id,
-    endpointId: r.endpointId,
-    origin: originOf(r.address, r.hostPort),
-    host: r.address,
-    port: r.hostPort,
-  }));
 }
