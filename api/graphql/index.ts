@@ -16,7 +16,8 @@ import { bearerToken, throttledAuth } from '../auth.ts';
 import { unstorableJson } from '../input-guards.ts';
 import { enforceRateLimit, managementCounter } from '../rate-limit.ts';
 import { registerExplorerAssets, sendExplorerPage, wantsExplorer } from './explorer.ts';
-import { resolvers, type GraphqlContext } from './resolvers.ts';
+import type { GraphqlContext } from './context.ts';
+import { resolvers } from './resolvers.ts';
 import { flashResolvers } from './resolvers-flash.ts';
 import { typeDefs } from './schema.ts';
 import { flashTypeDefs } from './schema-flash.ts';
@@ -230,44 +231,31 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
       // which is read only when it is small and its address is not refused already.
       if (request.method === 'POST' && presentedKey(request) === undefined) {
         const length = Number(request.headers['content-length']);
-        try {
+        const refused = await refusedBy(reply, async () => {
           request.server.authThrottle?.check(request.ip);
           if (!(length > 0 && length <= KEYLESS_BODY_BYTES)) await refuseWithoutKey(request);
-        } catch (err) {
-          if (err instanceof DomainError) return graphqlError(reply, err);
-          throw err;
-        }
+        });
+        if (refused) return refused;
         return void keyless.add(request);
       }
-      let principal: Principal;
-      try {
-        principal = await throttledAuth(request, () => authenticateCurrent(ctx, presentedKey(request)));
-      } catch (err) {
-        if (err instanceof DomainError) return graphqlError(reply, err);
-        throw err;
-      }
-      principals.set(request, principal);
-      try {
+      return refusedBy(reply, async () => {
+        const principal = await throttledAuth(request, () => authenticateCurrent(ctx, presentedKey(request)));
+        principals.set(request, principal);
         await enforceRateLimit(ctx, reply, managementCounter(principal, app.surfaceLimits));
-      } catch (err) {
-        if (err instanceof DomainError) return graphqlError(reply, err);
-        throw err;
-      }
+      });
     },
     preHandler: async (request, reply) => {
       if (keyless.has(request)) {
         const field = keylessField(request.body);
-        try {
+        const refused = await refusedBy(reply, async () => {
           if (!field) await refuseWithoutKey(request);
           else
             await enforceRateLimit(ctx, reply, {
               counter: `keyless/${field}/${request.ip}`,
               quotas: WITHOUT_KEY[field],
             });
-        } catch (err) {
-          if (err instanceof DomainError) return graphqlError(reply, err);
-          throw err;
-        }
+        });
+        if (refused) return refused;
       }
       const persisted = persistedQueryProblem(request);
       if (persisted)
@@ -299,6 +287,20 @@ export const graphqlRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
     }) as unknown as RouteHandlerMethod, // its own route generics (Reply: string) differ from the hooks' above
   });
 };
+
+/**
+ * One check before Apollo runs: a DomainError out of it is answered as a refusal (graphqlError) and
+ * that reply returned; anything else it throws propagates. Undefined: the check passed.
+ */
+async function refusedBy(reply: FastifyReply, check: () => Promise<void>): Promise<FastifyReply | undefined> {
+  try {
+    await check();
+    return undefined;
+  } catch (err) {
+    if (err instanceof DomainError) return graphqlError(reply, err);
+    throw err;
+  }
+}
 
 /** A refusal before Apollo runs, in GraphQL's own error shape. */
 function graphqlError(reply: FastifyReply, err: DomainError): FastifyReply {

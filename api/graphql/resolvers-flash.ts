@@ -33,11 +33,10 @@ import {
 import { CPU_FLAVORS, cpuStockStatus } from '../../domain/catalog/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
 import type { NetworkVolumeView } from '../../domain/network-volumes/index.ts';
-import { stripNulls, type GraphqlContext } from './resolvers.ts';
+import type { Resolvers } from './generated-types.ts';
+import { stripNulls } from './resolvers.ts';
 
 /** Thin, as ./resolvers.ts: apps, environments and builds (schema-flash.ts) over domain/apps. */
-
-type Args<T> = Record<string, T>;
 
 /** A literal in a document, as the JSON value it writes (variables arrive parsed already). */
 function literalValue(node: ValueNode, variables: Record<string, unknown> | null | undefined): unknown {
@@ -92,9 +91,6 @@ const flashDeployment = (d: DeploymentView) => ({
 });
 const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size: v.size, dataCenterId: v.dataCenter });
 
-/** GraphQL's Float carries the size; the domain wants an integer and says so when it is not one. */
-const size = (n: unknown): number | undefined => (typeof n === 'number' ? n : undefined);
-
 const flashAuthRequest = (r: FlashLoginView) => ({
   ...r,
   createdAt: r.createdAt.toISOString(),
@@ -102,30 +98,25 @@ const flashAuthRequest = (r: FlashLoginView) => ({
   apiKey: r.apiKey ?? null,
 });
 
-export const flashResolvers = {
+export const flashResolvers: Resolvers = {
   JSON: JSON_SCALAR,
   Query: {
     // No principal: api/graphql/index.ts lets a request without a key through for these two alone.
-    flashAuthRequestStatus: async (_: unknown, args: Args<string>, { ctx }: GraphqlContext) =>
-      flashAuthRequest(await flashLoginStatus(ctx, args.flashAuthRequestId ?? '')),
-    flashAuthRequest: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashAuthRequest(await describeFlashLogin(ctx, principal, args.flashAuthRequestId ?? '')),
-    flashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashApp(await getApp(ctx, principal, args.flashAppId ?? '')),
-    flashAppByName: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashApp(await getApp(ctx, principal, args.flashAppName ?? '')),
-    flashDeployment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashDeployment(await getDeployment(ctx, principal, args.flashAppId ?? '', args.deploymentId ?? '')),
-    flashEnvironment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashEnvironment(await getEnvironmentById(ctx, principal, args.flashEnvironmentId ?? '')),
-    flashEnvironmentByName: async (
-      _: unknown,
-      args: Args<{ flashAppId: string; name: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) => flashEnvironment(await getEnvironment(ctx, principal, args.input?.flashAppId ?? '', args.input?.name ?? '')),
-    flashBuild: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashBuild(await getFlashBuild(ctx, principal, args.flashBuildId ?? '')),
-    cpuFlavors: (_: unknown, args: { input?: { id?: string | null } | null }) =>
+    flashAuthRequestStatus: async (_, args, { ctx }) =>
+      flashAuthRequest(await flashLoginStatus(ctx, args.flashAuthRequestId)),
+    flashAuthRequest: async (_, args, { ctx, principal }) =>
+      flashAuthRequest(await describeFlashLogin(ctx, principal, args.flashAuthRequestId)),
+    flashApp: async (_, args, { ctx, principal }) => flashApp(await getApp(ctx, principal, args.flashAppId)),
+    flashAppByName: async (_, args, { ctx, principal }) => flashApp(await getApp(ctx, principal, args.flashAppName)),
+    flashDeployment: async (_, args, { ctx, principal }) =>
+      flashDeployment(await getDeployment(ctx, principal, args.flashAppId, args.deploymentId)),
+    flashEnvironment: async (_, args, { ctx, principal }) =>
+      flashEnvironment(await getEnvironmentById(ctx, principal, args.flashEnvironmentId)),
+    flashEnvironmentByName: async (_, args, { ctx, principal }) =>
+      flashEnvironment(await getEnvironment(ctx, principal, args.input.flashAppId, args.input.name)),
+    flashBuild: async (_, args, { ctx, principal }) =>
+      flashBuild(await getFlashBuild(ctx, principal, args.flashBuildId)),
+    cpuFlavors: (_, args) =>
       CPU_FLAVORS.filter((f) => !args.input?.id || f.id === args.input.id).map((f) => ({
         id: f.id,
         displayName: f.name,
@@ -133,32 +124,25 @@ export const flashResolvers = {
       })),
   },
   User: {
-    flashApps: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
-      (await listApps(ctx, principal)).map(flashApp),
+    flashApps: async (_, __, { ctx, principal }) => (await listApps(ctx, principal)).map(flashApp),
   },
   FlashApp: {
-    flashBuilds: async (app: { id: string }, _: unknown, { ctx, principal }: GraphqlContext) =>
-      (await listBuilds(ctx, principal, app.id)).map(flashBuild),
+    flashBuilds: async (app, _, { ctx, principal }) => (await listBuilds(ctx, principal, app.id)).map(flashBuild),
   },
   FlashBuild: {
     // Listings carry no manifests (they can be large): the field reads the one build's.
-    manifest: async (b: { id: string; manifest?: unknown }, _: unknown, { ctx, principal }: GraphqlContext) =>
+    manifest: async (b, _, { ctx, principal }) =>
       b.manifest !== undefined ? b.manifest : (await getFlashBuild(ctx, principal, b.id)).manifest,
   },
   FlashEnvironment: {
-    networkVolumes: async (env: { id: string }, _: unknown, { ctx, principal }: GraphqlContext) =>
+    networkVolumes: async (env, _, { ctx, principal }) =>
       (await environmentNetworkVolumes(ctx, principal, env.id)).map(networkVolume),
   },
   FlashDeployment: {
-    activeArtifact: (d: { buildId: string }, _: unknown, { ctx, principal }: GraphqlContext) =>
-      buildArtifactLink(ctx, principal, d.buildId),
+    activeArtifact: (d, _, { ctx, principal }) => buildArtifactLink(ctx, principal, d.buildId),
   },
   CpuFlavor: {
-    specifics: async (
-      f: { id: string },
-      args: { input?: { instanceId?: string | null; dataCenterId?: string | null } | null },
-      { ctx }: GraphqlContext,
-    ) => ({
+    specifics: async (f, args, { ctx }) => ({
       stockStatus: await cpuStockStatus(ctx, f.id, {
         instanceId: args.input?.instanceId ?? '',
         dataCenterId: args.input?.dataCenterId,
@@ -166,50 +150,33 @@ export const flashResolvers = {
     }),
   },
   Mutation: {
-    createFlashAuthRequest: async (_: unknown, _args: unknown, { ctx, requesterIp }: GraphqlContext) =>
+    createFlashAuthRequest: async (_, __, { ctx, requesterIp }) =>
       flashAuthRequest(await createFlashLogin(ctx, requesterIp ?? '')),
-    approveFlashAuthRequest: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId ?? '', true)),
-    denyFlashAuthRequest: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId ?? '', false)),
-    createFlashApp: async (
-      _: unknown,
-      args: Args<{ name?: string; environmentName?: string | null }>,
-      { ctx, principal }: GraphqlContext,
-    ) =>
+    approveFlashAuthRequest: async (_, args, { ctx, principal }) =>
+      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId, true)),
+    denyFlashAuthRequest: async (_, args, { ctx, principal }) =>
+      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId, false)),
+    createFlashApp: async (_, args, { ctx, principal }) =>
       flashApp(
-        await createApp(
-          ctx,
-          principal,
-          stripNulls({ name: args.input?.name, environment: args.input?.environmentName }),
-        ),
+        await createApp(ctx, principal, stripNulls({ name: args.input.name, environment: args.input.environmentName })),
       ),
-    createFlashEnvironment: async (
-      _: unknown,
-      args: Args<{ flashAppId: string; name: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) =>
-      flashEnvironment(
-        await createEnvironment(ctx, principal, args.input?.flashAppId ?? '', { name: args.input?.name }),
-      ),
-    prepareFlashArtifactUpload: async (
-      _: unknown,
-      args: Args<{ flashAppId: string; tarballSize: number; sha256?: string | null; manifest?: string | null }>,
-      { ctx, principal }: GraphqlContext,
-    ) => {
+    createFlashEnvironment: async (_, args, { ctx, principal }) =>
+      flashEnvironment(await createEnvironment(ctx, principal, args.input.flashAppId, { name: args.input.name })),
+    prepareFlashArtifactUpload: async (_, args, { ctx, principal }) => {
       const input = args.input;
       let manifest: unknown;
       // gantry deploy's manifest travels as JSON text.
-      if (typeof input?.manifest === 'string') {
+      if (typeof input.manifest === 'string') {
         try {
           manifest = JSON.parse(input.manifest);
         } catch {
           throw validationFailed(['$.input.manifest: not JSON text']);
         }
       }
-      const prepared = await prepareUpload(ctx, principal, input?.flashAppId ?? '', {
-        size: size(input?.tarballSize),
-        ...(typeof input?.sha256 === 'string' ? { sha256: input.sha256 } : {}),
+      const prepared = await prepareUpload(ctx, principal, input.flashAppId, {
+        // GraphQL's Float carries the size; the domain wants an integer and says so when it is not one.
+        size: input.tarballSize,
+        ...(typeof input.sha256 === 'string' ? { sha256: input.sha256 } : {}),
         ...(manifest !== undefined ? { manifest } : {}),
       });
       return {
@@ -219,36 +186,24 @@ export const flashResolvers = {
         expiresAt: prepared.upload.expiresAt,
       };
     },
-    finalizeFlashArtifactUpload: async (
-      _: unknown,
-      args: Args<{ flashAppId: string } & Record<string, unknown>>,
-      { ctx, principal }: GraphqlContext,
-    ) => {
-      const { flashAppId, ...rest } = args.input ?? { flashAppId: '' };
+    finalizeFlashArtifactUpload: async (_, args, { ctx, principal }) => {
+      const { flashAppId, ...rest } = args.input;
       return flashBuild(await finalizeUpload(ctx, principal, flashAppId, stripNulls(rest)));
     },
-    updateFlashBuildManifest: async (
-      _: unknown,
-      args: Args<{ flashBuildId: string; manifest: unknown }>,
-      { ctx, principal }: GraphqlContext,
-    ) =>
-      flashBuild(await updateFlashBuildManifest(ctx, principal, args.input?.flashBuildId ?? '', args.input?.manifest)),
-    deployBuildToEnvironment: async (
-      _: unknown,
-      args: Args<{ flashEnvironmentId: string; flashBuildId: string }>,
-      { ctx, principal }: GraphqlContext,
-    ) => {
-      const owner = await environmentOwner(ctx, principal, args.input?.flashEnvironmentId ?? '');
+    updateFlashBuildManifest: async (_, args, { ctx, principal }) =>
+      flashBuild(await updateFlashBuildManifest(ctx, principal, args.input.flashBuildId, args.input.manifest)),
+    deployBuildToEnvironment: async (_, args, { ctx, principal }) => {
+      const owner = await environmentOwner(ctx, principal, args.input.flashEnvironmentId);
       return flashDeployment(
-        await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input?.flashBuildId }),
+        await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input.flashBuildId }),
       );
     },
-    deleteFlashApp: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      await deleteApp(ctx, principal, args.flashAppId ?? '');
+    deleteFlashApp: async (_, args, { ctx, principal }) => {
+      await deleteApp(ctx, principal, args.flashAppId);
       return true;
     },
-    deleteFlashEnvironment: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      const owner = await environmentOwner(ctx, principal, args.flashEnvironmentId ?? '');
+    deleteFlashEnvironment: async (_, args, { ctx, principal }) => {
+      const owner = await environmentOwner(ctx, principal, args.flashEnvironmentId);
       await deleteEnvironment(ctx, principal, owner.appId, owner.environmentId);
       return true;
     },

@@ -1,6 +1,4 @@
-import type { Principal } from '../../domain/accounts/index.ts';
 import { gpuStockStatus, gpuTypes } from '../../domain/catalog/index.ts';
-import type { DomainContext } from '../../domain/context.ts';
 import {
   deleteEndpointScaledToZero,
   endpointActiveBuild,
@@ -11,7 +9,6 @@ import {
   updateEndpointTemplate,
   workerImagesOnHosts,
   workerProblemOfEndpoint,
-  type EndpointRecord,
   type WorkerImageOnHost,
 } from '../../domain/endpoints/index.ts';
 import {
@@ -46,43 +43,34 @@ import {
   type PublicEndpointView,
 } from '../../domain/public-models/index.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
+import type { Resolvers } from './generated-types.ts';
 
-export interface GraphqlContext {
-  ctx: DomainContext;
-  principal: Principal;
-  /** The client's address: set only for a request without a key (flash login's). */
-  requesterIp?: string;
-}
-
-type Args<T> = Record<string, T>;
-
-/** Thin: every resolver calls a domain service with the caller's principal. */
-export const resolvers = {
+/**
+ * Thin: every resolver calls a domain service with the caller's principal. Arguments, parents and
+ * results are typed from the schema (./generated-types.ts, `npm run generate:graphql-types`).
+ */
+export const resolvers: Resolvers = {
   Query: {
-    myself: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
+    myself: async (_, __, { ctx, principal }) => {
       requireScope(principal, 'READ');
       const account = await ctx.db.account.findUniqueOrThrow({ where: { id: principal.accountId } });
+      const factor = account.serverlessDiscountFactor;
       const discountLive =
-        account.serverlessDiscountFactor !== null &&
-        (!account.serverlessDiscountExpires || account.serverlessDiscountExpires > new Date());
+        factor !== null && (!account.serverlessDiscountExpires || account.serverlessDiscountExpires > new Date());
       return {
         id: account.id,
         email: account.email,
         pubKey: account.pubKey,
         serverlessDiscount: discountLive
           ? {
-              discountFactor: account.serverlessDiscountFactor,
+              discountFactor: factor,
               type: account.serverlessDiscountType ?? 'DISCOUNT',
               expirationDate: account.serverlessDiscountExpires?.toISOString() ?? null,
             }
           : null,
       };
     },
-    gpuTypes: async (
-      _: unknown,
-      args: { input?: { id?: string | null; ids?: string[] | null } | null },
-      { ctx, principal }: GraphqlContext,
-    ) => {
+    gpuTypes: async (_, args, { ctx, principal }) => {
       requireScope(principal, 'READ');
       const only = [...(args.input?.id ? [args.input.id] : []), ...(args.input?.ids ?? [])];
       return (await gpuTypes(ctx))
@@ -110,14 +98,12 @@ export const resolvers = {
           secureSpotPrice: null,
         }));
     },
-    pod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => getPod(ctx, principal, args.input),
-    podTemplate: (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      getTemplateRecord(ctx, principal, args.id ?? ''),
-    publicEndpoints: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
-      (await listPublicModels(ctx, principal)).map(publicEndpoint),
-    publicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
+    pod: (_, args, { ctx, principal }) => getPod(ctx, principal, args.input),
+    podTemplate: (_, args, { ctx, principal }) => getTemplateRecord(ctx, principal, args.id),
+    publicEndpoints: async (_, __, { ctx, principal }) => (await listPublicModels(ctx, principal)).map(publicEndpoint),
+    publicEndpoint: async (_, args, { ctx, principal }) => {
       try {
-        return publicEndpoint(await getPublicModel(ctx, principal, args.id ?? ''));
+        return publicEndpoint(await getPublicModel(ctx, principal, args.id));
       } catch (err) {
         if (err instanceof DomainError && err.kind === 'not_found') return null;
         throw err;
@@ -125,53 +111,44 @@ export const resolvers = {
     },
   },
   User: {
-    endpoints: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listEndpointRecords(ctx, principal),
-    podTemplates: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => {
+    endpoints: (_, __, { ctx, principal }) => listEndpointRecords(ctx, principal),
+    podTemplates: (_, __, { ctx, principal }) => {
       requireScope(principal, 'READ');
       return listTemplateRecords(ctx, principal);
     },
-    containerRegistryCreds: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
-      listRegistries(ctx, principal),
-    pods: (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) => listPods(ctx, principal),
-    endpoint: (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) =>
-      findEndpointRecord(ctx, principal, args.id ?? ''),
-    networkVolumes: async (_: unknown, __: unknown, { ctx, principal }: GraphqlContext) =>
-      (await listNetworkVolumes(ctx, principal)).map(networkVolume),
+    containerRegistryCreds: (_, __, { ctx, principal }) => listRegistries(ctx, principal),
+    pods: (_, __, { ctx, principal }) => listPods(ctx, principal),
+    endpoint: (_, args, { ctx, principal }) => findEndpointRecord(ctx, principal, args.id),
+    networkVolumes: async (_, __, { ctx, principal }) => (await listNetworkVolumes(ctx, principal)).map(networkVolume),
   },
   GpuType: {
-    lowestPrice: async (
-      g: { id: string; securePrice: number | null; totalCount: number },
-      args: { input?: { gpuCount?: number | null; dataCenterId?: string | null } | null },
-      { ctx }: GraphqlContext,
-    ) => {
+    lowestPrice: async (g, args, { ctx }) => {
       const count = args.input?.gpuCount ?? 1;
+      const price = g.securePrice ?? null;
       if (count < 1 || count > MAX_GPU_COUNT)
         throw validationFailed([`$.input.gpuCount: from 1 to ${MAX_GPU_COUNT}, got ${count}`]);
       return {
         minimumBidPrice: null,
         // No price where no READY host has the type: nothing could be rented at it.
-        uninterruptablePrice:
-          g.securePrice === null || g.totalCount === 0 ? null : Math.round(g.securePrice * count * 1e6) / 1e6,
+        uninterruptablePrice: price === null || g.totalCount === 0 ? null : Math.round(price * count * 1e6) / 1e6,
         stockStatus: await gpuStockStatus(ctx, g.id, { count, dataCenterId: args.input?.dataCenterId }),
       };
     },
   },
   Endpoint: {
-    networkVolumeIds: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
+    networkVolumeIds: async (endpoint, _, { ctx, principal }) => {
       const volumes = await Promise.all(
         endpoint.networkVolumeIds.map((id) => endpointNetworkVolume(ctx, principal, id)),
       );
       return volumes.flatMap((v) => (v ? [{ networkVolumeId: v.id, dataCenterId: v.dataCenter }] : []));
     },
-    activeBuildid: (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) =>
-      endpointActiveBuild(ctx, endpoint),
-    workerProblem: (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) =>
-      workerProblemOfEndpoint(ctx, endpoint.id),
-    networkVolume: async (endpoint: EndpointRecord, _: unknown, { ctx, principal }: GraphqlContext) => {
+    activeBuildid: (endpoint, _, { ctx }) => endpointActiveBuild(ctx, endpoint),
+    workerProblem: (endpoint, _, { ctx }) => workerProblemOfEndpoint(ctx, endpoint.id),
+    networkVolume: async (endpoint, _, { ctx, principal }) => {
       const v = endpoint.networkVolumeId ? await endpointNetworkVolume(ctx, principal, endpoint.networkVolumeId) : null;
       return v ? networkVolume(v) : null;
     },
-    pods: async (endpoint: EndpointRecord, _: unknown, { ctx }: GraphqlContext) => {
+    pods: async (endpoint, _, { ctx }) => {
       const [workers, row] = await Promise.all([
         ctx.db.worker.findMany({ where: { endpointId: endpoint.id, ...liveWorker }, orderBy: { createdAt: 'asc' } }),
         ctx.db.endpoint.findUnique({
@@ -186,6 +163,7 @@ export const resolvers = {
         workerStatus: publicWorkerStatus(w.status),
         lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(),
         imageName: null,
+        podType: 'RESERVED',
         machineId: w.hostId,
         statusReason: w.statusReason,
         imageOnHostSince: onHost.get(w.id)?.imageOnHostSince ?? null,
@@ -194,22 +172,15 @@ export const resolvers = {
     },
   },
   Mutation: {
-    publishPublicEndpoint: async (
-      _: unknown,
-      args: Args<Record<string, unknown>>,
-      { ctx, principal }: GraphqlContext,
-    ) => publicEndpoint(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
-    updatePublicEndpoint: async (
-      _: unknown,
-      args: { id?: string; input?: Record<string, unknown> },
-      { ctx, principal }: GraphqlContext,
-    ) =>
-      publicEndpoint(await updatePublicModel(ctx, principal, args.id ?? '', withParsedSchema(stripNulls(args.input)))),
-    unpublishPublicEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      await unpublishPublicModel(ctx, principal, args.id ?? '');
+    publishPublicEndpoint: async (_, args, { ctx, principal }) =>
+      publicEndpoint(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
+    updatePublicEndpoint: async (_, args, { ctx, principal }) =>
+      publicEndpoint(await updatePublicModel(ctx, principal, args.id, withParsedSchema(stripNulls(args.input)))),
+    unpublishPublicEndpoint: async (_, args, { ctx, principal }) => {
+      await unpublishPublicModel(ctx, principal, args.id);
       return true;
     },
-    saveEndpoint: (_: unknown, args: Args<{ template?: unknown }>, { ctx, principal }: GraphqlContext) => {
+    saveEndpoint: (_, args, { ctx, principal }) => {
       const input = stripNulls(args.input) as Record<string, unknown> | undefined;
       return saveEndpoint(
         ctx,
@@ -217,45 +188,34 @@ export const resolvers = {
         input?.template ? { ...input, template: stripAllNulls(input.template) } : input,
       );
     },
-    updateEndpointTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      updateEndpointTemplate(ctx, principal, args.input),
-    updateUserSettings: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      updateUserSettings(ctx, principal, args.input),
-    deleteEndpoint: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      await deleteEndpointScaledToZero(ctx, principal, args.id ?? '');
+    updateEndpointTemplate: (_, args, { ctx, principal }) => updateEndpointTemplate(ctx, principal, args.input),
+    updateUserSettings: (_, args, { ctx, principal }) => updateUserSettings(ctx, principal, args.input),
+    deleteEndpoint: async (_, args, { ctx, principal }) => {
+      await deleteEndpointScaledToZero(ctx, principal, args.id);
       return null;
     },
-    saveTemplate: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => {
+    saveTemplate: (_, args, { ctx, principal }) => {
       if (args.input === null || args.input === undefined) throw validationFailed(['$.input: required']);
       return saveTemplate(ctx, principal, stripNulls(args.input));
     },
-    deleteTemplate: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      await deleteTemplateByName(ctx, principal, args.templateName ?? '');
+    deleteTemplate: async (_, args, { ctx, principal }) => {
+      await deleteTemplateByName(ctx, principal, args.templateName);
       return null;
     },
-    saveRegistryAuth: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      createRegistry(ctx, principal, stripNulls(args.input)),
-    updateRegistryAuth: (
-      _: unknown,
-      args: Args<{ id: string; username: string; password: string; registry?: string | null }>,
-      { ctx, principal }: GraphqlContext,
-    ) => {
-      const { id, ...login } = args.input ?? { id: '', username: '', password: '' };
+    saveRegistryAuth: (_, args, { ctx, principal }) => createRegistry(ctx, principal, stripNulls(args.input)),
+    updateRegistryAuth: (_, args, { ctx, principal }) => {
+      const { id, ...login } = args.input;
       return updateRegistry(ctx, principal, id, stripNulls(login));
     },
-    deleteRegistryAuth: async (_: unknown, args: Args<string>, { ctx, principal }: GraphqlContext) => {
-      await deleteRegistry(ctx, principal, args.registryAuthId ?? '');
+    deleteRegistryAuth: async (_, args, { ctx, principal }) => {
+      await deleteRegistry(ctx, principal, args.registryAuthId);
       return null;
     },
-    podFindAndDeployOnDemand: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      deployPod(ctx, principal, stripAllNulls(args.input)),
-    deployCpuPod: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      deployCpuPod(ctx, principal, stripAllNulls(args.input)),
-    podStop: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      stopPod(ctx, principal, stripAllNulls(args.input)),
-    podResume: (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) =>
-      resumePod(ctx, principal, stripAllNulls(args.input)),
-    podTerminate: async (_: unknown, args: Args<unknown>, { ctx, principal }: GraphqlContext) => {
+    podFindAndDeployOnDemand: (_, args, { ctx, principal }) => deployPod(ctx, principal, stripAllNulls(args.input)),
+    deployCpuPod: (_, args, { ctx, principal }) => deployCpuPod(ctx, principal, stripAllNulls(args.input)),
+    podStop: (_, args, { ctx, principal }) => stopPod(ctx, principal, stripAllNulls(args.input)),
+    podResume: (_, args, { ctx, principal }) => resumePod(ctx, principal, stripAllNulls(args.input)),
+    podTerminate: async (_, args, { ctx, principal }) => {
       await terminatePod(ctx, principal, stripAllNulls(args.input));
       return null;
     },

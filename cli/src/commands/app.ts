@@ -88,8 +88,8 @@ export function registerApp(program: Command): void {
     });
 }
 
-/** An environment's build, and the one being deployed to it if a deployment is under way. */
-export function buildColumn(e: Environment): string {
+/** An environment's build, and the one being deployed to it if a deployment is under way (older platforms leave `deploying` out). */
+export function buildColumn(e: Pick<Environment, 'currentBuildId'> & { deploying?: Environment['deploying'] }): string {
   const current = e.currentBuildId ?? '-';
   return e.deploying ? `${current} (deploying ${e.deploying.buildId})` : current;
 }
