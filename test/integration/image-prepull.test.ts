@@ -136,11 +136,16 @@ describe('images pulled ahead of the first call', () => {
     });
     const gql = await graphql(
       p,
-      'query($id: String!) { myself { endpoint(id: $id) { pods { id imageOnHostSince imagePulledAhead } } } }',
+      'query($id: String!) { myself { endpoint(id: $id) { pods { id imageOnHostSince imagePulledAhead podType } } } }',
       { id },
     );
     expect(gql.data.myself.endpoint.pods).toEqual([
-      { id: listed.body.workers[0].id, imageOnHostSince: row.pulledAt.toISOString(), imagePulledAhead: true },
+      {
+        id: listed.body.workers[0].id,
+        imageOnHostSince: row.pulledAt.toISOString(),
+        imagePulledAhead: true,
+        podType: 'RESERVED',
+      },
     ]);
     // The worker's own pull keeps the first time.
     expect(
