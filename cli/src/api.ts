@@ -5,7 +5,7 @@ import type { components, paths } from './generated-api-types.ts';
 /*
  * The platform's answers (docs/apps.md "Platform REST"), from the types openapi-typescript generates
  * of the API's OpenAPI document (./generated-api-types.ts; `npm run generate:cli-types` writes it
- * again, test/unit/cli-api-types.test.ts fails while it is out of date). Written here by hand only
+ * again, test/api/cli-api-types.test.ts fails while it is out of date). Written here by hand only
  * what the document does not describe: the GraphQL envelope of `graphql` (POST /graphql is no REST
  * route) and the signed upload URL of `upload` (the blob store's, not the API's).
  */

@@ -1,6 +1,8 @@
 /**
  * The Python package (sdk/python: decorators, scanner, runtime) has its own unittest suite,
- * standard library only; this runs it with the machine's python3 so `npm test` covers it.
+ * standard library only; this runs it with the machine's python3 so `npm test` covers it. Its
+ * runtime tests start processes and wait on them (about 30 s), so it runs with the integration
+ * project, not `npm run test:unit`.
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
