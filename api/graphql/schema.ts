@@ -1,6 +1,6 @@
 import { FLASHBOOT_DESCRIPTION } from '../../domain/endpoints/index.ts';
 
-/** The GraphQL schema (spec "GraphQL API"): the hosted service's names, Gantry's data. */
+/** The GraphQL schema (docs/graphql.md): the hosted service's names, Gantry's data. */
 export const typeDefs = /* GraphQL */ `
   # @deprecated at its classic locations. graphql-js 16.13 and later also declare it on
   # DIRECTIVE_DEFINITION, which clients built on graphql-core 3.2 (the hosted service's Python tools)

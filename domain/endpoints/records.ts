@@ -11,7 +11,7 @@ import { checkFlashEndpointImage } from '../apps/runtime-check.ts';
 import { isAssignedCountry } from './countries.ts';
 
 /**
- * The endpoint as the GraphQL API shows and saves it (spec "GraphQL endpoint record", `saveEndpoint`):
+ * The endpoint as the GraphQL API shows and saves it (`myself { endpoints }`, `saveEndpoint`: docs/graphql.md):
  * the same endpoints as REST, in the hosted service's GraphQL vocabulary. Every change goes through
  * createEndpoint / updateEndpoint / deleteEndpoint, so the rules and the workflow updates are REST's.
  */
