@@ -139,17 +139,43 @@ const REREAD_ON_CHANGE_PATCH = 'endpoint-reread-on-change-v1';
  */
 export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
   const { endpointId } = input;
-  const state: EndpointRunState = input.state ?? {
-    spec: input.spec,
-    specStale: false,
-    deleting: false,
-    wake: false,
-    finishedRollouts: [],
-    autoscaler: input.autoscaler,
-    status: null,
-  };
-
+  const state = initialRunState(input);
   // Handlers come first: a signal or Update may arrive in the very first workflow task.
+  registerHandlers(state);
+
+  if (!state.spec) {
+    // Cleared first: this read sees every change committed before it.
+    state.specStale = false;
+    state.spec = await loadEndpointSpec(endpointId);
+  }
+
+  if (!patched(AUTOSCALER_PATCH)) {
+    await holdSpecUntilDeleted(endpointId, state);
+    return;
+  }
+
+  const run = await startAutoscaler(input, state);
+  await autoscaleUntilDeleted(run);
+  await drainAndRemove(run);
+}
+
+/** The run state a fresh run starts from, or the one a continued run was handed. */
+function initialRunState(input: EndpointRunInput): EndpointRunState {
+  return (
+    input.state ?? {
+      spec: input.spec,
+      specStale: false,
+      deleting: false,
+      wake: false,
+      finishedRollouts: [],
+      autoscaler: input.autoscaler,
+      status: null,
+    }
+  );
+}
+
+/** Signals, queries and the Update: each writes or reads the run state. */
+function registerHandlers(state: EndpointRunState): void {
   setHandler(endpointChanged, () => {
     state.specStale = true;
     if (patched(REREAD_ON_CHANGE_PATCH)) state.wake = true;
@@ -197,31 +223,42 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     state.finishedRollouts.push(result);
   });
   setHandler(getScalingStatus, () => state.status);
+}
 
-  if (!state.spec) {
-    // Cleared first: this read sees every change committed before it.
-    state.specStale = false;
-    state.spec = await loadEndpointSpec(endpointId);
-  }
-
-  if (!patched(AUTOSCALER_PATCH)) {
-    // The first shape: hold the spec until deletion. Runs recorded in it upgrade at their next
-    // continue-as-new, which any autoscaler signal brings about.
-    await condition(() => state.deleting || workflowInfo().continueAsNewSuggested || state.wake);
-    if (!state.deleting) {
-      await condition(() => allHandlersFinished());
-      await continueAsNew<typeof endpointWorkflow>({ endpointId, state });
-      return;
-    }
-    await removeEndpointRecord(endpointId);
+/**
+ * The first shape: hold the spec until deletion. Runs recorded in it upgrade at their next
+ * continue-as-new, which any autoscaler signal brings about.
+ */
+async function holdSpecUntilDeleted(endpointId: string, state: EndpointRunState): Promise<void> {
+  await condition(() => state.deleting || workflowInfo().continueAsNewSuggested || state.wake);
+  if (!state.deleting) {
+    await condition(() => allHandlersFinished());
+    await continueAsNew<typeof endpointWorkflow>({ endpointId, state });
     return;
   }
+  await removeEndpointRecord(endpointId);
+}
 
+/** What the autoscaler's steps share: the run state and what this run carries on to its children. */
+interface AutoscalerRun {
+  endpointId: string;
+  state: EndpointRunState;
+  /** `state.autoscaler`, set. */
+  s: AutoscalerState;
+  test?: RunTestOptions;
+  /** Workers and rollouts carry the endpoint's account and name on to their own search attributes and memo. */
+  accountId: string | undefined;
+  memo: ReturnType<typeof gantryMemo>;
+}
+
+/** Labels an old run, sets up the autoscaler's state (settings read on the first run), and the orphan clock. */
+async function startAutoscaler(input: EndpointRunInput, state: EndpointRunState): Promise<AutoscalerRun> {
+  const { endpointId } = input;
   // A run started before the search attributes existed labels itself once (continue-as-new keeps it).
   if (workflowInfo().typedSearchAttributes.get(GantryKind) === undefined && patched(LABEL_OLD_RUNS_PATCH)) {
     upsertSearchAttributes(gantrySearchAttributes('endpoint', { endpointId }));
   }
-  const first = state.spec;
+  const first = state.spec as EndpointSpec;
   state.autoscaler ??= {
     settings: await orchestrationSettings(),
     rolledVersion: first.releaseVersion,
@@ -230,211 +267,313 @@ export async function endpointWorkflow(input: EndpointRunInput): Promise<void> {
     startFailures: 0,
     backoffUntil: 0,
   };
-  const s = state.autoscaler;
-  const drainTimeoutMs = (): number => (state.spec as EndpointSpec).timeoutMs;
-  // Workers and rollouts carry the endpoint's account and name on to their own search attributes and memo.
-  const accountId = workflowInfo().typedSearchAttributes.get(GantryAccountId);
-  const memo = gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') });
-
-  const drain = async (workerId: string, reason: string, standby = false): Promise<void> => {
-    await getExternalWorkflowHandle(workerWorkflowId(workerId))
-      .signal(drainWorker, { reason, ...(standby ? { standby } : {}) })
-      .catch(() => undefined);
+  const run: AutoscalerRun = {
+    endpointId,
+    state,
+    s: state.autoscaler,
+    test: input.test,
+    accountId: workflowInfo().typedSearchAttributes.get(GantryAccountId),
+    memo: gantryMemo({ endpointName: memoName(workflowInfo().memo, 'endpointName') }),
   };
-
-  const startWorkers = async (count: number, releaseVersion: number): Promise<void> => {
-    const ids = Array.from({ length: count }, () => newWorkerId());
-    await createWorkerRecords({ endpointId, releaseVersion, workerIds: ids });
-    await Promise.all(
-      ids.map((id) =>
-        startChild(workerWorkflow, {
-          workflowId: workerWorkflowId(id),
-          // Workers outlive this run: the endpoint continues as new many times in a worker's life.
-          parentClosePolicy: 'ABANDON',
-          typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId, releaseVersion }),
-          memo,
-          args: [
-            {
-              workerId: id,
-              endpointId,
-              releaseVersion,
-              settings: s.settings,
-              drainTimeoutMs: drainTimeoutMs(),
-              recorded: true,
-            },
-          ],
-        }),
-      ),
-    );
-  };
-
-  const startRollout = async (version: number, previousVersion: number, rollback: boolean): Promise<void> => {
-    s.rollout = { version, previousVersion, rollback, cancelSent: false };
-    await startChild(rolloutWorkflow, {
-      workflowId: rolloutWorkflowId(endpointId, version),
-      parentClosePolicy: 'ABANDON',
-      typedSearchAttributes: gantrySearchAttributes('rollout', { endpointId, accountId, releaseVersion: version }),
-      memo,
-      args: [
-        { endpointId, version, previousVersion, rollback, settings: s.settings, drainTimeoutMs: drainTimeoutMs() },
-      ],
-    });
-  };
-
   state.lastOrphanCheck ??= workflowNow();
+  return run;
+}
+
+/** The autoscaler's loop: one step per wake-up (a signal, a change, or the next check's time). */
+async function autoscaleUntilDeleted(run: AutoscalerRun): Promise<void> {
+  const { endpointId, state } = run;
   while (!state.deleting) {
-    if (state.specStale && patched(REREAD_ON_CHANGE_PATCH)) {
-      // Cleared before the read: a change committed while it runs is read by the next step.
-      state.specStale = false;
-      const fresh = await readEndpointSpec(endpointId);
-      if (!fresh) break; // the row is gone: nothing left to keep running
-      state.spec = fresh;
-    }
-    let current: EndpointSpec = state.spec;
-    for (let result = state.finishedRollouts.shift(); result; result = state.finishedRollouts.shift()) {
-      if (s.rollout?.version === result.version) s.rollout = null;
-      if (result.status === 'COMPLETED' && !result.rollback) s.stableVersion = result.version;
-      if (result.status === 'HALTED' && !result.rollback) {
-        // The release failed: the fleet goes back to the previous one (the rollout has recorded
-        // that on the endpoint unless a newer release came meanwhile); workers of the failed
-        // release are replaced below.
-        s.rolledVersion = result.previousVersion;
-        if (current.releaseVersion === result.version) {
-          current = { ...current, releaseVersion: result.previousVersion };
-          state.spec = current;
-        }
-      }
-    }
-    if (s.rollout && s.rollout.version !== current.releaseVersion && !s.rollout.cancelSent) {
-      s.rollout.cancelSent = true;
-      await getExternalWorkflowHandle(rolloutWorkflowId(endpointId, s.rollout.version))
-        .signal(cancelRollout)
-        .catch(() => undefined);
-    }
+    if (!(await rereadSpecIfChanged(run))) break; // the row is gone: nothing left to keep running
+    const current = takeInFinishedRollouts(run);
+    await cancelSupersededRollout(run, current);
 
     const st: EndpointScalingState = await endpointScalingState(endpointId);
     if (!st.exists) break;
-    if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - state.lastOrphanCheck > ORPHAN_CHECK_MS) {
-      state.lastOrphanCheck = workflowNow();
-      // Rows of workers whose workflow is gone would count as starting for ever.
-      if ((await closeOrphanWorkers(endpointId)).length > 0) continue;
-    }
-    if (!s.rollout && current.releaseVersion !== s.rolledVersion) {
-      // A release superseded half-way never proved itself: a halt goes back to the last complete one.
-      const previous = s.stableVersion ?? s.rolledVersion;
-      s.rolledVersion = current.releaseVersion;
-      await startRollout(current.releaseVersion, previous, false);
-    } else if (
-      !s.rollout &&
-      st.workers.some(
-        (w) => w.state !== 'draining' && w.state !== 'standby' && w.releaseVersion !== current.releaseVersion,
-      )
-    ) {
-      // Workers of another version with no rollout under way (after a halt): converge on the current one.
-      await startRollout(current.releaseVersion, current.releaseVersion, true);
-    }
+    if (await closeOrphansIfDue(run, st)) continue;
+    await startRolloutIfDue(run, current, st);
 
-    // FlashBoot: which standbys may be thawed, and which must go.
-    let workers = st.workers;
-    const thawable: string[] = [];
-    const flashboot = current.flashboot !== undefined && current.flashboot !== 'OFF';
-    if (
-      (st.workers.some((w) => w.state === 'standby') || Object.keys(state.thawing ?? {}).length > 0) &&
-      patched(FLASHBOOT_PATCH)
-    ) {
-      const thawing = (state.thawing ??= {});
-      for (const [id, at] of Object.entries(thawing)) {
-        const w = st.workers.find((x) => x.id === id);
-        if (!w || w.state !== 'standby' || workflowNow() - at > THAW_GRACE_MS) delete thawing[id];
-      }
-      // A thaw asked for counts as a starting worker until the row shows it.
-      workers = st.workers.map((w) =>
-        w.state === 'standby' && thawing[w.id] !== undefined ? { ...w, state: 'starting' as const } : w,
-      );
-      const ending = new Set(state.endingStandbys ?? []);
-      for (const w of workers) {
-        if (w.state !== 'standby') continue;
-        if (flashboot && w.releaseVersion === current.releaseVersion) thawable.push(w.id);
-        else if (!ending.has(w.id)) {
-          ending.add(w.id);
-          await drain(
-            w.id,
-            flashboot
-              ? `its release v${w.releaseVersion} was replaced by v${current.releaseVersion}`
-              : 'FlashBoot was turned off',
-          );
-        }
-      }
-      state.endingStandbys = [...ending].filter((id) => st.workers.some((w) => w.id === id));
-    }
+    const { workers, thawable, flashboot } = await sortStandbys(run, current, st);
+    const { decision, backingOff } = decide(run, current, st, workers);
+    await scale(run, current, decision, thawable, backingOff, flashboot);
 
-    const decision = decideScaling({
-      scalerType: current.scalerType,
-      scalerValue: current.scalerValue,
-      workersMin: current.workersMin,
-      workersMax: current.workersMax,
-      idleTimeoutSec: current.idleTimeout,
-      releaseVersion: current.releaseVersion,
-      queue: st.queue,
-      workers,
-      rolloutActive: s.rollout !== null,
-    });
-    const backingOff = workflowNow() < s.backoffUntil;
-    state.status = {
-      desired: decision.desired,
-      live: workers.filter((w) => w.state !== 'draining' && w.state !== 'standby').length,
-      reason:
-        backingOff && decision.start > 0
-          ? `${decision.reason}; backing off after ${s.startFailures} failed starts`
-          : decision.reason,
-      queued: st.queue.queued,
-      inProgress: st.queue.inProgress,
-      rollout: s.rollout ? { version: s.rollout.version, rollback: s.rollout.rollback } : null,
-      backoffUntil: s.backoffUntil,
-    };
-    // Standbys first: a thaw takes milliseconds where a start takes the image's whole start-up.
-    const thaw = thawable.slice(0, decision.start);
-    for (const id of thaw) state.thawing![id] = workflowNow();
-    await Promise.all(
-      thaw.map((id) =>
-        getExternalWorkflowHandle(workerWorkflowId(id))
-          .signal(thawWorker)
-          .catch(() => undefined),
-      ),
-    );
-    const start = decision.start - thaw.length;
-    if (start > 0 && !backingOff) await startWorkers(start, current.releaseVersion);
-    for (const id of decision.drain) await drain(id, 'idle past the idle timeout', flashboot);
+    await waitForNextStep(run, st, workers, backingOff);
 
-    state.wake = false;
-    const seen = state.spec;
-    let waitMs = nextCheckMs({ queue: st.queue, workers }, s.settings.autoscaleActiveMs, s.settings.autoscaleRestMs);
-    if (backingOff) waitMs = Math.min(waitMs, Math.max(1, s.backoffUntil - workflowNow()));
-    await condition(
-      () => state.wake || state.deleting || state.spec !== seen || state.finishedRollouts.length > 0,
-      waitMs,
-    );
-
-    if (!state.deleting && continueAsNewDue(input.test)) {
+    if (!state.deleting && continueAsNewDue(run.test)) {
       await condition(() => allHandlersFinished());
-      await continueAsNew<typeof endpointWorkflow>({ endpointId, state, test: input.test });
+      await continueAsNew<typeof endpointWorkflow>({ endpointId, state, test: run.test });
     }
   }
+}
 
-  // Deletion: no more starts; every worker drains (in-flight jobs finish), then the record goes.
-  if (s.rollout && !s.rollout.cancelSent) {
-    await getExternalWorkflowHandle(rolloutWorkflowId(endpointId, s.rollout.version))
-      .signal(cancelRollout)
-      .catch(() => undefined);
+/** Sleeps until something to look at happens, or until the next check is due. */
+async function waitForNextStep(
+  { state, s }: AutoscalerRun,
+  st: EndpointScalingState,
+  workers: EndpointScalingState['workers'],
+  backingOff: boolean,
+): Promise<void> {
+  state.wake = false;
+  const seen = state.spec;
+  let waitMs = nextCheckMs({ queue: st.queue, workers }, s.settings.autoscaleActiveMs, s.settings.autoscaleRestMs);
+  if (backingOff) waitMs = Math.min(waitMs, Math.max(1, s.backoffUntil - workflowNow()));
+  await condition(
+    () => state.wake || state.deleting || state.spec !== seen || state.finishedRollouts.length > 0,
+    waitMs,
+  );
+}
+
+/** Reads the row again after `endpointChanged`; false when the row is gone. */
+async function rereadSpecIfChanged({ endpointId, state }: AutoscalerRun): Promise<boolean> {
+  if (state.specStale && patched(REREAD_ON_CHANGE_PATCH)) {
+    // Cleared before the read: a change committed while it runs is read by the next step.
+    state.specStale = false;
+    const fresh = await readEndpointSpec(endpointId);
+    if (!fresh) return false;
+    state.spec = fresh;
   }
+  return true;
+}
+
+/** Takes in the rollouts that ended; returns the spec to converge on (a halted release's previous one). */
+function takeInFinishedRollouts({ state, s }: AutoscalerRun): EndpointSpec {
+  let current = state.spec as EndpointSpec;
+  for (let result = state.finishedRollouts.shift(); result; result = state.finishedRollouts.shift()) {
+    if (s.rollout?.version === result.version) s.rollout = null;
+    if (result.status === 'COMPLETED' && !result.rollback) s.stableVersion = result.version;
+    if (result.status === 'HALTED' && !result.rollback) {
+      // The release failed: the fleet goes back to the previous one (the rollout has recorded
+      // that on the endpoint unless a newer release came meanwhile); workers of the failed
+      // release are replaced below.
+      s.rolledVersion = result.previousVersion;
+      if (current.releaseVersion === result.version) {
+        current = { ...current, releaseVersion: result.previousVersion };
+        state.spec = current;
+      }
+    }
+  }
+  return current;
+}
+
+/** A rollout of a release that is no longer the current one is told to stop (once). */
+async function cancelSupersededRollout({ endpointId, s }: AutoscalerRun, current: EndpointSpec): Promise<void> {
+  if (s.rollout && s.rollout.version !== current.releaseVersion && !s.rollout.cancelSent) {
+    s.rollout.cancelSent = true;
+    await signalCancelRollout(endpointId, s.rollout.version);
+  }
+}
+
+async function signalCancelRollout(endpointId: string, version: number): Promise<void> {
+  await getExternalWorkflowHandle(rolloutWorkflowId(endpointId, version))
+    .signal(cancelRollout)
+    .catch(() => undefined);
+}
+
+/**
+ * Rows of workers whose workflow is gone would count as starting for ever: while some are PENDING,
+ * they are looked for once a minute. True when some were closed.
+ */
+async function closeOrphansIfDue({ endpointId, state }: AutoscalerRun, st: EndpointScalingState): Promise<boolean> {
+  if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - state.lastOrphanCheck! > ORPHAN_CHECK_MS) {
+    state.lastOrphanCheck = workflowNow();
+    return (await closeOrphanWorkers(endpointId)).length > 0;
+  }
+  return false;
+}
+
+/** Starts a rollout for a new release, or one converging the fleet after a halt. */
+async function startRolloutIfDue(run: AutoscalerRun, current: EndpointSpec, st: EndpointScalingState): Promise<void> {
+  const { s } = run;
+  if (!s.rollout && current.releaseVersion !== s.rolledVersion) {
+    // A release superseded half-way never proved itself: a halt goes back to the last complete one.
+    const previous = s.stableVersion ?? s.rolledVersion;
+    s.rolledVersion = current.releaseVersion;
+    await startRollout(run, current.releaseVersion, previous, false);
+  } else if (
+    !s.rollout &&
+    st.workers.some(
+      (w) => w.state !== 'draining' && w.state !== 'standby' && w.releaseVersion !== current.releaseVersion,
+    )
+  ) {
+    // Workers of another version with no rollout under way (after a halt): converge on the current one.
+    await startRollout(run, current.releaseVersion, current.releaseVersion, true);
+  }
+}
+
+async function startRollout(
+  { endpointId, state, s, accountId, memo }: AutoscalerRun,
+  version: number,
+  previousVersion: number,
+  rollback: boolean,
+): Promise<void> {
+  s.rollout = { version, previousVersion, rollback, cancelSent: false };
+  await startChild(rolloutWorkflow, {
+    workflowId: rolloutWorkflowId(endpointId, version),
+    parentClosePolicy: 'ABANDON',
+    typedSearchAttributes: gantrySearchAttributes('rollout', { endpointId, accountId, releaseVersion: version }),
+    memo,
+    args: [
+      {
+        endpointId,
+        version,
+        previousVersion,
+        rollback,
+        settings: s.settings,
+        drainTimeoutMs: drainTimeoutMs(state),
+      },
+    ],
+  });
+}
+
+const drainTimeoutMs = (state: EndpointRunState): number => (state.spec as EndpointSpec).timeoutMs;
+
+/**
+ * FlashBoot: which standbys may be thawed, and which must go (those are asked to drain now).
+ * `workers` counts a thaw asked for as a starting worker until the row shows it.
+ */
+async function sortStandbys(
+  { state }: AutoscalerRun,
+  current: EndpointSpec,
+  st: EndpointScalingState,
+): Promise<{ workers: EndpointScalingState['workers']; thawable: string[]; flashboot: boolean }> {
+  let workers = st.workers;
+  const thawable: string[] = [];
+  const flashboot = current.flashboot !== undefined && current.flashboot !== 'OFF';
+  if (
+    (st.workers.some((w) => w.state === 'standby') || Object.keys(state.thawing ?? {}).length > 0) &&
+    patched(FLASHBOOT_PATCH)
+  ) {
+    const thawing = (state.thawing ??= {});
+    for (const [id, at] of Object.entries(thawing)) {
+      const w = st.workers.find((x) => x.id === id);
+      if (!w || w.state !== 'standby' || workflowNow() - at > THAW_GRACE_MS) delete thawing[id];
+    }
+    // A thaw asked for counts as a starting worker until the row shows it.
+    workers = st.workers.map((w) =>
+      w.state === 'standby' && thawing[w.id] !== undefined ? { ...w, state: 'starting' as const } : w,
+    );
+    const ending = new Set(state.endingStandbys ?? []);
+    for (const w of workers) {
+      if (w.state !== 'standby') continue;
+      if (flashboot && w.releaseVersion === current.releaseVersion) thawable.push(w.id);
+      else if (!ending.has(w.id)) {
+        ending.add(w.id);
+        await drain(
+          w.id,
+          flashboot
+            ? `its release v${w.releaseVersion} was replaced by v${current.releaseVersion}`
+            : 'FlashBoot was turned off',
+        );
+      }
+    }
+    state.endingStandbys = [...ending].filter((id) => st.workers.some((w) => w.id === id));
+  }
+  return { workers, thawable, flashboot };
+}
+
+/** The scaling decision for this step, published as the scaling status. */
+function decide(
+  { state, s }: AutoscalerRun,
+  current: EndpointSpec,
+  st: EndpointScalingState,
+  workers: EndpointScalingState['workers'],
+): { decision: ReturnType<typeof decideScaling>; backingOff: boolean } {
+  const decision = decideScaling({
+    scalerType: current.scalerType,
+    scalerValue: current.scalerValue,
+    workersMin: current.workersMin,
+    workersMax: current.workersMax,
+    idleTimeoutSec: current.idleTimeout,
+    releaseVersion: current.releaseVersion,
+    queue: st.queue,
+    workers,
+    rolloutActive: s.rollout !== null,
+  });
+  const backingOff = workflowNow() < s.backoffUntil;
+  state.status = {
+    desired: decision.desired,
+    live: workers.filter((w) => w.state !== 'draining' && w.state !== 'standby').length,
+    reason:
+      backingOff && decision.start > 0
+        ? `${decision.reason}; backing off after ${s.startFailures} failed starts`
+        : decision.reason,
+    queued: st.queue.queued,
+    inProgress: st.queue.inProgress,
+    rollout: s.rollout ? { version: s.rollout.version, rollback: s.rollout.rollback } : null,
+    backoffUntil: s.backoffUntil,
+  };
+  return { decision, backingOff };
+}
+
+/** Carries the decision out: thaws standbys, starts workers (unless backing off), drains idle ones. */
+async function scale(
+  run: AutoscalerRun,
+  current: EndpointSpec,
+  decision: ReturnType<typeof decideScaling>,
+  thawable: string[],
+  backingOff: boolean,
+  flashboot: boolean,
+): Promise<void> {
+  const { state } = run;
+  // Standbys first: a thaw takes milliseconds where a start takes the image's whole start-up.
+  const thaw = thawable.slice(0, decision.start);
+  for (const id of thaw) state.thawing![id] = workflowNow();
+  await Promise.all(
+    thaw.map((id) =>
+      getExternalWorkflowHandle(workerWorkflowId(id))
+        .signal(thawWorker)
+        .catch(() => undefined),
+    ),
+  );
+  const start = decision.start - thaw.length;
+  if (start > 0 && !backingOff) await startWorkers(run, start, current.releaseVersion);
+  for (const id of decision.drain) await drain(id, 'idle past the idle timeout', flashboot);
+}
+
+async function startWorkers(
+  { endpointId, state, s, accountId, memo }: AutoscalerRun,
+  count: number,
+  releaseVersion: number,
+): Promise<void> {
+  const ids = Array.from({ length: count }, () => newWorkerId());
+  await createWorkerRecords({ endpointId, releaseVersion, workerIds: ids });
+  await Promise.all(
+    ids.map((id) =>
+      startChild(workerWorkflow, {
+        workflowId: workerWorkflowId(id),
+        // Workers outlive this run: the endpoint continues as new many times in a worker's life.
+        parentClosePolicy: 'ABANDON',
+        typedSearchAttributes: gantrySearchAttributes('worker', { endpointId, accountId, releaseVersion }),
+        memo,
+        args: [
+          {
+            workerId: id,
+            endpointId,
+            releaseVersion,
+            settings: s.settings,
+            drainTimeoutMs: drainTimeoutMs(state),
+            recorded: true,
+          },
+        ],
+      }),
+    ),
+  );
+}
+
+async function drain(workerId: string, reason: string, standby = false): Promise<void> {
+  await getExternalWorkflowHandle(workerWorkflowId(workerId))
+    .signal(drainWorker, { reason, ...(standby ? { standby } : {}) })
+    .catch(() => undefined);
+}
+
+/** Deletion: no more starts; every worker drains (in-flight jobs finish), then the record goes. */
+async function drainAndRemove(run: AutoscalerRun): Promise<void> {
+  const { endpointId, state, s } = run;
+  if (s.rollout && !s.rollout.cancelSent) await signalCancelRollout(endpointId, s.rollout.version);
   const asked = new Set<string>();
   for (;;) {
     const st = await endpointScalingState(endpointId);
     if (!st.exists || st.workers.length === 0) break;
-    if (st.workers.some((w) => w.status === 'PENDING') && workflowNow() - state.lastOrphanCheck > ORPHAN_CHECK_MS) {
-      state.lastOrphanCheck = workflowNow();
-      await closeOrphanWorkers(endpointId);
-    }
+    await closeOrphansIfDue(run, st);
     for (const w of st.workers.filter((x) => !asked.has(x.id))) {
       asked.add(w.id);
       await drain(w.id, 'the endpoint is being deleted');

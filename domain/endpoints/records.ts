@@ -234,6 +234,63 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   else requireAccountWide(principal);
   const locations = await resolveLocations(ctx, input.locations);
   const cudaVersions = parseCudaVersions(input.allowedCudaVersions);
+  const { templateId, container, current, flashEnvironment } = await saveEndpointTemplate(ctx, principal, input);
+  const { pools, cpuInstance } = saveEndpointCompute(input);
+  const save: EndpointSave = {
+    input,
+    templateId,
+    container,
+    pools,
+    cpuInstance,
+    compute: cpuInstance ? { cpuInstance } : {},
+    type: input.type === undefined ? undefined : input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED',
+    flashEnvironment,
+  };
+  const id = input.id
+    ? await updateSavedEndpoint(ctx, principal, input.id, current, save)
+    : await createSavedEndpoint(ctx, principal, save);
+  // The GraphQL-only fields.
+  const row = await ctx.db.endpoint.update({
+    where: { id },
+    data: {
+      templateId,
+      ...(locations !== undefined ? { locations } : {}),
+      ...(cudaVersions !== undefined ? { allowedCudaVersions: cudaVersions } : {}),
+      ...(input.minCudaVersion !== undefined ? { minCudaVersion: input.minCudaVersion } : {}),
+    },
+  });
+  forgetEndpoint(ctx, id);
+  return endpointRecord(row);
+}
+
+/** What `saveEndpoint` creates or changes an endpoint with. */
+interface EndpointSave {
+  input: SaveEndpointInput;
+  templateId: string;
+  /** The template's container configuration. */
+  container: Record<string, unknown>;
+  /** The GPU pools asked for (exclusions left out). */
+  pools: string[];
+  cpuInstance: CpuInstance | undefined;
+  compute: { cpuInstance?: CpuInstance };
+  type: 'LOAD_BALANCING' | 'QUEUE_BASED' | undefined;
+  flashEnvironment: string | undefined;
+}
+
+/**
+ * `saveEndpoint`'s template (named, or saved from the inline one) and its container configuration,
+ * with the endpoint saved again (`id`) and the flash environment the endpoint belongs to.
+ */
+async function saveEndpointTemplate(
+  ctx: DomainContext,
+  principal: Principal,
+  input: SaveEndpointInput,
+): Promise<{
+  templateId: string;
+  container: Record<string, unknown>;
+  current: Endpoint | null;
+  flashEnvironment: string | undefined;
+}> {
   if (input.templateId === undefined && input.template === undefined)
     throw validationFailed(['$.templateId: name a template, or give one inline in template']);
   if (input.templateId !== undefined && input.template !== undefined)
@@ -261,6 +318,22 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
       template.imageName,
       input.template ? '$.template.imageName' : '$.templateId',
     );
+  const container = {
+    image: template.imageName,
+    args: template.dockerArgs,
+    disk: template.containerDiskInGb,
+    ports: template.ports
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean),
+    env: template.env as Record<string, string>,
+    registry: template.registryId,
+  };
+  return { templateId: template.id, container, current, flashEnvironment };
+}
+
+/** `saveEndpoint`'s GPU pools or CPU instance: one or the other, and one of them for a new endpoint. */
+function saveEndpointCompute(input: SaveEndpointInput): { pools: string[]; cpuInstance: CpuInstance | undefined } {
   // Exclusions ("-ADA_24") narrow the pools the scheduler may choose; the stored list keeps the wanted ones.
   const pools = (input.gpuIds ?? '')
     .split(',')
@@ -275,111 +348,101 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
   } else if (pools.length === 0 && !input.id) {
     throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
   }
-  const compute = cpuInstance ? { cpuInstance } : {};
-  const type = input.type === undefined ? undefined : input.type === 'LB' ? 'LOAD_BALANCING' : 'QUEUE_BASED';
-  const container = {
-    image: template.imageName,
-    args: template.dockerArgs,
-    disk: template.containerDiskInGb,
-    ports: template.ports
-      .split(',')
-      .map((p) => p.trim())
-      .filter(Boolean),
-    env: template.env as Record<string, string>,
-    registry: template.registryId,
-  };
+  return { pools, cpuInstance };
+}
 
-  let id = input.id;
-  if (!id) {
-    const created = await createEndpoint(
-      ctx,
-      principal,
-      {
-        name: input.name,
-        type: type ?? 'QUEUE_BASED',
-        ...container,
-        ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
-        workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
-        scaling: {
-          type: input.scalerType ?? 'QUEUE_DELAY',
-          value: input.scalerValue ?? 4,
-          idleTimeout: input.idleTimeout ?? 5,
-        },
-        networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
-        flashboot: input.flashBootType ?? 'OFF',
-        ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
+/** A new endpoint from `saveEndpoint`: what the input leaves out takes the hosted service's defaults. */
+async function createSavedEndpoint(
+  ctx: DomainContext,
+  principal: Principal,
+  { input, container, pools, cpuInstance, compute, type, flashEnvironment }: EndpointSave,
+): Promise<string> {
+  const created = await createEndpoint(
+    ctx,
+    principal,
+    {
+      name: input.name,
+      type: type ?? 'QUEUE_BASED',
+      ...container,
+      ...(cpuInstance ? {} : { gpu: { pools, count: input.gpuCount ?? 1 } }),
+      workers: { min: input.workersMin ?? 0, max: input.workersMax ?? 3 },
+      scaling: {
+        type: input.scalerType ?? 'QUEUE_DELAY',
+        value: input.scalerValue ?? 4,
+        idleTimeout: input.idleTimeout ?? 5,
       },
-      { ...compute, ...(flashEnvironment ? { app: { environmentId: flashEnvironment, resource: input.name } } : {}) },
-    );
-    id = created.id;
-  } else {
-    if (!current) throw notFound('endpoint');
-    if (flashEnvironment && current.appEnvironmentId !== flashEnvironment)
-      throw new DomainError(
-        'conflict',
-        `endpoint ${id} belongs to ${current.appEnvironmentId ? 'another' : 'no'} environment`,
-      );
-    // Saved again without gpuIds (or instanceIds), an endpoint keeps its pools or its CPU instance;
-    // gpuIds that name no pool are refused.
-    if (
-      pools.length === 0 &&
-      !cpuInstance &&
-      !current.cpuFlavorId &&
-      (input.gpuIds !== undefined || current.gpuPools.length === 0)
-    )
-      throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
-    const workers =
-      input.workersMin !== undefined || input.workersMax !== undefined
-        ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax }
-        : undefined;
-    // gpuCount alone changes the count of the pools the endpoint has (a CPU endpoint has no GPUs to count).
-    const gpu =
-      pools.length > 0
-        ? { pools, count: input.gpuCount ?? current.gpuCount ?? 1 }
-        : input.gpuCount !== undefined && !cpuInstance && current.gpuPools.length > 0
-          ? { pools: current.gpuPools, count: input.gpuCount }
-          : undefined;
-    const scaling =
-      input.scalerType !== undefined || input.scalerValue !== undefined || input.idleTimeout !== undefined
-        ? {
-            type: input.scalerType ?? current.scalerType,
-            value: input.scalerValue ?? current.scalerValue,
-            idleTimeout: input.idleTimeout ?? current.idleTimeout,
-          }
-        : undefined;
-    await updateEndpoint(
-      ctx,
-      principal,
-      id,
-      {
-        name: input.name,
-        ...(gpu ? { gpu } : {}),
-        // An inline template is the whole container configuration again (flash sends it on each change).
-        ...(template.id !== current.templateId || input.template ? container : {}),
-        ...(workers ? { workers } : {}),
-        ...(scaling ? { scaling } : {}),
-        ...(input.networkVolumeId !== undefined
-          ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] }
-          : {}),
-        ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
-        ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
-      },
-      // The type as REST cannot say it: a change is a new release (updateEndpoint).
-      { ...compute, ...(type ? { type } : {}) },
-    );
-  }
-  // The GraphQL-only fields.
-  const row = await ctx.db.endpoint.update({
-    where: { id },
-    data: {
-      templateId: template.id,
-      ...(locations !== undefined ? { locations } : {}),
-      ...(cudaVersions !== undefined ? { allowedCudaVersions: cudaVersions } : {}),
-      ...(input.minCudaVersion !== undefined ? { minCudaVersion: input.minCudaVersion } : {}),
+      networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [],
+      flashboot: input.flashBootType ?? 'OFF',
+      ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
     },
-  });
-  forgetEndpoint(ctx, id);
-  return endpointRecord(row);
+    { ...compute, ...(flashEnvironment ? { app: { environmentId: flashEnvironment, resource: input.name } } : {}) },
+  );
+  return created.id;
+}
+
+/** An endpoint saved again (`id`): only the fields given change; the container config on a template change. */
+async function updateSavedEndpoint(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+  current: Endpoint | null,
+  { input, templateId, container, pools, cpuInstance, compute, type, flashEnvironment }: EndpointSave,
+): Promise<string> {
+  if (!current) throw notFound('endpoint');
+  if (flashEnvironment && current.appEnvironmentId !== flashEnvironment)
+    throw new DomainError(
+      'conflict',
+      `endpoint ${id} belongs to ${current.appEnvironmentId ? 'another' : 'no'} environment`,
+    );
+  // Saved again without gpuIds (or instanceIds), an endpoint keeps its pools or its CPU instance;
+  // gpuIds that name no pool are refused.
+  if (
+    pools.length === 0 &&
+    !cpuInstance &&
+    !current.cpuFlavorId &&
+    (input.gpuIds !== undefined || current.gpuPools.length === 0)
+  )
+    throw validationFailed(['$.gpuIds: name at least one GPU pool, or a CPU instance in instanceIds']);
+  const workers =
+    input.workersMin !== undefined || input.workersMax !== undefined
+      ? { min: input.workersMin ?? current.workersMin, max: input.workersMax ?? current.workersMax }
+      : undefined;
+  // gpuCount alone changes the count of the pools the endpoint has (a CPU endpoint has no GPUs to count).
+  const gpu =
+    pools.length > 0
+      ? { pools, count: input.gpuCount ?? current.gpuCount ?? 1 }
+      : input.gpuCount !== undefined && !cpuInstance && current.gpuPools.length > 0
+        ? { pools: current.gpuPools, count: input.gpuCount }
+        : undefined;
+  const scaling =
+    input.scalerType !== undefined || input.scalerValue !== undefined || input.idleTimeout !== undefined
+      ? {
+          type: input.scalerType ?? current.scalerType,
+          value: input.scalerValue ?? current.scalerValue,
+          idleTimeout: input.idleTimeout ?? current.idleTimeout,
+        }
+      : undefined;
+  await updateEndpoint(
+    ctx,
+    principal,
+    id,
+    {
+      name: input.name,
+      ...(gpu ? { gpu } : {}),
+      // An inline template is the whole container configuration again (flash sends it on each change).
+      ...(templateId !== current.templateId || input.template ? container : {}),
+      ...(workers ? { workers } : {}),
+      ...(scaling ? { scaling } : {}),
+      ...(input.networkVolumeId !== undefined
+        ? { networkVolumes: input.networkVolumeId ? [input.networkVolumeId] : [] }
+        : {}),
+      ...(input.flashBootType !== undefined ? { flashboot: input.flashBootType } : {}),
+      ...(input.executionTimeoutMs ? { timeout: input.executionTimeoutMs } : {}),
+    },
+    // The type as REST cannot say it: a change is a new release (updateEndpoint).
+    { ...compute, ...(type ? { type } : {}) },
+  );
+  return id;
 }
 
 /**
