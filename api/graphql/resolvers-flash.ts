@@ -32,7 +32,7 @@ import {
 } from '../../domain/accounts/index.ts';
 import { CPU_FLAVORS, cpuStockStatus } from '../../domain/catalog/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
-import type { NetworkVolumeView } from '../../domain/network-volumes/index.ts';
+import { networkVolumeNode } from './shapes/network-volume.ts';
 import type { Resolvers } from './generated-types.ts';
 import { stripNulls } from './resolvers.ts';
 
@@ -89,7 +89,6 @@ const flashDeployment = (d: DeploymentView) => ({
   error: d.error,
   buildId: d.buildId,
 });
-const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size: v.size, dataCenterId: v.dataCenter });
 
 const flashAuthRequest = (r: FlashLoginView) => ({
   ...r,
@@ -136,7 +135,7 @@ export const flashResolvers: Resolvers = {
   },
   FlashEnvironment: {
     networkVolumes: async (env, _, { ctx, principal }) =>
-      (await environmentNetworkVolumes(ctx, principal, env.id)).map(networkVolume),
+      (await environmentNetworkVolumes(ctx, principal, env.id)).map(networkVolumeNode),
   },
   FlashDeployment: {
     activeArtifact: (d, _, { ctx, principal }) => buildArtifactLink(ctx, principal, d.buildId),

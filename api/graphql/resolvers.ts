@@ -11,11 +11,7 @@ import {
   workerProblemOfEndpoint,
   type WorkerImageOnHost,
 } from '../../domain/endpoints/index.ts';
-import {
-  endpointNetworkVolume,
-  listNetworkVolumes,
-  type NetworkVolumeView,
-} from '../../domain/network-volumes/index.ts';
+import { endpointNetworkVolume, listNetworkVolumes } from '../../domain/network-volumes/index.ts';
 import {
   deployCpuPod,
   deployPod,
@@ -26,12 +22,7 @@ import {
   terminatePod,
 } from '../../domain/pods/index.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/index.ts';
-import {
-  deleteTemplateByName,
-  getTemplateRecord,
-  listTemplateRecords,
-  saveTemplate,
-} from '../../domain/templates/index.ts';
+import { deleteTemplateByName, findTemplate, listTemplates, saveTemplate } from '../../domain/templates/index.ts';
 import { requireScope, updateUserSettings } from '../../domain/accounts/index.ts';
 import { DomainError, validationFailed } from '../../domain/errors.ts';
 import {
@@ -44,6 +35,8 @@ import {
 } from '../../domain/public-models/index.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 import type { Resolvers } from './generated-types.ts';
+import { networkVolumeNode } from './shapes/network-volume.ts';
+import { podTemplateNode } from './shapes/template.ts';
 
 /**
  * Thin: every resolver calls a domain service with the caller's principal. Arguments, parents and
@@ -99,7 +92,10 @@ export const resolvers: Resolvers = {
         }));
     },
     pod: (_, args, { ctx, principal }) => getPod(ctx, principal, args.input),
-    podTemplate: (_, args, { ctx, principal }) => getTemplateRecord(ctx, principal, args.id),
+    podTemplate: async (_, args, { ctx, principal }) => {
+      const t = await findTemplate(ctx, principal, args.id);
+      return t ? podTemplateNode(t) : null;
+    },
     publicEndpoints: async (_, __, { ctx, principal }) => (await listPublicModels(ctx, principal)).map(publicEndpoint),
     publicEndpoint: async (_, args, { ctx, principal }) => {
       try {
@@ -112,14 +108,15 @@ export const resolvers: Resolvers = {
   },
   User: {
     endpoints: (_, __, { ctx, principal }) => listEndpointRecords(ctx, principal),
-    podTemplates: (_, __, { ctx, principal }) => {
+    podTemplates: async (_, __, { ctx, principal }) => {
       requireScope(principal, 'READ');
-      return listTemplateRecords(ctx, principal);
+      return (await listTemplates(ctx, principal)).map(podTemplateNode);
     },
     containerRegistryCreds: (_, __, { ctx, principal }) => listRegistries(ctx, principal),
     pods: (_, __, { ctx, principal }) => listPods(ctx, principal),
     endpoint: (_, args, { ctx, principal }) => findEndpointRecord(ctx, principal, args.id),
-    networkVolumes: async (_, __, { ctx, principal }) => (await listNetworkVolumes(ctx, principal)).map(networkVolume),
+    networkVolumes: async (_, __, { ctx, principal }) =>
+      (await listNetworkVolumes(ctx, principal)).map(networkVolumeNode),
   },
   GpuType: {
     lowestPrice: async (g, args, { ctx }) => {
@@ -140,13 +137,13 @@ export const resolvers: Resolvers = {
       const volumes = await Promise.all(
         endpoint.networkVolumeIds.map((id) => endpointNetworkVolume(ctx, principal, id)),
       );
-      return volumes.flatMap((v) => (v ? [{ networkVolumeId: v.id, dataCenterId: v.dataCenter }] : []));
+      return volumes.flatMap((v) => (v ? [{ networkVolumeId: v.id, dataCenterId: v.dataCenterId }] : []));
     },
     activeBuildid: (endpoint, _, { ctx }) => endpointActiveBuild(ctx, endpoint),
     workerProblem: (endpoint, _, { ctx }) => workerProblemOfEndpoint(ctx, endpoint.id),
     networkVolume: async (endpoint, _, { ctx, principal }) => {
       const v = endpoint.networkVolumeId ? await endpointNetworkVolume(ctx, principal, endpoint.networkVolumeId) : null;
-      return v ? networkVolume(v) : null;
+      return v ? networkVolumeNode(v) : null;
     },
     pods: async (endpoint, _, { ctx }) => {
       const [workers, row] = await Promise.all([
@@ -194,9 +191,9 @@ export const resolvers: Resolvers = {
       await deleteEndpointScaledToZero(ctx, principal, args.id);
       return null;
     },
-    saveTemplate: (_, args, { ctx, principal }) => {
+    saveTemplate: async (_, args, { ctx, principal }) => {
       if (args.input === null || args.input === undefined) throw validationFailed(['$.input: required']);
-      return saveTemplate(ctx, principal, stripNulls(args.input));
+      return podTemplateNode(await saveTemplate(ctx, principal, stripNulls(args.input)));
     },
     deleteTemplate: async (_, args, { ctx, principal }) => {
       await deleteTemplateByName(ctx, principal, args.templateName);
@@ -254,5 +251,3 @@ export function stripAllNulls(input: unknown): unknown {
 
 /** The most GPUs a price is asked for (a pod takes at most 64). */
 const MAX_GPU_COUNT = 64;
-
-const networkVolume = (v: NetworkVolumeView) => ({ id: v.id, name: v.name, size: v.size, dataCenterId: v.dataCenter });

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type, type Static } from 'typebox';
+import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { inFieldNames } from '../../domain/errors.ts';
 import {
@@ -10,24 +10,17 @@ import {
   listNetworkVolumes,
   updateNetworkVolume,
   UpdateNetworkVolumeSchema,
-  type NetworkVolumeView,
 } from '../../domain/network-volumes/index.ts';
 import { principalOf } from '../auth.ts';
+import { HostedNetworkVolumeSchema, hostedNetworkVolume } from './shapes/network-volume.ts';
 
 /**
  * The hosted service's REST shape of network volumes (`{RUNPOD_REST_API_URL}/networkvolumes`, which
  * its `flash` tool calls for a resource's `NetworkVolume`), over the same records as
- * /v2/network-volumes: `dataCenterId` for `dataCenter`, and exactly the four fields it answers (flash
- * builds its model from the answer and refuses any other field).
+ * /v2/network-volumes (shapes/network-volume.ts).
  */
-const HostedVolumeSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  size: Type.Integer({ description: 'GB' }),
-  dataCenterId: Type.String(),
-});
 /** The domain's create body, with the hosted service's name for the data center. */
-const CreateHostedVolumeSchema = Type.Object(
+const CreateHostedNetworkVolumeSchema = Type.Object(
   {
     name: CreateNetworkVolumeSchema.properties.name,
     size: CreateNetworkVolumeSchema.properties.size,
@@ -39,13 +32,6 @@ const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'net
 const tags = ['Network Volumes'];
 const SAME = 'The hosted service’s shape of /v2/network-volumes (same volumes, rules and scopes).';
 
-const hosted = (v: NetworkVolumeView): Static<typeof HostedVolumeSchema> => ({
-  id: v.id,
-  name: v.name,
-  size: v.size,
-  dataCenterId: v.dataCenter,
-});
-
 export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/networkvolumes',
@@ -56,10 +42,10 @@ export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainC
         summary: 'List network volumes (hosted shape)',
         description: `The account's network volumes as a list. ${SAME}`,
         tags,
-        response: { 200: Type.Array(HostedVolumeSchema) },
+        response: { 200: Type.Array(HostedNetworkVolumeSchema) },
       },
     },
-    async (request) => (await listNetworkVolumes(ctx, principalOf(request))).map(hosted),
+    async (request) => (await listNetworkVolumes(ctx, principalOf(request))).map(hostedNetworkVolume),
   );
 
   app.post(
@@ -71,14 +57,14 @@ export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainC
         summary: 'Create a network volume (hosted shape)',
         description: `Creates a volume of \`size\` GB in \`dataCenterId\`. ${SAME}`,
         tags,
-        body: CreateHostedVolumeSchema,
-        response: { 200: HostedVolumeSchema },
+        body: CreateHostedNetworkVolumeSchema,
+        response: { 200: HostedNetworkVolumeSchema },
       },
     },
     async (request) => {
       const { name, size, dataCenterId } = request.body;
       // The domain's refusals name its field (`$.dataCenter`); this shape's caller sent `dataCenterId`.
-      return hosted(
+      return hostedNetworkVolume(
         await inFieldNames({ dataCenter: 'dataCenterId' }, () =>
           createNetworkVolume(ctx, principalOf(request), { name, size, dataCenter: dataCenterId }),
         ),
@@ -96,10 +82,10 @@ export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainC
         description: SAME,
         tags,
         params: IdParams,
-        response: { 200: HostedVolumeSchema },
+        response: { 200: HostedNetworkVolumeSchema },
       },
     },
-    async (request) => hosted(await getNetworkVolume(ctx, principalOf(request), request.params.id)),
+    async (request) => hostedNetworkVolume(await getNetworkVolume(ctx, principalOf(request), request.params.id)),
   );
 
   app.patch(
@@ -113,10 +99,11 @@ export const hostedNetworkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainC
         tags,
         params: IdParams,
         body: UpdateNetworkVolumeSchema,
-        response: { 200: HostedVolumeSchema },
+        response: { 200: HostedNetworkVolumeSchema },
       },
     },
-    async (request) => hosted(await updateNetworkVolume(ctx, principalOf(request), request.params.id, request.body)),
+    async (request) =>
+      hostedNetworkVolume(await updateNetworkVolume(ctx, principalOf(request), request.params.id, request.body)),
   );
 
   app.delete(

@@ -7,12 +7,11 @@ import {
   deleteNetworkVolume,
   getNetworkVolume,
   listNetworkVolumes,
-  NetworkVolumeListSchema,
-  NetworkVolumeSchema,
   updateNetworkVolume,
   UpdateNetworkVolumeSchema,
 } from '../../domain/network-volumes/index.ts';
 import { principalOf } from '../auth.ts';
+import { NetworkVolumeListSchema, NetworkVolumeSchema, networkVolumeView } from './shapes/network-volume.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'network volume id' }) });
 const tags = ['Network Volumes'];
@@ -32,7 +31,9 @@ export const networkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext
         response: { 200: NetworkVolumeListSchema },
       },
     },
-    async (request) => ({ networkVolumes: await listNetworkVolumes(ctx, principalOf(request)) }),
+    async (request) => ({
+      networkVolumes: (await listNetworkVolumes(ctx, principalOf(request))).map(networkVolumeView),
+    }),
   );
 
   app.post(
@@ -48,7 +49,8 @@ export const networkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext
         response: { 201: NetworkVolumeSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createNetworkVolume(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(networkVolumeView(await createNetworkVolume(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -64,7 +66,7 @@ export const networkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext
         response: { 200: NetworkVolumeSchema },
       },
     },
-    async (request) => getNetworkVolume(ctx, principalOf(request), request.params.id),
+    async (request) => networkVolumeView(await getNetworkVolume(ctx, principalOf(request), request.params.id)),
   );
 
   app.patch(
@@ -81,7 +83,8 @@ export const networkVolumeRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext
         response: { 200: NetworkVolumeSchema },
       },
     },
-    async (request) => updateNetworkVolume(ctx, principalOf(request), request.params.id, request.body),
+    async (request) =>
+      networkVolumeView(await updateNetworkVolume(ctx, principalOf(request), request.params.id, request.body)),
   );
 
   app.delete(

@@ -8,13 +8,9 @@ import {
   listTemplates,
   updateTemplate,
 } from '../../domain/templates/index.ts';
-import {
-  CreateTemplateSchema,
-  TemplateListSchema,
-  TemplateSchema,
-  UpdateTemplateSchema,
-} from '../../domain/templates/index.ts';
+import { CreateTemplateSchema, UpdateTemplateSchema } from '../../domain/templates/index.ts';
 import { principalOf } from '../auth.ts';
+import { TemplateListSchema, TemplateSchema, templateView } from './shapes/template.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'template id' }) });
 const tags = ['Templates'];
@@ -34,7 +30,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 200: TemplateListSchema },
       },
     },
-    async (request) => ({ templates: await listTemplates(ctx, principalOf(request)) }),
+    async (request) => ({ templates: (await listTemplates(ctx, principalOf(request))).map(templateView) }),
   );
 
   app.post(
@@ -50,7 +46,8 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 201: TemplateSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createTemplate(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(templateView(await createTemplate(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -66,7 +63,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 200: TemplateSchema },
       },
     },
-    async (request) => getTemplate(ctx, principalOf(request), request.params.id),
+    async (request) => templateView(await getTemplate(ctx, principalOf(request), request.params.id)),
   );
 
   app.patch(
@@ -83,7 +80,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 200: TemplateSchema },
       },
     },
-    async (request) => updateTemplate(ctx, principalOf(request), request.params.id, request.body),
+    async (request) => templateView(await updateTemplate(ctx, principalOf(request), request.params.id, request.body)),
   );
 
   app.delete(

@@ -1,4 +1,4 @@
-import { type App, type AppEnvironment } from '../../generated/prisma/client.ts';
+import { type App, type AppEnvironment, type NetworkVolume } from '../../generated/prisma/client.ts';
 import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { deleteEndpoint } from '../endpoints/endpoints.ts';
@@ -6,7 +6,6 @@ import { DomainError, notFound } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
-import { networkVolumeView, type NetworkVolumeView } from '../network-volumes/network-volumes.ts';
 import { CreateAppSchema, CreateEnvironmentSchema, type AppView, type EnvironmentView } from './schemas.ts';
 import { ENVIRONMENTS, appView, environmentViews } from './views.ts';
 
@@ -126,7 +125,7 @@ export async function environmentNetworkVolumes(
   ctx: DomainContext,
   principal: Principal,
   environmentId: string,
-): Promise<NetworkVolumeView[]> {
+): Promise<NetworkVolume[]> {
   const owner = await environmentOwner(ctx, principal, environmentId);
   const endpoints = await ctx.db.endpoint.findMany({
     where: { appEnvironmentId: owner.environmentId, accountId: principal.accountId, deletingAt: null },
@@ -138,7 +137,7 @@ export async function environmentNetworkVolumes(
     where: { id: { in: ids }, accountId: principal.accountId, deletedAt: null },
     orderBy: { createdAt: 'asc' },
   });
-  return volumes.map(networkVolumeView);
+  return volumes;
 }
 
 export async function createEnvironment(

@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox';
+import { Type } from 'typebox';
 import type { NetworkVolume } from '../../generated/prisma/client.ts';
 import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import { knownDataCenterIds } from '../catalog/catalog.ts';
@@ -39,28 +39,6 @@ export const UpdateNetworkVolumeSchema = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 
-export const NetworkVolumeSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  size: Type.Integer({ description: 'GB' }),
-  dataCenter: Type.String(),
-  type: Type.Literal('STANDARD'),
-  createdAt: Type.String({ format: 'date-time' }),
-});
-export type NetworkVolumeView = Static<typeof NetworkVolumeSchema>;
-export const NetworkVolumeListSchema = Type.Object({ networkVolumes: Type.Array(NetworkVolumeSchema) });
-
-export function networkVolumeView(v: NetworkVolume): NetworkVolumeView {
-  return {
-    id: v.id,
-    name: v.name,
-    size: v.size,
-    dataCenter: v.dataCenterId,
-    type: 'STANDARD',
-    createdAt: v.createdAt.toISOString(),
-  };
-}
-
 const conflict = (name: string): DomainError =>
   new DomainError('conflict', `a network volume named '${name}' already exists`);
 
@@ -68,7 +46,7 @@ export async function createNetworkVolume(
   ctx: DomainContext,
   principal: Principal,
   body: unknown,
-): Promise<NetworkVolumeView> {
+): Promise<NetworkVolume> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(CreateNetworkVolumeSchema, body);
@@ -97,7 +75,7 @@ export async function createNetworkVolume(
         hostId: storage.bindTo ?? null,
       },
     });
-    return networkVolumeView(row);
+    return row;
   } catch (err) {
     if (isUniqueViolation(err)) throw conflict(input.name);
     throw err;
@@ -114,10 +92,10 @@ export async function getNetworkVolume(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<NetworkVolumeView> {
+): Promise<NetworkVolume> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  return networkVolumeView(await findOwned(ctx, principal, id));
+  return findOwned(ctx, principal, id);
 }
 
 /**
@@ -128,20 +106,20 @@ export async function endpointNetworkVolume(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<NetworkVolumeView | null> {
+): Promise<NetworkVolume | null> {
   requireScope(principal, 'READ');
   const row = await ctx.db.networkVolume.findFirst({ where: { id, accountId: principal.accountId, deletedAt: null } });
-  return row ? networkVolumeView(row) : null;
+  return row;
 }
 
-export async function listNetworkVolumes(ctx: DomainContext, principal: Principal): Promise<NetworkVolumeView[]> {
+export async function listNetworkVolumes(ctx: DomainContext, principal: Principal): Promise<NetworkVolume[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const rows = await ctx.db.networkVolume.findMany({
     where: { accountId: principal.accountId, deletedAt: null },
     orderBy: { createdAt: 'asc' },
   });
-  return rows.map(networkVolumeView);
+  return rows;
 }
 
 /** Renames and/or grows a volume; shrinking is refused (400): stored data would not fit. */
@@ -150,7 +128,7 @@ export async function updateNetworkVolume(
   principal: Principal,
   id: string,
   body: unknown,
-): Promise<NetworkVolumeView> {
+): Promise<NetworkVolume> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(UpdateNetworkVolumeSchema, body);
@@ -174,7 +152,7 @@ export async function updateNetworkVolume(
         },
       });
     });
-    return networkVolumeView(row);
+    return row;
   } catch (err) {
     if (isUniqueViolation(err)) throw conflict(input.name ?? '');
     throw err;

@@ -74,25 +74,6 @@ export const UpdateTemplateSchema = Type.Object(
   { additionalProperties: false },
 );
 
-export const TemplateSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  image: Type.String(),
-  args: Type.String(),
-  disk: Type.Integer(),
-  mounts: Type.Object({ persistent: Type.Optional(Type.Object({ size: Type.Integer(), path: Type.String() })) }),
-  ports: Type.Array(Type.String()),
-  env: Type.Record(Type.String(), Type.String()),
-  registry: Type.Union([Type.String(), Type.Null()]),
-  serverless: Type.Boolean(),
-  public: Type.Boolean({ description: 'always false: templates are private to their account' }),
-  readme: Type.String(),
-  createdAt: Type.String({ format: 'date-time' }),
-  updatedAt: Type.String({ format: 'date-time' }),
-});
-export type TemplateView = Static<typeof TemplateSchema>;
-export const TemplateListSchema = Type.Object({ templates: Type.Array(TemplateSchema) });
-
 /** `saveTemplate` input: with `id` it changes that template (fields left out keep their values), without it creates one. */
 export const SaveTemplateInputSchema = Type.Object(
   {
@@ -108,7 +89,7 @@ export const SaveTemplateInputSchema = Type.Object(
     isServerless: Type.Optional(Type.Boolean()),
     readme: Type.Optional(templateBodyFields.readme),
     containerRegistryAuthId: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
-    // The spec's common input fields of pods and templates: a pod deployed from the template without
+    // The hosted API's common input fields of pods and templates: a pod deployed from the template without
     // its own gpuTypeId or gpuCount takes these. An empty gpuTypeId clears it.
     gpuTypeId: Type.Optional(
       Type.String({ maxLength: 191, description: 'GPU type (the gpuTypes query lists them); empty: none' }),
@@ -123,22 +104,3 @@ export const SaveTemplateInputSchema = Type.Object(
 );
 export type SaveTemplateInput = Static<typeof SaveTemplateInputSchema>;
 
-/** The GraphQL template record. */
-export interface TemplateRecord {
-  id: string;
-  name: string;
-  imageName: string;
-  dockerArgs: string;
-  containerDiskInGb: number;
-  volumeInGb: number;
-  volumeMountPath: string;
-  env: { key: string; value: string }[];
-  ports: string;
-  isServerless: boolean;
-  isPublic: boolean;
-  readme: string;
-  containerRegistryAuthId: string | null;
-  /** What a pod deployed from the template gets when its input names none; null: the pod's own default. */
-  gpuTypeId: string | null;
-  gpuCount: number | null;
-}

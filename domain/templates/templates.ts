@@ -11,8 +11,6 @@ import {
   CreateTemplateSchema,
   SaveTemplateInputSchema,
   UpdateTemplateSchema,
-  type TemplateRecord,
-  type TemplateView,
 } from './schemas.ts';
 
 /**
@@ -24,50 +22,12 @@ import {
  * endpoints or pods already made from it.
  */
 
-const portList = (ports: string): string[] =>
+/** The `port/protocol` entries of a comma-separated ports field. */
+export const portList = (ports: string): string[] =>
   ports
     .split(',')
     .map((p) => p.trim())
     .filter(Boolean);
-
-export function templateView(t: Template): TemplateView {
-  return {
-    id: t.id,
-    name: t.name,
-    image: t.imageName,
-    args: t.dockerArgs,
-    disk: t.containerDiskInGb,
-    mounts: t.volumeInGb > 0 ? { persistent: { size: t.volumeInGb, path: t.volumeMountPath } } : {},
-    ports: portList(t.ports),
-    env: t.env as Record<string, string>,
-    registry: t.registryId,
-    serverless: t.isServerless,
-    public: false,
-    readme: t.readme,
-    createdAt: t.createdAt.toISOString(),
-    updatedAt: t.updatedAt.toISOString(),
-  };
-}
-
-export function templateRecord(t: Template): TemplateRecord {
-  return {
-    id: t.id,
-    name: t.name,
-    imageName: t.imageName,
-    dockerArgs: t.dockerArgs,
-    containerDiskInGb: t.containerDiskInGb,
-    volumeInGb: t.volumeInGb,
-    volumeMountPath: t.volumeMountPath,
-    env: Object.entries(t.env as Record<string, string>).map(([key, value]) => ({ key, value })),
-    ports: t.ports,
-    isServerless: t.isServerless,
-    isPublic: false,
-    readme: t.readme,
-    containerRegistryAuthId: t.registryId,
-    gpuTypeId: t.gpuTypeId,
-    gpuCount: t.gpuCount,
-  };
-}
 
 /** A template's stored fields (the model's names). */
 interface TemplateFields {
@@ -209,11 +169,10 @@ function restFields(input: Static<typeof UpdateTemplateSchema>) {
   });
 }
 
-export async function createTemplate(ctx: DomainContext, principal: Principal, body: unknown): Promise<TemplateView> {
+export async function createTemplate(ctx: DomainContext, principal: Principal, body: unknown): Promise<Template> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
-  const row = await save(ctx, principal, undefined, restFields(validate(CreateTemplateSchema, body)), REST_PATHS);
-  return templateView(row);
+  return save(ctx, principal, undefined, restFields(validate(CreateTemplateSchema, body)), REST_PATHS);
 }
 
 export async function updateTemplate(
@@ -221,11 +180,10 @@ export async function updateTemplate(
   principal: Principal,
   id: string,
   body: unknown,
-): Promise<TemplateView> {
+): Promise<Template> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
-  const row = await save(ctx, principal, id, restFields(validate(UpdateTemplateSchema, body)), REST_PATHS);
-  return templateView(row);
+  return save(ctx, principal, id, restFields(validate(UpdateTemplateSchema, body)), REST_PATHS);
 }
 
 async function findOwned(ctx: DomainContext, principal: Principal, id: string): Promise<Template> {
@@ -234,20 +192,17 @@ async function findOwned(ctx: DomainContext, principal: Principal, id: string): 
   return row;
 }
 
-export async function getTemplate(ctx: DomainContext, principal: Principal, id: string): Promise<TemplateView> {
+export async function getTemplate(ctx: DomainContext, principal: Principal, id: string): Promise<Template> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  return templateView(await findOwned(ctx, principal, id));
+  return findOwned(ctx, principal, id);
 }
 
-async function templateRows(ctx: DomainContext, principal: Principal): Promise<Template[]> {
+/** The caller's templates, oldest first. */
+export async function listTemplates(ctx: DomainContext, principal: Principal): Promise<Template[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   return ctx.db.template.findMany({ where: { accountId: principal.accountId }, orderBy: { createdAt: 'asc' } });
-}
-
-export async function listTemplates(ctx: DomainContext, principal: Principal): Promise<TemplateView[]> {
-  return (await templateRows(ctx, principal)).map(templateView);
 }
 
 /** Deletes a template; refused (400) while a pod or a live endpoint was made from it. */
@@ -272,7 +227,7 @@ export async function deleteTemplate(ctx: DomainContext, principal: Principal, i
 }
 
 /** GraphQL `saveTemplate`: creates without `id`, changes the named template with it. */
-export async function saveTemplate(ctx: DomainContext, principal: Principal, input: unknown): Promise<TemplateRecord> {
+export async function saveTemplate(ctx: DomainContext, principal: Principal, input: unknown): Promise<Template> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const i = validate(SaveTemplateInputSchema, input);
@@ -287,7 +242,7 @@ export async function saveTemplate(ctx: DomainContext, principal: Principal, inp
     }
     if (duplicates.size > 0) throw validationFailed([...duplicates].map((k) => `$.env: key '${k}' is given twice`));
   }
-  const row = await save(
+  return save(
     ctx,
     principal,
     i.id,
@@ -308,24 +263,13 @@ export async function saveTemplate(ctx: DomainContext, principal: Principal, inp
     }),
     GRAPHQL_PATHS,
   );
-  return templateRecord(row);
-}
-
-/** GraphQL `myself { podTemplates }`-style listing. */
-export async function listTemplateRecords(ctx: DomainContext, principal: Principal): Promise<TemplateRecord[]> {
-  return (await templateRows(ctx, principal)).map(templateRecord);
 }
 
 /** GraphQL `podTemplate(id)`: one of the caller's templates, or null. */
-export async function getTemplateRecord(
-  ctx: DomainContext,
-  principal: Principal,
-  id: string,
-): Promise<TemplateRecord | null> {
+export async function findTemplate(ctx: DomainContext, principal: Principal, id: string): Promise<Template | null> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
-  const row = await ctx.db.template.findFirst({ where: { id, accountId: principal.accountId } });
-  return row ? templateRecord(row) : null;
+  return ctx.db.template.findFirst({ where: { id, accountId: principal.accountId } });
 }
 
 /** GraphQL `deleteTemplate(templateName)`: templates are named uniquely within an account. */

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Principal } from '../../domain/accounts/index.ts';
 import { newId } from '../../domain/shared/index.ts';
 import { openRegistryCredential } from '../../domain/registries/index.ts';
-import { listTemplateRecords, saveTemplate } from '../../domain/templates/index.ts';
+import { listTemplates, saveTemplate } from '../../domain/templates/index.ts';
+import { podTemplateNode } from '../../api/graphql/shapes/template.ts';
 import { call, startTestPlatform, type TestPlatform } from '../support/platform.ts';
 import { problemOf, seedRestAccounts } from '../support/rest.ts';
 
@@ -333,19 +334,21 @@ describe('REST management resources', () => {
         endpointIds: [],
         isAdmin: false,
       };
-      const created = await saveTemplate(p.ctx, principal, {
-        name: 'gql-worker',
-        imageName: 'runpod/worker:1',
-        containerDiskInGb: 15,
-        volumeInGb: 0,
-        env: [
-          { key: 'A', value: '1' },
-          { key: 'B', value: '2' },
-        ],
-        ports: '8000/http',
-        isServerless: true,
-        readme: '# hi',
-      });
+      const created = podTemplateNode(
+        await saveTemplate(p.ctx, principal, {
+          name: 'gql-worker',
+          imageName: 'runpod/worker:1',
+          containerDiskInGb: 15,
+          volumeInGb: 0,
+          env: [
+            { key: 'A', value: '1' },
+            { key: 'B', value: '2' },
+          ],
+          ports: '8000/http',
+          isServerless: true,
+          readme: '# hi',
+        }),
+      );
       expect(created).toMatchObject({
         name: 'gql-worker',
         imageName: 'runpod/worker:1',
@@ -358,12 +361,14 @@ describe('REST management resources', () => {
         isServerless: true,
         containerRegistryAuthId: null,
       });
-      const updated = await saveTemplate(p.ctx, principal, {
-        id: created.id,
-        name: 'gql-worker',
-        imageName: 'runpod/worker:2',
-        env: [{ key: 'A', value: '3' }],
-      });
+      const updated = podTemplateNode(
+        await saveTemplate(p.ctx, principal, {
+          id: created.id,
+          name: 'gql-worker',
+          imageName: 'runpod/worker:2',
+          env: [{ key: 'A', value: '3' }],
+        }),
+      );
       expect(updated).toMatchObject({
         id: created.id,
         imageName: 'runpod/worker:2',
@@ -371,7 +376,7 @@ describe('REST management resources', () => {
         env: [{ key: 'A', value: '3' }],
         readme: '# hi',
       });
-      expect((await listTemplateRecords(p.ctx, principal)).map((r) => r.id)).toEqual([created.id]);
+      expect((await listTemplates(p.ctx, principal)).map((r) => r.id)).toEqual([created.id]);
       // The REST view of the same template.
       expect((await call(p.url, 'GET', `/v2/templates/${created.id}`, { key: other.key })).body).toMatchObject({
         image: 'runpod/worker:2',
