@@ -36,6 +36,7 @@ import {
 import { liveWorker } from '../../domain/workers/index.ts';
 import type { Resolvers } from './generated-types.ts';
 import { networkVolumeNode } from './shapes/network-volume.ts';
+import { podNode } from './shapes/pod.ts';
 import { podTemplateNode } from './shapes/template.ts';
 
 /**
@@ -91,7 +92,7 @@ export const resolvers: Resolvers = {
           secureSpotPrice: null,
         }));
     },
-    pod: (_, args, { ctx, principal }) => getPod(ctx, principal, args.input),
+    pod: async (_, args, { ctx, principal }) => podNode(await getPod(ctx, principal, args.input)),
     podTemplate: async (_, args, { ctx, principal }) => {
       const t = await findTemplate(ctx, principal, args.id);
       return t ? podTemplateNode(t) : null;
@@ -113,7 +114,7 @@ export const resolvers: Resolvers = {
       return (await listTemplates(ctx, principal)).map(podTemplateNode);
     },
     containerRegistryCreds: (_, __, { ctx, principal }) => listRegistries(ctx, principal),
-    pods: (_, __, { ctx, principal }) => listPods(ctx, principal),
+    pods: async (_, __, { ctx, principal }) => (await listPods(ctx, principal)).map(podNode),
     endpoint: (_, args, { ctx, principal }) => findEndpointRecord(ctx, principal, args.id),
     networkVolumes: async (_, __, { ctx, principal }) =>
       (await listNetworkVolumes(ctx, principal)).map(networkVolumeNode),
@@ -208,10 +209,13 @@ export const resolvers: Resolvers = {
       await deleteRegistry(ctx, principal, args.registryAuthId);
       return null;
     },
-    podFindAndDeployOnDemand: (_, args, { ctx, principal }) => deployPod(ctx, principal, stripAllNulls(args.input)),
-    deployCpuPod: (_, args, { ctx, principal }) => deployCpuPod(ctx, principal, stripAllNulls(args.input)),
-    podStop: (_, args, { ctx, principal }) => stopPod(ctx, principal, stripAllNulls(args.input)),
-    podResume: (_, args, { ctx, principal }) => resumePod(ctx, principal, stripAllNulls(args.input)),
+    podFindAndDeployOnDemand: async (_, args, { ctx, principal }) =>
+      podNode(await deployPod(ctx, principal, stripAllNulls(args.input))),
+    deployCpuPod: async (_, args, { ctx, principal }) =>
+      podNode(await deployCpuPod(ctx, principal, stripAllNulls(args.input))),
+    podStop: async (_, args, { ctx, principal }) => podNode(await stopPod(ctx, principal, stripAllNulls(args.input))),
+    podResume: async (_, args, { ctx, principal }) =>
+      podNode(await resumePod(ctx, principal, stripAllNulls(args.input))),
     podTerminate: async (_, args, { ctx, principal }) => {
       await terminatePod(ctx, principal, stripAllNulls(args.input));
       return null;

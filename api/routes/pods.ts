@@ -4,18 +4,17 @@ import type { DomainContext } from '../../domain/context.ts';
 import {
   createPod,
   CreatePodBodySchema,
-  getPodView,
-  listPodViews,
+  getPod,
+  listPods,
   podAction,
   PodActionBodySchema,
-  PodListViewSchema,
-  PodViewSchema,
   terminatePod,
   updatePod,
   UpdatePodBodySchema,
 } from '../../domain/pods/index.ts';
 import { principalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
+import { PodListViewSchema, PodViewSchema, podView } from './shapes/pod.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'pod id' }) });
 const ListQuery = Type.Object(
@@ -52,7 +51,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: PodListViewSchema },
       },
     },
-    async (request) => ({ pods: await listPodViews(ctx, principalOf(request)) }),
+    async (request) => ({ pods: (await listPods(ctx, principalOf(request))).map(podView) }),
   );
 
   app.post(
@@ -75,7 +74,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 201: PodViewSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createPod(ctx, principalOf(request), request.body)),
+    async (request, reply) => reply.code(201).send(podView(await createPod(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -91,7 +90,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: PodViewSchema },
       },
     },
-    async (request) => getPodView(ctx, principalOf(request), request.params.id),
+    async (request) => podView(await getPod(ctx, principalOf(request), { podId: request.params.id })),
   );
 
   app.patch(
@@ -111,7 +110,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: PodViewSchema },
       },
     },
-    async (request) => updatePod(ctx, principalOf(request), request.params.id, request.body),
+    async (request) => podView(await updatePod(ctx, principalOf(request), request.params.id, request.body)),
   );
 
   app.delete(
@@ -151,7 +150,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
     },
     async (request, reply) => {
       const pod = await podAction(ctx, principalOf(request), request.params.id, request.body);
-      return pod ? pod : reply.code(204).send(null);
+      return pod ? podView(pod) : reply.code(204).send(null);
     },
   );
 
@@ -173,7 +172,7 @@ export const podRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         const pod = await podAction(ctx, principalOf(request), request.params.id, { action });
         // Only terminate answers no pod.
         if (!pod) throw new Error(`pod ${action} answered no pod`);
-        return pod;
+        return podView(pod);
       },
     );
   }

@@ -12,7 +12,7 @@ import { registryBindingProblems } from '../registries/registries.ts';
 import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
 import { volumeReferenceProblems } from '../network-volumes/network-volumes.ts';
-import { findPod, podRecord, withWorkers, type PodRecord } from './records.ts';
+import { findPod, loadPod, podModel, withWorkers, type PodModel } from './model.ts';
 import {
   CpuPodDeployInputSchema,
   HOSTED_CPU_BASE_TEMPLATE,
@@ -23,7 +23,7 @@ import {
 } from './schemas.ts';
 
 /**
- * Pods (GraphQL operations; the REST skin is rest.ts): long-running containers on a host, run by the
+ * Pods (the GraphQL operations; updates.ts holds REST v2's create, update and actions): long-running containers on a host, run by the
  * same worker machinery as endpoint workers. Each pod has a workflow `pod:<podId>`
  * (workflows/pod.ts) that keeps one worker while the pod's desired status is RUNNING. The row is
  * the truth: every change is committed here first, then the workflow is told (a signal that starts
@@ -122,7 +122,7 @@ async function changePod(
   podId: string,
   where: Prisma.PodWhereInput,
   data: Prisma.PodUpdateManyMutationInput,
-): Promise<PodRecord> {
+): Promise<PodModel> {
   await ctx.db.pod.updateMany({ where: { id: podId, ...where }, data });
   try {
     await tellWorkflow(ctx, podId);
@@ -132,11 +132,11 @@ async function changePod(
       'the change is saved but has not reached the pod yet (Temporal did not answer in time); repeat the request to apply it',
     );
   }
-  return podRecord(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
+  return loadPod(ctx, principal, podId);
 }
 
 /** GraphQL `podFindAndDeployOnDemand`: a new pod, RUNNING; answered once its row and workflow exist. */
-export async function deployPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+export async function deployPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const i = validate(PodDeployInputSchema, input);
@@ -230,11 +230,11 @@ export async function deployPod(ctx: DomainContext, principal: Principal, input:
       'the pod could not be handed to its workflow (Temporal did not answer in time); nothing was created, try again',
     );
   }
-  return podRecord(await findPod(ctx, principal, id), priceTable(ctx.settings.pricesFile));
+  return loadPod(ctx, principal, id);
 }
 
 /** GraphQL `deployCpuPod`: a pod without GPUs, in the hosted service's CPU-pod vocabulary. */
-export async function deployCpuPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+export async function deployCpuPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodModel> {
   requireScope(principal, 'WRITE');
   const i = validate(CpuPodDeployInputSchema, input);
   const { instanceId, ...pod } = i;
@@ -244,7 +244,7 @@ export async function deployCpuPod(ctx: DomainContext, principal: Principal, inp
 }
 
 /** GraphQL `podStop`: the container goes, the pod stays (EXITED) and can be resumed. */
-export async function stopPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+export async function stopPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const { podId } = validate(PodIdInputSchema, input);
@@ -253,7 +253,7 @@ export async function stopPod(ctx: DomainContext, principal: Principal, input: u
 }
 
 /** GraphQL `podResume`: RUNNING again on a new worker, optionally with another GPU count. */
-export async function resumePod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+export async function resumePod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const { podId, gpuCount } = validate(PodResumeInputSchema, input);
@@ -301,15 +301,15 @@ export async function terminatePod(ctx: DomainContext, principal: Principal, inp
 }
 
 /** GraphQL `pod(input: {podId})`. */
-export async function getPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodRecord> {
+export async function getPod(ctx: DomainContext, principal: Principal, input: unknown): Promise<PodModel> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const { podId } = validate(PodIdInputSchema, input);
-  return podRecord(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
+  return loadPod(ctx, principal, podId);
 }
 
 /** GraphQL `myself { pods }`. */
-export async function listPods(ctx: DomainContext, principal: Principal): Promise<PodRecord[]> {
+export async function listPods(ctx: DomainContext, principal: Principal): Promise<PodModel[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const rows = await ctx.db.pod.findMany({
@@ -319,5 +319,5 @@ export async function listPods(ctx: DomainContext, principal: Principal): Promis
   });
   const now = Date.now();
   const prices = priceTable(ctx.settings.pricesFile);
-  return rows.map((r) => podRecord(r, prices, now));
+  return rows.map((r) => podModel(r, prices, now));
 }

@@ -231,7 +231,7 @@ export const UpdatePodBodySchema = Type.Object(
   { additionalProperties: false },
 );
 
-const PodActionNameSchema = Type.Union([
+export const PodActionNameSchema = Type.Union([
   Type.Literal('start'),
   Type.Literal('stop'),
   Type.Literal('restart'),
@@ -239,96 +239,18 @@ const PodActionNameSchema = Type.Union([
 ]);
 export const PodActionBodySchema = Type.Object({ action: PodActionNameSchema }, { additionalProperties: false });
 export type PodActionName = Static<typeof PodActionNameSchema>;
-const NullableString = Type.Union([Type.String(), Type.Null()]);
-const SshEndpointSchema = Type.Object({
-  host: Type.String(),
-  port: Type.Integer(),
-  username: Type.String(),
-  command: Type.String(),
-});
-
-export const PodViewSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  status: Type.Union(
-    [
-      Type.Literal('PROVISIONING'),
-      Type.Literal('STARTING'),
-      Type.Literal('RUNNING'),
-      Type.Literal('EXITED'),
-      Type.Literal('ERROR'),
-      Type.Literal('TERMINATED'),
-    ],
-    {
-      description:
-        'PROVISIONING (waiting for a host), STARTING (image pull, container start), RUNNING (container up), EXITED (stopped)',
-    },
-  ),
-  desiredStatus: Type.Union([Type.Literal('RUNNING'), Type.Literal('EXITED'), Type.Literal('TERMINATED')], {
-    description: 'what the owner asked for, as GraphQL shows it',
-  }),
-  actions: Type.Array(PodActionNameSchema, { description: 'the actions the current status allows' }),
-  image: Type.String(),
-  args: Type.String(),
-  disk: Type.Integer(),
-  ports: Type.Array(Type.String()),
-  env: Type.Record(Type.String(), Type.String()),
-  registry: NullableString,
-  mounts: Type.Object({
-    persistent: Type.Optional(Type.Object({ size: Type.Integer(), path: Type.String() })),
-    network: Type.Optional(Type.Array(Type.Object({ volumeId: Type.String(), path: Type.String() }))),
-  }),
-  gpu: Type.Optional(
-    Type.Object(
-      {
-        id: Type.Union([Type.String(), Type.Null()], {
-          description: 'null: any type (a pod made without one, not yet placed)',
-        }),
-        count: Type.Integer(),
-      },
-      { description: 'GPU pods only' },
-    ),
-  ),
-  cloud: Type.Literal('SECURE'),
-  dataCenterId: Type.Union([Type.String(), Type.Null()], {
-    description: "the data center of the pod's host while it has one",
-  }),
-  cudaVersion: Type.Union([Type.String(), Type.Null()], {
-    description: "the CUDA version the pod's host reports, when known",
-  }),
-  ssh: Type.Object({
-    proxy: Type.Null({ description: 'no SSH proxy here' }),
-    direct: Type.Union([SshEndpointSchema, Type.Null()], {
-      description: 'the published `22/tcp` port while the pod runs (the image must run its own sshd)',
-    }),
-  }),
-  template: NullableString,
-  cost: Type.Number({
-    description: 'USD per hour while the pod should run (GPU price list); 0 when stopped and for CPU pods',
-  }),
-  locked: Type.Boolean({ description: 'always false' }),
-  globalNetworking: Type.Object({ enabled: Type.Boolean({ description: 'always false' }) }),
-  runtime: Type.Union([
-    Type.Object({
-      uptime: Type.Integer({ description: 'seconds since the container became ready' }),
-      gpus: Type.Array(Type.Object({ id: Type.String({ description: 'GPU UUID' }) })),
-      ports: Type.Array(
-        Type.Object({
-          private: Type.Integer(),
-          public: Type.Union([Type.Integer(), Type.Null()]),
-          type: Type.String(),
-          ip: NullableString,
-        }),
-      ),
-    }),
-    Type.Null(),
-  ]),
-  createdAt: Type.String({ format: 'date-time' }),
-  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
-    description: 'when the running container became ready',
-  }),
-  lastStatusChange: Type.String({ format: 'date-time' }),
-});
-export type PodView = Static<typeof PodViewSchema>;
-export type PodStatus = PodView['status'];
-export const PodListViewSchema = Type.Object({ pods: Type.Array(PodViewSchema) });
+export const PodStatusSchema = Type.Union(
+  [
+    Type.Literal('PROVISIONING'),
+    Type.Literal('STARTING'),
+    Type.Literal('RUNNING'),
+    Type.Literal('EXITED'),
+    Type.Literal('ERROR'),
+    Type.Literal('TERMINATED'),
+  ],
+  {
+    description:
+      'PROVISIONING (waiting for a host), STARTING (image pull, container start), RUNNING (container up), EXITED (stopped)',
+  },
+);
+export type PodStatus = Static<typeof PodStatusSchema>;

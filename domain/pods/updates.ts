@@ -4,7 +4,6 @@ import { drainWorker, workerWorkflowId } from '../../contracts/workflows.ts';
 import { type Principal, requireAccountWide, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, inFieldNames, validationFailed } from '../errors.ts';
-import { priceTable, type PriceTable } from '../billing/pricing.ts';
 import { registryBindingProblems } from '../registries/registries.ts';
 import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
@@ -19,94 +18,17 @@ import {
   terminatePod,
 } from './pods.ts';
 import { liveWorker } from '../workers/status.ts';
-import { findPod, podRecord, withWorkers, type PodRecord, type PodRow } from './records.ts';
-import {
-  CreatePodBodySchema,
-  PodActionBodySchema,
-  UpdatePodBodySchema,
-  podPorts,
-  type PodActionName,
-  type PodDeployInput,
-  type PodStatus,
-  type PodView,
-} from './schemas.ts';
+import { findPod, loadPod, type PodModel } from './model.ts';
+import { CreatePodBodySchema, PodActionBodySchema, UpdatePodBodySchema, type PodDeployInput } from './schemas.ts';
 
 /*
- * The REST skin over the same operations, in the hosted REST v2 shape (the container fields
- * `image`, `args`, `disk`, `ports` array, `env` object and `registry` that templates and endpoints
- * share, plus `gpu {id, count}`, `cpu`, `mounts`). Create translates the body into the GraphQL
- * input and calls `deployPod`, so both skins keep one set of rules; the answer and its errors are
- * given back in REST's field names. Update (the hosted GraphQL has no pod update) and the state
- * actions live here too, and call the same rules and operations.
+ * Pod changes in the container-field vocabulary templates and endpoints share (`image`, `args`,
+ * `disk`, `ports` array, `env` object, `registry`, plus `gpu {id, count}`, `cpu`, `mounts`), which
+ * REST v2 speaks: create translates the body into deployPod's input, so both vocabularies keep one
+ * set of rules, and its refusals name the body's fields. Update (the hosted GraphQL has no pod
+ * update) and the state actions call the same rules and operations. Each answers the domain's
+ * model of the pod (model.ts).
  */
-
-/** What each status allows (the pod's `actions`); anything else is 409. */
-const ACTIONS_BY_STATUS: Record<PodStatus, PodActionName[]> = {
-  PROVISIONING: ['stop', 'terminate'],
-  STARTING: ['stop', 'terminate'],
-  RUNNING: ['stop', 'restart', 'terminate'],
-  EXITED: ['start', 'terminate'],
-  ERROR: ['start', 'terminate'],
-  TERMINATED: [],
-};
-
-function podStatus(row: PodRow, record: PodRecord): PodStatus {
-  if (row.desiredStatus === 'TERMINATED') return 'TERMINATED';
-  if (row.desiredStatus === 'EXITED') return 'EXITED';
-  if (record.runtime) return 'RUNNING';
-  return row.workers.at(-1)?.hostId ? 'STARTING' : 'PROVISIONING';
-}
-
-/** The REST shape of a pod: the GraphQL record's facts under the REST names. */
-function podView(row: PodRow, prices: PriceTable, now = Date.now()): PodView {
-  const r = podRecord(row, prices, now);
-  const status = podStatus(row, r);
-  const worker = row.workers.at(-1);
-  const ports = r.runtime?.ports ?? [];
-  const ssh = ports.find((p) => p.privatePort === 22 && p.type === 'tcp');
-  const cudaVersion = (worker?.host?.probe as { cudaVersion?: unknown } | null | undefined)?.cudaVersion;
-  return {
-    id: r.id,
-    name: r.name,
-    status,
-    desiredStatus: r.desiredStatus,
-    actions: ACTIONS_BY_STATUS[status],
-    image: r.imageName,
-    args: r.dockerArgs,
-    disk: r.containerDiskInGb,
-    ports: podPorts(r.ports).map((p) => `${p.port}/${p.protocol}`),
-    env: row.env as Record<string, string>,
-    registry: r.containerRegistryAuthId,
-    mounts: {
-      ...(r.volumeInGb > 0 ? { persistent: { size: r.volumeInGb, path: r.volumeMountPath } } : {}),
-      ...(row.networkVolumeId ? { network: [{ volumeId: row.networkVolumeId, path: r.volumeMountPath }] } : {}),
-    },
-    ...(r.gpuCount > 0 ? { gpu: { id: r.gpuTypeId ?? worker?.gpuTypeId ?? null, count: r.gpuCount } } : {}),
-    cloud: 'SECURE',
-    dataCenterId: r.machine?.location ?? null,
-    cudaVersion: typeof cudaVersion === 'string' ? cudaVersion : null,
-    ssh: {
-      proxy: null,
-      direct: ssh
-        ? { host: ssh.ip, port: ssh.publicPort, username: 'root', command: `ssh root@${ssh.ip} -p ${ssh.publicPort}` }
-        : null,
-    },
-    template: r.templateId,
-    cost: row.desiredStatus === 'RUNNING' ? (r.costPerHr ?? 0) : 0,
-    locked: false,
-    globalNetworking: { enabled: false },
-    runtime: r.runtime
-      ? {
-          uptime: r.runtime.uptimeInSeconds,
-          gpus: r.runtime.gpus,
-          ports: ports.map((p) => ({ private: p.privatePort, public: p.publicPort, type: p.type, ip: p.ip })),
-        }
-      : null,
-    createdAt: row.createdAt.toISOString(),
-    startedAt: r.runtime ? r.lastStatusChange : null,
-    lastStatusChange: r.lastStatusChange,
-  };
-}
 
 /** The GraphQL input fields that deployPod's rules name, as REST names them. */
 function restFieldPaths(networkMount: boolean): Record<string, string> {
@@ -158,29 +80,8 @@ async function restartPodContainer(ctx: DomainContext, podId: string, reason: st
   }
 }
 
-/** REST `GET /v2/pods`: the account's pods, oldest first. */
-export async function listPodViews(ctx: DomainContext, principal: Principal): Promise<PodView[]> {
-  requireScope(principal, 'READ');
-  requireAccountWide(principal);
-  const rows = await ctx.db.pod.findMany({
-    where: { accountId: principal.accountId, desiredStatus: { not: 'TERMINATED' } },
-    include: withWorkers,
-    orderBy: { createdAt: 'asc' },
-  });
-  const now = Date.now();
-  const prices = priceTable(ctx.settings.pricesFile);
-  return rows.map((r) => podView(r, prices, now));
-}
-
-/** REST `GET /v2/pods/{id}`. */
-export async function getPodView(ctx: DomainContext, principal: Principal, podId: string): Promise<PodView> {
-  requireScope(principal, 'READ');
-  requireAccountWide(principal);
-  return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
-}
-
 /** REST `POST /v2/pods`: the body as `podFindAndDeployOnDemand`'s input, through `deployPod`. */
-export async function createPod(ctx: DomainContext, principal: Principal, body: unknown): Promise<PodView> {
+export async function createPod(ctx: DomainContext, principal: Principal, body: unknown): Promise<PodModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const b = validate(CreatePodBodySchema, body);
@@ -211,8 +112,7 @@ export async function createPod(ctx: DomainContext, principal: Principal, body: 
     startSsh: b.startSsh,
     startJupyter: b.startJupyter,
   });
-  const created = await inFieldNames(restFieldPaths(network !== undefined), () => deployPod(ctx, principal, input));
-  return podView(await findPod(ctx, principal, created.id), priceTable(ctx.settings.pricesFile));
+  return inFieldNames(restFieldPaths(network !== undefined), () => deployPod(ctx, principal, input));
 }
 
 /**
@@ -226,7 +126,7 @@ export async function updatePod(
   principal: Principal,
   podId: string,
   body: unknown,
-): Promise<PodView> {
+): Promise<PodModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const b = validate(UpdatePodBodySchema, body);
@@ -300,7 +200,7 @@ export async function updatePod(
   }
   if (containerChanged && pod.desiredStatus === 'RUNNING')
     await restartPodContainer(ctx, podId, 'the pod was updated; its container restarts with the new settings');
-  return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
+  return loadPod(ctx, principal, podId);
 }
 
 /**
@@ -312,15 +212,13 @@ export async function podAction(
   principal: Principal,
   podId: string,
   body: unknown,
-): Promise<PodView | null> {
+): Promise<PodModel | null> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const { action } = validate(PodActionBodySchema, body);
-  const row = await findPod(ctx, principal, podId);
-  const status = podStatus(row, podRecord(row, priceTable(ctx.settings.pricesFile)));
-  const allowed = ACTIONS_BY_STATUS[status];
-  if (!allowed.includes(action))
-    throw new DomainError('conflict', `the pod is ${status}: it allows ${allowed.join(', ')}, not ${action}`);
+  const { status, actions } = await loadPod(ctx, principal, podId);
+  if (!actions.includes(action))
+    throw new DomainError('conflict', `the pod is ${status}: it allows ${actions.join(', ')}, not ${action}`);
   if (action === 'terminate') {
     await terminatePod(ctx, principal, { podId });
     return null;
@@ -328,5 +226,5 @@ export async function podAction(
   if (action === 'stop') await stopPod(ctx, principal, { podId });
   else if (action === 'start') await resumePod(ctx, principal, { podId });
   else await restartPodContainer(ctx, podId, 'restarted by its owner');
-  return podView(await findPod(ctx, principal, podId), priceTable(ctx.settings.pricesFile));
+  return loadPod(ctx, principal, podId);
 }
