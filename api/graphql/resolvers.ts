@@ -2,8 +2,8 @@ import { gpuStockStatus, gpuTypes } from '../../domain/catalog/index.ts';
 import {
   deleteEndpointScaledToZero,
   endpointActiveBuild,
-  findEndpointRecord,
-  listEndpointRecords,
+  findEndpoint,
+  listEndpoints,
   publicWorkerStatus,
   saveEndpoint,
   updateEndpointTemplate,
@@ -35,6 +35,7 @@ import {
 } from '../../domain/public-models/index.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 import type { Resolvers } from './generated-types.ts';
+import { endpointNode } from './shapes/endpoint.ts';
 import { networkVolumeNode } from './shapes/network-volume.ts';
 import { podNode } from './shapes/pod.ts';
 import { podTemplateNode } from './shapes/template.ts';
@@ -108,14 +109,17 @@ export const resolvers: Resolvers = {
     },
   },
   User: {
-    endpoints: (_, __, { ctx, principal }) => listEndpointRecords(ctx, principal),
+    endpoints: async (_, __, { ctx, principal }) => (await listEndpoints(ctx, principal)).map(endpointNode),
     podTemplates: async (_, __, { ctx, principal }) => {
       requireScope(principal, 'READ');
       return (await listTemplates(ctx, principal)).map(podTemplateNode);
     },
     containerRegistryCreds: (_, __, { ctx, principal }) => listRegistries(ctx, principal),
     pods: async (_, __, { ctx, principal }) => (await listPods(ctx, principal)).map(podNode),
-    endpoint: (_, args, { ctx, principal }) => findEndpointRecord(ctx, principal, args.id),
+    endpoint: async (_, args, { ctx, principal }) => {
+      const e = await findEndpoint(ctx, principal, args.id);
+      return e ? endpointNode(e) : null;
+    },
     networkVolumes: async (_, __, { ctx, principal }) =>
       (await listNetworkVolumes(ctx, principal)).map(networkVolumeNode),
   },
@@ -140,7 +144,7 @@ export const resolvers: Resolvers = {
       );
       return volumes.flatMap((v) => (v ? [{ networkVolumeId: v.id, dataCenterId: v.dataCenterId }] : []));
     },
-    activeBuildid: (endpoint, _, { ctx }) => endpointActiveBuild(ctx, endpoint),
+    activeBuildid: (endpoint, _, { ctx }) => endpointActiveBuild(ctx, endpoint.flashEnvironmentId),
     workerProblem: (endpoint, _, { ctx }) => workerProblemOfEndpoint(ctx, endpoint.id),
     networkVolume: async (endpoint, _, { ctx, principal }) => {
       const v = endpoint.networkVolumeId ? await endpointNetworkVolume(ctx, principal, endpoint.networkVolumeId) : null;
@@ -178,15 +182,18 @@ export const resolvers: Resolvers = {
       await unpublishPublicModel(ctx, principal, args.id);
       return true;
     },
-    saveEndpoint: (_, args, { ctx, principal }) => {
+    saveEndpoint: async (_, args, { ctx, principal }) => {
       const input = stripNulls(args.input) as Record<string, unknown> | undefined;
-      return saveEndpoint(
-        ctx,
-        principal,
-        input?.template ? { ...input, template: stripAllNulls(input.template) } : input,
+      return endpointNode(
+        await saveEndpoint(
+          ctx,
+          principal,
+          input?.template ? { ...input, template: stripAllNulls(input.template) } : input,
+        ),
       );
     },
-    updateEndpointTemplate: (_, args, { ctx, principal }) => updateEndpointTemplate(ctx, principal, args.input),
+    updateEndpointTemplate: async (_, args, { ctx, principal }) =>
+      endpointNode(await updateEndpointTemplate(ctx, principal, args.input)),
     updateUserSettings: (_, args, { ctx, principal }) => updateUserSettings(ctx, principal, args.input),
     deleteEndpoint: async (_, args, { ctx, principal }) => {
       await deleteEndpointScaledToZero(ctx, principal, args.id);

@@ -4,8 +4,6 @@ import type { DomainContext } from '../../domain/context.ts';
 import {
   CreateEndpointSchema,
   EndpointIdParamsSchema,
-  EndpointListSchema,
-  EndpointSchema,
   ListEndpointReleasesResponseSchema,
   ListEndpointWorkersResponseSchema,
   ReleaseViewSchema,
@@ -22,6 +20,7 @@ import {
   updateEndpoint,
 } from '../../domain/endpoints/index.ts';
 import { principalOf } from '../auth.ts';
+import { EndpointListSchema, EndpointSchema, endpointView } from './shapes/endpoint.ts';
 
 const tags = ['Serverless'];
 
@@ -47,7 +46,8 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         response: { 201: EndpointSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createEndpoint(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(endpointView(await createEndpoint(ctx, principalOf(request), request.body), ctx)),
   );
 
   app.get(
@@ -62,7 +62,9 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         response: { 200: EndpointListSchema },
       },
     },
-    async (request) => ({ endpoints: await listEndpoints(ctx, principalOf(request)) }),
+    async (request) => ({
+      endpoints: (await listEndpoints(ctx, principalOf(request))).map((e) => endpointView(e, ctx)),
+    }),
   );
 
   app.get(
@@ -78,7 +80,7 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         response: { 200: EndpointSchema },
       },
     },
-    async (request) => getEndpoint(ctx, principalOf(request), request.params.id),
+    async (request) => endpointView(await getEndpoint(ctx, principalOf(request), request.params.id), ctx),
   );
 
   app.patch(
@@ -103,7 +105,8 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         response: { 200: EndpointSchema },
       },
     },
-    async (request) => updateEndpoint(ctx, principalOf(request), request.params.id, request.body),
+    async (request) =>
+      endpointView(await updateEndpoint(ctx, principalOf(request), request.params.id, request.body), ctx),
   );
 
   app.delete(

@@ -4,7 +4,7 @@ import { specProblems } from '../../contracts/workflows.ts';
 import { type Principal, requireAccountWide, requireEndpointAccess, requireScope } from '../accounts/auth.ts';
 import { registryBindingProblems } from '../registries/registries.ts';
 import type { DomainContext } from '../context.ts';
-import { CreateEndpointSchema, UpdateEndpointSchema, type EndpointView, type ReleaseDiffEntry } from './schemas.ts';
+import { CreateEndpointSchema, UpdateEndpointSchema, type ReleaseDiffEntry } from './schemas.ts';
 import { signalDeletion, tellEndpointWorkflow, WORKFLOW_CALL_BUDGET_MS } from './workflow-signals.ts';
 import { startImagePrepull } from './image-prepull.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
@@ -26,34 +26,6 @@ export function loadBalancerBaseUrl(endpointId: string, publicUrl: string, lbDom
   const pub = URL.canParse(publicUrl) ? new URL(publicUrl) : undefined;
   const port = pub?.protocol === 'https:' && pub.port ? `:${pub.port}` : '';
   return `https://${endpointId}.${domain}${port}`;
-}
-
-export function endpointView(e: Endpoint, ctx: Pick<DomainContext, 'publicUrl' | 'settings'>): EndpointView {
-  const { publicUrl } = ctx;
-  return {
-    id: e.id,
-    name: e.name,
-    type: e.type,
-    requestUrls:
-      e.type === 'QUEUE_BASED'
-        ? { run: `${publicUrl}/v2/${e.id}/run`, runSync: `${publicUrl}/v2/${e.id}/runsync` }
-        : { base: loadBalancerBaseUrl(e.id, publicUrl, ctx.settings.lbDomain) },
-    image: e.image,
-    args: e.args,
-    disk: e.disk,
-    ports: e.ports,
-    env: e.env as Record<string, string>,
-    registry: e.registryId,
-    gpu: e.gpuPools.length > 0 ? { pools: e.gpuPools, count: e.gpuCount ?? 1 } : null,
-    cpu: e.cpuFlavorId ? { id: e.cpuFlavorId, vcpuCount: e.cpuVcpuCount ?? 2, memory: e.cpuMemoryGb ?? 1 } : null,
-    workers: { min: e.workersMin, max: e.workersMax },
-    scaling: { type: e.scalerType, value: e.scalerValue, idleTimeout: e.idleTimeout },
-    dataCenterIds: e.dataCenterIds,
-    networkVolumes: e.networkVolumeIds,
-    timeout: e.timeoutMs,
-    flashboot: e.flashboot,
-    createdAt: e.createdAt.toISOString(),
-  };
 }
 
 const unavailable = (detail: string): DomainError => new DomainError('unavailable', detail);
@@ -93,7 +65,7 @@ export async function createEndpoint(
   principal: Principal,
   body: unknown,
   options: EndpointComputeOptions = {},
-): Promise<EndpointView> {
+): Promise<Endpoint> {
   requireScope(principal, 'WRITE');
   // A new endpoint uses the account's registry credentials and templates: not for a key limited to some endpoints.
   requireAccountWide(principal);
@@ -184,7 +156,7 @@ export async function createEndpoint(
       'the endpoint is saved but its workflow has not started yet (Temporal did not answer in time); it starts with the next change of the endpoint or the next API start',
     );
   }
-  return endpointView(endpoint, ctx);
+  return endpoint;
 }
 
 /**
@@ -226,12 +198,13 @@ export function forgetEndpoint(ctx: DomainContext, id: string): void {
   ctx.records?.endpointRows.delete(id);
 }
 
-export async function getEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<EndpointView> {
+export async function getEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint> {
   requireScope(principal, 'READ');
-  return endpointView(await findOwnedForRead(ctx, principal, id), ctx);
+  return findOwnedForRead(ctx, principal, id);
 }
 
-export async function listEndpoints(ctx: DomainContext, principal: Principal): Promise<EndpointView[]> {
+/** The caller's endpoints (those its key may reach), oldest first. */
+export async function listEndpoints(ctx: DomainContext, principal: Principal): Promise<Endpoint[]> {
   requireScope(principal, 'READ');
   const rows = await ctx.db.endpoint.findMany({
     where: {
@@ -241,7 +214,7 @@ export async function listEndpoints(ctx: DomainContext, principal: Principal): P
     },
     orderBy: { createdAt: 'asc' },
   });
-  return rows.map((e) => endpointView(e, ctx));
+  return rows;
 }
 
 /** Ids the body names that must exist in the caller's account (or in the pool list). */
@@ -390,7 +363,7 @@ export async function updateEndpoint(
   id: string,
   body: unknown,
   options: EndpointComputeOptions = {},
-): Promise<EndpointView> {
+): Promise<Endpoint> {
   requireScope(principal, 'WRITE');
   const current = await findOwned(ctx, principal, id);
   const input = validate(UpdateEndpointSchema, body);
@@ -501,7 +474,7 @@ export async function updateEndpoint(
     }
   }
   await prepull;
-  return endpointView(after, ctx);
+  return after;
 }
 
 /**

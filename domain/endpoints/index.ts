@@ -1,13 +1,13 @@
 /**
- * Serverless endpoints: their rows (REST and GraphQL shapes), their entity workflows
+ * Serverless endpoints: their rows (changed in REST's and the hosted GraphQL's vocabulary), their entity workflows
  * (`endpoint:<id>`), the autoscaling math and the wake-up of the autoscaler. Owns the Endpoint and
  * Release rows.
  */
 export * from './autoscaler-wakeup.ts';
 export * from './endpoints.ts';
 export * from './image-prepull.ts';
-export * from './records.ts';
 export * from './rollback.ts';
+export * from './save-endpoint.ts';
 export * from './scaling.ts';
 export * from './schemas.ts';
 export * from './worker-problem.ts';

@@ -90,37 +90,6 @@ export const CreateEndpointSchema = Type.Object(
 );
 export type CreateEndpointInput = Static<typeof CreateEndpointSchema>;
 
-const QueueBasedUrls = Type.Object(
-  { run: Type.String({ format: 'uri' }), runSync: Type.String({ format: 'uri' }) },
-  { additionalProperties: false },
-);
-const LoadBalancingUrls = Type.Object({ base: Type.String({ format: 'uri' }) }, { additionalProperties: false });
-
-export const EndpointSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  type: EndpointTypeSchema,
-  requestUrls: Type.Union([QueueBasedUrls, LoadBalancingUrls]),
-  image: Type.String(),
-  args: Type.String(),
-  disk: Type.Integer(),
-  ports: Type.Array(Type.String()),
-  env: Type.Record(Type.String(), Type.String()),
-  registry: Type.Union([Type.String(), Type.Null()]),
-  gpu: Type.Union([Type.Object({ pools: Type.Array(Type.String()), count: Type.Integer() }), Type.Null()]),
-  cpu: Type.Union([Type.Object({ id: Type.String(), vcpuCount: Type.Integer(), memory: Type.Integer() }), Type.Null()]),
-  workers: WorkersSchema,
-  scaling: ScalingSchema,
-  dataCenterIds: Type.Array(Type.String()),
-  networkVolumes: Type.Array(Type.String()),
-  timeout: Type.Integer(),
-  flashboot: FlashBootSchema,
-  createdAt: Type.String({ format: 'date-time' }),
-});
-export type EndpointView = Static<typeof EndpointSchema>;
-
-export const EndpointListSchema = Type.Object({ endpoints: Type.Array(EndpointSchema) });
-
 /**
  * PATCH /v2/serverless/{id} body: every property optional, unknown ones rejected.
  * `workers` and `scaling` may carry only the members that change; no defaults are filled in, so

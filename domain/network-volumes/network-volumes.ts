@@ -88,11 +88,7 @@ async function findOwned(ctx: DomainContext, principal: Principal, id: string): 
   return row;
 }
 
-export async function getNetworkVolume(
-  ctx: DomainContext,
-  principal: Principal,
-  id: string,
-): Promise<NetworkVolume> {
+export async function getNetworkVolume(ctx: DomainContext, principal: Principal, id: string): Promise<NetworkVolume> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   return findOwned(ctx, principal, id);

@@ -103,4 +103,3 @@ export const SaveTemplateInputSchema = Type.Object(
   { additionalProperties: false },
 );
 export type SaveTemplateInput = Static<typeof SaveTemplateInputSchema>;
-

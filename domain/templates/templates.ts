@@ -7,11 +7,7 @@ import { newId } from '../shared/ids.ts';
 import { registryBindingProblems } from '../registries/registries.ts';
 import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
-import {
-  CreateTemplateSchema,
-  SaveTemplateInputSchema,
-  UpdateTemplateSchema,
-} from './schemas.ts';
+import { CreateTemplateSchema, SaveTemplateInputSchema, UpdateTemplateSchema } from './schemas.ts';
 
 /**
  * Templates: named container configurations (image, args, disk, ports, env, registry, volume) that

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issueApiKey } from '../../domain/accounts/index.ts';
-import { endpointView } from '../../domain/endpoints/index.ts';
+import { endpointView } from '../../api/routes/shapes/endpoint.ts';
 import { newId, randomString } from '../../domain/shared/index.ts';
 import { startTestApp, type TestApp } from '../support/app.ts';
 

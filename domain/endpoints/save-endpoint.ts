@@ -3,7 +3,7 @@ import type { Endpoint } from '../../generated/prisma/client.ts';
 import { type Principal, requireAccountWide, requireEndpointAccess, requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { createEndpoint, deleteEndpoint, forgetEndpoint, updateEndpoint } from './endpoints.ts';
-import { cpuInstanceId, requireCpuInstanceId, smallestForOneVcpu, type CpuInstance } from '../catalog/cpu-instances.ts';
+import { requireCpuInstanceId, smallestForOneVcpu, type CpuInstance } from '../catalog/cpu-instances.ts';
 import { DomainError, notFound, validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
 import { InlineTemplateSchema, saveInlineTemplate } from './inline-template.ts';
@@ -11,48 +11,11 @@ import { checkFlashEndpointImage } from '../apps/runtime-check.ts';
 import { isAssignedCountry } from './countries.ts';
 
 /**
- * The endpoint as the GraphQL API shows and saves it (`myself { endpoints }`, `saveEndpoint`: docs/graphql.md):
- * the same endpoints as REST, in the hosted service's GraphQL vocabulary. Every change goes through
+ * Endpoints saved in the hosted service's GraphQL vocabulary (`saveEndpoint`, `updateEndpointTemplate`,
+ * `deleteEndpoint`: docs/graphql.md): the same endpoints as REST. Every change goes through
  * createEndpoint / updateEndpoint / deleteEndpoint, so the rules and the workflow updates are REST's.
+ * Each answers the endpoint's row; api/graphql/shapes/endpoint.ts shows it.
  */
-export interface EndpointRecord {
-  id: string;
-  name: string;
-  gpuIds: string;
-  idleTimeout: number;
-  locations: string;
-  networkVolumeId: string | null;
-  flashBootType: 'OFF' | 'FLASHBOOT' | 'PRIORITY_FLASHBOOT';
-  scalerType: 'QUEUE_DELAY' | 'REQUEST_COUNT';
-  scalerValue: number;
-  templateId: string | null;
-  workersMax: number;
-  workersMin: number;
-  type: 'QB' | 'LB';
-  gpuCount: number;
-  /** A CPU endpoint's instance (`cpu3c-2-4`); empty for a GPU endpoint. */
-  instanceIds: string[];
-  executionTimeoutMs: number;
-  /** Comma-separated, as the hosted service's clients send it; empty: any. */
-  allowedCudaVersions: string;
-  /** The owning account. */
-  userId: string;
-  /** The release the endpoint's new workers run. */
-  version: number;
-  env: Array<{ key: string; value: string }>;
-  createdAt: string;
-  /** Gantry has no per-endpoint AI key and no standby pool: always null. */
-  aiKey: null;
-  workersStandby: null;
-  /** The volumes it mounts, each with its data center (the hosted service's multi-volume form). */
-  networkVolumeIds: string[];
-  /** The app environment (flash's or gantry deploy's) the endpoint belongs to. */
-  flashEnvironmentId: string | null;
-  minCudaVersion: string | null;
-  /** No pre-warmed FlashBoot pool and no IDE pods here: null. */
-  workersPFBTarget: null;
-  idePodId: null;
-}
 
 /** `12.4`: a CUDA major.minor version, as the hosted service's clients name them. */
 const CUDA_VERSION = /^[0-9]{1,3}\.[0-9]{1,3}$/;
@@ -114,41 +77,6 @@ export const SaveEndpointInputSchema = Type.Object(
 );
 export type SaveEndpointInput = Static<typeof SaveEndpointInputSchema>;
 
-export function endpointRecord(e: Endpoint): EndpointRecord {
-  return {
-    id: e.id,
-    name: e.name,
-    gpuIds: e.gpuPools.join(','),
-    idleTimeout: e.idleTimeout,
-    locations: e.locations,
-    networkVolumeId: e.networkVolumeIds[0] ?? null,
-    flashBootType: e.flashboot,
-    scalerType: e.scalerType,
-    scalerValue: e.scalerValue,
-    templateId: e.templateId,
-    workersMax: e.workersMax,
-    workersMin: e.workersMin,
-    type: e.type === 'LOAD_BALANCING' ? 'LB' : 'QB',
-    gpuCount: e.gpuCount ?? (e.cpuFlavorId ? 0 : 1),
-    instanceIds: e.cpuFlavorId
-      ? [cpuInstanceId({ flavorId: e.cpuFlavorId, vcpus: e.cpuVcpuCount ?? 2, memoryGb: e.cpuMemoryGb ?? 4 })]
-      : [],
-    executionTimeoutMs: e.timeoutMs,
-    allowedCudaVersions: e.allowedCudaVersions.join(','),
-    userId: e.accountId,
-    version: e.currentReleaseVersion,
-    env: Object.entries(e.env as Record<string, string>).map(([key, value]) => ({ key, value })),
-    createdAt: e.createdAt.toISOString(),
-    aiKey: null,
-    workersStandby: null,
-    networkVolumeIds: e.networkVolumeIds,
-    flashEnvironmentId: e.appEnvironmentId,
-    minCudaVersion: e.minCudaVersion,
-    workersPFBTarget: null,
-    idePodId: null,
-  };
-}
-
 /** `12.4, 12.6` as a list; a version that is not one is refused. */
 function parseCudaVersions(text: string | null | undefined): string[] | undefined {
   if (text === undefined) return undefined;
@@ -160,19 +88,6 @@ function parseCudaVersions(text: string | null | undefined): string[] | undefine
   if (bad.length > 0)
     throw validationFailed([`$.allowedCudaVersions: ${bad.join(', ')}: not a CUDA version such as 12.4`]);
   return [...new Set(list)];
-}
-
-export async function listEndpointRecords(ctx: DomainContext, principal: Principal): Promise<EndpointRecord[]> {
-  requireScope(principal, 'READ');
-  const rows = await ctx.db.endpoint.findMany({
-    where: {
-      accountId: principal.accountId,
-      deletingAt: null,
-      ...(principal.endpointIds.length > 0 ? { id: { in: [...principal.endpointIds] } } : {}),
-    },
-    orderBy: { createdAt: 'asc' },
-  });
-  return rows.map(endpointRecord);
 }
 
 /** The most entries a `locations` list may have (the hosted service has a few dozen data centers). */
@@ -227,7 +142,7 @@ async function resolveLocations(ctx: DomainContext, locations: string | null | u
 }
 
 /** `saveEndpoint`: creates without `id`; with `id` changes the given fields (the template's container config on a template change). */
-export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw: unknown): Promise<EndpointRecord> {
+export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw: unknown): Promise<Endpoint> {
   requireScope(principal, 'WRITE');
   const input = validate(SaveEndpointInputSchema, raw);
   if (input.id) requireEndpointAccess(principal, input.id);
@@ -260,7 +175,7 @@ export async function saveEndpoint(ctx: DomainContext, principal: Principal, raw
     },
   });
   forgetEndpoint(ctx, id);
-  return endpointRecord(row);
+  return row;
 }
 
 /** What `saveEndpoint` creates or changes an endpoint with. */
@@ -465,22 +380,18 @@ async function appEnvironmentFor(ctx: DomainContext, principal: Principal, envir
 }
 
 /** `myself { endpoint(id) }`: the caller's endpoint, or null when it has none of that id. */
-export async function findEndpointRecord(
-  ctx: DomainContext,
-  principal: Principal,
-  id: string,
-): Promise<EndpointRecord | null> {
+export async function findEndpoint(ctx: DomainContext, principal: Principal, id: string): Promise<Endpoint | null> {
   requireScope(principal, 'READ');
   if (principal.endpointIds.length > 0 && !principal.endpointIds.includes(id)) return null;
   const row = await ctx.db.endpoint.findFirst({ where: { id, accountId: principal.accountId, deletingAt: null } });
-  return row ? endpointRecord(row) : null;
+  return row;
 }
 
 /** The build an app endpoint's environment runs (GraphQL `Endpoint.activeBuildid`); null for other endpoints. */
-export async function endpointActiveBuild(ctx: DomainContext, e: Pick<EndpointRecord, 'flashEnvironmentId'>) {
-  if (!e.flashEnvironmentId) return null;
+export async function endpointActiveBuild(ctx: DomainContext, appEnvironmentId: string | null) {
+  if (!appEnvironmentId) return null;
   const env = await ctx.db.appEnvironment.findUnique({
-    where: { id: e.flashEnvironmentId },
+    where: { id: appEnvironmentId },
     select: { currentBuildId: true },
   });
   return env?.currentBuildId ?? null;
@@ -499,7 +410,7 @@ export async function updateEndpointTemplate(
   ctx: DomainContext,
   principal: Principal,
   raw: unknown,
-): Promise<EndpointRecord> {
+): Promise<Endpoint> {
   requireScope(principal, 'WRITE');
   const input = validate(UpdateEndpointTemplateInputSchema, raw);
   requireEndpointAccess(principal, input.endpointId);
@@ -507,7 +418,7 @@ export async function updateEndpointTemplate(
     where: { id: input.endpointId, accountId: principal.accountId, deletingAt: null },
   });
   if (!current) throw notFound('endpoint');
-  const { gpuIds } = endpointRecord(current);
+  const gpuIds = current.gpuPools.join(',');
   return saveEndpoint(ctx, principal, {
     id: current.id,
     name: current.name,
