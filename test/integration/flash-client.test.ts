@@ -441,7 +441,7 @@ describe('the flash client against Gantry', () => {
     expect((await flash('save_endpoint', [scripted])).message).toMatch(/startScript/);
     expect(await p.ctx.db.endpoint.count({ where: { appEnvironmentId: env.id } })).toBe(0);
     expect(await ok('delete_flash_app', [app.id])).toEqual({ success: true });
-  }, 300_000);
+  }, 600_000);
 
   it("keeps each environment to one tool's builds: a gantry deploy build is not put where flash deployed", async () => {
     const app = await ok('create_flash_app', [{ name: 'mixed' }]);
@@ -543,5 +543,5 @@ describe('the flash client against Gantry', () => {
     expect(await ok('rest.list_network_volumes', [], other.key)).toEqual([]);
     expect((await call(p.url, 'DELETE', `/v2/networkvolumes/${made.id}`, { key: other.key })).status).toBe(404);
     expect((await call(p.url, 'DELETE', `/v2/networkvolumes/${made.id}`, { key: p.adminKey })).status).toBe(204);
-  });
+  }, 180_000);
 });

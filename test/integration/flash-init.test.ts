@@ -225,7 +225,9 @@ describe('a fresh `flash init` project on Gantry', () => {
     const started = Date.now();
     const deploy = await flashCli(['deploy'], twelve);
     expect(deploy.code, deploy.output).not.toBe(0);
-    expect(Date.now() - started).toBeLessThan(300_000);
+    // It stops instead of waiting on workers that cannot start. Most of the time is the build and its
+    // upload: 163-282 s in full runs on 2 shared cores, 407 s once under a heavier load.
+    expect(Date.now() - started).toBeLessThan(540_000);
     // flash saves its resources at once: whichever is refused first names its own runtime's base and
     // setting, the GPU runtime's (this suite's flash base, per version) or the CPU flash runtime's.
     const gpuBase = process.env.GANTRY_RUNTIME_GPU_BASE_IMAGE!.replace('{python}', '3.12');
