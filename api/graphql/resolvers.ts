@@ -4,7 +4,6 @@ import {
   endpointActiveBuild,
   findEndpoint,
   listEndpoints,
-  publicWorkerStatus,
   saveEndpoint,
   updateEndpointTemplate,
   workerImagesOnHosts,
@@ -37,7 +36,7 @@ import { liveWorker } from '../../domain/workers/index.ts';
 import type { Resolvers } from './generated-types.ts';
 import { endpointNode } from './shapes/endpoint.ts';
 import { networkVolumeNode } from './shapes/network-volume.ts';
-import { podNode } from './shapes/pod.ts';
+import { endpointWorkerNode, podNode } from './shapes/pod.ts';
 import { podTemplateNode } from './shapes/template.ts';
 
 /**
@@ -159,18 +158,7 @@ export const resolvers: Resolvers = {
         }),
       ]);
       const onHost = row ? await workerImagesOnHosts(ctx, row, workers) : new Map<string, WorkerImageOnHost>();
-      return workers.map((w) => ({
-        id: w.id,
-        desiredStatus: w.desiredStatus,
-        workerStatus: publicWorkerStatus(w.status),
-        lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(),
-        imageName: null,
-        podType: 'RESERVED',
-        machineId: w.hostId,
-        statusReason: w.statusReason,
-        imageOnHostSince: onHost.get(w.id)?.imageOnHostSince ?? null,
-        imagePulledAhead: onHost.get(w.id)?.imagePulledAhead ?? false,
-      }));
+      return workers.map((w) => endpointWorkerNode(w, onHost.get(w.id)));
     },
   },
   Mutation: {

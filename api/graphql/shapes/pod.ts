@@ -1,3 +1,5 @@
+import type { Worker } from '../../../generated/prisma/client.ts';
+import { publicWorkerStatus, type WorkerImageOnHost } from '../../../domain/endpoints/index.ts';
 import type { PodModel } from '../../../domain/pods/index.ts';
 import type { Pod } from '../generated-types.ts';
 
@@ -50,5 +52,21 @@ export function podNode(m: PodModel): Pod {
           gpus: (worker?.gpuUuids ?? []).map((id) => ({ id })),
         }
       : null,
+  };
+}
+
+/** GraphQL's `Pod` for an endpoint's worker (`Endpoint.pods`): its state, why it waits, and its image on the host. */
+export function endpointWorkerNode(w: Worker, onHost: WorkerImageOnHost | undefined): Pod {
+  return {
+    id: w.id,
+    desiredStatus: w.desiredStatus,
+    workerStatus: publicWorkerStatus(w.status),
+    lastStatusChange: (w.readyAt ?? w.startedAt ?? w.createdAt).toISOString(),
+    imageName: null,
+    podType: 'RESERVED',
+    machineId: w.hostId,
+    statusReason: w.statusReason,
+    imageOnHostSince: onHost?.imageOnHostSince ?? null,
+    imagePulledAhead: onHost?.imagePulledAhead ?? false,
   };
 }
