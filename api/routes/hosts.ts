@@ -8,8 +8,6 @@ import {
   CreateHostSchema,
   deleteHost,
   getHost,
-  HostListSchema,
-  HostSchema,
   listHosts,
   probeHostOnDemand,
   updateHost,
@@ -24,6 +22,7 @@ import {
   putDataCenterSettings,
 } from '../../domain/catalog/index.ts';
 import { principalOf } from '../auth.ts';
+import { HostListSchema, HostSchema, hostView } from './shapes/host.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'host id' }) });
 const tags = ['Hosts'];
@@ -44,7 +43,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
         response: { 201: HostSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createHost(ctx, principalOf(request), request.body)),
+    async (request, reply) => reply.code(201).send(hostView(await createHost(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -59,7 +58,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
         response: { 200: HostListSchema },
       },
     },
-    async (request) => ({ hosts: await listHosts(ctx, principalOf(request)) }),
+    async (request) => ({ hosts: (await listHosts(ctx, principalOf(request))).map(hostView) }),
   );
 
   app.get(
@@ -75,7 +74,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
         response: { 200: HostSchema },
       },
     },
-    async (request) => getHost(ctx, principalOf(request), request.params.id),
+    async (request) => hostView(await getHost(ctx, principalOf(request), request.params.id)),
   );
 
   app.patch(
@@ -92,7 +91,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
         response: { 200: HostSchema },
       },
     },
-    async (request) => updateHost(ctx, principalOf(request), request.params.id, request.body),
+    async (request) => hostView(await updateHost(ctx, principalOf(request), request.params.id, request.body)),
   );
 
   app.post(
@@ -109,7 +108,8 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
         response: { 200: HostSchema },
       },
     },
-    async (request) => probeHostOnDemand(ctx, principalOf(request), request.params.id, request.body ?? {}),
+    async (request) =>
+      hostView(await probeHostOnDemand(ctx, principalOf(request), request.params.id, request.body ?? {})),
   );
 
   app.delete(
@@ -127,7 +127,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asy
     },
     async (request, reply) => {
       const { removed, host } = await deleteHost(ctx, principalOf(request), request.params.id);
-      return removed || !host ? reply.code(204).send(null) : reply.code(202).send(host);
+      return removed || !host ? reply.code(204).send(null) : reply.code(202).send(hostView(host));
     },
   );
 

@@ -86,80 +86,6 @@ export const ProbeHostSchema = Type.Object(
   },
 );
 
-const HostGpuSchema = Type.Object({
-  uuid: Type.String(),
-  name: Type.String(),
-  memoryMb: Type.Integer(),
-  driverVersion: Type.String(),
-  pool: Type.Union([Type.String(), Type.Null()]),
-});
-
-export const HostSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  address: Type.String(),
-  port: Type.Integer(),
-  user: Type.String(),
-  dataCenterId: Type.String(),
-  labels: Labels,
-  maxWorkers: Type.Union([Type.Integer(), Type.Null()]),
-  source: Type.String({ description: 'api, file (GANTRY_HOSTS_FILE) or local (GANTRY_LOCAL_HOST)' }),
-  status: Type.Union([
-    Type.Literal('PENDING'),
-    Type.Literal('READY'),
-    Type.Literal('UNREACHABLE'),
-    Type.Literal('HOST_KEY_MISMATCH'),
-    Type.Literal('DISABLED'),
-  ]),
-  statusReason: Type.Union([Type.String(), Type.Null()]),
-  hostKeySha256: Type.Union([Type.String(), Type.Null()]),
-  cpuCount: Type.Union([Type.Integer(), Type.Null()]),
-  memoryMb: Type.Union([Type.Integer(), Type.Null()]),
-  diskFreeGb: Type.Union([Type.Integer(), Type.Null()]),
-  containerRuntime: Type.Union([Type.String(), Type.Null()]),
-  gpuMethod: Type.Union([Type.String(), Type.Null()]),
-  gpus: Type.Array(HostGpuSchema),
-  probe: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]),
-  workers: Type.Integer({ description: 'live workers placed here' }),
-  gpusInUse: Type.Array(Type.String(), {
-    description: "UUIDs of the host's GPUs that live workers hold (FlashBoot standbys included); the others are free",
-  }),
-  lastProbeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  lastSeenAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  createdAt: Type.String({ format: 'date-time' }),
-});
-export type HostView = Static<typeof HostSchema>;
-export const HostListSchema = Type.Object({ hosts: Type.Array(HostSchema) });
-
-export function hostView(h: Host, live: LiveOnHost = { workers: 0, gpuUuids: [] }): HostView {
-  return {
-    id: h.id,
-    name: h.name,
-    address: h.address,
-    port: h.port,
-    user: h.user,
-    dataCenterId: h.dataCenterId,
-    labels: h.labels as Record<string, string>,
-    maxWorkers: h.maxWorkers,
-    source: h.source,
-    status: h.status,
-    statusReason: h.statusReason,
-    hostKeySha256: h.hostKeySha256,
-    cpuCount: h.cpuCount,
-    memoryMb: h.memoryMb,
-    diskFreeGb: h.diskFreeGb,
-    containerRuntime: h.containerRuntime,
-    gpuMethod: h.gpuMethod,
-    gpus: h.gpus as HostView['gpus'],
-    probe: (h.probe as Record<string, unknown> | null) ?? null,
-    workers: live.workers,
-    gpusInUse: live.gpuUuids,
-    lastProbeAt: h.lastProbeAt?.toISOString() ?? null,
-    lastSeenAt: h.lastSeenAt?.toISOString() ?? null,
-    createdAt: h.createdAt.toISOString(),
-  };
-}
-
 /** Hosts are the platform's, not an account's: only the admin account's ADMIN keys reach them. */
 function requireHostAdmin(principal: Principal): void {
   requireScope(principal, 'ADMIN');
@@ -205,10 +131,18 @@ async function liveOnHosts(ctx: DomainContext, hostIds: string[]): Promise<Map<s
   return out;
 }
 
-async function viewOf(ctx: DomainContext, id: string): Promise<HostView> {
-  const h = await ctx.db.host.findUnique({ where: { id } });
-  if (!h) throw notFound('host');
-  return hostView(h, (await liveOnHosts(ctx, [id])).get(id));
+/** A host as the domain knows it: its row and what live workers hold on it. */
+export interface HostModel {
+  row: Host;
+  live: LiveOnHost;
+}
+
+const NOTHING_LIVE: LiveOnHost = { workers: 0, gpuUuids: [] };
+
+async function loadHost(ctx: DomainContext, id: string): Promise<HostModel> {
+  const row = await ctx.db.host.findUnique({ where: { id } });
+  if (!row) throw notFound('host');
+  return { row, live: (await liveOnHosts(ctx, [id])).get(id) ?? NOTHING_LIVE };
 }
 
 /** Starts the host's workflow unless it runs. */
@@ -236,7 +170,7 @@ async function probeThroughWorkflow(
 }
 
 /** Registers a host and probes it; answers the host as the probe found it (READY, UNREACHABLE, ...). */
-export async function createHost(ctx: DomainContext, principal: Principal, body: unknown): Promise<HostView> {
+export async function createHost(ctx: DomainContext, principal: Principal, body: unknown): Promise<HostModel> {
   requireHostAdmin(principal);
   const input = validate(CreateHostSchema, body);
   checkCredentials(input, '$');
@@ -268,7 +202,7 @@ export async function createHost(ctx: DomainContext, principal: Principal, body:
     throw err;
   }
   await probeThroughWorkflow(ctx, id);
-  return viewOf(ctx, id);
+  return loadHost(ctx, id);
 }
 
 /**
@@ -281,7 +215,7 @@ export async function updateHost(
   principal: Principal,
   id: string,
   body: unknown,
-): Promise<HostView> {
+): Promise<HostModel> {
   requireHostAdmin(principal);
   const input = validate(UpdateHostSchema, body);
   const host = await ctx.db.host.findUnique({ where: { id }, select: { name: true, source: true } });
@@ -299,22 +233,22 @@ export async function updateHost(
       ...(input.maxWorkers !== undefined ? { maxWorkers: input.maxWorkers } : {}),
     },
   });
-  return viewOf(ctx, id);
+  return loadHost(ctx, id);
 }
 
-export async function listHosts(ctx: DomainContext, principal: Principal): Promise<HostView[]> {
+export async function listHosts(ctx: DomainContext, principal: Principal): Promise<HostModel[]> {
   requireHostAdmin(principal);
   const rows = await ctx.db.host.findMany({ orderBy: { createdAt: 'asc' } });
   const live = await liveOnHosts(
     ctx,
     rows.map((r) => r.id),
   );
-  return rows.map((h) => hostView(h, live.get(h.id)));
+  return rows.map((row) => ({ row, live: live.get(row.id) ?? NOTHING_LIVE }));
 }
 
-export async function getHost(ctx: DomainContext, principal: Principal, id: string): Promise<HostView> {
+export async function getHost(ctx: DomainContext, principal: Principal, id: string): Promise<HostModel> {
   requireHostAdmin(principal);
-  return viewOf(ctx, id);
+  return loadHost(ctx, id);
 }
 
 /** Probes now; `acceptHostKey` re-pins a host whose key changed. */
@@ -323,12 +257,12 @@ export async function probeHostOnDemand(
   principal: Principal,
   id: string,
   body: unknown,
-): Promise<HostView> {
+): Promise<HostModel> {
   requireHostAdmin(principal);
   const input = validate(ProbeHostSchema, body ?? {});
   if (!(await ctx.db.host.findUnique({ where: { id }, select: { id: true } }))) throw notFound('host');
   await probeThroughWorkflow(ctx, id, input.acceptHostKey);
-  return viewOf(ctx, id);
+  return loadHost(ctx, id);
 }
 
 /**
@@ -339,7 +273,7 @@ export async function deleteHost(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<{ removed: boolean; host?: HostView }> {
+): Promise<{ removed: boolean; host?: HostModel }> {
   requireHostAdmin(principal);
   const host = await ctx.db.host.findUnique({ where: { id } });
   if (!host) throw notFound('host');
@@ -360,5 +294,5 @@ export async function deleteHost(
   }
   await ensureHostWorkflow(ctx, id);
   await ctx.temporal.workflow.getHandle(hostWorkflowId(id)).signal(removeHost);
-  return { removed: false, host: await viewOf(ctx, id) };
+  return { removed: false, host: await loadHost(ctx, id) };
 }
