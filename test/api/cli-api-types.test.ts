@@ -6,7 +6,12 @@
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { OpenAPI3 } from 'openapi-typescript';
-import { buildOpenApiDocument, GENERATED_CLI_TYPES, generateCliApiTypes } from '../../infra/generate-cli-api-types.ts';
+import {
+  buildOpenApiDocument,
+  CLI_ROUTES,
+  GENERATED_CLI_TYPES,
+  generateCliApiTypes,
+} from '../../infra/generate-cli-api-types.ts';
 
 describe("the CLI's API types", () => {
   let document: OpenAPI3;
@@ -29,28 +34,12 @@ describe("the CLI's API types", () => {
 
   it('describe every route the CLI calls, with the answers it reads', () => {
     // PlatformClient's calls (cli/src/api.ts); a route renamed or dropped on the server fails here.
-    const calls: Array<[string, string]> = [
-      ['get', '/v2/apps'],
-      ['post', '/v2/apps'],
-      ['get', '/v2/apps/{app}'],
-      ['delete', '/v2/apps/{app}'],
-      ['get', '/v2/apps/{app}/environments'],
-      ['post', '/v2/apps/{app}/environments'],
-      ['get', '/v2/apps/{app}/environments/{env}'],
-      ['delete', '/v2/apps/{app}/environments/{env}'],
-      ['post', '/v2/apps/{app}/builds'],
-      ['post', '/v2/apps/{app}/builds/{build}/finalize'],
-      ['post', '/v2/apps/{app}/environments/{env}/deployments'],
-      ['get', '/v2/apps/{app}/deployments/{deployment}'],
-      ['put', '/v2/apps/{app}/environments/{env}/endpoints/{resource}'],
-      ['put', '/v2/apps/{app}/environments/{env}/source'],
-      ['delete', '/v2/serverless/{id}'],
-      ['get', '/v2/serverless/{id}/workers'],
-    ];
     const paths = document.paths ?? {};
-    const missing = calls.filter(([method, path]) => !(paths[path] as Record<string, unknown> | undefined)?.[method]);
+    const missing = CLI_ROUTES.filter(
+      ([method, path]) => !(paths[path] as Record<string, unknown> | undefined)?.[method],
+    );
     expect(missing, 'routes cli/src/api.ts calls that the OpenAPI document lacks').toEqual([]);
     const generated = readFileSync(GENERATED_CLI_TYPES, 'utf8');
-    for (const [, path] of calls) expect(generated).toContain(`'${path}': {`);
+    for (const [, path] of CLI_ROUTES) expect(generated).toContain(`'${path}': {`);
   });
 });
