@@ -30,13 +30,13 @@ import {
   publishPublicModel,
   unpublishPublicModel,
   updatePublicModel,
-  type PublicEndpointView,
 } from '../../domain/public-models/index.ts';
 import { liveWorker } from '../../domain/workers/index.ts';
 import type { Resolvers } from './generated-types.ts';
 import { endpointNode } from './shapes/endpoint.ts';
 import { networkVolumeNode } from './shapes/network-volume.ts';
 import { endpointWorkerNode, podNode } from './shapes/pod.ts';
+import { publicEndpointNode } from './shapes/public-model.ts';
 import { podTemplateNode } from './shapes/template.ts';
 
 /**
@@ -97,10 +97,11 @@ export const resolvers: Resolvers = {
       const t = await findTemplate(ctx, principal, args.id);
       return t ? podTemplateNode(t) : null;
     },
-    publicEndpoints: async (_, __, { ctx, principal }) => (await listPublicModels(ctx, principal)).map(publicEndpoint),
+    publicEndpoints: async (_, __, { ctx, principal }) =>
+      (await listPublicModels(ctx, principal)).map(publicEndpointNode),
     publicEndpoint: async (_, args, { ctx, principal }) => {
       try {
-        return publicEndpoint(await getPublicModel(ctx, principal, args.id));
+        return publicEndpointNode(await getPublicModel(ctx, principal, args.id));
       } catch (err) {
         if (err instanceof DomainError && err.kind === 'not_found') return null;
         throw err;
@@ -163,9 +164,9 @@ export const resolvers: Resolvers = {
   },
   Mutation: {
     publishPublicEndpoint: async (_, args, { ctx, principal }) =>
-      publicEndpoint(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
+      publicEndpointNode(await publishPublicModel(ctx, principal, withParsedSchema(stripNulls(args.input)))),
     updatePublicEndpoint: async (_, args, { ctx, principal }) =>
-      publicEndpoint(await updatePublicModel(ctx, principal, args.id, withParsedSchema(stripNulls(args.input)))),
+      publicEndpointNode(await updatePublicModel(ctx, principal, args.id, withParsedSchema(stripNulls(args.input)))),
     unpublishPublicEndpoint: async (_, args, { ctx, principal }) => {
       await unpublishPublicModel(ctx, principal, args.id);
       return true;
@@ -218,10 +219,7 @@ export const resolvers: Resolvers = {
   },
 };
 
-/** GraphQL inputs arrive with nulls for some omitted optionals in some clients; the domain treats absent and null alike where the schema allows. */
-/** GraphQL has no JSON type here: the schema travels as JSON text. */
-const publicEndpoint = (m: PublicEndpointView) => ({ ...m, inputSchema: JSON.stringify(m.inputSchema) });
-
+/** A public model's input schema arrives as JSON text (GraphQL has no JSON type here); the domain takes the object. */
 function withParsedSchema(input: unknown): unknown {
   if (input === null || typeof input !== 'object' || !('inputSchema' in input)) return input;
   const text = (input as { inputSchema: unknown }).inputSchema;
@@ -233,6 +231,7 @@ function withParsedSchema(input: unknown): unknown {
   }
 }
 
+/** GraphQL inputs arrive with nulls for some omitted optionals in some clients; the domain treats absent and null alike where the schema allows. */
 export function stripNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(

@@ -6,7 +6,6 @@ import {
   getPublicModel,
   listPublicModels,
   MODEL_ID_PATTERN,
-  PublicEndpointSchema,
   publishPublicModel,
   PublishPublicEndpointSchema,
   unpublishPublicModel,
@@ -15,6 +14,7 @@ import {
 } from '../../domain/public-models/index.ts';
 import { principalOf, throttledAuth } from '../auth.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import { PublicEndpointSchema, publicEndpointView } from './shapes/public-model.ts';
 
 const ModelParams = Type.Object({ modelId: Type.String({ pattern: MODEL_ID_PATTERN, description: 'the model id' }) });
 const tags = ['Public endpoints'];
@@ -35,7 +35,7 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
         response: { 200: Type.Array(PublicEndpointSchema) },
       },
     },
-    async (request) => listPublicModels(ctx, principalOf(request)),
+    async (request) => (await listPublicModels(ctx, principalOf(request))).map(publicEndpointView),
   );
 
   app.get(
@@ -51,7 +51,7 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
         response: { 200: PublicEndpointSchema },
       },
     },
-    async (request) => getPublicModel(ctx, principalOf(request), request.params.modelId),
+    async (request) => publicEndpointView(await getPublicModel(ctx, principalOf(request), request.params.modelId)),
   );
 
   app.post(
@@ -67,7 +67,8 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
         response: { 201: PublicEndpointSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await publishPublicModel(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(publicEndpointView(await publishPublicModel(ctx, principalOf(request), request.body))),
   );
 
   app.patch(
@@ -84,7 +85,8 @@ export const publicEndpointRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContex
         response: { 200: PublicEndpointSchema },
       },
     },
-    async (request) => updatePublicModel(ctx, principalOf(request), request.params.modelId, request.body),
+    async (request) =>
+      publicEndpointView(await updatePublicModel(ctx, principalOf(request), request.params.modelId, request.body)),
   );
 
   app.delete(

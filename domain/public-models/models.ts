@@ -2,7 +2,9 @@
  * Public models: a queue-based endpoint the platform operator published under a model id, which
  * every account's RUN key calls with the job API (docs/public-models.md). Publishing is the
  * operator's (an ADMIN key of the administrator account); reading the catalogue is anyone's with a
- * valid key. One layer for REST and GraphQL.
+ * valid key. The operations answer the domain's model of a published model (PublicModelFacts);
+ * REST (api/routes/shapes/public-model.ts) and GraphQL (api/graphql/shapes/public-model.ts) each
+ * map it to their own shape.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Type, type Static } from 'typebox';
@@ -26,13 +28,13 @@ export const MAX_INPUT_SCHEMA_BYTES = 64 * 1024;
 
 export const isModelId = (id: string): boolean => MODEL_ID.test(id) && !RESERVED_IDS.has(id);
 
-const OutputKindSchema = Type.Union(
+export const ModelOutputKindSchema = Type.Union(
   [Type.Literal('image'), Type.Literal('video'), Type.Literal('audio'), Type.Literal('json')],
   {
     description: 'what the model returns: image_url, video_url, audio_url, or JSON only',
   },
 );
-const PriceSchema = Type.Object(
+export const ModelPriceSchema = Type.Object(
   {
     amount: Type.Number({ minimum: 0, maximum: 1000, description: 'USD per unit' }),
     unit: Type.Union([Type.Literal('call'), Type.Literal('megapixel'), Type.Literal('second')], {
@@ -46,12 +48,12 @@ const PriceSchema = Type.Object(
 const editable = {
   name: Type.String({ minLength: 1, maxLength: 100 }),
   description: Type.String({ maxLength: 2000 }),
-  outputKind: OutputKindSchema,
+  outputKind: ModelOutputKindSchema,
   inputSchema: Type.Object(
     {},
     { additionalProperties: true, description: 'JSON Schema of the job input (an object schema)' },
   ),
-  price: PriceSchema,
+  price: ModelPriceSchema,
 };
 
 export const PublishPublicEndpointSchema = Type.Object(
@@ -69,38 +71,33 @@ export const PublishPublicEndpointSchema = Type.Object(
 );
 export const UpdatePublicEndpointSchema = Type.Partial(Type.Object(editable, { additionalProperties: false }));
 
-export const PublicEndpointSchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  description: Type.String(),
-  outputKind: OutputKindSchema,
-  inputSchema: Type.Object({}, { additionalProperties: true }),
-  price: PriceSchema,
-  runUrl: Type.String({ description: 'base of the job API for this model: {runUrl}/run, /runsync, /status/{id}' }),
-  endpointId: Type.Optional(Type.String({ description: 'the endpoint behind the model (the operator only)' })),
-  createdAt: Type.String({ format: 'date-time' }),
-  updatedAt: Type.String({ format: 'date-time' }),
-});
-export type PublicEndpointView = Static<typeof PublicEndpointSchema>;
+export type ModelOutputKind = Static<typeof ModelOutputKindSchema>;
+export type ModelPriceUnit = Static<typeof ModelPriceSchema>['unit'];
+const kindToDb = (k: ModelOutputKind): PublicModelOutputKind => k.toUpperCase() as PublicModelOutputKind;
+const unitToDb = (u: ModelPriceUnit): PublicModelPriceUnit => u.toUpperCase() as PublicModelPriceUnit;
+/** The row's output kind in the API's words (image, video, audio, json). */
+export const kindFromDb = (k: PublicModelOutputKind): ModelOutputKind => k.toLowerCase() as ModelOutputKind;
+/** The row's price unit in the API's words (call, megapixel, second). */
+export const unitFromDb = (u: PublicModelPriceUnit): ModelPriceUnit => u.toLowerCase() as ModelPriceUnit;
 
-type OutputKind = Static<typeof OutputKindSchema>;
-type PriceUnit = Static<typeof PriceSchema>['unit'];
-const kindToDb = (k: OutputKind): PublicModelOutputKind => k.toUpperCase() as PublicModelOutputKind;
-const unitToDb = (u: PriceUnit): PublicModelPriceUnit => u.toUpperCase() as PublicModelPriceUnit;
+/**
+ * A published model as the domain knows it for one caller: its row, the base of the job API that
+ * calls it, and whether the caller may see the endpoint behind it.
+ */
+export interface PublicModelFacts {
+  row: PublicModel;
+  /** The base of the job API for this model: `{runUrl}/run`, `/runsync`, `/status/{id}`. */
+  runUrl: string;
+  /** The caller is the operator, the only one shown the endpoint behind the model. */
+  showsEndpoint: boolean;
+}
 
-function view(m: PublicModel, ctx: Pick<DomainContext, 'publicUrl'>, principal: Principal): PublicEndpointView {
-  return {
-    id: m.id,
-    name: m.name,
-    description: m.description,
-    outputKind: m.outputKind.toLowerCase() as OutputKind,
-    inputSchema: m.inputSchema as Record<string, unknown>,
-    price: { amount: m.priceAmount, unit: m.priceUnit.toLowerCase() as PriceUnit },
-    runUrl: `${ctx.publicUrl}/v2/${m.id}`,
-    ...(principal.isAdmin ? { endpointId: m.endpointId } : {}),
-    createdAt: m.createdAt.toISOString(),
-    updatedAt: m.updatedAt.toISOString(),
-  };
+function publicModelFacts(
+  row: PublicModel,
+  ctx: Pick<DomainContext, 'publicUrl'>,
+  principal: Principal,
+): PublicModelFacts {
+  return { row, runUrl: `${ctx.publicUrl}/v2/${row.id}`, showsEndpoint: principal.isAdmin };
 }
 
 // ---------------------------------------------------------------- input schemas
@@ -194,28 +191,24 @@ function requireOperator(principal: Principal): void {
 
 const requireReader = (principal: Principal): void => requireAnyScope(principal, ['READ', 'RUN']);
 
-export async function listPublicModels(ctx: DomainContext, principal: Principal): Promise<PublicEndpointView[]> {
+export async function listPublicModels(ctx: DomainContext, principal: Principal): Promise<PublicModelFacts[]> {
   requireReader(principal);
   const rows = await ctx.db.publicModel.findMany({ orderBy: { id: 'asc' }, take: 1000 });
-  return rows.map((m) => view(m, ctx, principal));
+  return rows.map((m) => publicModelFacts(m, ctx, principal));
 }
 
-export async function getPublicModel(
-  ctx: DomainContext,
-  principal: Principal,
-  id: string,
-): Promise<PublicEndpointView> {
+export async function getPublicModel(ctx: DomainContext, principal: Principal, id: string): Promise<PublicModelFacts> {
   requireReader(principal);
   const m = isModelId(id) ? await ctx.db.publicModel.findUnique({ where: { id } }) : null;
   if (!m) throw notFound('public endpoint');
-  return view(m, ctx, principal);
+  return publicModelFacts(m, ctx, principal);
 }
 
 export async function publishPublicModel(
   ctx: DomainContext,
   principal: Principal,
   body: unknown,
-): Promise<PublicEndpointView> {
+): Promise<PublicModelFacts> {
   requireOperator(principal);
   const req = validate(PublishPublicEndpointSchema, body);
   if (RESERVED_IDS.has(req.id)) throw validationFailed([`$.id: "${req.id}" is a route of the API`]);
@@ -240,7 +233,7 @@ export async function publishPublicModel(
         priceUnit: unitToDb(req.price.unit),
       },
     });
-    return view(m, ctx, principal);
+    return publicModelFacts(m, ctx, principal);
   } catch (err) {
     if (isUniqueViolation(err)) {
       const fields = String((err.meta as { target?: unknown } | undefined)?.target ?? '');
@@ -260,7 +253,7 @@ export async function updatePublicModel(
   principal: Principal,
   id: string,
   body: unknown,
-): Promise<PublicEndpointView> {
+): Promise<PublicModelFacts> {
   requireOperator(principal);
   const req = validate(UpdatePublicEndpointSchema, body);
   if (req.inputSchema !== undefined) compileInputSchema(req.inputSchema);
@@ -276,7 +269,7 @@ export async function updatePublicModel(
   const m = isModelId(id) ? await ctx.db.publicModel.update({ where: { id }, data }).catch(notFoundOn2025) : null;
   if (!m) throw notFound('public endpoint');
   ctx.records?.models.delete(id);
-  return view(m, ctx, principal);
+  return publicModelFacts(m, ctx, principal);
 }
 
 export async function unpublishPublicModel(ctx: DomainContext, principal: Principal, id: string): Promise<void> {
