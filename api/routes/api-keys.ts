@@ -1,17 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import {
-  AccountListSchema,
-  AccountSchema,
   ApiKeyListQuerySchema,
-  ApiKeyListSchema,
-  ApiKeySelfSchema,
   createAccount,
   CreateAccountSchema,
   createApiKey,
   CreateApiKeySchema,
   describeCallingKey,
-  CreatedApiKeySchema,
   listAccounts,
   listApiKeys,
   revokeApiKey,
@@ -19,6 +14,15 @@ import {
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
 import { keyCheckCounter } from '../rate-limit.ts';
+import { AccountListSchema, AccountSchema, accountView } from './shapes/account.ts';
+import {
+  ApiKeyListSchema,
+  ApiKeySelfSchema,
+  apiKeySelfView,
+  apiKeyView,
+  CreatedApiKeySchema,
+  createdApiKeyView,
+} from './shapes/api-key.ts';
 
 const RULES =
   "A key never makes or revokes a key stronger than itself: listing needs READ, creating and revoking need WRITE, within the caller's account; a new key gets only scopes the calling key has (ADMIN counts as all) and cannot outlive it; revoking needs every scope of the revoked key; keys limited to endpoints cannot manage keys (403). The platform admin (an admin account's key with ADMIN) may act on any account without these limits. Another account's key is 404.";
@@ -38,7 +42,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
         response: { 201: CreatedApiKeySchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createApiKey(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(createdApiKeyView(await createApiKey(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -54,7 +59,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
         response: { 200: ApiKeyListSchema },
       },
     },
-    async (request) => ({ keys: await listApiKeys(ctx, principalOf(request), request.query) }),
+    async (request) => ({ keys: (await listApiKeys(ctx, principalOf(request), request.query)).map(apiKeyView) }),
   );
 
   app.get(
@@ -72,7 +77,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
         response: { 200: ApiKeySelfSchema },
       },
     },
-    async (request) => describeCallingKey(ctx, principalOf(request)),
+    async (request) => apiKeySelfView(await describeCallingKey(ctx, principalOf(request))),
   );
 
   app.delete(
@@ -108,7 +113,8 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
         response: { 201: AccountSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createAccount(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(accountView(await createAccount(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -124,6 +130,6 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = a
         response: { 200: AccountListSchema },
       },
     },
-    async (request) => ({ accounts: await listAccounts(ctx, principalOf(request)) }),
+    async (request) => ({ accounts: (await listAccounts(ctx, principalOf(request))).map(accountView) }),
   );
 };

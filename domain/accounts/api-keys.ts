@@ -1,6 +1,14 @@
-import { Type, type Static } from 'typebox';
+import { Type } from 'typebox';
 import type { Account, ApiKey } from '../../generated/prisma/client.ts';
-import { issueApiKey, type Principal, requireAccountWide, requireScope, type Scope } from './auth.ts';
+import {
+  type IssuedKey,
+  issueApiKey,
+  type KeyFacts,
+  type Principal,
+  requireAccountWide,
+  requireScope,
+  type Scope,
+} from './auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError, forbidden, notFound, validationFailed } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
@@ -20,7 +28,7 @@ import { validate } from '../shared/validation.ts';
  * A key is shown once, when created; only its SHA-256 and its first characters are kept.
  */
 
-const ScopeSchema = Type.Union([
+export const ScopeSchema = Type.Union([
   Type.Literal('READ'),
   Type.Literal('WRITE'),
   Type.Literal('RUN'),
@@ -52,46 +60,6 @@ export const CreateApiKeySchema = Type.Object(
   },
   { additionalProperties: false },
 );
-
-export const ApiKeySchema = Type.Object({
-  id: Type.String(),
-  accountId: Type.String(),
-  name: Type.String(),
-  prefix: Type.String({ description: 'first characters of the key, to recognise it' }),
-  scopes: Type.Array(ScopeSchema),
-  endpointIds: Type.Array(Type.String()),
-  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  revokedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  lastUsedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  createdAt: Type.String({ format: 'date-time' }),
-});
-export type ApiKeyView = Static<typeof ApiKeySchema>;
-
-export const CreatedApiKeySchema = Type.Object({
-  ...ApiKeySchema.properties,
-  key: Type.String({ description: 'the key itself: shown this once, never again' }),
-});
-export type CreatedApiKeyView = Static<typeof CreatedApiKeySchema>;
-
-export const ApiKeyListSchema = Type.Object({ keys: Type.Array(ApiKeySchema) });
-
-export const ApiKeySelfSchema = Type.Object({
-  id: Type.String(),
-  accountId: Type.String(),
-  name: Type.String(),
-  prefix: Type.String({ description: 'first characters of the key, to recognise it' }),
-  scopes: Type.Array(ScopeSchema),
-  endpointIds: Type.Array(Type.String(), { description: 'the endpoints the key is limited to; empty: all' }),
-  accountWide: Type.Boolean({
-    description: "false for a key limited to endpoints: it reaches none of the account's other resources",
-  }),
-  admin: Type.Boolean({
-    description: "the platform admin's key (an admin account's, with ADMIN, not limited to endpoints): hosts, accounts",
-  }),
-  createdAt: Type.String({ format: 'date-time' }),
-  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-});
-export type ApiKeySelfView = Static<typeof ApiKeySelfSchema>;
 
 export const ApiKeyListQuerySchema = Type.Object(
   {
@@ -127,59 +95,6 @@ export const CreateAccountSchema = Type.Object(
   { additionalProperties: false },
 );
 
-export const AccountSchema = Type.Object({
-  id: Type.String(),
-  email: Type.String(),
-  name: Type.String(),
-  isAdmin: Type.Boolean(),
-  serverlessDiscount: Type.Union([
-    Type.Object({
-      discountFactor: Type.Number(),
-      type: Type.Union([Type.String(), Type.Null()]),
-      expirationDate: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    }),
-    Type.Null(),
-  ]),
-  createdAt: Type.String({ format: 'date-time' }),
-});
-export type AccountView = Static<typeof AccountSchema>;
-export const AccountListSchema = Type.Object({ accounts: Type.Array(AccountSchema) });
-
-const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
-
-export function apiKeyView(k: ApiKey): ApiKeyView {
-  return {
-    id: k.id,
-    accountId: k.accountId,
-    name: k.name,
-    prefix: k.prefix,
-    scopes: k.scopes,
-    endpointIds: k.endpointIds,
-    expiresAt: iso(k.expiresAt),
-    revokedAt: iso(k.revokedAt),
-    lastUsedAt: iso(k.lastUsedAt),
-    createdAt: k.createdAt.toISOString(),
-  };
-}
-
-export function accountView(a: Account): AccountView {
-  return {
-    id: a.id,
-    email: a.email,
-    name: a.name,
-    isAdmin: a.isAdmin,
-    serverlessDiscount:
-      a.serverlessDiscountFactor === null
-        ? null
-        : {
-            discountFactor: a.serverlessDiscountFactor,
-            type: a.serverlessDiscountType,
-            expirationDate: iso(a.serverlessDiscountExpires),
-          },
-    createdAt: a.createdAt.toISOString(),
-  };
-}
-
 /** The account a key operation acts on: the caller's, or (platform admin only) the one named. */
 function targetAccount(principal: Principal, accountId: string | undefined): string {
   if (accountId === undefined || accountId === principal.accountId) return principal.accountId;
@@ -190,11 +105,7 @@ function targetAccount(principal: Principal, accountId: string | undefined): str
 const holds = (principal: Principal, scope: Scope): boolean =>
   principal.scopes.has(scope) || principal.scopes.has('ADMIN');
 
-export async function createApiKey(
-  ctx: DomainContext,
-  principal: Principal,
-  body: unknown,
-): Promise<CreatedApiKeyView> {
+export async function createApiKey(ctx: DomainContext, principal: Principal, body: unknown): Promise<IssuedKey> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(CreateApiKeySchema, body);
@@ -230,38 +141,27 @@ export async function createApiKey(
     }
   }
 
-  const { row, key } = await issueApiKey(
-    ctx.db,
-    accountId,
-    input.name,
-    input.scopes,
-    undefined,
-    endpointIds,
-    expiresAt,
-  );
-  return { ...apiKeyView(row), key };
+  return issueApiKey(ctx.db, accountId, input.name, input.scopes, undefined, endpointIds, expiresAt);
 }
 
-export async function listApiKeys(
-  ctx: DomainContext,
-  principal: Principal,
-  query: unknown = {},
-): Promise<ApiKeyView[]> {
+export async function listApiKeys(ctx: DomainContext, principal: Principal, query: unknown = {}): Promise<ApiKey[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const accountId = targetAccount(principal, validate(ApiKeyListQuerySchema, query).accountId);
-  const rows = await ctx.db.apiKey.findMany({ where: { accountId }, orderBy: { createdAt: 'asc' } });
-  return rows.map(apiKeyView);
+  return ctx.db.apiKey.findMany({ where: { accountId }, orderBy: { createdAt: 'asc' } });
+}
+
+/** The calling key: its principal (scopes, endpoints, account, admin) and its record's facts. */
+export interface CallingKey {
+  principal: Principal;
+  facts: KeyFacts;
 }
 
 /**
  * The calling key as authentication resolved it: no query when the principal carries its key's
  * record (every key-made principal does), one indexed read otherwise. Any valid key may ask.
  */
-export async function describeCallingKey(
-  ctx: Pick<DomainContext, 'db'>,
-  principal: Principal,
-): Promise<ApiKeySelfView> {
+export async function describeCallingKey(ctx: Pick<DomainContext, 'db'>, principal: Principal): Promise<CallingKey> {
   let facts = principal.key;
   if (!facts) {
     const row = await ctx.db.apiKey.findUnique({ where: { id: principal.keyId } });
@@ -270,21 +170,10 @@ export async function describeCallingKey(
       name: row.name,
       prefix: row.prefix,
       createdAt: row.createdAt.toISOString(),
-      expiresAt: iso(row.expiresAt),
+      expiresAt: row.expiresAt?.toISOString() ?? null,
     };
   }
-  return {
-    id: principal.keyId,
-    accountId: principal.accountId,
-    name: facts.name,
-    prefix: facts.prefix,
-    scopes: [...principal.scopes],
-    endpointIds: [...principal.endpointIds],
-    accountWide: principal.endpointIds.length === 0,
-    admin: principal.isAdmin,
-    createdAt: facts.createdAt,
-    expiresAt: facts.expiresAt,
-  };
+  return { principal, facts };
 }
 
 /** Revokes a key (idempotent). Another account's key is 404, except for the platform admin. */
@@ -311,12 +200,12 @@ function requirePlatformAdmin(principal: Principal): void {
   requireAccountWide(principal);
 }
 
-export async function createAccount(ctx: DomainContext, principal: Principal, body: unknown): Promise<AccountView> {
+export async function createAccount(ctx: DomainContext, principal: Principal, body: unknown): Promise<Account> {
   requirePlatformAdmin(principal);
   const input = validate(CreateAccountSchema, body);
   const d = input.serverlessDiscount;
   try {
-    const row = await ctx.db.account.create({
+    return await ctx.db.account.create({
       data: {
         id: newId(),
         email: input.email,
@@ -327,7 +216,6 @@ export async function createAccount(ctx: DomainContext, principal: Principal, bo
         serverlessDiscountExpires: d?.expirationDate !== undefined ? new Date(d.expirationDate) : null,
       },
     });
-    return accountView(row);
   } catch (err) {
     if (isUniqueViolation(err))
       throw new DomainError('conflict', `an account with e-mail '${input.email}' already exists`);
@@ -335,8 +223,7 @@ export async function createAccount(ctx: DomainContext, principal: Principal, bo
   }
 }
 
-export async function listAccounts(ctx: DomainContext, principal: Principal): Promise<AccountView[]> {
+export async function listAccounts(ctx: DomainContext, principal: Principal): Promise<Account[]> {
   requirePlatformAdmin(principal);
-  const rows = await ctx.db.account.findMany({ orderBy: { createdAt: 'asc' } });
-  return rows.map(accountView);
+  return ctx.db.account.findMany({ orderBy: { createdAt: 'asc' } });
 }
