@@ -181,7 +181,9 @@ describe('FlashBoot standby workers', () => {
     breakWorkerConnections();
     const warm = await runsync(id, { n: 2 });
     expect(warm.output).toMatchObject({ pid: cold.output.pid, boot: cold.output.boot, echo: { n: 2 } });
-    expect(warm.ms).toBeLessThan(3000);
+    // The same process (pid and boot above), so no reload; and no 5 s hold of a worker that takes no
+    // jobs. About 0.5 s on an idle machine; 3.3 s once with the rest of the suite at load average 14.
+    expect(warm.ms, `warm call ${warm.ms} ms after a cold start of ${cold.ms} ms`).toBeLessThan(4500);
   }, 300_000);
 
   it('a new release, OFF and the deletion of the endpoint each end its standby', async () => {
