@@ -272,7 +272,8 @@ describe('restarts mid-job (shared database and Temporal)', () => {
     const hookUrl = `http://127.0.0.1:${(hook.address() as { port: number }).port}/`;
     const w = compat(s, { WORKER_CONCURRENCY: '4' });
     try {
-      const stuck = await submit(s, { op: 'sleep', ms: 60_000 }, { policy: { executionTimeout: 5_000 } });
+      // Sleeps far past every wait below, so only the execution timeout can end it in time.
+      const stuck = await submit(s, { op: 'sleep', ms: 180_000 }, { policy: { executionTimeout: 5_000 } });
       await w.waitFor((e) => e.event === 'job-start' && e.job === stuck);
       await kill9(temporalWorker);
       // The job path needs no Temporal worker: these complete while it is down.
@@ -287,7 +288,8 @@ describe('restarts mid-job (shared database and Temporal)', () => {
       await sleep(5_500); // the stuck job's execution timeout passes while no worker runs workflows
       expect((await s.db.job.findUniqueOrThrow({ where: { id: stuck } })).status).toBe('IN_PROGRESS');
       temporalWorker = await startGantry({ ...s.env, GANTRY_ROLE: 'worker', PORT: String(await freePort()) });
-      await w.waitFor((e) => e.event === 'job-stopped' && e.job === stuck, 30_000);
+      // The new worker process bundles the workflows before it runs one: over 30 s once under the full suite's load.
+      await w.waitFor((e) => e.event === 'job-stopped' && e.job === stuck, 90_000);
       expect((await s.db.job.findUniqueOrThrow({ where: { id: stuck } })).status).toBe('TIMED_OUT');
       await eventually(async () => hits.length === 5, 30_000, 'webhooks delivered after the restart');
       expect(new Set(hits.map((h) => h.id))).toEqual(new Set(quick));
@@ -298,7 +300,7 @@ describe('restarts mid-job (shared database and Temporal)', () => {
       await w.kill();
       hook.close();
     }
-  }, 120_000);
+  }, 240_000);
 
   it('the worker container killed -9 mid-job and started again: its job is retried and completes', async () => {
     const first = compat(s);
