@@ -137,12 +137,13 @@ export interface HostModel {
   live: LiveOnHost;
 }
 
-const NOTHING_LIVE: LiveOnHost = { workers: 0, gpuUuids: [] };
+/** A fresh one each time: liveOnHosts fills its own entries in place, so none is shared. */
+const nothingLive = (): LiveOnHost => ({ workers: 0, gpuUuids: [] });
 
 async function loadHost(ctx: DomainContext, id: string): Promise<HostModel> {
   const row = await ctx.db.host.findUnique({ where: { id } });
   if (!row) throw notFound('host');
-  return { row, live: (await liveOnHosts(ctx, [id])).get(id) ?? NOTHING_LIVE };
+  return { row, live: (await liveOnHosts(ctx, [id])).get(id) ?? nothingLive() };
 }
 
 /** Starts the host's workflow unless it runs. */
@@ -243,7 +244,7 @@ export async function listHosts(ctx: DomainContext, principal: Principal): Promi
     ctx,
     rows.map((r) => r.id),
   );
-  return rows.map((row) => ({ row, live: live.get(row.id) ?? NOTHING_LIVE }));
+  return rows.map((row) => ({ row, live: live.get(row.id) ?? nothingLive() }));
 }
 
 export async function getHost(ctx: DomainContext, principal: Principal, id: string): Promise<HostModel> {
