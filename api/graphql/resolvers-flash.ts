@@ -18,20 +18,24 @@ import {
   listBuilds,
   prepareUpload,
   updateFlashBuildManifest,
-  type AppView,
-  type BuildView,
-  type DeploymentView,
-  type EnvironmentView,
 } from '../../domain/apps/index.ts';
 import {
   createFlashLogin,
   decideFlashLogin,
   describeFlashLogin,
   flashLoginStatus,
-  type FlashLoginView,
 } from '../../domain/accounts/index.ts';
 import { CPU_FLAVORS, cpuStockStatus } from '../../domain/catalog/index.ts';
 import { validationFailed } from '../../domain/errors.ts';
+import {
+  flashAppNode,
+  flashBuildNode,
+  flashBuildWithManifest,
+  flashDeploymentNode,
+  flashEnvironmentNode,
+  flashManifestOf,
+} from './shapes/app.ts';
+import { flashAuthRequestNode } from './shapes/flash-login.ts';
 import { networkVolumeNode } from './shapes/network-volume.ts';
 import type { Resolvers } from './generated-types.ts';
 import { stripNulls } from './resolvers.ts';
@@ -67,54 +71,25 @@ const JSON_SCALAR = new GraphQLScalarType({
   parseLiteral: (node, variables) => literalValue(node, variables),
 });
 
-const flashEnvironment = (e: EnvironmentView) => ({
-  id: e.id,
-  name: e.name,
-  createdAt: e.createdAt,
-  activeBuildId: e.currentBuildId,
-  state: e.state,
-  endpoints: e.endpoints,
-});
-const flashApp = (a: AppView) => ({
-  id: a.id,
-  name: a.name,
-  createdAt: a.createdAt,
-  flashEnvironments: a.environments.map(flashEnvironment),
-});
-const flashBuild = (b: BuildView) => ({ ...b, objectKey: b.id });
-const flashDeployment = (d: DeploymentView) => ({
-  id: d.id,
-  name: d.workflowId,
-  status: d.status,
-  error: d.error,
-  buildId: d.buildId,
-});
-
-const flashAuthRequest = (r: FlashLoginView) => ({
-  ...r,
-  createdAt: r.createdAt.toISOString(),
-  expiresAt: r.expiresAt.toISOString(),
-  apiKey: r.apiKey ?? null,
-});
-
 export const flashResolvers: Resolvers = {
   JSON: JSON_SCALAR,
   Query: {
     // No principal: api/graphql/index.ts lets a request without a key through for these two alone.
     flashAuthRequestStatus: async (_, args, { ctx }) =>
-      flashAuthRequest(await flashLoginStatus(ctx, args.flashAuthRequestId)),
+      flashAuthRequestNode(await flashLoginStatus(ctx, args.flashAuthRequestId)),
     flashAuthRequest: async (_, args, { ctx, principal }) =>
-      flashAuthRequest(await describeFlashLogin(ctx, principal, args.flashAuthRequestId)),
-    flashApp: async (_, args, { ctx, principal }) => flashApp(await getApp(ctx, principal, args.flashAppId)),
-    flashAppByName: async (_, args, { ctx, principal }) => flashApp(await getApp(ctx, principal, args.flashAppName)),
+      flashAuthRequestNode(await describeFlashLogin(ctx, principal, args.flashAuthRequestId)),
+    flashApp: async (_, args, { ctx, principal }) => flashAppNode(await getApp(ctx, principal, args.flashAppId)),
+    flashAppByName: async (_, args, { ctx, principal }) =>
+      flashAppNode(await getApp(ctx, principal, args.flashAppName)),
     flashDeployment: async (_, args, { ctx, principal }) =>
-      flashDeployment(await getDeployment(ctx, principal, args.flashAppId, args.deploymentId)),
+      flashDeploymentNode(await getDeployment(ctx, principal, args.flashAppId, args.deploymentId)),
     flashEnvironment: async (_, args, { ctx, principal }) =>
-      flashEnvironment(await getEnvironmentById(ctx, principal, args.flashEnvironmentId)),
+      flashEnvironmentNode(await getEnvironmentById(ctx, principal, args.flashEnvironmentId)),
     flashEnvironmentByName: async (_, args, { ctx, principal }) =>
-      flashEnvironment(await getEnvironment(ctx, principal, args.input.flashAppId, args.input.name)),
+      flashEnvironmentNode(await getEnvironment(ctx, principal, args.input.flashAppId, args.input.name)),
     flashBuild: async (_, args, { ctx, principal }) =>
-      flashBuild(await getFlashBuild(ctx, principal, args.flashBuildId)),
+      flashBuildWithManifest(await getFlashBuild(ctx, principal, args.flashBuildId)),
     cpuFlavors: (_, args) =>
       CPU_FLAVORS.filter((f) => !args.input?.id || f.id === args.input.id).map((f) => ({
         id: f.id,
@@ -123,15 +98,15 @@ export const flashResolvers: Resolvers = {
       })),
   },
   User: {
-    flashApps: async (_, __, { ctx, principal }) => (await listApps(ctx, principal)).map(flashApp),
+    flashApps: async (_, __, { ctx, principal }) => (await listApps(ctx, principal)).map(flashAppNode),
   },
   FlashApp: {
-    flashBuilds: async (app, _, { ctx, principal }) => (await listBuilds(ctx, principal, app.id)).map(flashBuild),
+    flashBuilds: async (app, _, { ctx, principal }) => (await listBuilds(ctx, principal, app.id)).map(flashBuildNode),
   },
   FlashBuild: {
     // Listings carry no manifests (they can be large): the field reads the one build's.
     manifest: async (b, _, { ctx, principal }) =>
-      b.manifest !== undefined ? b.manifest : (await getFlashBuild(ctx, principal, b.id)).manifest,
+      b.manifest !== undefined ? b.manifest : flashManifestOf(await getFlashBuild(ctx, principal, b.id)),
   },
   FlashEnvironment: {
     networkVolumes: async (env, _, { ctx, principal }) =>
@@ -150,17 +125,17 @@ export const flashResolvers: Resolvers = {
   },
   Mutation: {
     createFlashAuthRequest: async (_, __, { ctx, requesterIp }) =>
-      flashAuthRequest(await createFlashLogin(ctx, requesterIp ?? '')),
+      flashAuthRequestNode(await createFlashLogin(ctx, requesterIp ?? '')),
     approveFlashAuthRequest: async (_, args, { ctx, principal }) =>
-      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId, true)),
+      flashAuthRequestNode(await decideFlashLogin(ctx, principal, args.flashAuthRequestId, true)),
     denyFlashAuthRequest: async (_, args, { ctx, principal }) =>
-      flashAuthRequest(await decideFlashLogin(ctx, principal, args.flashAuthRequestId, false)),
+      flashAuthRequestNode(await decideFlashLogin(ctx, principal, args.flashAuthRequestId, false)),
     createFlashApp: async (_, args, { ctx, principal }) =>
-      flashApp(
+      flashAppNode(
         await createApp(ctx, principal, stripNulls({ name: args.input.name, environment: args.input.environmentName })),
       ),
     createFlashEnvironment: async (_, args, { ctx, principal }) =>
-      flashEnvironment(await createEnvironment(ctx, principal, args.input.flashAppId, { name: args.input.name })),
+      flashEnvironmentNode(await createEnvironment(ctx, principal, args.input.flashAppId, { name: args.input.name })),
     prepareFlashArtifactUpload: async (_, args, { ctx, principal }) => {
       const input = args.input;
       let manifest: unknown;
@@ -187,13 +162,15 @@ export const flashResolvers: Resolvers = {
     },
     finalizeFlashArtifactUpload: async (_, args, { ctx, principal }) => {
       const { flashAppId, ...rest } = args.input;
-      return flashBuild(await finalizeUpload(ctx, principal, flashAppId, stripNulls(rest)));
+      return flashBuildWithManifest(await finalizeUpload(ctx, principal, flashAppId, stripNulls(rest)));
     },
     updateFlashBuildManifest: async (_, args, { ctx, principal }) =>
-      flashBuild(await updateFlashBuildManifest(ctx, principal, args.input.flashBuildId, args.input.manifest)),
+      flashBuildWithManifest(
+        await updateFlashBuildManifest(ctx, principal, args.input.flashBuildId, args.input.manifest),
+      ),
     deployBuildToEnvironment: async (_, args, { ctx, principal }) => {
       const owner = await environmentOwner(ctx, principal, args.input.flashEnvironmentId);
-      return flashDeployment(
+      return flashDeploymentNode(
         await deployBuild(ctx, principal, owner.appId, owner.environmentId, { buildId: args.input.flashBuildId }),
       );
     },

@@ -2,9 +2,6 @@ import { Readable } from 'node:stream';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import {
-  AppListSchema,
-  AppSchema,
-  BuildSchema,
   checkArtifactUpload,
   createApp,
   CreateAppSchema,
@@ -14,10 +11,6 @@ import {
   deleteEnvironment,
   deployBuild,
   DeployBuildSchema,
-  AppEndpointSchema,
-  DeploymentSchema,
-  EnvironmentListSchema,
-  EnvironmentSchema,
   finalizeArtifactUpload,
   getApp,
   getDeployment,
@@ -27,14 +20,12 @@ import {
   MAX_SOURCE_BYTES,
   openArtifactDownload,
   openSourceDownload,
-  PreparedUploadSchema,
   prepareArtifactUpload,
   PrepareUploadSchema,
   provisionResource,
   ProvisionResourceSchema,
   readAtMost,
   receiveArtifactUpload,
-  SourceUploadSchema,
   uploadSource,
 } from '../../domain/apps/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
@@ -42,6 +33,23 @@ import { DomainError } from '../../domain/errors.ts';
 import { throttledAuth, principalOf } from '../auth.ts';
 import { problem, sendProblem } from '../problem.ts';
 import { enforceRateLimit } from '../rate-limit.ts';
+import {
+  AppEndpointSchema,
+  appEndpointView,
+  AppListSchema,
+  AppSchema,
+  appView,
+  BuildSchema,
+  buildView,
+  DeploymentSchema,
+  deploymentView,
+  EnvironmentListSchema,
+  EnvironmentSchema,
+  environmentView,
+  PreparedUploadSchema,
+  preparedUploadView,
+  SourceUploadSchema,
+} from './shapes/app.ts';
 
 const tags = ['Apps'];
 const ACCESS = 'Needs a key for the whole account (not one limited to endpoints).';
@@ -79,7 +87,7 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       },
     },
     async (request) => ({
-      apps: await listApps(ctx, principalOf(request)),
+      apps: (await listApps(ctx, principalOf(request))).map(appView),
     }),
   );
 
@@ -96,7 +104,7 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 201: AppSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createApp(ctx, principalOf(request), request.body)),
+    async (request, reply) => reply.code(201).send(appView(await createApp(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -105,7 +113,7 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       config: { requiredScope: 'READ' },
       schema: { operationId: 'getApp', summary: 'Get an app', tags, params: AppParams, response: { 200: AppSchema } },
     },
-    async (request) => getApp(ctx, principalOf(request), request.params.app),
+    async (request) => appView(await getApp(ctx, principalOf(request), request.params.app)),
   );
 
   app.delete(
@@ -139,7 +147,9 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: EnvironmentListSchema },
       },
     },
-    async (request) => ({ environments: await listEnvironments(ctx, principalOf(request), request.params.app) }),
+    async (request) => ({
+      environments: (await listEnvironments(ctx, principalOf(request), request.params.app)).map(environmentView),
+    }),
   );
 
   app.post(
@@ -156,7 +166,9 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       },
     },
     async (request, reply) =>
-      reply.code(201).send(await createEnvironment(ctx, principalOf(request), request.params.app, request.body)),
+      reply
+        .code(201)
+        .send(environmentView(await createEnvironment(ctx, principalOf(request), request.params.app, request.body))),
   );
 
   app.get(
@@ -171,7 +183,8 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: EnvironmentSchema },
       },
     },
-    async (request) => getEnvironment(ctx, principalOf(request), request.params.app, request.params.env),
+    async (request) =>
+      environmentView(await getEnvironment(ctx, principalOf(request), request.params.app, request.params.env)),
   );
 
   app.delete(
@@ -209,7 +222,11 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
       },
     },
     async (request, reply) =>
-      reply.code(201).send(await prepareArtifactUpload(ctx, principalOf(request), request.params.app, request.body)),
+      reply
+        .code(201)
+        .send(
+          preparedUploadView(await prepareArtifactUpload(ctx, principalOf(request), request.params.app, request.body)),
+        ),
   );
 
   app.post(
@@ -225,7 +242,8 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: BuildSchema },
       },
     },
-    async (request) => finalizeArtifactUpload(ctx, principalOf(request), request.params.app, request.params.build),
+    async (request) =>
+      buildView(await finalizeArtifactUpload(ctx, principalOf(request), request.params.app, request.params.build)),
   );
 
   app.post(
@@ -245,7 +263,11 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
     async (request, reply) =>
       reply
         .code(202)
-        .send(await deployBuild(ctx, principalOf(request), request.params.app, request.params.env, request.body)),
+        .send(
+          deploymentView(
+            await deployBuild(ctx, principalOf(request), request.params.app, request.params.env, request.body),
+          ),
+        ),
   );
 
   app.put(
@@ -271,7 +293,7 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         request.params.resource,
         request.body,
       );
-      return reply.code(created ? 201 : 200).send(endpoint);
+      return reply.code(created ? 201 : 200).send(appEndpointView(endpoint));
     },
   );
 
@@ -334,7 +356,8 @@ export const appRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: DeploymentSchema },
       },
     },
-    async (request) => getDeployment(ctx, principalOf(request), request.params.app, request.params.deployment),
+    async (request) =>
+      deploymentView(await getDeployment(ctx, principalOf(request), request.params.app, request.params.deployment)),
   );
 };
 

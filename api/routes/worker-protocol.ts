@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
-import { sourceForWorker, WorkerSourceSchema } from '../../domain/apps/index.ts';
+import { sourceForWorker } from '../../domain/apps/index.ts';
 import { workerFacingBase } from '../worker-listener.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
@@ -11,6 +11,7 @@ import { validationFailed } from '../../domain/errors.ts';
 import { authenticateWorker, forgetWorker, workerKeyOf, type WorkerIdentity } from '../../domain/workers/index.ts';
 import { throttledAuth } from '../auth.ts';
 import { RequestWaits } from '../request-signals.ts';
+import { WorkerSourceSchema } from './shapes/app.ts';
 
 const WorkerParams = Type.Object({ endpointId: Type.String(), workerId: Type.String() });
 const WorkerJobParams = Type.Object({ endpointId: Type.String(), workerId: Type.String(), jobId: Type.String() });

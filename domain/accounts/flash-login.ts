@@ -24,7 +24,8 @@ const FLASH_KEY_SCOPES: readonly Scope[] = ['READ', 'WRITE', 'RUN'];
 
 export type FlashLoginStatus = 'PENDING' | 'APPROVED' | 'DENIED' | 'EXPIRED' | 'CONSUMED';
 
-export interface FlashLoginView {
+/** A flash login request as the domain answers it (its id is the caller's: only its hash is stored). */
+export interface FlashLoginModel {
   id: string;
   status: FlashLoginStatus;
   expiresAt: Date;
@@ -50,7 +51,7 @@ interface Row {
   requesterIp: string;
 }
 
-function view(id: string, row: Row): FlashLoginView {
+function modelOf(id: string, row: Row): FlashLoginModel {
   const expired = row.expiresAt.getTime() <= Date.now() && (row.status === 'PENDING' || row.status === 'APPROVED');
   return {
     id,
@@ -62,7 +63,7 @@ function view(id: string, row: Row): FlashLoginView {
 }
 
 /** A new request, for flash without a key. The caller has counted it against the address's quota. */
-export async function createFlashLogin(ctx: DomainContext, requesterIp: string): Promise<FlashLoginView> {
+export async function createFlashLogin(ctx: DomainContext, requesterIp: string): Promise<FlashLoginModel> {
   const now = new Date();
   // Requests an hour past their end are of no use to anyone: dropped as new ones come.
   await ctx.db.flashLoginRequest.deleteMany({ where: { expiresAt: { lt: new Date(now.getTime() - 3_600_000) } } });
@@ -77,7 +78,7 @@ export async function createFlashLogin(ctx: DomainContext, requesterIp: string):
       expiresAt: new Date(now.getTime() + FLASH_LOGIN_TTL_MS),
     },
   });
-  return view(id, row);
+  return modelOf(id, row);
 }
 
 /**
@@ -85,11 +86,11 @@ export async function createFlashLogin(ctx: DomainContext, requesterIp: string):
  * marked CONSUMED and the key made in one transaction, so two polls never both get a key, and the
  * key is stored before it is answered.
  */
-export async function flashLoginStatus(ctx: DomainContext, id: string): Promise<FlashLoginView> {
+export async function flashLoginStatus(ctx: DomainContext, id: string): Promise<FlashLoginModel> {
   const idHash = hashOf(id);
   const row = await ctx.db.flashLoginRequest.findUnique({ where: { idHash } });
   if (!row) throw notFound('flash login request');
-  const current = view(id, row);
+  const current = modelOf(id, row);
   if (current.status !== 'APPROVED') return current;
   const handedOut = await ctx.db.$transaction(async (tx) => {
     const taken = await tx.flashLoginRequest.updateMany({
@@ -130,12 +131,12 @@ export async function describeFlashLogin(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<FlashLoginView> {
+): Promise<FlashLoginModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const row = await ctx.db.flashLoginRequest.findUnique({ where: { idHash: hashOf(id) } });
   if (!row) throw notFound('flash login request');
-  return view(id, row);
+  return modelOf(id, row);
 }
 
 /**
@@ -147,7 +148,7 @@ export async function decideFlashLogin(
   principal: Principal,
   id: string,
   approve: boolean,
-): Promise<FlashLoginView> {
+): Promise<FlashLoginModel> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const idHash = hashOf(id);
@@ -164,6 +165,6 @@ export async function decideFlashLogin(
   const row = await ctx.db.flashLoginRequest.findUnique({ where: { idHash } });
   if (!row) throw notFound('flash login request');
   if (decided.count !== 1)
-    throw new DomainError('conflict', `this flash login request is ${view(id, row).status.toLowerCase()} already`);
-  return view(id, row);
+    throw new DomainError('conflict', `this flash login request is ${modelOf(id, row).status.toLowerCase()} already`);
+  return modelOf(id, row);
 }

@@ -6,8 +6,8 @@ import { DomainError, notFound } from '../errors.ts';
 import { newId } from '../shared/ids.ts';
 import { isUniqueViolation } from '../shared/db.ts';
 import { validate } from '../shared/validation.ts';
-import { CreateAppSchema, CreateEnvironmentSchema, type AppView, type EnvironmentView } from './schemas.ts';
-import { ENVIRONMENTS, appView, environmentViews } from './views.ts';
+import { ENVIRONMENTS, appModel, environmentModels, type AppModel, type EnvironmentModel } from './models.ts';
+import { CreateAppSchema, CreateEnvironmentSchema } from './schemas.ts';
 
 /**
  * Apps and their environments (docs/apps.md). An app has environments; each environment runs one
@@ -38,24 +38,24 @@ export function requireAppAccess(principal: Principal, scope: 'READ' | 'WRITE'):
   requireAccountWide(principal);
 }
 
-export async function listApps(ctx: DomainContext, principal: Principal): Promise<AppView[]> {
+export async function listApps(ctx: DomainContext, principal: Principal): Promise<AppModel[]> {
   requireAppAccess(principal, 'READ');
   const apps = await ctx.db.app.findMany({
     where: { accountId: principal.accountId },
     include: ENVIRONMENTS,
     orderBy: { createdAt: 'asc' },
   });
-  return Promise.all(apps.map((a) => appView(ctx, a)));
+  return Promise.all(apps.map((a) => appModel(ctx, a)));
 }
 
-export async function getApp(ctx: DomainContext, principal: Principal, ref: string): Promise<AppView> {
+export async function getApp(ctx: DomainContext, principal: Principal, ref: string): Promise<AppModel> {
   requireAppAccess(principal, 'READ');
   const app = await findApp(ctx, principal, ref);
-  return appView(ctx, await ctx.db.app.findUniqueOrThrow({ where: { id: app.id }, include: ENVIRONMENTS }));
+  return appModel(ctx, await ctx.db.app.findUniqueOrThrow({ where: { id: app.id }, include: ENVIRONMENTS }));
 }
 
 /** Creates an app, with its first environment when one is named (deploy rules 1 and 2). */
-export async function createApp(ctx: DomainContext, principal: Principal, body: unknown): Promise<AppView> {
+export async function createApp(ctx: DomainContext, principal: Principal, body: unknown): Promise<AppModel> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(CreateAppSchema, body);
   try {
@@ -68,7 +68,7 @@ export async function createApp(ctx: DomainContext, principal: Principal, body: 
       },
       include: ENVIRONMENTS,
     });
-    return appView(ctx, app);
+    return appModel(ctx, app);
   } catch (err) {
     if (isUniqueViolation(err)) throw new DomainError('conflict', `an app named '${input.name}' already exists`);
     throw err;
@@ -93,7 +93,7 @@ export async function listEnvironments(
   ctx: DomainContext,
   principal: Principal,
   appRef: string,
-): Promise<EnvironmentView[]> {
+): Promise<EnvironmentModel[]> {
   return (await getApp(ctx, principal, appRef)).environments;
 }
 
@@ -102,12 +102,12 @@ export async function getEnvironment(
   principal: Principal,
   appRef: string,
   envRef: string,
-): Promise<EnvironmentView> {
+): Promise<EnvironmentModel> {
   requireAppAccess(principal, 'READ');
   const app = await findApp(ctx, principal, appRef);
   const env = await findEnvironment(ctx, app, envRef);
   const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
-  return (await environmentViews(ctx, [row]))[0]!;
+  return (await environmentModels(ctx, [row]))[0]!;
 }
 
 /** An environment of the caller's by id alone (GraphQL `flashEnvironment`). */
@@ -115,7 +115,7 @@ export async function getEnvironmentById(
   ctx: DomainContext,
   principal: Principal,
   environmentId: string,
-): Promise<EnvironmentView> {
+): Promise<EnvironmentModel> {
   const owner = await environmentOwner(ctx, principal, environmentId);
   return getEnvironment(ctx, principal, owner.appId, owner.environmentId);
 }
@@ -145,7 +145,7 @@ export async function createEnvironment(
   principal: Principal,
   appRef: string,
   body: unknown,
-): Promise<EnvironmentView> {
+): Promise<EnvironmentModel> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(CreateEnvironmentSchema, body);
   const app = await findApp(ctx, principal, appRef);
@@ -154,7 +154,7 @@ export async function createEnvironment(
       data: { id: newId(), appId: app.id, name: input.name },
       include: { endpoints: true },
     });
-    return (await environmentViews(ctx, [env]))[0]!;
+    return (await environmentModels(ctx, [env]))[0]!;
   } catch (err) {
     if (isUniqueViolation(err))
       throw new DomainError('conflict', `the app '${app.name}' already has an environment named '${input.name}'`);

@@ -8,21 +8,33 @@ import { signUrl, verifySignedUrl } from '../blobs/signed-urls.ts';
 import { validate } from '../shared/validation.ts';
 import { findApp, requireAppAccess } from './apps.ts';
 import { DOWNLOAD_URL_TTL_SEC, UPLOAD_URL_TTL_SEC, manifestProblems } from './manifest.ts';
-import { PrepareUploadSchema, type BuildView, type PreparedUploadView } from './schemas.ts';
-import { buildView } from './views.ts';
+import { PrepareUploadSchema } from './schemas.ts';
 
 /** Builds: an artifact's upload (signed URL, size and digest checked) and its download by workers. */
+
+/** Where and how to PUT a build's bytes; the URL itself is the credential. */
+export interface SignedUpload {
+  url: string;
+  method: 'PUT';
+  headers: Record<string, string>;
+  expiresAt: string;
+}
+
+/** A build just recorded, and where its bytes go. */
+export interface PreparedUpload {
+  build: Build;
+  upload: SignedUpload;
+}
 
 export const artifactKey = (appId: string, buildId: string): string => `artifacts/${appId}/${buildId}.tar.gz`;
 const uploadPath = (buildId: string): string => `/v2/artifacts/${buildId}/upload`;
 const downloadPath = (buildId: string): string => `/v2/artifacts/${buildId}`;
 
 /** The app's builds, newest first (GraphQL `FlashApp.flashBuilds`). */
-export async function listBuilds(ctx: DomainContext, principal: Principal, appRef: string): Promise<BuildView[]> {
+export async function listBuilds(ctx: DomainContext, principal: Principal, appRef: string): Promise<Build[]> {
   requireAppAccess(principal, 'READ');
   const app = await findApp(ctx, principal, appRef);
-  const rows = await ctx.db.build.findMany({ where: { appId: app.id }, orderBy: { createdAt: 'desc' } });
-  return rows.map(buildView);
+  return ctx.db.build.findMany({ where: { appId: app.id }, orderBy: { createdAt: 'desc' } });
 }
 
 /**
@@ -34,7 +46,7 @@ export async function prepareArtifactUpload(
   principal: Principal,
   appRef: string,
   body: unknown,
-): Promise<PreparedUploadView> {
+): Promise<PreparedUpload> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(PrepareUploadSchema, body);
   const app = await findApp(ctx, principal, appRef);
@@ -53,11 +65,11 @@ export async function prepareArtifactUpload(
       blobKey: artifactKey(app.id, id),
     },
   });
-  return { build: buildView(build), upload: await signedUpload(ctx, build) };
+  return { build, upload: await signedUpload(ctx, build) };
 }
 
 /** Where to PUT a build's bytes: the S3 store's presigned URL when there is one, else the API's own signed route. */
-export async function signedUpload(ctx: DomainContext, build: Build): Promise<PreparedUploadView['upload']> {
+export async function signedUpload(ctx: DomainContext, build: Build): Promise<SignedUpload> {
   const expiresAt = new Date(Date.now() + UPLOAD_URL_TTL_SEC * 1000);
   const direct = ctx.blobs.presignedPut
     ? await ctx.blobs.presignedPut(build.blobKey, { expiresInSec: UPLOAD_URL_TTL_SEC, contentType: 'application/gzip' })
@@ -103,12 +115,12 @@ export async function finalizeArtifactUpload(
   principal: Principal,
   appRef: string,
   buildId: string,
-): Promise<BuildView> {
+): Promise<Build> {
   requireAppAccess(principal, 'WRITE');
   const app = await findApp(ctx, principal, appRef);
   const build = await ctx.db.build.findFirst({ where: { id: buildId, appId: app.id } });
   if (!build) throw notFound('build');
-  if (build.status === 'READY') return buildView(build);
+  if (build.status === 'READY') return build;
   if (build.kind !== 'GANTRY')
     throw validationFailed(['$.manifest: a flash build sends its manifest when it finalizes the upload']);
   const stat = await ctx.blobs.stat(build.blobKey);
@@ -126,7 +138,7 @@ export async function finalizeArtifactUpload(
     await ctx.blobs.delete(build.blobKey);
     throw validationFailed(problems);
   }
-  return buildView(await ctx.db.build.update({ where: { id: build.id }, data: { status: 'READY' } }));
+  return ctx.db.build.update({ where: { id: build.id }, data: { status: 'READY' } });
 }
 
 /** A URL a worker container fetches its artifact from, signed for a while; it must be the worker's own account's build. */

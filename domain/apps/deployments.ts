@@ -10,11 +10,30 @@ import { findApp, findEnvironment, requireAppAccess } from './apps.ts';
 import type { Manifest } from './manifest.ts';
 import { checkRuntimeBase } from './runtime-check.ts';
 import { runtimeImageOf } from './runtime-images.ts';
-import { DeployBuildSchema, type DeploymentResourceView, type DeploymentView } from './schemas.ts';
+import { DeployBuildSchema } from './schemas.ts';
 import { liveWorker } from '../workers/status.ts';
-import { appEndpointView, manifestsOf, type EnvironmentRow } from './views.ts';
+import { appEndpointModel, manifestsOf, type AppEndpointModel, type EnvironmentRow } from './models.ts';
 
 /** Deployments: a build put on an environment by the deploy workflow (workflows/deploy.ts). */
+
+/** Where one resource of a deployment stands (what `gantry deploy` prints while it waits). */
+export interface ResourceProgress {
+  resource: string;
+  endpointId: string;
+  state: 'pending' | 'waiting' | 'starting' | 'releasing' | 'ready' | 'failed' | 'unchanged';
+  /** The release this deployment made, if any. */
+  release: number | null;
+  workers: { ready: number; starting: number; waiting: number };
+  detail: string | null;
+}
+
+/** A deployment, its environment's name, the endpoints of its build's resources and where each stands. */
+export interface DeploymentModel {
+  row: Deployment;
+  environment: string;
+  endpoints: AppEndpointModel[];
+  resources: ResourceProgress[];
+}
 
 /**
  * Where each resource of the deployment stands: the release the deployment made on its endpoint
@@ -24,7 +43,7 @@ async function resourceProgress(
   ctx: DomainContext,
   d: Deployment,
   endpoints: Array<{ id: string; appResource: string | null }>,
-): Promise<DeploymentResourceView[]> {
+): Promise<ResourceProgress[]> {
   if (endpoints.length === 0) return [];
   const ids = endpoints.map((e) => e.id);
   const [releases, workers, failures] = await Promise.all([
@@ -55,7 +74,7 @@ async function resourceProgress(
       else if (w.status === 'IDLE' || w.status === 'RUNNING') count.ready++;
     }
     const reasonOf = (status: string) => mine.find((w) => w.status === status)?.statusReason ?? null;
-    const view = (state: DeploymentResourceView['state'], detail: string | null): DeploymentResourceView => ({
+    const progress = (state: ResourceProgress['state'], detail: string | null): ResourceProgress => ({
       resource: e.appResource ?? e.id,
       endpointId: e.id,
       state,
@@ -63,48 +82,42 @@ async function resourceProgress(
       workers: count,
       detail,
     });
-    if (!release) return view(d.status === 'RUNNING' ? 'pending' : 'unchanged', null);
+    if (!release) return progress(d.status === 'RUNNING' ? 'pending' : 'unchanged', null);
     // Ready once the deployment is: until then it checks that a host can run each resource, and a
     // failed deployment puts every endpoint back.
     if (release.status === 'COMPLETED' && d.status === 'RUNNING')
-      return view('releasing', 'checking that a host can run it');
+      return progress('releasing', 'checking that a host can run it');
     if (release.status === 'COMPLETED' && d.status === 'FAILED')
-      return view('unchanged', 'put back: the deployment failed');
-    if (release.status === 'COMPLETED') return view('ready', null);
+      return progress('unchanged', 'put back: the deployment failed');
+    if (release.status === 'COMPLETED') return progress('ready', null);
     if (release.status === 'HALTED' || release.status === 'ROLLED_BACK')
-      return view('failed', release.statusReason ?? null);
-    if (release.status === 'SUPERSEDED') return view('unchanged', 'superseded by a newer release');
+      return progress('failed', release.statusReason ?? null);
+    if (release.status === 'SUPERSEDED') return progress('unchanged', 'superseded by a newer release');
     const failed = failures.find((w) => w.endpointId === e.id && w.releaseVersion === release.version);
     const lastFailure = failed ? `its last worker failed: ${failed.statusReason ?? 'no reason recorded'}` : null;
-    if (count.waiting > 0) return view('waiting', reasonOf('PENDING'));
-    if (count.starting > 0) return view('starting', lastFailure ?? reasonOf('INITIALIZING'));
-    if (lastFailure && count.ready === 0) return view('releasing', lastFailure);
-    return view('releasing', null);
+    if (count.waiting > 0) return progress('waiting', reasonOf('PENDING'));
+    if (count.starting > 0) return progress('starting', lastFailure ?? reasonOf('INITIALIZING'));
+    if (lastFailure && count.ready === 0) return progress('releasing', lastFailure);
+    return progress('releasing', null);
   });
 }
 
-async function deploymentView(
+async function deploymentModel(
   ctx: DomainContext,
   d: Deployment,
   env: EnvironmentRow,
   manifest: Manifest | undefined,
-): Promise<DeploymentView> {
+): Promise<DeploymentModel> {
   // A flash build's manifest is flash's own (no resource list): its endpoints are not the deployment's.
   const resources = Array.isArray(manifest?.resources) ? manifest.resources : [];
   const endpoints = env.endpoints
     .filter((e) => e.deletingAt === null && resources.some((r) => r.name === e.appResource))
     .sort((a, b) => (a.appResource ?? '').localeCompare(b.appResource ?? ''));
   return {
-    id: d.id,
-    workflowId: d.workflowId,
-    status: d.status,
-    error: d.error,
-    buildId: d.buildId,
+    row: d,
     environment: env.name,
-    createdAt: d.createdAt.toISOString(),
-    finishedAt: d.finishedAt?.toISOString() ?? null,
     endpoints: endpoints.map((e) =>
-      appEndpointView(
+      appEndpointModel(
         ctx,
         e,
         resources.find((r) => r.name === e.appResource),
@@ -133,7 +146,7 @@ export async function deployBuild(
   appRef: string,
   envRef: string,
   body: unknown,
-): Promise<DeploymentView> {
+): Promise<DeploymentModel> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(DeployBuildSchema, body);
   const app = await findApp(ctx, principal, appRef);
@@ -173,7 +186,7 @@ export async function deployBuild(
   if (!workflowId) {
     const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
     await rollForNewCode(ctx, deployment.previousBuildId, build, row.endpoints);
-    return await deploymentView(ctx, deployment, row, undefined);
+    return await deploymentModel(ctx, deployment, row, undefined);
   }
   try {
     await ctx.temporal.workflow.start<DeployWorkflow>('deployWorkflow', {
@@ -194,7 +207,7 @@ export async function deployBuild(
     );
   }
   const row = await ctx.db.appEnvironment.findUniqueOrThrow({ where: { id: env.id }, include: { endpoints: true } });
-  return await deploymentView(ctx, deployment, row, build.manifest as unknown as Manifest);
+  return await deploymentModel(ctx, deployment, row, build.manifest as unknown as Manifest);
 }
 
 /**
@@ -222,7 +235,7 @@ export async function getDeployment(
   principal: Principal,
   appRef: string,
   deploymentId: string,
-): Promise<DeploymentView> {
+): Promise<DeploymentModel> {
   requireAppAccess(principal, 'READ');
   const app = await findApp(ctx, principal, appRef);
   const d = await ctx.db.deployment.findFirst({
@@ -231,5 +244,6 @@ export async function getDeployment(
   });
   if (!d) throw notFound('deployment');
   const manifest = (await manifestsOf(ctx, [d.buildId])).get(d.buildId);
-  return await deploymentView(ctx, d, d.environment, manifest);
+  const { environment, ...row } = d;
+  return await deploymentModel(ctx, row, environment, manifest);
 }

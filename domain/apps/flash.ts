@@ -12,12 +12,11 @@ import {
   finalizeArtifactUpload,
   prepareArtifactUpload,
   signedUpload,
+  type PreparedUpload,
 } from './builds.ts';
 import type { AppSettings } from '../shared/index.ts';
 import { MAX_ARTIFACT_BYTES } from './manifest.ts';
 import { flashImage, flashRuntimeImageFor } from './runtime-images.ts';
-import type { BuildView, PreparedUploadView } from './schemas.ts';
-import { buildView } from './views.ts';
 
 /**
  * Builds of the hosted service's `flash` tool (docs/graphql.md "flash"). Its upload differs from
@@ -33,8 +32,6 @@ import { buildView } from './views.ts';
 export const MAX_FLASH_MANIFEST_BYTES = 128 * 1024;
 /** Deeper nesting than any flash manifest has (about 6): a bound on what a stored document may cost to read. */
 export const MAX_FLASH_MANIFEST_DEPTH = 32;
-
-export type FlashBuildView = BuildView & { manifest: Record<string, unknown> | null };
 
 const PrepareFlashSchema = Type.Object(
   { size: Type.Integer({ minimum: 1, maximum: MAX_ARTIFACT_BYTES, description: 'bytes of the gzip file' }) },
@@ -81,18 +78,13 @@ function manifestColumns(m: Record<string, unknown>) {
   return { manifest: m as unknown as Prisma.InputJsonObject, pythonVersion: python, fingerprint };
 }
 
-export const flashBuildView = (b: Build): FlashBuildView => ({
-  ...buildView(b),
-  manifest: (b.manifest as Record<string, unknown> | null) ?? null,
-});
-
 /** `prepareFlashArtifactUpload` with flash's input (the size alone): a FLASH build and where to PUT its bytes. */
 export async function prepareFlashArtifactUpload(
   ctx: DomainContext,
   principal: Principal,
   appRef: string,
   body: unknown,
-): Promise<PreparedUploadView> {
+): Promise<PreparedUpload> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(PrepareFlashSchema, body);
   const app = await findApp(ctx, principal, appRef);
@@ -100,7 +92,7 @@ export async function prepareFlashArtifactUpload(
   const build = await ctx.db.build.create({
     data: { id, appId: app.id, kind: 'FLASH', size: BigInt(input.size), blobKey: artifactKey(app.id, id) },
   });
-  return { build: buildView(build), upload: await signedUpload(ctx, build) };
+  return { build, upload: await signedUpload(ctx, build) };
 }
 
 /**
@@ -112,7 +104,7 @@ export async function prepareUpload(
   principal: Principal,
   appRef: string,
   input: { size?: number; sha256?: string; manifest?: unknown },
-): Promise<PreparedUploadView> {
+): Promise<PreparedUpload> {
   if (input.sha256 === undefined && input.manifest === undefined)
     return prepareFlashArtifactUpload(ctx, principal, appRef, { size: input.size });
   if (input.sha256 === undefined || input.manifest === undefined)
@@ -142,7 +134,7 @@ export async function finalizeUpload(
   principal: Principal,
   appRef: string,
   body: unknown,
-): Promise<FlashBuildView> {
+): Promise<Build> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(FinalizeSchema, body);
   const ref = input.objectKey ?? input.buildId;
@@ -154,11 +146,11 @@ export async function finalizeUpload(
     if (input.manifest !== undefined)
       throw validationFailed(['$.manifest: this build took its manifest when it was prepared']);
     await finalizeArtifactUpload(ctx, principal, app.id, build.id);
-    return flashBuildView(await ctx.db.build.findUniqueOrThrow({ where: { id: build.id } }));
+    return ctx.db.build.findUniqueOrThrow({ where: { id: build.id } });
   }
   if (input.manifest === undefined) throw validationFailed(['$.manifest: required for a flash build']);
   const manifest = checkFlashManifest(input.manifest);
-  if (build.status === 'READY') return flashBuildView(build);
+  if (build.status === 'READY') return build;
   const stat = await ctx.blobs.stat(build.blobKey);
   if (!stat) throw validationFailed(['$: nothing was uploaded for this build yet']);
   let problem: string | undefined;
@@ -179,7 +171,7 @@ export async function finalizeUpload(
     data: { status: 'READY', sha256, ...manifestColumns(manifest) },
   });
   if (updated.count === 0) throw new DomainError('conflict', 'this build was finalized meanwhile');
-  return flashBuildView(await ctx.db.build.findUniqueOrThrow({ where: { id: build.id } }));
+  return ctx.db.build.findUniqueOrThrow({ where: { id: build.id } });
 }
 
 /** A build of the caller's account by id (flash names builds without their app). */
@@ -190,13 +182,9 @@ async function ownedBuild(ctx: DomainContext, principal: Principal, buildId: str
 }
 
 /** `flashBuild(flashBuildId)`: the build with its manifest (flash's as last sent; gantry deploy's as prepared). */
-export async function getFlashBuild(
-  ctx: DomainContext,
-  principal: Principal,
-  buildId: string,
-): Promise<FlashBuildView> {
+export async function getFlashBuild(ctx: DomainContext, principal: Principal, buildId: string): Promise<Build> {
   requireAppAccess(principal, 'READ');
-  return flashBuildView(await ownedBuild(ctx, principal, buildId));
+  return ownedBuild(ctx, principal, buildId);
 }
 
 /**
@@ -208,14 +196,14 @@ export async function updateFlashBuildManifest(
   principal: Principal,
   buildId: string,
   manifest: unknown,
-): Promise<FlashBuildView> {
+): Promise<Build> {
   requireAppAccess(principal, 'WRITE');
   const checked = checkFlashManifest(manifest);
   const build = await ownedBuild(ctx, principal, buildId);
   if (build.kind !== 'FLASH')
     throw new DomainError('conflict', "a gantry deploy build's manifest is fixed when it is prepared");
   if (build.status !== 'READY') throw new DomainError('conflict', 'the build is not uploaded yet (finalize it first)');
-  return flashBuildView(await ctx.db.build.update({ where: { id: build.id }, data: manifestColumns(checked) }));
+  return ctx.db.build.update({ where: { id: build.id }, data: manifestColumns(checked) });
 }
 
 /** The build's artifact for a client to fetch: its object key (the build id) and a signed download URL. */

@@ -10,7 +10,7 @@ export * from './deployments.ts';
 export * from './flash.ts';
 export * from './live.ts';
 export * from './manifest.ts';
+export * from './models.ts';
 export * from './resource-endpoints.ts';
 export * from './runtime-images.ts';
 export * from './schemas.ts';
-export * from './views.ts';

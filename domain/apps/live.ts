@@ -9,15 +9,16 @@ import type { WorkerIdentity } from '../workers/credentials.ts';
 import { findApp, findEnvironment, requireAppAccess } from './apps.ts';
 import { DOWNLOAD_URL_TTL_SEC, MAX_SOURCE_BYTES, type Manifest } from './manifest.ts';
 import { writeResourceEndpoints } from './resource-endpoints.ts';
-import {
-  ProvisionResourceSchema,
-  type AppEndpointView,
-  type SourceUploadView,
-  type WorkerSourceView,
-} from './schemas.ts';
-import { appEndpointView } from './views.ts';
+import { appEndpointModel, type AppEndpointModel } from './models.ts';
+import { ProvisionResourceSchema } from './schemas.ts';
 
 /** Live endpoints (docs/dev-loop.md): a resource provisioned from a build without the deploy workflow, and source uploads that workers reload. */
+
+/** A source version of an environment: counted up from 1, and the sha256 (hex) of its bytes. */
+export interface SourceVersion {
+  version: number;
+  sha256: string;
+}
 
 /**
  * Makes or updates one resource's endpoint from a READY build, as a deploy would make it but without
@@ -32,7 +33,7 @@ export async function provisionResource(
   envRef: string,
   resourceName: string,
   body: unknown,
-): Promise<{ created: boolean; endpoint: AppEndpointView }> {
+): Promise<{ created: boolean; endpoint: AppEndpointModel }> {
   requireAppAccess(principal, 'WRITE');
   const input = validate(ProvisionResourceSchema, body);
   const app = await findApp(ctx, principal, appRef);
@@ -72,7 +73,7 @@ export async function provisionResource(
   });
   await ctx.db.appEnvironment.update({ where: { id: env.id }, data: { currentBuildId: build.id } });
   const row = await ctx.db.endpoint.findUniqueOrThrow({ where: { id: written!.endpointId } });
-  return { created: written!.created, endpoint: appEndpointView(ctx, row, resource) };
+  return { created: written!.created, endpoint: appEndpointModel(ctx, row, resource) };
 }
 
 const sourceKey = (envId: string, version: number): string => `sources/${envId}/${version}.tar.gz`;
@@ -107,7 +108,7 @@ export async function uploadSource(
   appRef: string,
   envRef: string,
   body: Readable,
-): Promise<SourceUploadView> {
+): Promise<SourceVersion> {
   requireAppAccess(principal, 'WRITE');
   const app = await findApp(ctx, principal, appRef);
   const env = await findEnvironment(ctx, app, envRef);
@@ -172,7 +173,7 @@ export async function sourceForWorker(
   ctx: Pick<DomainContext, 'db' | 'blobs' | 'signingKey' | 'publicUrl' | 'workerUrl'>,
   identity: WorkerIdentity,
   after: number,
-): Promise<WorkerSourceView | undefined> {
+): Promise<(SourceVersion & { url: string }) | undefined> {
   const endpoint = await ctx.db.endpoint.findUnique({
     where: { id: identity.endpointId },
     select: { appEnvironment: { select: { id: true, sourceVersion: true, sourceSha256: true, sourceBlobKey: true } } },

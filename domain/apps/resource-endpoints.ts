@@ -1,15 +1,32 @@
 import { createHash } from 'node:crypto';
-import { type AppEnvironment, type Build } from '../../generated/prisma/client.ts';
+import { type AppEnvironment, type Build, type Endpoint } from '../../generated/prisma/client.ts';
 import type { Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { parseCpuInstanceId } from '../catalog/cpu-instances.ts';
-import { createEndpoint, updateEndpoint } from '../endpoints/endpoints.ts';
+import { createEndpoint, loadBalancerBaseUrl, updateEndpoint } from '../endpoints/endpoints.ts';
 import { DomainError } from '../errors.ts';
-import type { Manifest, ManifestResource } from './manifest.ts';
-import { appEndpointName, appEndpointUrl } from './views.ts';
+import { LIVE_ENVIRONMENT, type Manifest, type ManifestResource } from './manifest.ts';
 import { runtimeImageOf, runtimePackageProblems } from './runtime-images.ts';
 
-/** What a deploy does to endpoints: one endpoint per manifest resource, its body, discovery variables and runtime image. */
+/** What a deploy does to endpoints: one endpoint per manifest resource, its name, URL, body, discovery variables and runtime image. */
+
+/** Endpoint names: `<app>-<resource>` in production, `live-<resource>` in live (docs/dev-loop.md), `<app>-<env>-<resource>` elsewhere. */
+export const appEndpointName = (app: string, environment: string, resource: string): string =>
+  environment === 'production'
+    ? `${app}-${resource}`
+    : environment === LIVE_ENVIRONMENT
+      ? `live-${resource}`
+      : `${app}-${environment}-${resource}`;
+
+/** Where a client calls an app endpoint: the queue's job API base, or the load balancer's base URL. */
+export function appEndpointUrl(
+  ctx: Pick<DomainContext, 'publicUrl' | 'settings'>,
+  e: Pick<Endpoint, 'id' | 'type'>,
+): string {
+  return e.type === 'LOAD_BALANCING'
+    ? loadBalancerBaseUrl(e.id, ctx.publicUrl, ctx.settings.lbDomain)
+    : `${ctx.publicUrl}/v2/${e.id}`;
+}
 
 /** Environment variable names of service discovery: `GANTRY_ENDPOINT_<RESOURCE>` (upper case, `-` -> `_`). */
 export const discoveryVariable = (resource: string): string =>
