@@ -1,14 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DomainContext } from '../../domain/context.ts';
-import {
-  CreateEndpointSchema,
-  EndpointIdParamsSchema,
-  ListEndpointReleasesResponseSchema,
-  ListEndpointWorkersResponseSchema,
-  ReleaseViewSchema,
-  UpdateEndpointSchema,
-} from '../../domain/endpoints/index.ts';
+import { CreateEndpointSchema, EndpointIdParamsSchema, UpdateEndpointSchema } from '../../domain/endpoints/index.ts';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -21,6 +14,8 @@ import {
 } from '../../domain/endpoints/index.ts';
 import { principalOf } from '../auth.ts';
 import { EndpointListSchema, EndpointSchema, endpointView } from './shapes/endpoint.ts';
+import { endpointWorkersView, ListEndpointWorkersResponseSchema } from './shapes/endpoint-worker.ts';
+import { ListEndpointReleasesResponseSchema, releasesView, releaseView, ReleaseViewSchema } from './shapes/release.ts';
 
 const tags = ['Serverless'];
 
@@ -142,7 +137,7 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         response: { 200: ListEndpointWorkersResponseSchema },
       },
     },
-    async (request) => listEndpointWorkers(ctx, principalOf(request), request.params.id),
+    async (request) => endpointWorkersView(await listEndpointWorkers(ctx, principalOf(request), request.params.id)),
   );
 
   app.get(
@@ -159,7 +154,7 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
         response: { 200: ListEndpointReleasesResponseSchema },
       },
     },
-    async (request) => listEndpointReleases(ctx, principalOf(request), request.params.id),
+    async (request) => releasesView(await listEndpointReleases(ctx, principalOf(request), request.params.id)),
   );
 
   app.post(
@@ -186,6 +181,8 @@ export const serverlessRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }>
     async (request, reply) =>
       reply
         .code(201)
-        .send(await rollbackEndpoint(ctx, principalOf(request), request.params.id, request.params.version)),
+        .send(
+          releaseView(await rollbackEndpoint(ctx, principalOf(request), request.params.id, request.params.version)),
+        ),
   );
 };

@@ -8,8 +8,7 @@ import { requireScope } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
 import { DomainError } from '../errors.ts';
 import { findOwned, updateEndpoint } from './endpoints.ts';
-import type { ReleaseView } from './schemas.ts';
-import { listEndpointReleases } from './workers-releases.ts';
+import { listEndpointReleases, type ReleaseModel } from './workers-releases.ts';
 
 /** A version as the path carries it: digits only (anything else names no release). */
 const VERSION = /^[1-9][0-9]{0,8}$/;
@@ -38,7 +37,7 @@ export async function rollbackEndpoint(
   principal: Principal,
   id: string,
   version: string | number,
-): Promise<ReleaseView> {
+): Promise<ReleaseModel> {
   requireScope(principal, 'WRITE');
   const endpoint = await findOwned(ctx, principal, id);
   const v = typeof version === 'number' ? version : VERSION.test(version) ? Number(version) : NaN;
@@ -71,7 +70,7 @@ export async function rollbackEndpoint(
     );
   await updateEndpoint(ctx, principal, id, fields);
   const after = await listEndpointReleases(ctx, principal, id);
-  const made = after.releases.find((r) => r.version === after.endpointVersion);
+  const made = after.releases.find((r) => r.row.version === after.endpointVersion);
   // Another change between the check and the update left these fields in place: say so, not a stale release.
   if (!made || after.endpointVersion === endpoint.currentReleaseVersion)
     throw new DomainError('conflict', 'the endpoint changed meanwhile and the rollback made no release; look again');

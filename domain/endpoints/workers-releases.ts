@@ -1,23 +1,23 @@
 /**
  * What an endpoint runs: its workers (GET /v2/serverless/{id}/workers) and its releases with the
- * rollout between them (GET /v2/serverless/{id}/releases), in their public states.
+ * rollout between them (GET /v2/serverless/{id}/releases), in their public states. The REST shapes
+ * are api/routes/shapes/endpoint-worker.ts and api/routes/shapes/release.ts.
  */
-import type { WorkerStatus } from '../../generated/prisma/client.ts';
+import type { Release, Worker, WorkerStatus } from '../../generated/prisma/client.ts';
 import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
-import {
-  type ListEndpointReleasesResponse,
-  type ListEndpointWorkersResponse,
-  type ReleaseDiffEntry,
-  type WorkerSummary,
-  type WorkerView,
-} from './schemas.ts';
+import type { ReleaseDiffEntry } from './schemas.ts';
 import { findOwned } from './endpoints.ts';
 import { prismaSql } from '../jobs/lost-workers.ts';
-import { endpointWorkerProblem } from './worker-problem.ts';
-import { workerImagesOnHosts } from './image-prepull.ts';
+import { endpointWorkerProblem, type WorkerProblem } from './worker-problem.ts';
+import { workerImagesOnHosts, type WorkerImageOnHost } from './image-prepull.ts';
 
-type PublicWorkerStatus = WorkerView['status'];
+/**
+ * The public worker states; the stored lifecycle states map onto these. STANDBY: FlashBoot froze it
+ * on its host when it went idle; it is thawed (in well under a second) when work comes, takes no job
+ * until then, and is not billed.
+ */
+export type PublicWorkerStatus = 'RUNNING' | 'IDLE' | 'INITIALIZING' | 'THROTTLED' | 'UNHEALTHY' | 'STANDBY';
 
 /** Stored lifecycle state → public state; stopped and failed workers are not listed. */
 const PUBLIC_WORKER_STATUS: Record<WorkerStatus, PublicWorkerStatus | null> = {
@@ -38,7 +38,18 @@ const LISTED_WORKER_STATUSES = (Object.keys(PUBLIC_WORKER_STATUS) as WorkerStatu
   (s) => PUBLIC_WORKER_STATUS[s] !== null,
 );
 
-const emptySummary = (): WorkerSummary => ({
+/** Counts of listed workers by public state; `total` is their sum. */
+export interface WorkerCounts {
+  running: number;
+  idle: number;
+  initializing: number;
+  throttled: number;
+  unhealthy: number;
+  standby: number;
+  total: number;
+}
+
+const noWorkers = (): WorkerCounts => ({
   running: 0,
   idle: 0,
   initializing: 0,
@@ -48,9 +59,44 @@ const emptySummary = (): WorkerSummary => ({
   total: 0,
 });
 
-function countInto(summary: WorkerSummary, status: PublicWorkerStatus, n = 1): void {
-  summary[status.toLowerCase() as Exclude<keyof WorkerSummary, 'total'>] += n;
-  summary.total += n;
+function countInto(counts: WorkerCounts, status: PublicWorkerStatus, n = 1): void {
+  counts[status.toLowerCase() as Exclude<keyof WorkerCounts, 'total'>] += n;
+  counts.total += n;
+}
+
+/** A listed worker: its row and what the worker list shows of it. */
+export interface EndpointWorkerModel {
+  row: Worker & { host: { dataCenterId: string } | null };
+  status: PublicWorkerStatus;
+  /** It runs an older release than the endpoint's current one. */
+  isStale: boolean;
+  /** The GPUs it holds once placed; until then those the endpoint asks for (none for a CPU endpoint). */
+  gpuCount: number;
+  /** Its release's image; null when that release is not found. */
+  image: string | null;
+  uptimeSeconds: number | null;
+  /** Its host for the platform admin; null for others (which machine tenants share is the operator's to know). */
+  hostId: string | null;
+  /** When it last took a job, among the jobs still kept. */
+  lastJobAt: Date | null;
+  imageOnHost: WorkerImageOnHost | undefined;
+}
+
+/** The newest failed worker of the current release while none of it is ready. */
+export interface WorkerFailure {
+  workerId: string;
+  version: number;
+  failedAt: Date;
+  reason: string;
+}
+
+/** An endpoint's listed workers (not stopped or failed), their counts and why none can serve, if so. */
+export interface EndpointWorkersModel {
+  endpointVersion: number;
+  summary: WorkerCounts;
+  workers: EndpointWorkerModel[];
+  lastFailure: WorkerFailure | null;
+  workerProblem: WorkerProblem | null;
 }
 
 /** GET /v2/serverless/{id}/workers: the endpoint's allocated workers (not stopped or failed). */
@@ -58,7 +104,7 @@ export async function listEndpointWorkers(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<ListEndpointWorkersResponse> {
+): Promise<EndpointWorkersModel> {
   requireScope(principal, 'READ');
   const endpoint = await findOwned(ctx, principal, id);
   const [workers, releases] = await Promise.all([
@@ -70,39 +116,27 @@ export async function listEndpointWorkers(
     ctx.db.release.findMany({ where: { endpointId: id }, select: { version: true, image: true } }),
   ]);
   const imageOf = new Map(releases.map((r) => [r.version, r.image]));
-  // The last job each took (by the workerId index), among the jobs still kept.
-  const lastJobs = await ctx.db.job.groupBy({
-    by: ['workerId'],
-    where: { workerId: { in: workers.map((w) => w.id) } },
-    _max: { startedAt: true },
-  });
-  const lastJobAt = new Map(lastJobs.map((j) => [j.workerId, j._max.startedAt]));
+  const lastJobAt = await lastJobTimes(ctx, workers);
   const onHost = await workerImagesOnHosts(ctx, endpoint, workers);
-  const summary = emptySummary();
   const now = Date.now();
-  const views = workers.map((w): WorkerView => {
+  const models = workers.map((w): EndpointWorkerModel => {
     const status = PUBLIC_WORKER_STATUS[w.status] as PublicWorkerStatus;
-    countInto(summary, status);
     const placedGpus =
       w.gpuUuids.length > 0 ? w.gpuUuids.length : endpoint.gpuPools.length > 0 ? (endpoint.gpuCount ?? 1) : 0;
     return {
-      id: w.id,
+      row: w,
       status,
       isStale: w.releaseVersion !== endpoint.currentReleaseVersion,
-      version: w.releaseVersion,
       gpuCount: placedGpus,
       image: imageOf.get(w.releaseVersion) ?? null,
       uptimeSeconds: w.startedAt ? Math.max(0, Math.floor((now - w.startedAt.getTime()) / 1000)) : null,
-      gpuTypeId: w.gpuTypeId,
-      dataCenterId: w.host?.dataCenterId ?? null,
       hostId: principal.isAdmin ? w.hostId : null,
-      lastJobAt: lastJobAt.get(w.id)?.toISOString() ?? null,
-      startedAt: w.startedAt?.toISOString() ?? null,
-      statusReason: w.statusReason,
-      imageOnHostSince: onHost.get(w.id)?.imageOnHostSince ?? null,
-      imagePulledAhead: onHost.get(w.id)?.imagePulledAhead ?? false,
+      lastJobAt: lastJobAt.get(w.id) ?? null,
+      imageOnHost: onHost.get(w.id),
     };
   });
+  const summary = noWorkers();
+  for (const w of models) countInto(summary, w.status);
   const [failure, problem] = await Promise.all([
     lastFailure(ctx, id, endpoint.currentReleaseVersion, workers),
     endpointWorkerProblem(prismaSql(ctx.db), id),
@@ -110,10 +144,20 @@ export async function listEndpointWorkers(
   return {
     endpointVersion: endpoint.currentReleaseVersion,
     summary,
-    workers: views,
+    workers: models,
     lastFailure: failure,
     workerProblem: problem,
   };
+}
+
+/** The last job each worker took (by the workerId index), among the jobs still kept. */
+async function lastJobTimes(ctx: DomainContext, workers: readonly { id: string }[]) {
+  const lastJobs = await ctx.db.job.groupBy({
+    by: ['workerId'],
+    where: { workerId: { in: workers.map((w) => w.id) } },
+    _max: { startedAt: true },
+  });
+  return new Map(lastJobs.map((j) => [j.workerId, j._max.startedAt]));
 }
 
 /**
@@ -126,7 +170,7 @@ async function lastFailure(
   endpointId: string,
   version: number,
   listed: readonly { releaseVersion: number; status: WorkerStatus }[],
-): Promise<ListEndpointWorkersResponse['lastFailure']> {
+): Promise<WorkerFailure | null> {
   if (listed.some((w) => w.releaseVersion === version && (w.status === 'IDLE' || w.status === 'RUNNING'))) return null;
   const failed = await ctx.db.worker.findFirst({
     where: { endpointId, releaseVersion: version, status: 'FAILED' },
@@ -137,7 +181,7 @@ async function lastFailure(
   return {
     workerId: failed.id,
     version: failed.releaseVersion,
-    failedAt: (failed.stoppedAt ?? failed.createdAt).toISOString(),
+    failedAt: failed.stoppedAt ?? failed.createdAt,
     reason: failed.statusReason ?? 'failed (no reason recorded)',
   };
 }
@@ -150,12 +194,40 @@ export function workerProblemOfEndpoint(ctx: Pick<DomainContext, 'db'>, endpoint
   return endpointWorkerProblem(prismaSql(ctx.db), endpointId);
 }
 
+/** A release: its row, the listed workers on it and what changed from the previous one. */
+export interface ReleaseModel {
+  row: Release;
+  /** Listed workers on this release by public state. */
+  workers: WorkerCounts;
+  /** Container fields that changed from the previous release. */
+  diff: ReleaseDiffEntry[];
+}
+
+/** How far the current release has rolled out over the listed workers. */
+export interface RolloutModel {
+  /** True while any worker still runs an older release. */
+  inProgress: boolean;
+  currentVersion: number;
+  workersOnLatest: number;
+  workersOnOlder: number;
+  workersTotal: number;
+  /** Share of workers on the current release in percent, 0 when there are none. */
+  percentOnLatest: number;
+}
+
+/** An endpoint's releases, newest first, and the rollout of its current one. */
+export interface EndpointReleasesModel {
+  endpointVersion: number;
+  rollout: RolloutModel;
+  releases: ReleaseModel[];
+}
+
 /** GET /v2/serverless/{id}/releases (listEndpointReleases): newest first, with a rollout summary. */
 export async function listEndpointReleases(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<ListEndpointReleasesResponse> {
+): Promise<EndpointReleasesModel> {
   requireScope(principal, 'READ');
   const endpoint = await findOwned(ctx, principal, id);
   const [releases, counts] = await Promise.all([
@@ -166,13 +238,13 @@ export async function listEndpointReleases(
       _count: { _all: true },
     }),
   ]);
-  const byVersion = new Map<number, WorkerSummary>();
-  const total = emptySummary();
+  const byVersion = new Map<number, WorkerCounts>();
+  const total = noWorkers();
   for (const c of counts) {
     const status = PUBLIC_WORKER_STATUS[c.status] as PublicWorkerStatus;
-    let summary = byVersion.get(c.releaseVersion);
-    if (!summary) byVersion.set(c.releaseVersion, (summary = emptySummary()));
-    countInto(summary, status, c._count._all);
+    let onVersion = byVersion.get(c.releaseVersion);
+    if (!onVersion) byVersion.set(c.releaseVersion, (onVersion = noWorkers()));
+    countInto(onVersion, status, c._count._all);
     countInto(total, status, c._count._all);
   }
   const onLatest = byVersion.get(endpoint.currentReleaseVersion)?.total ?? 0;
@@ -186,22 +258,10 @@ export async function listEndpointReleases(
       workersTotal: total.total,
       percentOnLatest: total.total === 0 ? 0 : Math.round((onLatest * 100) / total.total),
     },
-    releases: releases.map((r) => {
-      const workers = byVersion.get(r.version) ?? emptySummary();
-      return {
-        id: r.id,
-        version: r.version,
-        source: 'MANUAL' as const,
-        buildId: null,
-        createdByUserId: null,
-        status: r.status,
-        statusReason: r.statusReason,
-        createdAt: r.createdAt.toISOString(),
-        finishedAt: r.finishedAt?.toISOString() ?? null,
-        workerCount: workers.total,
-        workers,
-        diff: Array.isArray(r.changes) ? (r.changes as ReleaseDiffEntry[]) : [],
-      };
-    }),
+    releases: releases.map((r) => ({
+      row: r,
+      workers: byVersion.get(r.version) ?? noWorkers(),
+      diff: Array.isArray(r.changes) ? (r.changes as ReleaseDiffEntry[]) : [],
+    })),
   };
 }

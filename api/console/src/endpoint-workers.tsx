@@ -1,7 +1,7 @@
 import { get, type Endpoint } from './api.ts';
 import { usePolled } from './poll.ts';
 
-/** GET /v2/serverless/{id}/workers (domain/endpoints/schemas.ts ListEndpointWorkersResponseSchema). */
+/** GET /v2/serverless/{id}/workers (api/routes/shapes/endpoint-worker.ts ListEndpointWorkersResponseSchema). */
 interface WorkerProblem {
   kind: 'image' | 'start' | 'placement';
   reason: string;
