@@ -5,13 +5,13 @@
  */
 import type { CpuFlavor, FlashApp, FlashDeployment, FlashEnvironment, GpuType, User } from './generated-types.ts';
 
-/** `myself` (an account's own fields) or updateUserSettings's view; the lists are User's resolvers'. */
+/** A User as its resolvers get it (./shapes/user.ts): an account's own fields; the lists are User's resolvers'. */
 export type UserParent = Omit<
   User,
   'endpoint' | 'endpoints' | 'flashApps' | 'containerRegistryCreds' | 'networkVolumes' | 'podTemplates' | 'pods'
 >;
 
-/** A gpuTypes entry: lowestPrice is computed per request (its input). */
+/** A gpuTypes entry (./shapes/gpu-type.ts): lowestPrice is computed per request (its input). */
 export type GpuTypeParent = Omit<GpuType, 'lowestPrice'>;
 
 export type FlashEnvironmentParent = Omit<FlashEnvironment, 'networkVolumes'>;

@@ -22,7 +22,7 @@ import {
 } from '../../domain/pods/index.ts';
 import { createRegistry, deleteRegistry, listRegistries, updateRegistry } from '../../domain/registries/index.ts';
 import { deleteTemplateByName, findTemplate, listTemplates, saveTemplate } from '../../domain/templates/index.ts';
-import { requireScope, updateUserSettings } from '../../domain/accounts/index.ts';
+import { ownAccount, requireScope, updateUserSettings } from '../../domain/accounts/index.ts';
 import { DomainError, validationFailed } from '../../domain/errors.ts';
 import {
   getPublicModel,
@@ -34,10 +34,12 @@ import {
 import { liveWorker } from '../../domain/workers/index.ts';
 import type { Resolvers } from './generated-types.ts';
 import { endpointNode } from './shapes/endpoint.ts';
+import { gpuTypeNode } from './shapes/gpu-type.ts';
 import { networkVolumeNode } from './shapes/network-volume.ts';
 import { endpointWorkerNode, podNode } from './shapes/pod.ts';
 import { publicEndpointNode } from './shapes/public-model.ts';
 import { podTemplateNode } from './shapes/template.ts';
+import { userNode } from './shapes/user.ts';
 
 /**
  * Thin: every resolver calls a domain service with the caller's principal. Arguments, parents and
@@ -45,52 +47,11 @@ import { podTemplateNode } from './shapes/template.ts';
  */
 export const resolvers: Resolvers = {
   Query: {
-    myself: async (_, __, { ctx, principal }) => {
-      requireScope(principal, 'READ');
-      const account = await ctx.db.account.findUniqueOrThrow({ where: { id: principal.accountId } });
-      const factor = account.serverlessDiscountFactor;
-      const discountLive =
-        factor !== null && (!account.serverlessDiscountExpires || account.serverlessDiscountExpires > new Date());
-      return {
-        id: account.id,
-        email: account.email,
-        pubKey: account.pubKey,
-        serverlessDiscount: discountLive
-          ? {
-              discountFactor: factor,
-              type: account.serverlessDiscountType ?? 'DISCOUNT',
-              expirationDate: account.serverlessDiscountExpires?.toISOString() ?? null,
-            }
-          : null,
-      };
-    },
+    myself: async (_, __, { ctx, principal }) => userNode(await ownAccount(ctx, principal)),
     gpuTypes: async (_, args, { ctx, principal }) => {
       requireScope(principal, 'READ');
       const only = [...(args.input?.id ? [args.input.id] : []), ...(args.input?.ids ?? [])];
-      return (await gpuTypes(ctx))
-        .filter((g) => only.length === 0 || only.includes(g.id))
-        .map((g) => ({
-          id: g.id,
-          displayName: g.name,
-          memoryInGb: g.memory,
-          pool: g.pool,
-          secureCloud: g.secure,
-          communityCloud: g.community,
-          securePrice: g.price.secure,
-          serverlessPrice: g.price.serverless ?? null,
-          // A type no READY host has (listed from the pools' catalog): 0, secureCloud false.
-          maxGpuCount: g.maxCount.secure,
-          totalCount: g.count.total,
-          availableCount: g.count.available,
-          manufacturer: 'Nvidia',
-          cudaCores: null,
-          communityPrice: g.community ? g.price.secure : null,
-          oneWeekPrice: null,
-          oneMonthPrice: null,
-          threeMonthPrice: null,
-          communitySpotPrice: null,
-          secureSpotPrice: null,
-        }));
+      return (await gpuTypes(ctx)).filter((g) => only.length === 0 || only.includes(g.id)).map(gpuTypeNode);
     },
     pod: async (_, args, { ctx, principal }) => podNode(await getPod(ctx, principal, args.input)),
     podTemplate: async (_, args, { ctx, principal }) => {
@@ -183,7 +144,8 @@ export const resolvers: Resolvers = {
     },
     updateEndpointTemplate: async (_, args, { ctx, principal }) =>
       endpointNode(await updateEndpointTemplate(ctx, principal, args.input)),
-    updateUserSettings: (_, args, { ctx, principal }) => updateUserSettings(ctx, principal, args.input),
+    updateUserSettings: async (_, args, { ctx, principal }) =>
+      userNode(await updateUserSettings(ctx, principal, args.input)),
     deleteEndpoint: async (_, args, { ctx, principal }) => {
       await deleteEndpointScaledToZero(ctx, principal, args.id);
       return null;

@@ -2,15 +2,20 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
   billing,
   BillingQuerySchema,
-  BillingResponseSchema,
-  EndpointBillingResponseSchema,
   publicEndpointBilling,
   serverlessBilling,
   ServerlessBillingQuerySchema,
-  ServerlessBillingResponseSchema,
 } from '../../domain/billing/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
+import {
+  BillingResponseSchema,
+  billingView,
+  EndpointBillingResponseSchema,
+  endpointBillingView,
+  ServerlessBillingResponseSchema,
+  serverlessBillingView,
+} from './shapes/billing.ts';
 
 const tags = ['Billing'];
 const WINDOW =
@@ -31,7 +36,7 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: BillingResponseSchema },
       },
     },
-    async (request) => billing(ctx, principalOf(request), request.query),
+    async (request) => billingView(await billing(ctx, principalOf(request), request.query)),
   );
 
   app.get(
@@ -47,7 +52,7 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: ServerlessBillingResponseSchema },
       },
     },
-    async (request) => serverlessBilling(ctx, principalOf(request), request.query),
+    async (request) => serverlessBillingView(await serverlessBilling(ctx, principalOf(request), request.query)),
   );
 
   app.get(
@@ -63,6 +68,6 @@ export const billingRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: EndpointBillingResponseSchema },
       },
     },
-    async (request) => publicEndpointBilling(ctx, principalOf(request), request.query),
+    async (request) => endpointBillingView(await publicEndpointBilling(ctx, principalOf(request), request.query)),
   );
 };

@@ -1,23 +1,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import {
-  CpuTypeListSchema,
-  CpuTypeSchema,
-  DataCenterListSchema,
   DataCenterQuerySchema,
-  DataCenterSchema,
   getCpuType,
   getDataCenter,
   getGpuType,
   GpuCatalogQuerySchema,
-  GpuTypeListSchema,
-  GpuTypeSchema,
   listCpuTypes,
   listDataCenters,
   listGpuTypes,
 } from '../../domain/catalog/index.ts';
 import type { DomainContext } from '../../domain/context.ts';
 import { principalOf } from '../auth.ts';
+import { CpuTypeListSchema, CpuTypeSchema, cpuTypeView } from './shapes/cpu-type.ts';
+import { DataCenterListSchema, DataCenterSchema, dataCenterView } from './shapes/data-center.ts';
+import { GpuTypeListSchema, GpuTypeSchema, gpuTypeView } from './shapes/gpu-type.ts';
 
 const tags = ['Catalog'];
 const FROM_HOSTS =
@@ -38,7 +35,9 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: GpuTypeListSchema },
       },
     },
-    async (request) => ({ gpus: await listGpuTypes(ctx, principalOf(request), request.query) }),
+    async (request) => ({
+      gpus: (await listGpuTypes(ctx, principalOf(request), request.query)).map(gpuTypeView),
+    }),
   );
 
   app.get(
@@ -57,7 +56,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: GpuTypeSchema },
       },
     },
-    async (request) => getGpuType(ctx, principalOf(request), request.params.id, request.query),
+    async (request) => gpuTypeView(await getGpuType(ctx, principalOf(request), request.params.id, request.query)),
   );
 
   app.get(
@@ -72,7 +71,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: CpuTypeListSchema },
       },
     },
-    async (request) => ({ cpus: await listCpuTypes(ctx, principalOf(request)) }),
+    async (request) => ({ cpus: (await listCpuTypes(ctx, principalOf(request))).map(cpuTypeView) }),
   );
 
   app.get(
@@ -88,7 +87,7 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: CpuTypeSchema },
       },
     },
-    async (request) => getCpuType(ctx, principalOf(request), request.params.id),
+    async (request) => cpuTypeView(await getCpuType(ctx, principalOf(request), request.params.id)),
   );
 
   app.get(
@@ -104,7 +103,9 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: DataCenterListSchema },
       },
     },
-    async (request) => ({ dataCenters: await listDataCenters(ctx, principalOf(request), request.query) }),
+    async (request) => ({
+      dataCenters: (await listDataCenters(ctx, principalOf(request), request.query)).map(dataCenterView),
+    }),
   );
 
   app.get(
@@ -121,6 +122,6 @@ export const catalogRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = 
         response: { 200: DataCenterSchema },
       },
     },
-    async (request) => getDataCenter(ctx, principalOf(request), request.params.id, request.query),
+    async (request) => dataCenterView(await getDataCenter(ctx, principalOf(request), request.params.id, request.query)),
   );
 };

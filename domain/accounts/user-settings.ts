@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import type { Account } from '../../generated/prisma/client.ts';
 import type { DomainContext } from '../context.ts';
 import { validationFailed } from '../errors.ts';
 import { validate } from '../shared/validation.ts';
@@ -22,11 +23,6 @@ export const UserSettingsInputSchema = Type.Object(
   { additionalProperties: false },
 );
 
-export interface UserSettingsView {
-  id: string;
-  pubKey: string | null;
-}
-
 /** What is wrong with `text` as the account's public keys (one OpenSSH key a line). */
 export function publicKeysProblems(text: string): string[] {
   const lines = text.split('\n').filter((l) => l.trim() !== '');
@@ -38,12 +34,24 @@ export function publicKeysProblems(text: string): string[] {
   );
 }
 
+/** The calling key's own account (GraphQL `myself`). */
+export async function ownAccount(ctx: DomainContext, principal: Principal): Promise<Account> {
+  requireScope(principal, 'READ');
+  return ctx.db.account.findUniqueOrThrow({ where: { id: principal.accountId } });
+}
+
+/** The account's serverless discount while it lasts: a factor, with no expiry or one still ahead. */
+export function liveServerlessDiscount(
+  account: Pick<Account, 'serverlessDiscountFactor' | 'serverlessDiscountExpires'>,
+  now = new Date(),
+): number | null {
+  const factor = account.serverlessDiscountFactor;
+  const expires = account.serverlessDiscountExpires;
+  return factor !== null && (!expires || expires > now) ? factor : null;
+}
+
 /** GraphQL `updateUserSettings`: the account's SSH public keys (pods' `PUBLIC_KEY`, activities/worker-start.ts). */
-export async function updateUserSettings(
-  ctx: DomainContext,
-  principal: Principal,
-  raw: unknown,
-): Promise<UserSettingsView> {
+export async function updateUserSettings(ctx: DomainContext, principal: Principal, raw: unknown): Promise<Account> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(UserSettingsInputSchema, raw);
@@ -53,9 +61,8 @@ export async function updateUserSettings(
     .split('\n')
     .map((l) => l.trim())
     .filter(Boolean);
-  const account = await ctx.db.account.update({
+  return ctx.db.account.update({
     where: { id: principal.accountId },
     data: { pubKey: lines.length > 0 ? lines.join('\n') : null },
   });
-  return { id: account.id, pubKey: account.pubKey };
 }

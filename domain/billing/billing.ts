@@ -4,15 +4,7 @@ import type { DomainContext } from '../context.ts';
 import { DomainError } from '../errors.ts';
 import { cpuRate, gpuRate, priceTable, type PriceTable } from './pricing.ts';
 import { validate } from '../shared/validation.ts';
-import {
-  BillingQuerySchema,
-  ServerlessBillingQuerySchema,
-  type AllAmounts,
-  type BillingResponse,
-  type BucketSize,
-  type EndpointBillingResponse,
-  type ServerlessBillingResponse,
-} from './schemas.ts';
+import { BillingQuerySchema, ServerlessBillingQuerySchema, type BucketSize } from './schemas.ts';
 
 /**
  * Billing: what usage cost, from UsageRecord rows (a worker's running time) and the price table.
@@ -21,7 +13,73 @@ import {
  * proportion to the time it overlaps each. The account's serverless discount (a factor the list
  * price is multiplied by, e.g. 0.8 for 20% off) applies to serverless usage before its expiry.
  * Buckets are UTC calendar units; weeks start on Monday. Buckets without spend are left out.
+ * The REST shapes are api/routes/shapes/billing.ts.
  */
+
+// ---------------------------------------------------------------- models
+
+/** The window a query resolved to: whole buckets from `start` to `end` (exclusive). */
+export interface BillingWindow {
+  start: Date;
+  end: Date;
+  bucketSize: BucketSize;
+}
+
+/** The account's serverless discount: list prices are multiplied by `factor` until `expires`. */
+export interface ServerlessDiscount {
+  factor: number;
+  type: string | null;
+  expires: Date | null;
+}
+
+/** A bucket: its time range and what was spent in it, in USD rounded to micro-dollars. */
+export interface BilledBucket<S> {
+  start: Date;
+  end: Date;
+  spend: S;
+}
+
+/** Serverless spend: GPU workers, CPU workers, and both. */
+export interface ServerlessSpend {
+  total: number;
+  gpu: number;
+  cpu: number;
+}
+
+/** Serverless spend per endpoint per bucket (listServerlessBilling). */
+export interface ServerlessBillingModel {
+  window: BillingWindow;
+  /** The one endpoint asked for; null for all. */
+  endpointId: string | null;
+  buckets: Array<BilledBucket<ServerlessSpend> & { endpointId: string }>;
+  totals: ServerlessSpend;
+  discount: ServerlessDiscount | null;
+}
+
+/** What Gantry charges: serverless workers, pods, calls of public models, and all of it. */
+export interface Spend {
+  total: number;
+  podGpu: number;
+  podCpu: number;
+  serverlessGpu: number;
+  serverlessCpu: number;
+  publicModels: number;
+}
+
+/** All spend per bucket (listBilling). */
+export interface BillingModel {
+  window: BillingWindow;
+  buckets: BilledBucket<Spend>[];
+  totals: Spend;
+  discount: ServerlessDiscount | null;
+}
+
+/** Calls of public models per bucket (listEndpointBilling); spend in USD. */
+export interface PublicModelBillingModel {
+  window: BillingWindow;
+  buckets: BilledBucket<number>[];
+  total: number;
+}
 
 // ---------------------------------------------------------------- time buckets
 
@@ -69,16 +127,10 @@ export function bucketShift(start: Date, size: BucketSize, n = 1): Date {
 
 const MAX_BUCKETS = 10_000;
 
-interface Window {
-  start: Date;
-  end: Date;
-  bucketSize: BucketSize;
-}
-
 function resolveWindow(
   q: { startTime?: string; endTime?: string; bucketSize?: string; lastN?: string },
   now = new Date(),
-): Window {
+): BillingWindow {
   const size = (q.bucketSize ?? 'day') as BucketSize;
   if (q.lastN !== undefined && (q.startTime !== undefined || q.endTime !== undefined)) {
     throw new DomainError('bad_request', 'lastN and startTime/endTime exclude each other; give one or the other');
@@ -153,19 +205,13 @@ function charge(
   return undefined;
 }
 
-interface Discount {
-  factor: number;
-  type: string | null;
-  expires: Date | null;
-}
-
 /**
  * Splits a row over buckets (and at the discount's expiry) and calls `add` with each piece's
  * bucket start, its billed seconds, and whether the discount covers it.
  */
 function spread(
   row: UsageRow,
-  w: Window,
+  w: BillingWindow,
   discountExpires: Date | null,
   add: (bucket: Date, seconds: number, discounted: boolean) => void,
 ): void {
@@ -198,7 +244,7 @@ function spread(
   }
 }
 
-async function accountDiscount(ctx: DomainContext, accountId: string): Promise<Discount | null> {
+async function accountDiscount(ctx: DomainContext, accountId: string): Promise<ServerlessDiscount | null> {
   const account = await ctx.db.account.findUnique({
     where: { id: accountId },
     select: { serverlessDiscountFactor: true, serverlessDiscountType: true, serverlessDiscountExpires: true },
@@ -211,16 +257,13 @@ async function accountDiscount(ctx: DomainContext, accountId: string): Promise<D
   };
 }
 
-const discountView = (d: Discount | null): ServerlessBillingResponse['metadata']['discount'] =>
-  d ? { discountFactor: d.factor, type: d.type, expirationDate: d.expires?.toISOString() ?? null } : null;
-
 /** Micro-dollars: enough for per-second prices, and sums stay stable. */
 const money = (x: number): number => Math.round(x * 1e6) / 1e6;
 
 async function usageRows(
   ctx: DomainContext,
   principal: Principal,
-  w: Window,
+  w: BillingWindow,
   endpointId: string | undefined,
   serverlessOnly: boolean,
 ): Promise<UsageRow[]> {
@@ -267,7 +310,7 @@ export async function serverlessBilling(
   ctx: DomainContext,
   principal: Principal,
   query: unknown,
-): Promise<ServerlessBillingResponse> {
+): Promise<ServerlessBillingModel> {
   requireScope(principal, 'READ');
   const q = validate(ServerlessBillingQuerySchema, query);
   if (q.serverlessId !== undefined && q.endpointId !== undefined && q.serverlessId !== q.endpointId) {
@@ -282,10 +325,32 @@ export async function serverlessBilling(
   ]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
   const table = priceTable(ctx.settings.pricesFile);
+  const spent = serverlessSpendByBucket(rows, w, discount, (row) => charge(row, table, 'serverless', vcpus));
+  const totals = { gpu: 0, cpu: 0 };
+  const buckets = spent.map((b) => {
+    totals.gpu += b.gpu;
+    totals.cpu += b.cpu;
+    return { start: b.start, end: bucketShift(b.start, w.bucketSize), endpointId: b.endpointId, spend: rounded(b) };
+  });
+  return { window: w, endpointId: endpointId ?? null, buckets, totals: rounded(totals), discount };
+}
 
+const rounded = ({ gpu, cpu }: { gpu: number; cpu: number }): ServerlessSpend => ({
+  total: money(gpu + cpu),
+  gpu: money(gpu),
+  cpu: money(cpu),
+});
+
+/** Serverless spend (not rounded) per bucket and endpoint, by bucket start then endpoint id. */
+function serverlessSpendByBucket(
+  rows: UsageRow[],
+  w: BillingWindow,
+  discount: ServerlessDiscount | null,
+  chargeOf: (row: UsageRow) => Charge | undefined,
+): Array<{ start: Date; endpointId: string; gpu: number; cpu: number }> {
   const buckets = new Map<string, { start: Date; endpointId: string; gpu: number; cpu: number }>();
   for (const row of rows) {
-    const c = charge(row, table, 'serverless', vcpus);
+    const c = chargeOf(row);
     if (!c) continue;
     spread(row, w, discount?.expires ?? null, (bucket, seconds, discounted) => {
       const key = `${bucket.toISOString()} ${row.endpointId}`;
@@ -295,71 +360,27 @@ export async function serverlessBilling(
       b[c.kind] += amount;
     });
   }
-  const sorted = [...buckets.values()].sort(
+  return [...buckets.values()].sort(
     (a, b) => a.start.getTime() - b.start.getTime() || a.endpointId.localeCompare(b.endpointId),
   );
-  const totals = { gpu: 0, cpu: 0 };
-  const records = sorted.map((b) => {
-    totals.gpu += b.gpu;
-    totals.cpu += b.cpu;
-    return {
-      startTime: b.start.toISOString(),
-      endTime: bucketShift(b.start, w.bucketSize).toISOString(),
-      serverlessId: b.endpointId,
-      totalAmount: money(b.gpu + b.cpu),
-      gpuAmount: money(b.gpu),
-      cpuAmount: money(b.cpu),
-      diskAmount: 0,
-      feeAmount: 0,
-    };
-  });
-  return {
-    records,
-    metadata: {
-      query: {
-        startTime: w.start.toISOString(),
-        endTime: w.end.toISOString(),
-        bucketSize: w.bucketSize,
-        serverlessId: endpointId ?? null,
-      },
-      recordCount: records.length,
-      uniqueServerlessCount: new Set(records.map((r) => r.serverlessId)).size,
-      totals: {
-        totalAmount: money(totals.gpu + totals.cpu),
-        gpuAmount: money(totals.gpu),
-        cpuAmount: money(totals.cpu),
-        diskAmount: 0,
-        feeAmount: 0,
-      },
-      discount: discountView(discount),
-    },
-  };
 }
 
-const zeroAmounts = (): AllAmounts => ({
-  totalAmount: 0,
-  podGpuAmount: 0,
-  podCpuAmount: 0,
-  podDiskAmount: 0,
-  serverlessGpuAmount: 0,
-  serverlessCpuAmount: 0,
-  serverlessDiskAmount: 0,
-  serverlessFeeAmount: 0,
-  storageStandardAmount: 0,
-  storageHighPerformanceAmount: 0,
-  endpointAmount: 0,
-  clusterGpuAmount: 0,
-  clusterDiskAmount: 0,
-  clusterNetworkingAmount: 0,
+const noSpend = (): Spend => ({
+  total: 0,
+  podGpu: 0,
+  podCpu: 0,
+  serverlessGpu: 0,
+  serverlessCpu: 0,
+  publicModels: 0,
 });
 
-const AMOUNT_FIELD = {
-  serverless: { gpu: 'serverlessGpuAmount', cpu: 'serverlessCpuAmount' },
-  pod: { gpu: 'podGpuAmount', cpu: 'podCpuAmount' },
+const SPEND_FIELD = {
+  serverless: { gpu: 'serverlessGpu', cpu: 'serverlessCpu' },
+  pod: { gpu: 'podGpu', cpu: 'podCpu' },
 } as const;
 
 /** All spend per bucket: serverless workers and pods (listBilling). */
-export async function billing(ctx: DomainContext, principal: Principal, query: unknown): Promise<BillingResponse> {
+export async function billing(ctx: DomainContext, principal: Principal, query: unknown): Promise<BillingModel> {
   requireScope(principal, 'READ');
   const w = resolveWindow(validate(BillingQuerySchema, query));
   const [rows, discount, modelCharges] = await Promise.all([
@@ -369,62 +390,60 @@ export async function billing(ctx: DomainContext, principal: Principal, query: u
   ]);
   const vcpus = await vcpusOfEndpoints(ctx, rows);
   const table = priceTable(ctx.settings.pricesFile);
-  const buckets = new Map<number, AllAmounts>();
-  for (const [bucket, amount] of modelCharges) {
+  const spent = spendByBucket(rows, w, discount, modelCharges, (row, product) => charge(row, table, product, vcpus));
+  const totals = noSpend();
+  const buckets = [...spent.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([start, spend]) => {
+      spend.total = spend.podGpu + spend.podCpu + spend.serverlessGpu + spend.serverlessCpu + spend.publicModels;
+      const roundedSpend = noSpend();
+      for (const k of Object.keys(spend) as (keyof Spend)[]) {
+        totals[k] += spend[k];
+        roundedSpend[k] = money(spend[k]);
+      }
+      return { start: new Date(start), end: bucketShift(new Date(start), w.bucketSize), spend: roundedSpend };
+    });
+  for (const k of Object.keys(totals) as (keyof Spend)[]) totals[k] = money(totals[k]);
+  return { window: w, buckets, totals, discount };
+}
+
+/** Spend (not rounded, `total` not summed) per bucket (epoch ms of its start): usage rows and calls of public models. */
+function spendByBucket(
+  rows: UsageRow[],
+  w: BillingWindow,
+  discount: ServerlessDiscount | null,
+  modelCharges: Map<number, number>,
+  chargeOf: (row: UsageRow, product: 'serverless' | 'pod') => Charge | undefined,
+): Map<number, Spend> {
+  const buckets = new Map<number, Spend>();
+  const at = (bucket: number): Spend => {
     let b = buckets.get(bucket);
-    if (!b) buckets.set(bucket, (b = zeroAmounts()));
-    b.endpointAmount += amount;
-  }
+    if (!b) buckets.set(bucket, (b = noSpend()));
+    return b;
+  };
+  for (const [bucket, amount] of modelCharges) at(bucket).publicModels += amount;
   for (const row of rows) {
     // Usage without an endpoint is a pod's.
     const product = row.endpointId ? 'serverless' : 'pod';
-    const c = charge(row, table, product, vcpus);
+    const c = chargeOf(row, product);
     if (!c) continue;
     spread(row, w, discount?.expires ?? null, (bucket, seconds, discounted) => {
-      let b = buckets.get(bucket.getTime());
-      if (!b) buckets.set(bucket.getTime(), (b = zeroAmounts()));
       const factor = product === 'serverless' && discount && discounted ? discount.factor : 1;
-      b[AMOUNT_FIELD[product][c.kind]] += seconds * c.perSecond * factor;
+      at(bucket.getTime())[SPEND_FIELD[product][c.kind]] += seconds * c.perSecond * factor;
     });
   }
-  const totals = zeroAmounts();
-  const records = [...buckets.entries()]
-    .sort(([a], [b]) => a - b)
-    .map(([start, amounts]) => {
-      amounts.totalAmount =
-        amounts.podGpuAmount +
-        amounts.podCpuAmount +
-        amounts.serverlessGpuAmount +
-        amounts.serverlessCpuAmount +
-        amounts.endpointAmount;
-      const rounded = zeroAmounts();
-      for (const k of Object.keys(amounts) as (keyof AllAmounts)[]) {
-        totals[k] += amounts[k];
-        rounded[k] = money(amounts[k]);
-      }
-      return {
-        startTime: new Date(start).toISOString(),
-        endTime: bucketShift(new Date(start), w.bucketSize).toISOString(),
-        ...rounded,
-      };
-    });
-  for (const k of Object.keys(totals) as (keyof AllAmounts)[]) totals[k] = money(totals[k]);
-  return {
-    records,
-    metadata: {
-      query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize },
-      recordCount: records.length,
-      totals,
-      discount: discountView(discount),
-    },
-  };
+  return buckets;
 }
 
 /**
  * What the account's calls of public models cost, per bucket (epoch ms of its start): each
  * completed call's charge (PublicModelCharge, written with its result) in the bucket of its completion.
  */
-async function modelChargesByBucket(ctx: DomainContext, principal: Principal, w: Window): Promise<Map<number, number>> {
+async function modelChargesByBucket(
+  ctx: DomainContext,
+  principal: Principal,
+  w: BillingWindow,
+): Promise<Map<number, number>> {
   const charges = await ctx.db.publicModelCharge.findMany({
     where: { accountId: principal.accountId, createdAt: { gte: w.start, lt: w.end } },
     select: { createdAt: true, amount: true },
@@ -442,27 +461,16 @@ export async function publicEndpointBilling(
   ctx: DomainContext,
   principal: Principal,
   query: unknown,
-): Promise<EndpointBillingResponse> {
+): Promise<PublicModelBillingModel> {
   requireScope(principal, 'READ');
   const w = resolveWindow(validate(BillingQuerySchema, query));
-  const buckets = await modelChargesByBucket(ctx, principal, w);
+  const charges = await modelChargesByBucket(ctx, principal, w);
   let total = 0;
-  const records = [...buckets.entries()]
+  const buckets = [...charges.entries()]
     .sort(([a], [b]) => a - b)
     .map(([start, amount]) => {
       total += amount;
-      return {
-        startTime: new Date(start).toISOString(),
-        endTime: bucketShift(new Date(start), w.bucketSize).toISOString(),
-        totalAmount: money(amount),
-      };
+      return { start: new Date(start), end: bucketShift(new Date(start), w.bucketSize), spend: money(amount) };
     });
-  return {
-    records,
-    metadata: {
-      query: { startTime: w.start.toISOString(), endTime: w.end.toISOString(), bucketSize: w.bucketSize },
-      recordCount: records.length,
-      totals: { totalAmount: money(total) },
-    },
-  };
+  return { window: w, buckets, total: money(total) };
 }

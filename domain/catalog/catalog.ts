@@ -1,10 +1,11 @@
 import { Type, type Static } from 'typebox';
+import type { DataCenter } from '../../generated/prisma/client.ts';
 import { requireScope, type Principal } from '../accounts/auth.ts';
 import type { DomainContext } from '../context.ts';
-import { CPU_FLAVORS, MIN_VCPUS, maxVcpusOnHost } from './cpu-instances.ts';
+import { CPU_FLAVORS, MIN_VCPUS, maxVcpusOnHost, type CpuFlavor } from './cpu-instances.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { describeGpu, GPU_MODELS, GPU_POOL_IDS, isGpuPoolId, type GpuPoolId } from './gpu-pools.ts';
-import { cpuRate, gpuRate, priceTable, type PriceTable } from '../billing/pricing.ts';
+import { cpuRate, gpuRate, priceTable, type CpuRate, type GpuRate, type PriceTable } from '../billing/pricing.ts';
 import { validate } from '../shared/validation.ts';
 import { LIVE_WORKER_STATUSES } from '../workers/status.ts';
 
@@ -15,68 +16,77 @@ import { LIVE_WORKER_STATUSES } from '../workers/status.ts';
  * `secure` false, availability NONE). CPU flavors come from hosts with status READY; a GPU is
  * available when its host can pass GPUs to containers and no live worker (status other than
  * STOPPED or FAILED) holds its UUID, as placement (domain/workers/placement.ts) decides.
- * Prices come from the price table (domain/billing/pricing.ts).
+ * Prices come from the price table (domain/billing/pricing.ts). The REST shapes are
+ * api/routes/shapes/gpu-type.ts, cpu-type.ts and data-center.ts; GraphQL's api/graphql/shapes/gpu-type.ts.
  */
 
-// ---------------------------------------------------------------- schemas
+// ---------------------------------------------------------------- models
 
-export const AvailabilitySchema = Type.Union(
-  [Type.Literal('NONE'), Type.Literal('LOW'), Type.Literal('MEDIUM'), Type.Literal('HIGH')],
-  {
-    description:
-      'NONE: nothing free; LOW: one unit or under a quarter free; MEDIUM: under half free; HIGH: half or more free',
-  },
-);
-export type Availability = Static<typeof AvailabilitySchema>;
+/** NONE: nothing free; LOW: one unit or under a quarter free; MEDIUM: under half free; HIGH: half or more free. */
+export type Availability = 'NONE' | 'LOW' | 'MEDIUM' | 'HIGH';
 
-const DataCenterAvailabilitySchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  availability: AvailabilitySchema,
-});
+export type Region =
+  | 'NORTH_AMERICA'
+  | 'SOUTH_AMERICA'
+  | 'EUROPE'
+  | 'ASIA'
+  | 'MIDDLE_EAST'
+  | 'AFRICA'
+  | 'OCEANIA'
+  | 'ANTARCTICA'
+  | 'UNKNOWN';
 
-const CountSchema = Type.Object(
-  {
-    total: Type.Integer({ description: 'units on READY hosts' }),
-    available: Type.Integer({ description: 'units no live worker holds' }),
-  },
-  { description: 'Gantry: capacity of the registered hosts' },
-);
+/** A GPU type: its spec, its list prices, and its stock on READY hosts. */
+export interface GpuTypeModel {
+  /** The name nvidia-smi prints for the card. */
+  id: string;
+  name: string;
+  /** Serverless pool; null when the card is in none. */
+  pool: GpuPoolId | null;
+  memoryGb: number;
+  /** GPUs of this type on READY hosts (0: no READY host has it). */
+  total: number;
+  /** Those of them no live worker holds. */
+  available: number;
+  /** Most GPUs of this type on one READY host. */
+  maxPerHost: number;
+  rate: GpuRate;
+  /** When asked for with a GPU count (include=AVAILABILITY). */
+  availability?: GpuAvailability;
+}
 
-export const GpuTypeSchema = Type.Object({
-  id: Type.String({ description: 'GPU type id: the name nvidia-smi prints for the card' }),
-  name: Type.String(),
-  pool: Type.Union([Type.String(), Type.Null()], {
-    description: 'serverless GPU pool id (gpu.pools of an endpoint); null when the card is in no pool',
-  }),
-  manufacturer: Type.Union([Type.Literal('NVIDIA'), Type.Literal('AMD'), Type.Literal('UNKNOWN')]),
-  memory: Type.Integer({ description: 'VRAM in GB' }),
-  secure: Type.Boolean({ description: 'offered by a READY host; false for a type of the pools no READY host has' }),
-  community: Type.Boolean({ description: 'always false: Gantry runs one cloud, its own hosts' }),
-  price: Type.Object(
-    {
-      secure: Type.Number({ description: 'pod price per GPU per hour, USD' }),
-      community: Type.Number({ description: 'same as secure (one cloud)' }),
-      serverless: Type.Optional(
-        Type.Number({ description: 'serverless price per GPU per hour, USD; absent when the card is in no pool' }),
-      ),
-      serverlessPerSecond: Type.Optional(Type.Number({ description: 'serverless price per GPU per second, USD' })),
-    },
-    { description: 'list prices from the price table (GANTRY_PRICES_FILE); account discounts are not applied' },
-  ),
-  maxCount: Type.Object(
-    {
-      secure: Type.Integer({ description: 'most GPUs of this type on one READY host (0: none has it)' }),
-      community: Type.Integer(),
-    },
-    { description: 'largest number of these GPUs one worker or pod can get (one host)' },
-  ),
-  count: CountSchema,
-  availability: Type.Optional(AvailabilitySchema),
-  dataCenters: Type.Optional(Type.Array(DataCenterAvailabilitySchema)),
-});
-export type GpuTypeView = Static<typeof GpuTypeSchema>;
-export const GpuTypeListSchema = Type.Object({ gpus: Type.Array(GpuTypeSchema) });
+/** Whether a GPU count can be had on one host: overall, and per data center that has the type (by id). */
+export interface GpuAvailability {
+  overall: Availability;
+  dataCenters: Array<{ id: string; availability: Availability }>;
+}
+
+/** A CPU flavor that fits at least one READY host at its minimum size. */
+export interface CpuTypeModel {
+  flavor: CpuFlavor;
+  /** max: the largest power of two a READY host can give at the flavor's memory per vCPU. */
+  vcpus: { min: number; max: number };
+  /** READY hosts that can run the flavor at its minimum size. */
+  hosts: number;
+  rate: CpuRate;
+}
+
+/** A data center that registered hosts name, with its stock. */
+export interface DataCenterModel {
+  id: string;
+  /** The operator's settings (data-centers.ts); null when only hosts name it. */
+  settings: DataCenter | null;
+  region: Region;
+  /** Network volumes can be made here: it has shared storage, or a single host. */
+  networkVolumes: boolean;
+  /** Registered hosts here, and how many are READY. */
+  hosts: { total: number; ready: number };
+  gpus: { total: number; available: number };
+  /** When asked for (include=GPU_AVAILABILITY): each GPU type the data center has. */
+  gpuAvailability?: Array<{ gpuTypeId: string; name: string; availability: Availability }>;
+}
+
+// ---------------------------------------------------------------- queries
 
 const listOf = (values: readonly string[]): string => `^(${values.join('|')})(,(${values.join('|')}))*$`;
 
@@ -105,64 +115,6 @@ export const GpuCatalogQuerySchema = Type.Object(
   { additionalProperties: false },
 );
 export type GpuCatalogQuery = Static<typeof GpuCatalogQuerySchema>;
-
-export const CpuTypeSchema = Type.Object({
-  id: Type.String({ description: 'CPU flavor id (cpu.id of an endpoint)' }),
-  name: Type.String(),
-  group: Type.String({ description: 'flavor family' }),
-  vcpu: Type.Object({
-    min: Type.Integer(),
-    max: Type.Integer({ description: 'largest power of two a READY host can give at this memory per vCPU' }),
-  }),
-  ramGbPerVcpu: Type.Number({ description: 'GB of memory per vCPU' }),
-  price: Type.Object({
-    securePerVcpu: Type.Number({ description: 'pod price per vCPU per hour, USD' }),
-    serverlessPerVcpu: Type.Number({ description: 'serverless price per vCPU per hour, USD' }),
-  }),
-  hosts: Type.Integer({ description: 'READY hosts that can run this flavor at its minimum size' }),
-});
-export type CpuTypeView = Static<typeof CpuTypeSchema>;
-export const CpuTypeListSchema = Type.Object({ cpus: Type.Array(CpuTypeSchema) });
-
-export const RegionSchema = Type.Union([
-  Type.Literal('NORTH_AMERICA'),
-  Type.Literal('SOUTH_AMERICA'),
-  Type.Literal('EUROPE'),
-  Type.Literal('ASIA'),
-  Type.Literal('MIDDLE_EAST'),
-  Type.Literal('AFRICA'),
-  Type.Literal('OCEANIA'),
-  Type.Literal('ANTARCTICA'),
-  Type.Literal('UNKNOWN'),
-]);
-
-const ResourceAvailabilitySchema = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  availability: AvailabilitySchema,
-});
-
-export const DataCenterSchema = Type.Object({
-  id: Type.String({ description: 'the dataCenterId hosts were registered with' }),
-  name: Type.String(),
-  region: RegionSchema,
-  country: Type.Union([Type.String(), Type.Null()], {
-    description: 'ISO 3166-1 alpha-2, as the operator set it; GraphQL `locations` places workers by it',
-  }),
-  globalNetwork: Type.Boolean(),
-  networkVolumeTypes: Type.Array(Type.Union([Type.Literal('STANDARD'), Type.Literal('HIGH_PERFORMANCE')]), {
-    description: 'empty: network volumes cannot be made here (several hosts and no shared storage)',
-  }),
-  compliance: Type.Array(Type.String()),
-  hosts: Type.Object(
-    { total: Type.Integer(), ready: Type.Integer() },
-    { description: 'registered hosts here, and how many are READY' },
-  ),
-  gpus: CountSchema,
-  gpuAvailability: Type.Optional(Type.Array(ResourceAvailabilitySchema)),
-});
-export type DataCenterView = Static<typeof DataCenterSchema>;
-export const DataCenterListSchema = Type.Object({ dataCenters: Type.Array(DataCenterSchema) });
 
 export const DataCenterQuerySchema = Type.Object(
   {
@@ -306,46 +258,35 @@ export function availabilityLevel(available: number, total: number): Availabilit
 const poolOrder = (pool: string | null): number =>
   pool === null ? GPU_POOL_IDS.length : (GPU_POOL_IDS as readonly string[]).indexOf(pool);
 
-function gpuTypeView(
+function gpuTypeModel(
   stock: GpuStock,
   withAvailability: { count: number } | undefined,
   prices: PriceTable,
-): GpuTypeView {
-  const rate = gpuRate(prices, stock.gpuTypeId, stock.pool);
-  const view: GpuTypeView = {
+): GpuTypeModel {
+  const model: GpuTypeModel = {
     id: stock.gpuTypeId,
     name: stock.name,
     pool: stock.pool,
-    manufacturer: 'NVIDIA',
-    memory: stock.memoryGb,
-    // A type of the pools that no READY host has is listed with no stock (gpuTypes).
-    secure: stock.total > 0,
-    community: false,
-    price: {
-      secure: rate.podPerHour,
-      community: rate.podPerHour,
-      ...(stock.pool ? { serverless: rate.serverlessPerHour, serverlessPerSecond: rate.serverlessPerHour / 3600 } : {}),
-    },
-    maxCount: { secure: stock.maxPerHost, community: 0 },
-    count: { total: stock.total, available: stock.available },
+    memoryGb: stock.memoryGb,
+    total: stock.total,
+    available: stock.available,
+    maxPerHost: stock.maxPerHost,
+    rate: gpuRate(prices, stock.gpuTypeId, stock.pool),
   };
-  if (withAvailability) {
-    const wanted = withAvailability.count;
-    // A worker or pod runs on one host: `count` GPUs must be free together on one of them.
-    const dcs = [...stock.dataCenters.entries()].sort(([a], [b]) => a.localeCompare(b));
-    // No data center has it: `dataCenters` left out, as the hosted service leaves it out when the
-    // configuration is unavailable everywhere.
-    if (dcs.length > 0)
-      view.dataCenters = dcs.map(([id, s]) => ({
-        id,
-        name: id,
-        availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE',
-      }));
-    view.availability = dcs.some(([, s]) => s.maxFreeOnHost >= wanted)
-      ? availabilityLevel(stock.available, stock.total)
-      : 'NONE';
-  }
-  return view;
+  if (withAvailability) model.availability = gpuAvailability(stock, withAvailability.count);
+  return model;
+}
+
+/** A worker or pod runs on one host: `wanted` GPUs must be free together on one of them. */
+function gpuAvailability(stock: GpuStock, wanted: number): GpuAvailability {
+  const dcs = [...stock.dataCenters.entries()].sort(([a], [b]) => a.localeCompare(b));
+  return {
+    overall: dcs.some(([, s]) => s.maxFreeOnHost >= wanted) ? availabilityLevel(stock.available, stock.total) : 'NONE',
+    dataCenters: dcs.map(([id, s]) => ({
+      id,
+      availability: s.maxFreeOnHost >= wanted ? availabilityLevel(s.available, s.total) : 'NONE',
+    })),
+  };
 }
 
 function availabilityOption(query: GpuCatalogQuery): { count: number } | undefined {
@@ -363,7 +304,7 @@ function availabilityOption(query: GpuCatalogQuery): { count: number } | undefin
  * clients look a type up by id before they ask for it (its Python client's get_gpu raises "No GPU
  * found" on an empty answer), and "none free now" is an answer, not an unknown type.
  */
-export async function gpuTypes(ctx: DomainContext, availability?: { count: number }): Promise<GpuTypeView[]> {
+export async function gpuTypes(ctx: DomainContext, availability?: { count: number }): Promise<GpuTypeModel[]> {
   const inv = await inventory(ctx);
   const prices = priceTable(ctx.settings.pricesFile);
   for (const m of GPU_MODELS)
@@ -383,14 +324,14 @@ export async function gpuTypes(ctx: DomainContext, availability?: { count: numbe
       (a, b) =>
         poolOrder(a.pool) - poolOrder(b.pool) || a.memoryGb - b.memoryGb || a.gpuTypeId.localeCompare(b.gpuTypeId),
     )
-    .map((s) => gpuTypeView(s, availability, prices));
+    .map((s) => gpuTypeModel(s, availability, prices));
 }
 
 export async function listGpuTypes(
   ctx: DomainContext,
   principal: Principal,
   query: unknown = {},
-): Promise<GpuTypeView[]> {
+): Promise<GpuTypeModel[]> {
   requireScope(principal, 'READ');
   return gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)));
 }
@@ -400,7 +341,7 @@ export async function getGpuType(
   principal: Principal,
   id: string,
   query: unknown = {},
-): Promise<GpuTypeView> {
+): Promise<GpuTypeModel> {
   requireScope(principal, 'READ');
   const found = (await gpuTypes(ctx, availabilityOption(validate(GpuCatalogQuerySchema, query)))).find(
     (g) => g.id === id,
@@ -412,42 +353,38 @@ export async function getGpuType(
 // ---------------------------------------------------------------- CPU types
 
 /** Flavors that fit at least one READY host at their minimum size. */
-export async function cpuTypes(ctx: DomainContext): Promise<CpuTypeView[]> {
+export async function cpuTypes(ctx: DomainContext): Promise<CpuTypeModel[]> {
   const inv = await inventory(ctx);
   const table = priceTable(ctx.settings.pricesFile);
-  return CPU_FLAVORS.flatMap((f) => {
-    const hosts = inv.cpuHosts.get(f.id);
+  return CPU_FLAVORS.flatMap((flavor) => {
+    const hosts = inv.cpuHosts.get(flavor.id);
     if (!hosts) return [];
-    const rate = cpuRate(table, f.id);
     return [
       {
-        id: f.id,
-        name: f.name,
-        group: f.group,
-        vcpu: { min: MIN_VCPUS, max: hosts.maxVcpus },
-        ramGbPerVcpu: f.ramGbPerVcpu,
-        price: { securePerVcpu: rate.podPerVcpuHour, serverlessPerVcpu: rate.serverlessPerVcpuHour },
+        flavor,
+        vcpus: { min: MIN_VCPUS, max: hosts.maxVcpus },
         hosts: hosts.hosts,
+        rate: cpuRate(table, flavor.id),
       },
     ];
   });
 }
 
-export async function listCpuTypes(ctx: DomainContext, principal: Principal): Promise<CpuTypeView[]> {
+export async function listCpuTypes(ctx: DomainContext, principal: Principal): Promise<CpuTypeModel[]> {
   requireScope(principal, 'READ');
   return cpuTypes(ctx);
 }
 
-export async function getCpuType(ctx: DomainContext, principal: Principal, id: string): Promise<CpuTypeView> {
+export async function getCpuType(ctx: DomainContext, principal: Principal, id: string): Promise<CpuTypeModel> {
   requireScope(principal, 'READ');
-  const found = (await cpuTypes(ctx)).find((c) => c.id === id);
+  const found = (await cpuTypes(ctx)).find((c) => c.flavor.id === id);
   if (!found) throw notFound('CPU type');
   return found;
 }
 
 // ---------------------------------------------------------------- data centers
 
-const REGION_BY_PREFIX: Record<string, DataCenterView['region']> = {
+const REGION_BY_PREFIX: Record<string, Region> = {
   US: 'NORTH_AMERICA',
   CA: 'NORTH_AMERICA',
   NA: 'NORTH_AMERICA',
@@ -465,7 +402,7 @@ const REGION_BY_PREFIX: Record<string, DataCenterView['region']> = {
 };
 
 /** The region of an id such as "EU-RO-1" or "US-TX-3", from its first segment; UNKNOWN otherwise. */
-export function regionOf(dataCenterId: string): DataCenterView['region'] {
+export function regionOf(dataCenterId: string): Region {
   return REGION_BY_PREFIX[dataCenterId.split(/[-_]/)[0]!.toUpperCase()] ?? 'UNKNOWN';
 }
 
@@ -479,41 +416,41 @@ export async function knownDataCenterIds(ctx: DomainContext): Promise<string[]> 
   return rows.map((r) => r.dataCenterId);
 }
 
-async function dataCenters(ctx: DomainContext, query: unknown): Promise<DataCenterView[]> {
+async function dataCenters(ctx: DomainContext, query: unknown): Promise<DataCenterModel[]> {
   const include = new Set((validate(DataCenterQuerySchema, query).include ?? '').split(',').filter(Boolean));
   const [inv, settings] = await Promise.all([inventory(ctx), ctx.db.dataCenter.findMany()]);
   const settingsOf = new Map(settings.map((s) => [s.id, s]));
   return [...inv.dataCenters.entries()]
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([id, dc]) => {
-      const s = settingsOf.get(id);
-      const view: DataCenterView = {
+      const s = settingsOf.get(id) ?? null;
+      const model: DataCenterModel = {
         id,
-        name: id,
+        settings: s,
         region: regionOf(id),
-        country: s?.country ?? null,
-        globalNetwork: false,
-        networkVolumeTypes: s?.networkVolumePath || dc.hosts === 1 ? ['STANDARD'] : [],
-        compliance: [],
+        networkVolumes: Boolean(s?.networkVolumePath) || dc.hosts === 1,
         hosts: { total: dc.hosts, ready: dc.readyHosts },
         gpus: { total: dc.gpuTotal, available: dc.gpuAvailable },
       };
-      if (include.has('GPU_AVAILABILITY')) {
-        const here = [...inv.gpus.values()].flatMap((s) => {
-          const at = s.dataCenters.get(id);
-          return at ? [{ id: s.gpuTypeId, name: s.name, availability: availabilityLevel(at.available, at.total) }] : [];
-        });
-        if (here.length > 0) view.gpuAvailability = here;
-      }
-      return view;
+      if (include.has('GPU_AVAILABILITY')) model.gpuAvailability = gpuAvailabilityAt(inv, id);
+      return model;
     });
+}
+
+function gpuAvailabilityAt(inv: Inventory, dataCenterId: string): DataCenterModel['gpuAvailability'] {
+  return [...inv.gpus.values()].flatMap((s) => {
+    const at = s.dataCenters.get(dataCenterId);
+    return at
+      ? [{ gpuTypeId: s.gpuTypeId, name: s.name, availability: availabilityLevel(at.available, at.total) }]
+      : [];
+  });
 }
 
 export async function listDataCenters(
   ctx: DomainContext,
   principal: Principal,
   query: unknown = {},
-): Promise<DataCenterView[]> {
+): Promise<DataCenterModel[]> {
   requireScope(principal, 'READ');
   return dataCenters(ctx, query);
 }
@@ -523,7 +460,7 @@ export async function getDataCenter(
   principal: Principal,
   id: string,
   query: unknown = {},
-): Promise<DataCenterView> {
+): Promise<DataCenterModel> {
   requireScope(principal, 'READ');
   const found = (await dataCenters(ctx, query)).find((d) => d.id === id);
   if (!found) throw notFound('data center');

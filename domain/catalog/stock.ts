@@ -19,8 +19,8 @@ export async function gpuStockStatus(
 ): Promise<StockStatus> {
   const gpu = (await gpuTypes(ctx, { count: opts.count })).find((g) => g.id === gpuTypeId);
   if (!gpu) return null;
-  if (!opts.dataCenterId) return STOCK[gpu.availability ?? 'NONE'];
-  return STOCK[gpu.dataCenters?.find((d) => d.id === opts.dataCenterId)?.availability ?? 'NONE'];
+  if (!opts.dataCenterId) return STOCK[gpu.availability?.overall ?? 'NONE'];
+  return STOCK[gpu.availability?.dataCenters.find((d) => d.id === opts.dataCenterId)?.availability ?? 'NONE'];
 }
 
 /**

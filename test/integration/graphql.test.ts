@@ -202,8 +202,9 @@ describe('GraphQL API against real PostgreSQL and Temporal', () => {
     const podsBefore = await p.ctx.db.pod.count();
     const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOnlyForThisTest000000000000000000000000 t@x';
     const settings = (pubKey: string, k: string | null = p.adminKey) =>
-      gql('mutation S($k: String!) { updateUserSettings(input: {pubKey: $k}) { id pubKey } }', { k: pubKey }, k);
-    expect((await settings(key)).data.updateUserSettings).toEqual({ id: admin.id, pubKey: key });
+      gql('mutation S($k: String!) { updateUserSettings(input: {pubKey: $k}) { id email pubKey } }', { k: pubKey }, k);
+    // The answer is the whole User, as `myself` shows it.
+    expect((await settings(key)).data.updateUserSettings).toEqual({ id: admin.id, email: admin.email, pubKey: key });
     // Too many keys, too much text, a private key pasted by mistake, a line break inside a key: refused,
     // the stored keys unchanged.
     const tooMany = await settings(Array.from({ length: 33 }, () => key).join('\n'));
