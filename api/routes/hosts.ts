@@ -14,15 +14,18 @@ import {
   UpdateHostSchema,
 } from '../../domain/hosts/index.ts';
 import {
-  DataCenterSettingsListSchema,
   DataCenterSettingsSchema,
-  DataCenterSettingsViewSchema,
   getDataCenterSettings,
   listDataCenterSettings,
   putDataCenterSettings,
 } from '../../domain/catalog/index.ts';
 import { principalOf } from '../auth.ts';
 import { HostListSchema, HostSchema, hostView } from './shapes/host.ts';
+import {
+  DataCenterSettingsListSchema,
+  DataCenterSettingsViewSchema,
+  dataCenterSettingsView,
+} from './shapes/data-center.ts';
 
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, description: 'host id' }) });
 const tags = ['Hosts'];
@@ -156,7 +159,9 @@ const dataCenterRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: DataCenterSettingsListSchema },
       },
     },
-    async (request) => ({ dataCenters: await listDataCenterSettings(ctx, principalOf(request)) }),
+    async (request) => ({
+      dataCenters: (await listDataCenterSettings(ctx, principalOf(request))).map(dataCenterSettingsView),
+    }),
   );
   app.get(
     '/v2/datacenters/:id',
@@ -171,7 +176,8 @@ const dataCenterRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: DataCenterSettingsViewSchema },
       },
     },
-    async (request) => getDataCenterSettings(ctx, principalOf(request), request.params.id),
+    async (request) =>
+      dataCenterSettingsView(await getDataCenterSettings(ctx, principalOf(request), request.params.id)),
   );
   app.put(
     '/v2/datacenters/:id',
@@ -187,6 +193,7 @@ const dataCenterRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = asyn
         response: { 200: DataCenterSettingsViewSchema },
       },
     },
-    async (request) => putDataCenterSettings(ctx, principalOf(request), request.params.id, request.body),
+    async (request) =>
+      dataCenterSettingsView(await putDataCenterSettings(ctx, principalOf(request), request.params.id, request.body)),
   );
 };

@@ -49,17 +49,14 @@ export const DataCenterFileEntrySchema = Type.Object(
 );
 export type DataCenterFileEntry = Static<typeof DataCenterFileEntrySchema>;
 
-export const DataCenterSettingsViewSchema = Type.Object({
-  id: Type.String(),
-  country: Type.Union([Type.String(), Type.Null()]),
-  networkVolumePath: Type.Union([Type.String(), Type.Null()]),
+/** A data center's settings as the domain answers them: its row (none when named by hosts only) and its hosts. */
+export interface DataCenterSettingsModel {
+  id: string;
+  row: DataCenter | null;
+  hosts: number;
   /** What network volumes there are: on the shared path, on the single host, or not possible. */
-  networkVolumes: Type.Union([Type.Literal('shared-path'), Type.Literal('single-host'), Type.Literal('unavailable')]),
-  hosts: Type.Integer({ minimum: 0 }),
-  source: Type.String({ description: 'api, file (GANTRY_HOSTS_FILE), or none (named by hosts only)' }),
-});
-export type DataCenterSettingsView = Static<typeof DataCenterSettingsViewSchema>;
-export const DataCenterSettingsListSchema = Type.Object({ dataCenters: Type.Array(DataCenterSettingsViewSchema) });
+  networkVolumes: 'shared-path' | 'single-host' | 'unavailable';
+}
 
 /** Where a network volume's data lives, or why it cannot live anywhere. */
 export type VolumeStorage =
@@ -125,14 +122,12 @@ function requireHostAdmin(principal: Principal): void {
   if (!principal.isAdmin) throw forbidden('data centers are managed with a key of the admin account');
 }
 
-function view(id: string, row: DataCenter | undefined, hostCount: number): DataCenterSettingsView {
+function settingsModel(id: string, row: DataCenter | undefined, hosts: number): DataCenterSettingsModel {
   return {
     id,
-    country: row?.country ?? null,
-    networkVolumePath: row?.networkVolumePath ?? null,
-    networkVolumes: row?.networkVolumePath ? 'shared-path' : hostCount === 1 ? 'single-host' : 'unavailable',
-    hosts: hostCount,
-    source: row?.source ?? 'none',
+    row: row ?? null,
+    hosts,
+    networkVolumes: row?.networkVolumePath ? 'shared-path' : hosts === 1 ? 'single-host' : 'unavailable',
   };
 }
 
@@ -140,22 +135,22 @@ function view(id: string, row: DataCenter | undefined, hostCount: number): DataC
 export async function listDataCenterSettings(
   ctx: DomainContext,
   principal: Principal,
-): Promise<DataCenterSettingsView[]> {
+): Promise<DataCenterSettingsModel[]> {
   requireHostAdmin(principal);
   const { settings, hostIds } = await dataCenterFacts(ctx.db);
   const ids = [...new Set([...settings.keys(), ...hostIds.keys()])].sort();
-  return ids.map((id) => view(id, settings.get(id), hostIds.get(id)?.length ?? 0));
+  return ids.map((id) => settingsModel(id, settings.get(id), hostIds.get(id)?.length ?? 0));
 }
 
 export async function getDataCenterSettings(
   ctx: DomainContext,
   principal: Principal,
   id: string,
-): Promise<DataCenterSettingsView> {
+): Promise<DataCenterSettingsModel> {
   requireHostAdmin(principal);
   const { settings, hostIds } = await dataCenterFacts(ctx.db, [id]);
   if (!settings.has(id) && !hostIds.has(id)) throw notFound('data center');
-  return view(id, settings.get(id), hostIds.get(id)?.length ?? 0);
+  return settingsModel(id, settings.get(id), hostIds.get(id)?.length ?? 0);
 }
 
 /**
@@ -169,7 +164,7 @@ export async function putDataCenterSettings(
   id: string,
   body: unknown,
   source: 'api' | 'file' = 'api',
-): Promise<DataCenterSettingsView> {
+): Promise<DataCenterSettingsModel> {
   requireHostAdmin(principal);
   const idProblems = validateId(id);
   if (idProblems.length > 0) throw validationFailed(idProblems);

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import type { DataCenterModel } from '../../../domain/catalog/index.ts';
+import type { DataCenterModel, DataCenterSettingsModel } from '../../../domain/catalog/index.ts';
 import { AvailabilitySchema, CountSchema } from './gpu-type.ts';
 
 /** A data center in REST v2 (`/v2/catalog/datacenters`): its region, settings, hosts and GPU stock. */
@@ -64,4 +64,27 @@ export function dataCenterView(dc: DataCenterModel): DataCenterView {
       availability: g.availability,
     }));
   return view;
+}
+
+/** A data center's settings in REST v2 (`/v2/hosts/datacenters`, the platform admin's). */
+export const DataCenterSettingsViewSchema = Type.Object({
+  id: Type.String(),
+  country: Type.Union([Type.String(), Type.Null()]),
+  networkVolumePath: Type.Union([Type.String(), Type.Null()]),
+  /** What network volumes there are: on the shared path, on the single host, or not possible. */
+  networkVolumes: Type.Union([Type.Literal('shared-path'), Type.Literal('single-host'), Type.Literal('unavailable')]),
+  hosts: Type.Integer({ minimum: 0 }),
+  source: Type.String({ description: 'api, file (GANTRY_HOSTS_FILE), or none (named by hosts only)' }),
+});
+export const DataCenterSettingsListSchema = Type.Object({ dataCenters: Type.Array(DataCenterSettingsViewSchema) });
+
+export function dataCenterSettingsView(m: DataCenterSettingsModel): Static<typeof DataCenterSettingsViewSchema> {
+  return {
+    id: m.id,
+    country: m.row?.country ?? null,
+    networkVolumePath: m.row?.networkVolumePath ?? null,
+    networkVolumes: m.networkVolumes,
+    hosts: m.hosts,
+    source: m.row?.source ?? 'none',
+  };
 }
