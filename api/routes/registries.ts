@@ -7,12 +7,11 @@ import {
   deleteRegistry,
   getRegistry,
   listRegistries,
-  RegistryListSchema,
-  RegistrySchema,
   updateRegistry,
   UpdateRegistrySchema,
 } from '../../domain/registries/index.ts';
 import { principalOf } from '../auth.ts';
+import { RegistryListSchema, RegistrySchema, registryView } from './shapes/registry.ts';
 
 const IdParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 200, description: 'registry credential id' }),
@@ -35,7 +34,8 @@ export const registryRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 201: RegistrySchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await createRegistry(ctx, principalOf(request), request.body)),
+    async (request, reply) =>
+      reply.code(201).send(registryView(await createRegistry(ctx, principalOf(request), request.body))),
   );
 
   app.get(
@@ -50,7 +50,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 200: RegistryListSchema },
       },
     },
-    async (request) => ({ registries: await listRegistries(ctx, principalOf(request)) }),
+    async (request) => ({ registries: (await listRegistries(ctx, principalOf(request))).map(registryView) }),
   );
 
   app.get(
@@ -66,7 +66,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 200: RegistrySchema },
       },
     },
-    async (request) => getRegistry(ctx, principalOf(request), request.params.id),
+    async (request) => registryView(await getRegistry(ctx, principalOf(request), request.params.id)),
   );
 
   app.patch(
@@ -83,7 +83,7 @@ export const registryRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> =
         response: { 200: RegistrySchema },
       },
     },
-    async (request) => updateRegistry(ctx, principalOf(request), request.params.id, request.body),
+    async (request) => registryView(await updateRegistry(ctx, principalOf(request), request.params.id, request.body)),
   );
 
   app.delete(

@@ -24,26 +24,15 @@ export const CreateRegistrySchema = Type.Object(
   { additionalProperties: false },
 );
 
-export const RegistrySchema = Type.Object(
-  {
-    id: Type.String(),
-    name: Type.String(),
-    registry: Type.Union([Type.String(), Type.Null()], {
-      description:
-        'the registry host the credential is bound to; null: not bound yet (a credential from before binding), refused until bound',
-    }),
-  },
-  { description: 'a registry credential; its secret parts are never returned' },
-);
-export const RegistryListSchema = Type.Object({ registries: Type.Array(RegistrySchema) });
-
-export interface RegistryView {
+/** A credential as the domain answers it: everything but its sealed secret. */
+export interface RegistryCredentialFacts {
   id: string;
   name: string;
+  /** The registry host it is bound to; null: made before binding existed, refused until bound. */
   registry: string | null;
 }
 
-const VIEW = { id: true, name: true, registry: true } as const;
+const WITHOUT_SECRET = { id: true, name: true, registry: true } as const;
 
 export interface RegistryLogin {
   username: string;
@@ -91,7 +80,11 @@ export async function registryBindingProblems(
   return [];
 }
 
-export async function createRegistry(ctx: DomainContext, principal: Principal, body: unknown): Promise<RegistryView> {
+export async function createRegistry(
+  ctx: DomainContext,
+  principal: Principal,
+  body: unknown,
+): Promise<RegistryCredentialFacts> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(CreateRegistrySchema, body);
@@ -105,7 +98,7 @@ export async function createRegistry(ctx: DomainContext, principal: Principal, b
         registry: boundRegistry(input.name, input.registry),
         secret: new Uint8Array(ctx.secrets.seal(JSON.stringify(login))),
       },
-      select: VIEW,
+      select: WITHOUT_SECRET,
     });
     return row;
   } catch (err) {
@@ -115,22 +108,26 @@ export async function createRegistry(ctx: DomainContext, principal: Principal, b
   }
 }
 
-export async function listRegistries(ctx: DomainContext, principal: Principal): Promise<RegistryView[]> {
+export async function listRegistries(ctx: DomainContext, principal: Principal): Promise<RegistryCredentialFacts[]> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   return ctx.db.registryCredential.findMany({
     where: { accountId: principal.accountId },
-    select: VIEW,
+    select: WITHOUT_SECRET,
     orderBy: { createdAt: 'asc' },
   });
 }
 
-export async function getRegistry(ctx: DomainContext, principal: Principal, id: string): Promise<RegistryView> {
+export async function getRegistry(
+  ctx: DomainContext,
+  principal: Principal,
+  id: string,
+): Promise<RegistryCredentialFacts> {
   requireScope(principal, 'READ');
   requireAccountWide(principal);
   const row = await ctx.db.registryCredential.findFirst({
     where: { id, accountId: principal.accountId },
-    select: VIEW,
+    select: WITHOUT_SECRET,
   });
   if (!row) throw notFound('registry credential');
   return row;
@@ -227,7 +224,7 @@ export async function updateRegistry(
   principal: Principal,
   id: string,
   body: unknown,
-): Promise<RegistryView> {
+): Promise<RegistryCredentialFacts> {
   requireScope(principal, 'WRITE');
   requireAccountWide(principal);
   const input = validate(UpdateRegistrySchema, body);
