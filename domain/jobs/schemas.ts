@@ -1,6 +1,9 @@
 /**
  * The shapes of the job API and the worker protocol (docs/jobs.md): request bodies and queries the
- * domain validates, and the job object clients and webhooks see.
+ * domain validates, and the job object clients and webhooks see. Unlike the other areas' outside
+ * shapes (api/routes/shapes/), these stay in the domain: the job object is a wire contract the
+ * domain itself delivers, as the webhook body (activities/job.ts, below the API) as well as the
+ * job API's answer, and the hosted service's clients read both (docs/jobs.md).
  */
 import { Type, type Static } from 'typebox';
 import { nullableWorkerProblemSchema, workerProblemSchema } from '../endpoints/worker-problem.ts';
