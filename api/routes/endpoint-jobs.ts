@@ -2,9 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { EndpointIdParamsSchema } from '../../domain/endpoints/index.ts';
 import {
-  EndpointJobDetailSchema,
   EndpointJobsQuerySchema,
-  EndpointJobsSchema,
   ENDPOINT_JOBS_MAX_LIMIT,
   getEndpointJob,
   JobIdParamsSchema,
@@ -13,12 +11,19 @@ import {
   PAYLOAD_CAP_BYTES,
 } from '../../domain/jobs/index.ts';
 import { principalOf } from '../auth.ts';
+import {
+  EndpointJobDetailSchema,
+  endpointJobDetailView,
+  EndpointJobsSchema,
+  endpointJobsView,
+} from './shapes/endpoint-job.ts';
 
 const tags = ['Serverless'];
 
 /**
  * REST /v2/serverless/{id}/jobs (docs/jobs.md#an-endpoints-recent-jobs): a thin skin over
- * domain/jobs/list.ts, in the management scope (management.ts: key, the account's quota, scope).
+ * domain/jobs/list.ts, in the management scope (management.ts: key, the account's quota, scope);
+ * shapes/endpoint-job.ts maps its models to the answers.
  */
 export const endpointJobRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (scope, { ctx }) => {
   scope.get(
@@ -42,7 +47,8 @@ export const endpointJobRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }
         response: { 200: EndpointJobsSchema },
       },
     },
-    async (request) => listEndpointJobs(ctx, principalOf(request), request.params.id, request.query),
+    async (request) =>
+      endpointJobsView(await listEndpointJobs(ctx, principalOf(request), request.params.id, request.query)),
   );
 
   scope.get(
@@ -63,6 +69,7 @@ export const endpointJobRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }
         response: { 200: EndpointJobDetailSchema },
       },
     },
-    async (request) => getEndpointJob(ctx, principalOf(request), request.params.id, request.params.jobId),
+    async (request) =>
+      endpointJobDetailView(await getEndpointJob(ctx, principalOf(request), request.params.id, request.params.jobId)),
   );
 };

@@ -1,15 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { DomainContext } from '../../domain/context.ts';
 import { EndpointIdParamsSchema } from '../../domain/endpoints/index.ts';
-import {
-  EndpointMetricsQuerySchema,
-  EndpointMetricsSchema,
-  getEndpointMetrics,
-  MAX_POINTS,
-} from '../../domain/metrics/index.ts';
+import { EndpointMetricsQuerySchema, getEndpointMetrics, MAX_POINTS } from '../../domain/metrics/index.ts';
 import { principalOf } from '../auth.ts';
+import { EndpointMetricsSchema, endpointMetricsView } from './shapes/endpoint-metrics.ts';
 
-/** REST /v2/serverless/{id}/metrics: a thin skin over domain/metrics (docs/metrics.md). */
+/**
+ * REST /v2/serverless/{id}/metrics: a thin skin over domain/metrics (docs/metrics.md); its model is
+ * mapped by shapes/endpoint-metrics.ts.
+ */
 export const endpointMetricsRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainContext }> = async (app, { ctx }) => {
   app.get(
     '/v2/serverless/:id/metrics',
@@ -32,6 +31,7 @@ export const endpointMetricsRoutes: FastifyPluginAsyncTypebox<{ ctx: DomainConte
         response: { 200: EndpointMetricsSchema },
       },
     },
-    async (request) => getEndpointMetrics(ctx, principalOf(request), request.params.id, request.query),
+    async (request) =>
+      endpointMetricsView(await getEndpointMetrics(ctx, principalOf(request), request.params.id, request.query)),
   );
 };

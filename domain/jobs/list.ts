@@ -20,9 +20,6 @@ export const PAYLOAD_CAP_BYTES = 64 * 1024;
 /** Most characters of a job's error in a list (a worker's error is any length). */
 export const LIST_ERROR_CAP = 1024;
 
-const Time = Type.String({ format: 'date-time' });
-const NullableTime = Type.Union([Time, Type.Null()]);
-
 export const EndpointJobsQuerySchema = Type.Object(
   {
     limit: Type.Optional(
@@ -47,84 +44,48 @@ export const JobIdParamsSchema = Type.Object({
   jobId: Type.String({ minLength: 1, maxLength: 200, description: 'job id' }),
 });
 
-const JOB_PROPERTIES = {
-  id: Type.String(),
-  status: JobStatusSchema,
-  createdAt: Type.String({
-    format: 'date-time',
-    description: 'when it was submitted (a retry submits it again: the retry time)',
-  }),
-  startedAt: Type.Union([Time, Type.Null()], { description: 'when a worker took it; null while queued' }),
-  completedAt: NullableTime,
-  expiresAt: Type.String({ format: 'date-time', description: 'after this the job is gone (404 on /status)' }),
-  delayTime: Type.Union([Type.Integer(), Type.Null()], {
-    description: 'ms from submission to start, as /status answers it; null until started',
-  }),
-  executionTime: Type.Union([Type.Integer(), Type.Null()], {
-    description: 'ms from start to finish; null until finished',
-  }),
-  workerId: Type.Union([Type.String(), Type.Null()]),
-  retries: Type.Integer({ minimum: 0 }),
-  error: Type.Union([Type.String(), Type.Null()], {
-    description: `the worker's error, cut at ${LIST_ERROR_CAP} characters in the list and at ${PAYLOAD_CAP_BYTES} in one job's read`,
-  }),
-  errorTruncated: Type.Boolean(),
-};
+/** A job as the list reads it: times as ISO text (SQL renders them, see `iso`), the error cut. */
+export interface EndpointJobRow {
+  id: string;
+  status: JobStatus;
+  createdAt: string;
+  startedAt: string | null;
+  completedAt: string | null;
+  expiresAt: string;
+  /** ms from submission to start; null until started. */
+  delayTime: number | null;
+  /** ms from start to finish; null until finished. */
+  executionTime: number | null;
+  workerId: string | null;
+  retries: number;
+  /** Cut at the read's cap (LIST_ERROR_CAP in the list, PAYLOAD_CAP_BYTES for one job). */
+  error: string | null;
+  errorTruncated: boolean;
+}
 
-export const EndpointJobSchema = Type.Object(JOB_PROPERTIES);
-export type EndpointJob = Static<typeof EndpointJobSchema>;
+/** A page of the list, newest first. */
+export interface EndpointJobsPage {
+  jobs: EndpointJobRow[];
+  /** The `before` of the next (older) page; null when this page is the last. */
+  nextBefore: string | null;
+}
 
-export const EndpointJobsSchema = Type.Object({
-  jobs: Type.Array(EndpointJobSchema),
-  nextBefore: Type.Union([Type.String(), Type.Null()], {
-    description: 'pass as `before` for the next (older) page; null when this page is the last',
-  }),
-});
-export type EndpointJobs = Static<typeof EndpointJobsSchema>;
-
-const payloadProperties = (what: 'input' | 'output') => ({
-  value: Type.Optional(
-    Type.Unknown({
-      description: `the job's ${what}, when its JSON text is at most ${PAYLOAD_CAP_BYTES} bytes${what === 'output' ? ' (absent: none yet)' : ''}`,
-    }),
-  ),
-  bytes: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
-    description: `size of its JSON text as PostgreSQL writes it${what === 'output' ? '; null without an output' : ''}`,
-  }),
-  truncated: Type.Boolean({
-    description: `true when that is larger than ${PAYLOAD_CAP_BYTES} bytes: then \`${what}\` is absent and \`${what}Preview\` holds the start of the text`,
-  }),
-  preview: Type.Optional(
-    Type.String({
-      description: `only when truncated: the first ${PAYLOAD_CAP_BYTES} bytes (or less) of its JSON text`,
-    }),
-  ),
-});
-const inputProperties = payloadProperties('input');
-const outputProperties = payloadProperties('output');
-
-export const EndpointJobDetailSchema = Type.Object({
-  ...JOB_PROPERTIES,
-  input: inputProperties.value,
-  inputBytes: inputProperties.bytes,
-  inputTruncated: inputProperties.truncated,
-  inputPreview: inputProperties.preview,
-  output: outputProperties.value,
-  outputBytes: outputProperties.bytes,
-  outputTruncated: outputProperties.truncated,
-  outputPreview: outputProperties.preview,
-});
+/** A job's input or output as one read answers it: whole, or the start of its JSON text past the cap. */
+export interface EndpointJobPayload {
+  /** Size of its JSON text as PostgreSQL writes it; null for an output not written yet. */
+  bytes: number | null;
+  /** The text is over PAYLOAD_CAP_BYTES: `value` is absent and `preview` holds its start. */
+  truncated: boolean;
+  /** Present when it fits (a JSON null included); absent when truncated or not written yet. */
+  value?: unknown;
+  preview?: string;
+}
 
 /** One job's read, with its input and output as far as the caps allow. */
-export interface EndpointJobDetail extends EndpointJob {
-  input?: unknown;
-  inputBytes: number | null;
-  inputTruncated: boolean;
-  inputPreview?: string;
-  output?: unknown;
-  outputBytes: number | null;
-  outputTruncated: boolean;
-  outputPreview?: string;
+export interface EndpointJobDetailModel {
+  job: EndpointJobRow;
+  input: EndpointJobPayload;
+  output: EndpointJobPayload;
 }
 
 /** SQL: a UTC `timestamp` column as ISO text (the same through node-postgres and Prisma). */
@@ -160,7 +121,7 @@ export async function listEndpointJobs(
   principal: Principal,
   endpointId: string,
   query: EndpointJobsQuery,
-): Promise<EndpointJobs> {
+): Promise<EndpointJobsPage> {
   requireScope(principal, 'RUN');
   const limit = parseLimit(query.limit);
   await findOwned(ctx, principal, endpointId);
@@ -178,7 +139,7 @@ export async function listEndpointJobs(
       `(j."createdAt", j.id) < (SELECT c."createdAt", c.id FROM "Job" c WHERE c.id = $${values.length} AND c."endpointId" = $1)`,
     );
   }
-  const rows = await sql<EndpointJob>(
+  const rows = await sql<EndpointJobRow>(
     `SELECT ${columns(LIST_ERROR_CAP)} FROM "Job" j WHERE ${where.join(' AND ')}
      ORDER BY j."createdAt" DESC, j.id DESC LIMIT $2`,
     values,
@@ -197,7 +158,7 @@ export async function listEndpointJobs(
   return { jobs, nextBefore: rows.length > limit ? jobs[jobs.length - 1]!.id : null };
 }
 
-interface DetailRow extends EndpointJob {
+interface DetailRow extends EndpointJobRow {
   input: unknown;
   inputBytes: number;
   inputText: string | null;
@@ -216,6 +177,11 @@ export function cutUtf8(text: string, maxBytes: number): string {
   return bytes.subarray(0, end).toString('utf8');
 }
 
+/** A payload as read under the cap: its value, or (`text` read: it was over) the start of its JSON text. */
+function payloadOf(value: unknown, bytes: number, text: string | null, cap: number): EndpointJobPayload {
+  return text === null ? { bytes, truncated: false, value } : { bytes, truncated: true, preview: cutUtf8(text, cap) };
+}
+
 /**
  * GET /v2/serverless/{id}/jobs/{jobId}: one job of the list with its input and output. A value whose
  * JSON text exceeds PAYLOAD_CAP_BYTES comes as the start of that text (`…Preview`, `…Truncated`), so
@@ -226,7 +192,7 @@ export async function getEndpointJob(
   principal: Principal,
   endpointId: string,
   jobId: string,
-): Promise<EndpointJobDetail> {
+): Promise<EndpointJobDetailModel> {
   requireScope(principal, 'RUN');
   await findOwned(ctx, principal, endpointId);
   const cap = PAYLOAD_CAP_BYTES;
@@ -244,16 +210,10 @@ export async function getEndpointJob(
   );
   if (!row) throw notFound('job');
   const { input, inputBytes, inputText, output, outputBytes, outputText, ...job } = row;
-  const detail: EndpointJobDetail = {
-    ...job,
-    inputBytes,
-    inputTruncated: inputText !== null,
-    outputBytes,
-    outputTruncated: outputText !== null,
+  return {
+    job,
+    input: payloadOf(input, inputBytes, inputText, cap),
+    // No output yet (SQL NULL) is neither a value nor a preview.
+    output: outputBytes === null ? { bytes: null, truncated: false } : payloadOf(output, outputBytes, outputText, cap),
   };
-  if (inputText !== null) detail.inputPreview = cutUtf8(inputText, cap);
-  else detail.input = input;
-  if (outputText !== null) detail.outputPreview = cutUtf8(outputText, cap);
-  else if (outputBytes !== null) detail.output = output;
-  return detail;
 }

@@ -14,14 +14,49 @@ import {
   MAX_POINTS,
   STEPS,
   WINDOWS,
-  type EndpointMetrics,
-  type EndpointMetricsPoint,
   type EndpointMetricsQuery,
   type MetricsStep,
   type MetricsWindow,
 } from './schemas.ts';
 
 const MINUTE = 60_000;
+
+/** Durations of the jobs that ended in a step after starting, ms to 0.1; null without one. */
+export interface MetricsDurations {
+  /** From the histogram (±12 %). */
+  p50: number | null;
+  p90: number | null;
+  /** Exact. */
+  avg: number | null;
+}
+
+/** One step's figures, computed from the sums of its minutes (zeros and nulls where none was rolled). */
+export interface MetricsPointModel {
+  /** Start of the step. */
+  time: Date;
+  /** Jobs that ended in the step, by final status. */
+  jobs: { completed: number; failed: number; timedOut: number; cancelled: number };
+  executionMs: MetricsDurations;
+  delayMs: MetricsDurations;
+  /** Workers whose first readiness fell in the step (a FlashBoot thaw is not one), ms created to ready. */
+  coldStarts: { count: number; avgMs: number | null; maxMs: number | null };
+  /** FlashBoot standbys thawed in the step. */
+  thaws: number;
+  /** Average workers in each state over the step, from the rollups' samples. */
+  workers: Record<'pending' | 'initializing' | 'idle' | 'running' | 'unhealthy' | 'standby', number>;
+}
+
+/** An endpoint's points for a window and step, oldest first, every step present. */
+export interface EndpointMetricsModel {
+  endpointId: string;
+  window: MetricsWindow;
+  step: MetricsStep;
+  /** Start of the first point. */
+  from: Date;
+  /** End of the last point: the end of the last minute rolled up. */
+  to: Date;
+  points: MetricsPointModel[];
+}
 
 const has = <T extends object>(o: T, k: string): k is Extract<keyof T, string> => Object.hasOwn(o, k);
 
@@ -87,13 +122,13 @@ const round = (x: number, digits: number): number => Math.round(x * 10 ** digits
 const ms = (x: number | null): number | null => (x === null ? null : round(x, 1));
 
 /** One point from the sums of its minutes (absent: nothing was rolled for it). */
-export function pointOf(time: number, stepSeconds: number, s: Sums | undefined): EndpointMetricsPoint {
+export function pointOf(time: number, stepSeconds: number, s: Sums | undefined): MetricsPointModel {
   const avg = (sum: number | undefined, n: number | undefined) => (n ? ms((sum ?? 0) / n) : null);
   const workers = (x: number | undefined) => round((x ?? 0) / stepSeconds, 3);
   const xh = counts(s?.xh ?? null);
   const dh = counts(s?.dh ?? null);
   return {
-    time: new Date(time).toISOString(),
+    time: new Date(time),
     jobs: {
       completed: s?.completed ?? 0,
       failed: s?.failed ?? 0,
@@ -146,7 +181,7 @@ export async function getEndpointMetrics(
   principal: Principal,
   endpointId: string,
   query: EndpointMetricsQuery,
-): Promise<EndpointMetrics> {
+): Promise<EndpointMetricsModel> {
   requireScope(principal, 'READ');
   const { window, step } = parseMetricsQuery(query);
   await findOwned(ctx, principal, endpointId);
@@ -162,14 +197,14 @@ export async function getEndpointMetrics(
     [endpointId, from, stepMs, to],
   );
   const byStep = new Map(rows.map((r) => [r.k, r]));
-  const points: EndpointMetricsPoint[] = [];
+  const points: MetricsPointModel[] = [];
   for (let k = 0; k * stepMs < to - from; k++) points.push(pointOf(from + k * stepMs, stepMs / 1000, byStep.get(k)));
   return {
     endpointId,
     window,
     step,
-    from: new Date(from).toISOString(),
-    to: new Date(to).toISOString(),
+    from: new Date(from),
+    to: new Date(to),
     points,
   };
 }
@@ -177,7 +212,7 @@ export async function getEndpointMetrics(
 /** Every live endpoint's figures of the last complete minute (zeros where it had none). */
 export async function lastMinuteMetrics(
   ctx: Pick<DomainContext, 'db' | 'jobs'>,
-): Promise<{ minute: string; endpoints: Array<{ endpointId: string; point: EndpointMetricsPoint }> } | null> {
+): Promise<{ minute: string; endpoints: Array<{ endpointId: string; point: MetricsPointModel }> } | null> {
   const until = await rolledUntil(ctx.db);
   if (until === null) return null;
   const minute = until - MINUTE;

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { get, messageOf, send } from './api.ts';
 import { usePolled } from './poll.ts';
 
-/** GET /v2/serverless/{id}/jobs and /jobs/{jobId} (domain/jobs/list.ts). */
+/** GET /v2/serverless/{id}/jobs and /jobs/{jobId} (api/routes/shapes/endpoint-job.ts). */
 const STATUSES = ['IN_QUEUE', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'] as const;
 type Status = (typeof STATUSES)[number];
 interface Job {
