@@ -15,19 +15,13 @@ import {
 } from '../../domain/jobs/index.ts';
 import { jobRuntimeOf } from '../../domain/jobs/index.ts';
 import { idempotencyHeaderOf, IDEMPOTENT_REPLAYED_HEADER, type Submitted } from '../../domain/jobs/index.ts';
-import {
-  HealthSchema,
-  JobStatusSchema,
-  JobStreamSchema,
-  JobViewSchema,
-  RunJobBodySchema,
-  WaitQuerySchema,
-} from '../../domain/jobs/index.ts';
+import { JobStatusSchema, JobViewSchema, RunJobBodySchema, WaitQuerySchema } from '../../domain/jobs/index.ts';
 import { recordCachesOf } from '../../domain/shared/index.ts';
 import { authenticateRequests, cachedPrincipalOf, principalOf } from '../auth.ts';
 import { acceptEmptyJsonBodies } from '../empty-json-body.ts';
 import { refuseUnstorableBodies } from '../input-guards.ts';
 import { countRequests, jobApiCounter } from '../rate-limit.ts';
+import { HealthSchema, JobStreamSchema } from './shapes/job-api.ts';
 import { RequestWaits } from '../request-signals.ts';
 
 const EndpointParams = Type.Object({ endpointId: Type.String() });

@@ -1,12 +1,13 @@
 /**
  * The shapes of the job API and the worker protocol (docs/jobs.md): request bodies and queries the
- * domain validates, and the job object clients and webhooks see. Unlike the other areas' outside
- * shapes (api/routes/shapes/), these stay in the domain: the job object is a wire contract the
- * domain itself delivers, as the webhook body (activities/job.ts, below the API) as well as the
- * job API's answer, and the hosted service's clients read both (docs/jobs.md).
+ * domain validates, and the job object clients and webhooks see. Unlike the other outside shapes
+ * (api/routes/shapes/, where the job API's stream and health answers are), the job object stays in
+ * the domain: it is a wire contract the domain itself delivers, as the webhook body
+ * (activities/job.ts, below the API) as well as the job API's answer, and the hosted service's
+ * clients read both (docs/jobs.md).
  */
 import { Type, type Static } from 'typebox';
-import { nullableWorkerProblemSchema, workerProblemSchema } from '../endpoints/worker-problem.ts';
+import { workerProblemSchema } from '../endpoints/worker-problem.ts';
 import type { JobRow } from './rows.ts';
 
 export const JobPolicySchema = Type.Object(
@@ -66,32 +67,6 @@ export const JobViewSchema = Type.Object({
   ),
 });
 export type JobView = Static<typeof JobViewSchema>;
-
-export const JobStreamSchema = Type.Object({
-  status: JobStatusSchema,
-  stream: Type.Array(Type.Object({ output: Type.Unknown() })),
-});
-
-export const HealthSchema = Type.Object({
-  jobs: Type.Object({
-    completed: Type.Integer(),
-    failed: Type.Integer(),
-    inProgress: Type.Integer(),
-    inQueue: Type.Integer(),
-    retried: Type.Integer(),
-  }),
-  workers: Type.Object({
-    idle: Type.Integer(),
-    initializing: Type.Integer(),
-    ready: Type.Integer(),
-    running: Type.Integer(),
-    throttled: Type.Integer(),
-    unhealthy: Type.Integer(),
-  }),
-  workerProblem: nullableWorkerProblemSchema(
-    'Why no worker of the endpoint can run right now (docs/endpoints.md#why-a-job-waits); null while nothing stands in the way, and always for a public model’s callers.',
-  ),
-});
 
 /** The worker protocol's ping query. */
 export const PingQuerySchema = Type.Object(
