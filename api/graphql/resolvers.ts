@@ -1,4 +1,4 @@
-import { gpuStockStatus, gpuTypes } from '../../domain/catalog/index.ts';
+import { gpuCountPrice, gpuTypes } from '../../domain/catalog/index.ts';
 import {
   deleteEndpointScaledToZero,
   endpointActiveBuild,
@@ -86,16 +86,12 @@ export const resolvers: Resolvers = {
   },
   GpuType: {
     lowestPrice: async (g, args, { ctx }) => {
-      const count = args.input?.gpuCount ?? 1;
-      const price = g.securePrice ?? null;
-      if (count < 1 || count > MAX_GPU_COUNT)
-        throw validationFailed([`$.input.gpuCount: from 1 to ${MAX_GPU_COUNT}, got ${count}`]);
-      return {
-        minimumBidPrice: null,
-        // No price where no READY host has the type: nothing could be rented at it.
-        uninterruptablePrice: price === null || g.totalCount === 0 ? null : Math.round(price * count * 1e6) / 1e6,
-        stockStatus: await gpuStockStatus(ctx, g.id, { count, dataCenterId: args.input?.dataCenterId }),
-      };
+      const { perHour, stockStatus } = await gpuCountPrice(
+        ctx,
+        { id: g.id, podPerHour: g.securePrice ?? null, total: g.totalCount },
+        args.input ?? {},
+      );
+      return { minimumBidPrice: null, uninterruptablePrice: perHour, stockStatus };
     },
   },
   Endpoint: {
@@ -208,6 +204,3 @@ export function stripAllNulls(input: unknown): unknown {
   if (!input || typeof input !== 'object') return input;
   return Object.fromEntries(Object.entries(input as Record<string, unknown>).filter(([, v]) => v !== null));
 }
-
-/** The most GPUs a price is asked for (a pod takes at most 64). */
-const MAX_GPU_COUNT = 64;

@@ -1,4 +1,5 @@
 import type { DomainContext } from '../context.ts';
+import { validationFailed } from '../errors.ts';
 import { availabilityLevel, gpuTypes, type Availability } from './catalog.ts';
 import { cpuFlavor, maxVcpusOnHost, parseCpuInstanceId } from './cpu-instances.ts';
 
@@ -42,4 +43,25 @@ export async function cpuStockStatus(
   });
   const fitting = hosts.filter((h) => maxVcpusOnHost(flavor, h.cpuCount, h.memoryMb) >= instance.vcpus).length;
   return STOCK[availabilityLevel(fitting, hosts.length)];
+}
+
+/** The most GPUs a price is asked for (a pod takes at most 64). */
+const MAX_GPU_COUNT = 64;
+
+/**
+ * A GPU type's price for `gpuCount` GPUs (default 1) and whether they are in stock: `gpuTypes {
+ * lowestPrice }`. No price where no READY host has the type: nothing could be rented at it.
+ */
+export async function gpuCountPrice(
+  ctx: DomainContext,
+  gpu: { id: string; podPerHour: number | null; total: number },
+  input: { gpuCount?: number | null; dataCenterId?: string | null },
+): Promise<{ perHour: number | null; stockStatus: StockStatus }> {
+  const count = input.gpuCount ?? 1;
+  if (count < 1 || count > MAX_GPU_COUNT)
+    throw validationFailed([`$.input.gpuCount: from 1 to ${MAX_GPU_COUNT}, got ${count}`]);
+  return {
+    perHour: gpu.podPerHour === null || gpu.total === 0 ? null : Math.round(gpu.podPerHour * count * 1e6) / 1e6,
+    stockStatus: await gpuStockStatus(ctx, gpu.id, { count, dataCenterId: input.dataCenterId }),
+  };
 }
