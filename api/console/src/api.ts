@@ -1,8 +1,25 @@
 /**
  * Every call the console makes: the REST API on this origin with the key from this tab's session
  * storage as `Authorization: Bearer` (never in a URL, never a cookie). A 401 from any call signs
- * out: the key is forgotten and the sign-in form shows why.
+ * out: the key is forgotten and the sign-in form shows why. The answers' types come from the API's
+ * OpenAPI document (./generated-api-types.ts; `npm run generate:console-types` writes it again,
+ * test/api/cli-api-types.test.ts fails while it is out of date).
  */
+import type { paths } from './generated-api-types.ts';
+
+type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';
+
+/** The JSON body of a route's answer with the given status (200 unless named). */
+export type Answer<Path extends keyof paths, M extends Method, Status extends number = 200> = paths[Path][M] extends {
+  responses: infer Responses;
+}
+  ? Status extends keyof Responses
+    ? Responses[Status] extends { content: { 'application/json': infer Body } }
+      ? Body
+      : never
+    : never
+  : never;
+
 const KEY_ITEM = 'gantry.console.key';
 
 export const storedKey = (): string | null => sessionStorage.getItem(KEY_ITEM);
@@ -91,32 +108,12 @@ export async function send<T>(
 /** An error's message for the page. */
 export const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-export interface Endpoint {
-  id: string;
-  name: string;
-  type: string;
-  image: string;
-  workers: { min: number; max: number };
-  createdAt: string;
-}
+/** GET /v2/serverless/{id}: an endpoint, as the list and every endpoint page read it. */
+export type Endpoint = Answer<'/v2/serverless/{id}', 'get'>;
+/** GET /v2/{id}/health (the job API, which the OpenAPI document does not describe). */
 export interface Health {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
   workers: Record<string, number>;
 }
-export interface MetricsPoint {
-  time: string;
-  jobs: { completed: number; failed: number; timedOut: number; cancelled: number };
-  executionMs: { p50: number | null; p90: number | null; avg: number | null };
-  delayMs: { p50: number | null; p90: number | null; avg: number | null };
-  coldStarts: { count: number; avgMs: number | null; maxMs: number | null };
-  thaws: number;
-  workers: Record<'pending' | 'initializing' | 'idle' | 'running' | 'unhealthy' | 'standby', number>;
-}
-export interface Metrics {
-  endpointId: string;
-  window: string;
-  step: string;
-  from: string;
-  to: string;
-  points: MetricsPoint[];
-}
+export type Metrics = Answer<'/v2/serverless/{id}/metrics', 'get'>;
+export type MetricsPoint = Metrics['points'][number];

@@ -1,6 +1,6 @@
 import { createContext } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { get, onSignOut, signOut, storedKey } from './api.ts';
+import { get, onSignOut, signOut, storedKey, type Answer } from './api.ts';
 import { NewEndpointPage } from './endpoint-new.tsx';
 import { ENDPOINT_TABS, EndpointPage, type EndpointTab } from './endpoint.tsx';
 import { EndpointsPage } from './endpoints.tsx';
@@ -14,18 +14,7 @@ import { UsagePage } from './usage.tsx';
 import { VolumesPage } from './volumes.tsx';
 
 /** GET /v2/keys/self: the key this console is signed in with. */
-export interface CallingKey {
-  id: string;
-  accountId: string;
-  name: string;
-  prefix: string;
-  scopes: string[];
-  endpointIds: string[];
-  accountWide: boolean;
-  admin: boolean;
-  createdAt: string;
-  expiresAt: string | null;
-}
+export type CallingKey = Answer<'/v2/keys/self', 'get'>;
 
 /** The signed-in key as the last check saw it; null until the first answer. */
 export const CallingKeyContext = createContext<CallingKey | null>(null);

@@ -4,29 +4,7 @@
  * the API's validation errors placed beside the fields they name.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { fieldErrors, get, messageOf } from './api.ts';
-
-/** GET /v2/serverless/{id} in full (api.ts's Endpoint names only what the header shows). */
-export interface EndpointFull {
-  id: string;
-  name: string;
-  type: 'QUEUE_BASED' | 'LOAD_BALANCING';
-  image: string;
-  args: string;
-  disk: number;
-  ports: string[];
-  env: Record<string, string>;
-  registry: string | null;
-  gpu: { pools: string[]; count: number } | null;
-  cpu: { id: string; vcpuCount: number; memory: number } | null;
-  workers: { min: number; max: number };
-  scaling: { type: string; value: number; idleTimeout: number };
-  dataCenterIds: string[];
-  networkVolumes: string[];
-  timeout: number;
-  flashboot: string;
-  createdAt: string;
-}
+import { fieldErrors, get, messageOf, type Answer, type Endpoint } from './api.ts';
 
 /** What the controls hold: text as typed, so that the API (not the form) judges every value. */
 export interface FormValues {
@@ -76,7 +54,7 @@ export const DEFAULTS: FormValues = {
   flashboot: 'OFF',
 };
 
-export function valuesOf(e: EndpointFull): FormValues {
+export function valuesOf(e: Endpoint): FormValues {
   return {
     name: e.name,
     type: e.type,
@@ -277,34 +255,11 @@ function FieldError({ field, errors }: { field: string; errors: Placed }) {
   ) : null;
 }
 
-interface GpuType {
-  id: string;
-  pool: string | null;
-  memory: number;
-  count: { total: number; available: number };
-}
-interface CpuType {
-  id: string;
-  name: string;
-  vcpu: { min: number; max: number };
-  ramGbPerVcpu: number;
-  hosts: number;
-}
-interface DataCenter {
-  id: string;
-  name: string;
-}
-interface Volume {
-  id: string;
-  name: string;
-  size: number;
-  dataCenter: string;
-}
-interface Registry {
-  id: string;
-  name: string;
-  registry: string | null;
-}
+type GpuType = Answer<'/v2/catalog/gpus', 'get'>['gpus'][number];
+type CpuType = Answer<'/v2/catalog/cpus', 'get'>['cpus'][number];
+type DataCenter = Answer<'/v2/catalog/datacenters', 'get'>['dataCenters'][number];
+type Volume = Answer<'/v2/network-volumes', 'get'>['networkVolumes'][number];
+type Registry = Answer<'/v2/registries', 'get'>['registries'][number];
 interface Catalogs {
   gpus: GpuType[] | null;
   cpus: CpuType[] | null;
@@ -328,11 +283,17 @@ function useCatalogs(): Catalogs {
   useEffect(() => {
     let live = true;
     const reads = [
-      ['GPU types', get<{ gpus: GpuType[] }>('/v2/catalog/gpus').then((r) => r.gpus)],
-      ['CPU flavors', get<{ cpus: CpuType[] }>('/v2/catalog/cpus').then((r) => r.cpus)],
-      ['data centers', get<{ dataCenters: DataCenter[] }>('/v2/catalog/datacenters').then((r) => r.dataCenters)],
-      ['network volumes', get<{ networkVolumes: Volume[] }>('/v2/network-volumes').then((r) => r.networkVolumes)],
-      ['registry credentials', get<{ registries: Registry[] }>('/v2/registries').then((r) => r.registries)],
+      ['GPU types', get<Answer<'/v2/catalog/gpus', 'get'>>('/v2/catalog/gpus').then((r) => r.gpus)],
+      ['CPU flavors', get<Answer<'/v2/catalog/cpus', 'get'>>('/v2/catalog/cpus').then((r) => r.cpus)],
+      [
+        'data centers',
+        get<Answer<'/v2/catalog/datacenters', 'get'>>('/v2/catalog/datacenters').then((r) => r.dataCenters),
+      ],
+      [
+        'network volumes',
+        get<Answer<'/v2/network-volumes', 'get'>>('/v2/network-volumes').then((r) => r.networkVolumes),
+      ],
+      ['registry credentials', get<Answer<'/v2/registries', 'get'>>('/v2/registries').then((r) => r.registries)],
     ] as const;
     void Promise.allSettled(reads.map(([, p]) => p)).then((results) => {
       if (!live) return;
@@ -566,7 +527,7 @@ export function EndpointFields({
   values: FormValues;
   onChange: (next: FormValues) => void;
   errors: Placed;
-  current?: EndpointFull;
+  current?: Endpoint;
 }) {
   const c = useCatalogs();
   const set =

@@ -1,5 +1,5 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
-import { get, REFUSED, signOut, storedKey } from './api.ts';
+import { get, REFUSED, signOut, storedKey, type Answer } from './api.ts';
 import { usePolled } from './poll.ts';
 
 /** Lines kept in memory (and on the page); older ones are dropped. */
@@ -9,12 +9,7 @@ const TAIL = 200;
 /** Wait before reconnecting when the server names none (SSE `retry`). */
 const DEFAULT_RETRY_MS = 2000;
 
-interface Worker {
-  id: string;
-  status: string;
-  version: number | null;
-  startedAt: string | null;
-}
+/** A `log` event's data (the document describes no body of the stream), counted as it comes. */
 interface LogLine {
   /** Counts lines as they come, for Preact's keys (times repeat and may be empty). */
   n: number;
@@ -243,7 +238,7 @@ function WorkerLogs({ endpointId, workerId }: { endpointId: string; workerId: st
  */
 export function LogsTab({ id }: { id: string }) {
   const { data, error } = usePolled(
-    () => get<{ workers: Worker[] }>(`/v2/serverless/${encodeURIComponent(id)}/workers`),
+    () => get<Answer<'/v2/serverless/{id}/workers', 'get'>>(`/v2/serverless/${encodeURIComponent(id)}/workers`),
     [id],
   );
   const [chosen, setChosen] = useState<string | null>(null);

@@ -1,5 +1,5 @@
 import { useRef, useState } from 'preact/hooks';
-import { ApiError, messageOf, send } from './api.ts';
+import { ApiError, messageOf, send, type Answer } from './api.ts';
 import { Link, navigate } from './app.tsx';
 import {
   createBody,
@@ -8,7 +8,6 @@ import {
   NO_ERRORS,
   placeErrors,
   useFocusOnErrors,
-  type EndpointFull,
   type Placed,
 } from './endpoint-form.tsx';
 
@@ -54,7 +53,7 @@ export function NewEndpointPage() {
           if (Object.keys(problems).length > 0) return setErrors(placeErrors([], problems));
           setBusy(true);
           try {
-            const made = await send<EndpointFull>('POST', '/v2/serverless', body);
+            const made = await send<Answer<'/v2/serverless', 'post', 201>>('POST', '/v2/serverless', body);
             navigate(`/console/endpoints/${encodeURIComponent(made.id)}`);
           } catch (err) {
             setErrors(

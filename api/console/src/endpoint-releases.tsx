@@ -1,34 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { get, messageOf, send } from './api.ts';
+import { get, messageOf, send, type Answer } from './api.ts';
 import { usePolled } from './poll.ts';
 
-type WorkerSummary = Record<
-  'running' | 'idle' | 'initializing' | 'throttled' | 'unhealthy' | 'standby' | 'total',
-  number
->;
-interface Release {
-  id: string;
-  version: number;
-  status: string;
-  statusReason: string | null;
-  createdAt: string;
-  finishedAt: string | null;
-  workerCount: number;
-  workers: WorkerSummary;
-  diff: Array<{ field: string; old: unknown; new: unknown }>;
-}
-interface Releases {
-  endpointVersion: number;
-  rollout: {
-    inProgress: boolean;
-    currentVersion: number;
-    workersOnLatest: number;
-    workersOnOlder: number;
-    workersTotal: number;
-    percentOnLatest: number;
-  };
-  releases: Release[];
-}
+type Releases = Answer<'/v2/serverless/{id}/releases', 'get'>;
+type WorkerSummary = Releases['releases'][number]['workers'];
 
 /** A diff value as text: strings as they are, lists one per line, env as NAME=value lines. */
 function asText(value: unknown): string {
@@ -70,7 +45,10 @@ export function ReleasesTab({ id }: { id: string }) {
   async function rollback(version: number) {
     setBusy(true);
     try {
-      const made = await send<Release>('POST', `${base}/releases/${version}/rollback`);
+      const made = await send<Answer<'/v2/serverless/{id}/releases/{version}/rollback', 'post', 201>>(
+        'POST',
+        `${base}/releases/${version}/rollback`,
+      );
       setOutcome({ ok: true, text: `Release ${made.version} made: it runs release ${version}'s container fields.` });
       reload();
     } catch (err) {

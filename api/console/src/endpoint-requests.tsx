@@ -1,34 +1,13 @@
 import { useState } from 'preact/hooks';
-import { get, messageOf, send } from './api.ts';
+import { get, messageOf, send, type Answer } from './api.ts';
 import { usePolled } from './poll.ts';
 
 /** GET /v2/serverless/{id}/jobs and /jobs/{jobId} (api/routes/shapes/endpoint-job.ts). */
-const STATUSES = ['IN_QUEUE', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'] as const;
-type Status = (typeof STATUSES)[number];
-interface Job {
-  id: string;
-  status: Status;
-  createdAt: string;
-  startedAt: string | null;
-  completedAt: string | null;
-  expiresAt: string;
-  delayTime: number | null;
-  executionTime: number | null;
-  workerId: string | null;
-  retries: number;
-  error: string | null;
-  errorTruncated: boolean;
-}
-interface JobDetail extends Job {
-  input?: unknown;
-  inputBytes: number | null;
-  inputTruncated: boolean;
-  inputPreview?: string;
-  output?: unknown;
-  outputBytes: number | null;
-  outputTruncated: boolean;
-  outputPreview?: string;
-}
+type JobList = Answer<'/v2/serverless/{id}/jobs', 'get'>;
+type JobDetail = Answer<'/v2/serverless/{id}/jobs/{jobId}', 'get'>;
+type Status = JobList['jobs'][number]['status'];
+/** The status filter's choices, in the order shown. */
+const STATUSES: readonly Status[] = ['IN_QUEUE', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT'];
 
 const PAGE = 50;
 const CANCELLABLE: readonly Status[] = ['IN_QUEUE', 'IN_PROGRESS'];
@@ -185,10 +164,7 @@ export function RequestsTab({ id }: { id: string }) {
   if (status) query.set('status', status);
   if (before) query.set('before', before);
   const listPath = `${base}/jobs?${query}`;
-  const { data, error, reload } = usePolled(
-    () => get<{ jobs: Job[]; nextBefore: string | null }>(listPath),
-    [listPath],
-  );
+  const { data, error, reload } = usePolled(() => get<JobList>(listPath), [listPath]);
   return (
     <>
       <div class="filters">

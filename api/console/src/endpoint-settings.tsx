@@ -1,5 +1,5 @@
 import { useRef, useState } from 'preact/hooks';
-import { ApiError, messageOf, send, type Endpoint } from './api.ts';
+import { ApiError, messageOf, send, type Answer, type Endpoint } from './api.ts';
 import { navigate } from './app.tsx';
 import {
   EndpointFields,
@@ -8,7 +8,6 @@ import {
   updateBody,
   useFocusOnErrors,
   valuesOf,
-  type EndpointFull,
   type Placed,
 } from './endpoint-form.tsx';
 
@@ -17,19 +16,17 @@ import {
  * its deletion (DELETE /v2/serverless/{id}) once its name is typed again.
  */
 export function SettingsTab({ endpoint, saved }: { endpoint: Endpoint; saved: () => void }) {
-  // The page's GET answers the whole endpoint; api.ts's type names only what the header shows.
-  const full = endpoint as unknown as EndpointFull;
-  const [current, setCurrent] = useState(full);
+  const [current, setCurrent] = useState(endpoint);
   // The values the form started from: what a PATCH is the difference from. The page's later reads
   // do not reset them, so nothing typed is lost to a refresh.
-  const [initial, setInitial] = useState(() => valuesOf(full));
+  const [initial, setInitial] = useState(() => valuesOf(endpoint));
   const [values, setValues] = useState(initial);
   const [errors, setErrors] = useState<Placed>(NO_ERRORS);
   const [message, setMessage] = useState('');
   const [busy, setBusy] = useState(false);
   const form = useRef<HTMLFormElement>(null);
   useFocusOnErrors(errors, form);
-  const path = `/v2/serverless/${encodeURIComponent(full.id)}`;
+  const path = `/v2/serverless/${encodeURIComponent(endpoint.id)}`;
   return (
     <>
       <section aria-labelledby="settings-heading">
@@ -65,7 +62,7 @@ export function SettingsTab({ endpoint, saved }: { endpoint: Endpoint; saved: ()
             }
             setBusy(true);
             try {
-              const after = await send<EndpointFull>('PATCH', path, body);
+              const after = await send<Answer<'/v2/serverless/{id}', 'patch'>>('PATCH', path, body);
               const next = valuesOf(after);
               setCurrent(after);
               setInitial(next);
@@ -104,7 +101,7 @@ export function SettingsTab({ endpoint, saved }: { endpoint: Endpoint; saved: ()
           </div>
         </form>
       </section>
-      <DeleteEndpoint id={full.id} name={current.name} />
+      <DeleteEndpoint id={endpoint.id} name={current.name} />
     </>
   );
 }

@@ -1,36 +1,9 @@
-import { get, type Endpoint } from './api.ts';
+import { get, type Answer, type Endpoint } from './api.ts';
 import { usePolled } from './poll.ts';
 
 /** GET /v2/serverless/{id}/workers (api/routes/shapes/endpoint-worker.ts ListEndpointWorkersResponseSchema). */
-interface WorkerProblem {
-  kind: 'image' | 'start' | 'placement';
-  reason: string;
-  workerId: string | null;
-  since: string;
-}
-interface WorkerView {
-  id: string;
-  status: 'RUNNING' | 'IDLE' | 'INITIALIZING' | 'THROTTLED' | 'UNHEALTHY' | 'STANDBY';
-  isStale: boolean;
-  version: number | null;
-  gpuCount: number;
-  image: string | null;
-  uptimeSeconds: number | null;
-  gpuTypeId: string | null;
-  dataCenterId: string | null;
-  /** The platform admin's key only. */
-  hostId: string | null;
-  lastJobAt: string | null;
-  startedAt: string | null;
-  statusReason: string | null;
-}
-interface Workers {
-  endpointVersion: number | null;
-  summary: Record<'running' | 'idle' | 'initializing' | 'throttled' | 'unhealthy' | 'standby' | 'total', number>;
-  workers: WorkerView[];
-  lastFailure: { workerId: string; version: number; failedAt: string; reason: string } | null;
-  workerProblem: WorkerProblem | null;
-}
+type Workers = Answer<'/v2/serverless/{id}/workers', 'get'>;
+type WorkerProblem = NonNullable<Workers['workerProblem']>;
 
 const PROBLEM_TITLES: Record<WorkerProblem['kind'], string> = {
   placement: 'No host can take a worker',

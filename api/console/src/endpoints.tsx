@@ -1,4 +1,4 @@
-import { get, type Endpoint, type Health, type Metrics } from './api.ts';
+import { get, type Answer, type Endpoint, type Health, type Metrics } from './api.ts';
 import { Link } from './app.tsx';
 import { usePolled } from './poll.ts';
 
@@ -63,7 +63,7 @@ const ms = (x: number | null): string =>
  */
 export function EndpointsPage() {
   const { data: rows, error } = usePolled(async (): Promise<Row[]> => {
-    const { endpoints } = await get<{ endpoints: Endpoint[] }>('/v2/serverless');
+    const { endpoints } = await get<Answer<'/v2/serverless', 'get'>>('/v2/serverless');
     return Promise.all(
       endpoints.map(async (e) => ({
         ...e,

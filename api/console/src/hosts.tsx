@@ -1,41 +1,12 @@
 import { useContext, useState } from 'preact/hooks';
-import { get, messageOf, send } from './api.ts';
+import { get, messageOf, send, type Answer } from './api.ts';
 import { CallingKeyContext } from './app.tsx';
 import { when } from './keys.tsx';
 import { usePolled } from './poll.ts';
 import { Confirm, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
 
-interface HostGpu {
-  uuid: string;
-  name: string;
-  memoryMb: number;
-  driverVersion: string;
-  pool: string | null;
-}
-interface Host {
-  id: string;
-  name: string;
-  address: string;
-  port: number;
-  user: string;
-  dataCenterId: string;
-  labels: Record<string, string>;
-  maxWorkers: number | null;
-  source: string;
-  status: 'PENDING' | 'READY' | 'UNREACHABLE' | 'HOST_KEY_MISMATCH' | 'DISABLED';
-  statusReason: string | null;
-  cpuCount: number | null;
-  memoryMb: number | null;
-  diskFreeGb: number | null;
-  containerRuntime: string | null;
-  gpuMethod: string | null;
-  gpus: HostGpu[];
-  probe: Record<string, unknown> | null;
-  workers: number;
-  /** UUIDs of the GPUs live workers hold. */
-  gpusInUse: string[];
-  lastProbeAt: string | null;
-}
+type HostList = Answer<'/v2/hosts', 'get'>;
+type Host = HostList['hosts'][number];
 
 const FIELDS = [
   'name',
@@ -195,7 +166,7 @@ function HostRow({ h, reload }: { h: Host; reload: () => void }) {
 }
 
 function HostsAdmin() {
-  const { data, error, reload } = usePolled(() => get<{ hosts: Host[] }>('/v2/hosts'), []);
+  const { data, error, reload } = usePolled(() => get<HostList>('/v2/hosts'), []);
   const f = useSubmit(FIELDS);
   return (
     <>
@@ -253,7 +224,7 @@ function HostsAdmin() {
           for (const k of ['port', 'maxWorkers'] as const) if (text(k)) body[k] = Number(text(k));
           if (typeof labels !== 'string' && Object.keys(labels).length) body.labels = labels;
           void f.submit(async () => {
-            const h = await send<Host>('POST', '/v2/hosts', body);
+            const h = await send<Answer<'/v2/hosts', 'post', 201>>('POST', '/v2/hosts', body);
             form.reset();
             reload();
             return `Registered ${h.name}: ${h.status}${h.statusReason ? ` (${h.statusReason})` : ''}.`;

@@ -1,22 +1,13 @@
 import { useContext, useEffect, useRef, useState } from 'preact/hooks';
-import { get, send, signOut, type Endpoint } from './api.ts';
+import { get, send, signOut, type Answer, type Endpoint } from './api.ts';
 import { CallingKeyContext } from './app.tsx';
 import { usePolled } from './poll.ts';
 import { Confirm, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
 
-export interface ApiKey {
-  id: string;
-  accountId: string;
-  name: string;
-  prefix: string;
-  scopes: string[];
-  endpointIds: string[];
-  expiresAt: string | null;
-  revokedAt: string | null;
-  lastUsedAt: string | null;
-  createdAt: string;
-}
-type CreatedKey = ApiKey & { key: string };
+type KeyList = Answer<'/v2/keys', 'get'>;
+type ApiKey = KeyList['keys'][number];
+/** POST /v2/keys: the key with its secret, shown once. */
+type CreatedKey = Answer<'/v2/keys', 'post', 201>;
 
 const SCOPES: Record<string, string> = {
   READ: 'read management resources',
@@ -79,10 +70,10 @@ function statusOf(k: ApiKey): string {
  */
 export function KeysPage() {
   const self = useContext(CallingKeyContext);
-  const { data, error, reload } = usePolled(() => get<{ keys: ApiKey[] }>('/v2/keys'), []);
+  const { data, error, reload } = usePolled(() => get<KeyList>('/v2/keys'), []);
   // The account's endpoints, to limit a new key to some (a failure leaves the choice out).
   const { data: endpoints } = usePolled(
-    () => get<{ endpoints: Endpoint[] }>('/v2/serverless').catch(() => ({ endpoints: [] as Endpoint[] })),
+    () => get<Answer<'/v2/serverless', 'get'>>('/v2/serverless').catch(() => ({ endpoints: [] as Endpoint[] })),
     [],
     30_000,
   );

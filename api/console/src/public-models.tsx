@@ -1,15 +1,12 @@
-import { get } from './api.ts';
+import { get, type Answer } from './api.ts';
 import { usePolled } from './poll.ts';
 import { Loaded } from './forms.tsx';
 
-interface PublicModel {
-  id: string;
-  name: string;
-  description: string;
-  outputKind: string;
-  inputSchema: { properties?: Record<string, { type?: unknown; default?: unknown }>; required?: unknown };
-  price: { amount: number; unit: string };
-  runUrl: string;
+type PublicModel = Answer<'/v2/public-endpoints', 'get'>[number];
+/** The parts of an input schema (JSON Schema) the example reads; the API types it as any object. */
+interface InputSchema {
+  properties?: Record<string, { type?: unknown; default?: unknown }>;
+  required?: unknown;
 }
 
 const OUTPUT: Record<string, string> = {
@@ -23,7 +20,7 @@ const OUTPUT: Record<string, string> = {
  * An input to show in the example call: the schema's required fields and those with defaults, each
  * its default or an empty value of its type. A sketch to edit, not a promise that it validates.
  */
-function exampleInput(schema: PublicModel['inputSchema']): Record<string, unknown> {
+function exampleInput(schema: InputSchema): Record<string, unknown> {
   const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
   const required = Array.isArray(schema.required) ? (schema.required as unknown[]) : [];
   const out: Record<string, unknown> = {};
@@ -46,7 +43,7 @@ function exampleInput(schema: PublicModel['inputSchema']): Record<string, unknow
 
 /** The call, for a shell: the key stays a variable, never this session's key. */
 function curlOf(m: PublicModel): string {
-  const body = JSON.stringify({ input: exampleInput(m.inputSchema) }).replace(/'/g, `'\\''`);
+  const body = JSON.stringify({ input: exampleInput(m.inputSchema as InputSchema) }).replace(/'/g, `'\\''`);
   return [
     `curl -X POST '${m.runUrl.replace(/'/g, `'\\''`)}/runsync' \\`,
     `  -H "Authorization: Bearer $GANTRY_API_KEY" -H 'Content-Type: application/json' \\`,
@@ -56,7 +53,11 @@ function curlOf(m: PublicModel): string {
 
 /** The public models offered to every account (GET /v2/public-endpoints), and how to call each. */
 export function PublicModelsPage() {
-  const { data, error } = usePolled(() => get<PublicModel[]>('/v2/public-endpoints'), [], 60_000);
+  const { data, error } = usePolled(
+    () => get<Answer<'/v2/public-endpoints', 'get'>>('/v2/public-endpoints'),
+    [],
+    60_000,
+  );
   return (
     <section aria-labelledby="public-models-heading">
       <h1 id="public-models-heading">Public models</h1>

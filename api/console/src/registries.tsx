@@ -1,12 +1,8 @@
-import { get, send } from './api.ts';
+import { get, send, type Answer } from './api.ts';
 import { ConfirmDelete, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
 import { usePolled } from './poll.ts';
 
-export interface Registry {
-  id: string;
-  name: string;
-  registry: string | null;
-}
+type RegistryList = Answer<'/v2/registries', 'get'>;
 
 const FIELDS = ['name', 'registry', 'username', 'password'] as const;
 
@@ -15,7 +11,7 @@ const FIELDS = ['name', 'registry', 'username', 'password'] as const;
  * never answers it, and the form forgets the password once it is sent.
  */
 export function RegistriesPage() {
-  const { data, error, reload } = usePolled(() => get<{ registries: Registry[] }>('/v2/registries'), [], 30_000);
+  const { data, error, reload } = usePolled(() => get<RegistryList>('/v2/registries'), [], 30_000);
   const f = useSubmit(FIELDS);
   return (
     <section aria-labelledby="registries-heading">
@@ -84,7 +80,7 @@ export function RegistriesPage() {
             ...(registry ? { registry } : {}),
           };
           void f.submit(async () => {
-            const made = await send<Registry>('POST', '/v2/registries', body);
+            const made = await send<Answer<'/v2/registries', 'post', 201>>('POST', '/v2/registries', body);
             form.reset();
             reload();
             return `Added ${made.name}, bound to ${made.registry ?? 'no registry'}.`;

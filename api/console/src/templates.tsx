@@ -1,20 +1,6 @@
-import { get, send } from './api.ts';
+import { get, send, type Answer } from './api.ts';
 import { usePolled } from './poll.ts';
 import { ConfirmDelete, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
-import { type Registry } from './registries.tsx';
-
-interface Template {
-  id: string;
-  name: string;
-  image: string;
-  args: string;
-  disk: number;
-  ports: string[];
-  env: Record<string, string>;
-  registry: string | null;
-  serverless: boolean;
-  createdAt: string;
-}
 
 const FIELDS = ['name', 'image', 'args', 'disk', 'ports', 'env', 'registry', 'serverless'] as const;
 
@@ -47,11 +33,11 @@ export function TemplatesPage() {
   const { data, error, reload } = usePolled(
     async () => {
       const [{ templates }, registries] = await Promise.all([
-        get<{ templates: Template[] }>('/v2/templates'),
+        get<Answer<'/v2/templates', 'get'>>('/v2/templates'),
         // Only for their names: the list still shows without them.
-        get<{ registries: Registry[] }>('/v2/registries').then(
+        get<Answer<'/v2/registries', 'get'>>('/v2/registries').then(
           (r) => r.registries,
-          () => [] as Registry[],
+          () => [],
         ),
       ]);
       return { templates, registries };
@@ -156,7 +142,7 @@ export function TemplatesPage() {
           };
           void f.submit(
             async () => {
-              const made = await send<Template>('POST', '/v2/templates', body);
+              const made = await send<Answer<'/v2/templates', 'post', 201>>('POST', '/v2/templates', body);
               form.reset();
               reload();
               return `Created template ${made.name}.`;

@@ -1,40 +1,15 @@
 import { useMemo, useState } from 'preact/hooks';
-import { get, type Endpoint } from './api.ts';
+import { get, type Answer, type Endpoint } from './api.ts';
 import { Link } from './app.tsx';
 import { Chart, type Series } from './chart.tsx';
 import { usePolled } from './poll.ts';
 import { Loaded } from './forms.tsx';
 
+/** The bucket sizes the console asks for (PERIODS); the API offers more. */
 type BucketSize = 'hour' | 'day' | 'month';
-interface Range {
-  startTime: string;
-  endTime: string;
-}
-interface AccountRecord extends Range {
-  totalAmount: number;
-  serverlessGpuAmount: number;
-  serverlessCpuAmount: number;
-  podGpuAmount: number;
-  podCpuAmount: number;
-  endpointAmount: number;
-}
-interface Billing {
-  records: AccountRecord[];
-  metadata: {
-    query: Range & { bucketSize: BucketSize };
-    totals: AccountRecord;
-    discount: { discountFactor: number; expirationDate: string | null } | null;
-  };
-}
-interface ServerlessRecord extends Range {
-  serverlessId: string;
-  totalAmount: number;
-  gpuAmount: number;
-  cpuAmount: number;
-}
-interface PublicModelRecord extends Range {
-  totalAmount: number;
-}
+/** GET /v2/billing, whose buckets are the size asked for: one of the console's. */
+type Billing = Answer<'/v2/billing', 'get'> & { metadata: { query: { bucketSize: BucketSize } } };
+type ServerlessRecord = Answer<'/v2/billing/serverless', 'get'>['records'][number];
 
 /** The periods offered: the last N buckets ending with the current one (the billing routes' lastN). */
 const PERIODS = [
@@ -147,12 +122,10 @@ export function UsagePage() {
     async () => {
       const [account, serverless, models, endpoints] = await Promise.all([
         get<Billing>(`/v2/billing?${q}`),
-        get<{ records: ServerlessRecord[] }>(`/v2/billing/serverless?${q}`),
-        get<{ records: PublicModelRecord[]; metadata: { totals: { totalAmount: number } } }>(
-          `/v2/billing/endpoints?${q}`,
-        ),
+        get<Answer<'/v2/billing/serverless', 'get'>>(`/v2/billing/serverless?${q}`),
+        get<Answer<'/v2/billing/endpoints', 'get'>>(`/v2/billing/endpoints?${q}`),
         // Names only: spend of a deleted endpoint still shows, by id.
-        get<{ endpoints: Endpoint[] }>('/v2/serverless').then(
+        get<Answer<'/v2/serverless', 'get'>>('/v2/serverless').then(
           (r) => r.endpoints,
           () => [] as Endpoint[],
         ),

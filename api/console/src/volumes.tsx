@@ -1,20 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { get, send } from './api.ts';
+import { get, send, type Answer } from './api.ts';
 import { usePolled } from './poll.ts';
 import { ConfirmDelete, Field, FormNotices, Loaded, useSubmit, valueOf } from './forms.tsx';
 
-interface Volume {
-  id: string;
-  name: string;
-  size: number;
-  dataCenter: string;
-  createdAt: string;
-}
-interface DataCenter {
-  id: string;
-  networkVolumeTypes: string[];
-  hosts: { total: number; ready: number };
-}
+type Volume = Answer<'/v2/network-volumes', 'get'>['networkVolumes'][number];
 
 const FIELDS = ['name', 'size', 'dataCenter'] as const;
 
@@ -93,8 +82,8 @@ export function VolumesPage() {
   const { data, error, reload } = usePolled(
     async () => {
       const [{ networkVolumes }, { dataCenters }] = await Promise.all([
-        get<{ networkVolumes: Volume[] }>('/v2/network-volumes'),
-        get<{ dataCenters: DataCenter[] }>('/v2/catalog/datacenters'),
+        get<Answer<'/v2/network-volumes', 'get'>>('/v2/network-volumes'),
+        get<Answer<'/v2/catalog/datacenters', 'get'>>('/v2/catalog/datacenters'),
       ]);
       return { volumes: networkVolumes, dataCenters };
     },
@@ -181,7 +170,7 @@ export function VolumesPage() {
             dataCenter: valueOf(form, 'dataCenter'),
           };
           void f.submit(async () => {
-            const made = await send<Volume>('POST', '/v2/network-volumes', body);
+            const made = await send<Answer<'/v2/network-volumes', 'post', 201>>('POST', '/v2/network-volumes', body);
             form.reset();
             reload();
             return `Created ${made.name}: ${made.size} GB in ${made.dataCenter}.`;
