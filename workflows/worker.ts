@@ -114,7 +114,47 @@ function failureReason(err: unknown): string {
  * life, is always started with its row made, and reports to the pod's workflow instead.
  */
 export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> {
-  const { workerId, endpointId, releaseVersion, settings } = input;
+  const run = workerRun(input);
+  if (!input.resumeWatching) {
+    if (!input.recorded)
+      await createWorkerRecords({
+        endpointId: input.endpointId,
+        releaseVersion: input.releaseVersion,
+        workerIds: [input.workerId],
+      });
+    if ((await place(run)) === 'ended' || (await start(run)) === 'ended' || (await becomeReady(run)) === 'ended')
+      return;
+  }
+  // Watching until asked to drain or found dead (a thawed standby watches again).
+  for (;;) {
+    if ((await watch(run)) === 'ended') return;
+    if (!run.state.drain?.standby || input.podId || !patched(FLASHBOOT_PATCH)) break;
+    const next = await standBy(run);
+    if (next === 'ended') return;
+    if (next === 'drain') break;
+    // Busy again before it froze, or thawed: it serves on.
+    run.state.drain = undefined;
+  }
+  await drain(run);
+}
+
+/** A phase's outcome: `ended` when the worker's run is over (finished, or its container gone). */
+type PhaseEnd = 'ended' | 'next';
+
+/** One run of workerWorkflow: its input, its state (which the handlers write) and what every phase does. */
+interface WorkerRun {
+  input: WorkerWorkflowInput;
+  state: WorkerRunState;
+  draining: () => boolean;
+  /** Tells the worker's endpoint (or pod) of a life event; a gone endpoint is no error. */
+  tellEndpoint: (event: WorkerEvent['event'], reason?: string) => Promise<void>;
+  /** Removes the container, records the end and tells the endpoint. */
+  finish: (status: 'STOPPED' | 'FAILED', reason: string) => Promise<'ended'>;
+}
+
+/** The run's state (carried across continue-as-new, or new) and its signal and query handlers. */
+function workerRun(input: WorkerWorkflowInput): WorkerRun {
+  const { workerId, endpointId, releaseVersion } = input;
   const state: WorkerRunState = input.state ?? {
     phase: input.resumeWatching ? 'ready' : 'placing',
     wasReady: input.resumeWatching ?? false,
@@ -132,165 +172,177 @@ export async function workerWorkflow(input: WorkerWorkflowInput): Promise<void> 
   setHandler(thawWorker, () => {
     state.thaw = true;
   });
-  const draining = (): boolean => state.drain !== undefined;
-  const drainReason = (): string | undefined => state.drain?.reason;
-
   const tellEndpoint = async (event: WorkerEvent['event'], reason?: string): Promise<void> => {
     await getExternalWorkflowHandle(input.podId ? podWorkflowId(input.podId) : endpointWorkflowId(endpointId))
       .signal(workerEvent, { workerId, event, releaseVersion, wasReady: state.wasReady, ...(reason ? { reason } : {}) })
       .catch(() => undefined);
   };
-
-  const finish = async (status: 'STOPPED' | 'FAILED', reason: string): Promise<void> => {
-    state.phase = 'done';
-    await removeWorkerContainer(workerId).catch(() => false);
-    await finishWorker(workerId, { status, reason });
-    await tellEndpoint(status === 'STOPPED' ? 'stopped' : 'failed', reason);
-  };
-
-  if (!input.resumeWatching) {
-    if (!input.recorded) await createWorkerRecords({ endpointId, releaseVersion, workerIds: [workerId] });
-
-    // Placement: retried with backoff while nothing fits; the row says why.
-    let wait = 500;
-    for (;;) {
-      const placed = await placeWorker(workerId, {}).catch((err: unknown) => ({
-        placed: false,
-        reason: failureReason(err),
-        fatal: true,
-      }));
-      if ('fatal' in placed) return finish('FAILED', placed.reason ?? 'placement failed');
-      if (placed.placed) {
-        // `GantryHostId`: operators find the workers of a host; a command of the task that goes on to start the container.
-        if (
-          placed.hostId &&
-          workflowInfo().typedSearchAttributes.get(GantryHostId) !== placed.hostId &&
-          patched(HOST_ATTRIBUTE_PATCH)
-        ) {
-          upsertSearchAttributes([{ key: GantryHostId, value: placed.hostId }]);
-        }
-        break;
-      }
-      if (await condition(draining, wait))
-        return finish('STOPPED', `removed before it was placed: ${state.drain!.reason}`);
-      wait = Math.min(wait * 2, settings.placementRetryMaxMs);
-    }
-
-    state.phase = 'starting';
-    const { prepareWorkerImage } = proxyActivities<WorkerActivities>({
-      startToCloseTimeout: `${settings.pullTimeoutSec + 60} seconds`,
-      heartbeatTimeout: '1 minute',
-      retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 3 },
-    });
-    try {
-      await prepareWorkerImage(workerId);
-      if (state.drain) return finish('STOPPED', `removed before it started: ${state.drain.reason}`);
-      await startWorkerContainer(workerId);
-    } catch (err) {
-      return finish('FAILED', `could not start: ${failureReason(err)}`);
-    }
-
-    state.phase = 'waiting-ready';
-    const deadline = workflowNow() + settings.readyTimeoutSec * 1000;
-    for (;;) {
-      const check = await checkWorkerReady(workerId).catch((err: unknown) => ({
-        state: 'waiting' as const,
-        reason: failureReason(err),
-      }));
-      if (check.state === 'ready') break;
-      if (check.state === 'failed') return finish('FAILED', check.reason);
-      if (workflowNow() >= deadline) return finish('FAILED', `not ready within ${settings.readyTimeoutSec} s`);
-      if (await condition(draining, settings.readyPollMs))
-        return finish('STOPPED', `removed before it was ready: ${state.drain!.reason}`);
-    }
-    await markWorkerReady(workerId);
-    state.wasReady = true;
-    state.phase = 'ready';
-    await tellEndpoint('ready');
-  }
-
-  /**
-   * FlashBoot: retired for idleness, the worker stands by frozen on its host until its endpoint
-   * thaws it (then it watches again), or something ends it: a drain (eviction, a new release,
-   * FlashBoot off, the endpoint's deletion) or, for FLASHBOOT, the standby's expiry.
-   */
-  const standBy = async (): Promise<'watch' | 'drain' | 'ended'> => {
-    state.thaw = false;
-    const frozen = await freezeWorker(workerId).catch((err: unknown) => ({
-      frozen: false as const,
-      busy: false,
-      reason: failureReason(err),
-    }));
-    if (!frozen.frozen) return frozen.busy ? 'watch' : 'drain';
-    const idleReason = state.drain?.reason ?? 'idle';
-    state.phase = 'standby';
-    state.drain = undefined;
-    const woken = () => state.thaw === true || draining();
-    let expired = false;
-    if (frozen.holdMs === null) await condition(woken);
-    else expired = !(await condition(woken, frozen.holdMs));
-    const ended = drainReason();
-    if (expired || ended !== undefined) {
-      await finish(
-        'STOPPED',
-        ended ?? `its FlashBoot standby expired after ${Math.round((frozen.holdMs ?? 0) / 1000)} s (${idleReason})`,
-      );
+  return {
+    input,
+    state,
+    draining: () => state.drain !== undefined,
+    tellEndpoint,
+    finish: async (status, reason) => {
+      state.phase = 'done';
+      await removeWorkerContainer(workerId).catch(() => false);
+      await finishWorker(workerId, { status, reason });
+      await tellEndpoint(status === 'STOPPED' ? 'stopped' : 'failed', reason);
       return 'ended';
-    }
-    const thawed = await thawStandbyWorker(workerId).catch((err: unknown) => ({
-      thawed: false as const,
-      evicted: false,
-      reason: failureReason(err),
-    }));
-    state.thaw = false;
-    if (!thawed.thawed) {
-      await finish(
-        thawed.evicted ? 'STOPPED' : 'FAILED',
-        thawed.evicted ? thawed.reason : `could not thaw: ${thawed.reason}`,
-      );
-      return 'ended';
-    }
-    state.phase = 'ready';
-    await tellEndpoint('ready');
-    return 'watch';
+    },
   };
+}
 
-  // Watching until asked to drain or found dead (a thawed standby watches again).
+/** Placement: retried with backoff while nothing fits; the row says why. */
+async function place({ input, state, draining, finish }: WorkerRun): Promise<PhaseEnd> {
+  let wait = 500;
   for (;;) {
-    while (!state.drain) {
-      if (await condition(draining, settings.watchIntervalSec * 1000)) break;
-      const health = await inspectWorker(workerId).catch((err: unknown) => ({
-        state: 'unknown' as const,
-        reason: failureReason(err),
-      }));
-      if (health.state === 'gone') {
-        state.phase = 'done';
-        return;
+    const placed = await placeWorker(input.workerId, {}).catch((err: unknown) => ({
+      placed: false,
+      reason: failureReason(err),
+      fatal: true,
+    }));
+    if ('fatal' in placed) return finish('FAILED', placed.reason ?? 'placement failed');
+    if (placed.placed) {
+      // `GantryHostId`: operators find the workers of a host; a command of the task that goes on to start the container.
+      if (
+        placed.hostId &&
+        workflowInfo().typedSearchAttributes.get(GantryHostId) !== placed.hostId &&
+        patched(HOST_ATTRIBUTE_PATCH)
+      ) {
+        upsertSearchAttributes([{ key: GantryHostId, value: placed.hostId }]);
       }
-      if (health.state === 'failed') return finish('FAILED', health.reason);
-      if (health.state === 'stopped') return finish('STOPPED', health.reason);
-      if (continueAsNewDue(input.test)) {
-        await condition(allHandlersFinished);
-        // A drain asked for meanwhile is done by this run (the loop ends); otherwise the next run watches on.
-        if (!state.drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true, state });
-      }
+      return 'next';
     }
-    if (!state.drain?.standby || input.podId || !patched(FLASHBOOT_PATCH)) break;
-    const next = await standBy();
-    if (next === 'ended') return;
-    if (next === 'drain') break;
-    // Busy again before it froze, or thawed: it serves on.
-    state.drain = undefined;
+    if (await condition(draining, wait))
+      return finish('STOPPED', `removed before it was placed: ${state.drain!.reason}`);
+    wait = Math.min(wait * 2, input.settings.placementRetryMaxMs);
   }
+}
 
-  // Drain: no new jobs; in-flight ones get up to the endpoint timeout, then go back to the queue.
+/** The image on the host, then the container. */
+async function start({ input, state, finish }: WorkerRun): Promise<PhaseEnd> {
+  state.phase = 'starting';
+  const { prepareWorkerImage } = proxyActivities<WorkerActivities>({
+    startToCloseTimeout: `${input.settings.pullTimeoutSec + 60} seconds`,
+    heartbeatTimeout: '1 minute',
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 3 },
+  });
+  try {
+    await prepareWorkerImage(input.workerId);
+    if (state.drain) return finish('STOPPED', `removed before it started: ${state.drain.reason}`);
+    await startWorkerContainer(input.workerId);
+  } catch (err) {
+    return finish('FAILED', `could not start: ${failureReason(err)}`);
+  }
+  return 'next';
+}
+
+/** Polls the worker's readiness until it is ready, failed, out of time or drained. */
+async function becomeReady({ input, state, draining, tellEndpoint, finish }: WorkerRun): Promise<PhaseEnd> {
+  const { workerId, settings } = input;
+  state.phase = 'waiting-ready';
+  const deadline = workflowNow() + settings.readyTimeoutSec * 1000;
+  for (;;) {
+    const check = await checkWorkerReady(workerId).catch((err: unknown) => ({
+      state: 'waiting' as const,
+      reason: failureReason(err),
+    }));
+    if (check.state === 'ready') break;
+    if (check.state === 'failed') return finish('FAILED', check.reason);
+    if (workflowNow() >= deadline) return finish('FAILED', `not ready within ${settings.readyTimeoutSec} s`);
+    if (await condition(draining, settings.readyPollMs))
+      return finish('STOPPED', `removed before it was ready: ${state.drain!.reason}`);
+  }
+  await markWorkerReady(workerId);
+  state.wasReady = true;
+  state.phase = 'ready';
+  await tellEndpoint('ready');
+  return 'next';
+}
+
+/** Watches the container until a drain is asked for (`next`) or it ends; continues as new when the history is long. */
+async function watch({ input, state, draining, finish }: WorkerRun): Promise<PhaseEnd> {
+  while (!state.drain) {
+    if (await condition(draining, input.settings.watchIntervalSec * 1000)) break;
+    const health = await inspectWorker(input.workerId).catch((err: unknown) => ({
+      state: 'unknown' as const,
+      reason: failureReason(err),
+    }));
+    if (health.state === 'gone') {
+      state.phase = 'done';
+      return 'ended';
+    }
+    if (health.state === 'failed') return finish('FAILED', health.reason);
+    if (health.state === 'stopped') return finish('STOPPED', health.reason);
+    if (continueAsNewDue(input.test)) {
+      await condition(allHandlersFinished);
+      // A drain asked for meanwhile is done by this run (the loop ends); otherwise the next run watches on.
+      if (!state.drain) await continueAsNew<typeof workerWorkflow>({ ...input, resumeWatching: true, state });
+    }
+  }
+  return 'next';
+}
+
+/**
+ * FlashBoot: retired for idleness, the worker stands by frozen on its host until its endpoint
+ * thaws it (then it watches again), or something ends it: a drain (eviction, a new release,
+ * FlashBoot off, the endpoint's deletion) or, for FLASHBOOT, the standby's expiry.
+ */
+async function standBy({
+  input,
+  state,
+  draining,
+  tellEndpoint,
+  finish,
+}: WorkerRun): Promise<'watch' | 'drain' | 'ended'> {
+  const { workerId } = input;
+  state.thaw = false;
+  const frozen = await freezeWorker(workerId).catch((err: unknown) => ({
+    frozen: false as const,
+    busy: false,
+    reason: failureReason(err),
+  }));
+  if (!frozen.frozen) return frozen.busy ? 'watch' : 'drain';
+  const idleReason = state.drain?.reason ?? 'idle';
+  state.phase = 'standby';
+  state.drain = undefined;
+  const woken = () => state.thaw === true || draining();
+  let expired = false;
+  if (frozen.holdMs === null) await condition(woken);
+  else expired = !(await condition(woken, frozen.holdMs));
+  // Read through a function: the handlers set it while the condition waits, which TypeScript cannot see.
+  const drainReason = (): string | undefined => state.drain?.reason;
+  const ended = drainReason();
+  if (expired || ended !== undefined)
+    return finish(
+      'STOPPED',
+      ended ?? `its FlashBoot standby expired after ${Math.round((frozen.holdMs ?? 0) / 1000)} s (${idleReason})`,
+    );
+  const thawed = await thawStandbyWorker(workerId).catch((err: unknown) => ({
+    thawed: false as const,
+    evicted: false,
+    reason: failureReason(err),
+  }));
+  state.thaw = false;
+  if (!thawed.thawed)
+    return finish(
+      thawed.evicted ? 'STOPPED' : 'FAILED',
+      thawed.evicted ? thawed.reason : `could not thaw: ${thawed.reason}`,
+    );
+  state.phase = 'ready';
+  await tellEndpoint('ready');
+  return 'watch';
+}
+
+/** Drain: no new jobs; in-flight ones get up to the endpoint timeout, then go back to the queue. */
+async function drain({ input, state, finish }: WorkerRun): Promise<void> {
   state.phase = 'draining';
   const reason = state.drain?.reason ?? 'asked to stop';
-  await beginDrain(workerId, `draining: ${reason}`);
+  await beginDrain(input.workerId, `draining: ${reason}`);
   const drainDeadline = workflowNow() + input.drainTimeoutMs;
   let poll = 500;
   while (workflowNow() < drainDeadline) {
-    if ((await workerJobsInFlight(workerId)) === 0) break;
+    if ((await workerJobsInFlight(input.workerId)) === 0) break;
     await sleep(Math.min(poll, Math.max(1, drainDeadline - workflowNow())));
     poll = Math.min(poll * 2, 5000);
   }
