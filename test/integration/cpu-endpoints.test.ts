@@ -191,8 +191,15 @@ describe('CPU endpoints', () => {
       { key: p.adminKey },
     );
     expect(bill.status, JSON.stringify(bill.body)).toBe(200);
-    const expected = usage[0]!.seconds * 2 * (cpuRate(priceTable(undefined), 'cpu3c').serverlessPerVcpuHour / 3600);
-    expect(bill.body.metadata.totals.cpuAmount).toBeCloseTo(expected, 5);
+    // The bill is the endpoint's: every worker it ran, also one that failed to start under load before
+    // this one (each is a 2-vCPU cpu3c worker).
+    const endpointUsage = await p.ctx.db.usageRecord.findMany({ where: { endpointId: r.body.id } });
+    const seconds = endpointUsage.reduce((sum, u) => sum + u.seconds, 0);
+    const expected = seconds * 2 * (cpuRate(priceTable(undefined), 'cpu3c').serverlessPerVcpuHour / 3600);
+    expect(bill.body.metadata.totals.cpuAmount, `${endpointUsage.length} usage rows, ${seconds} s`).toBeCloseTo(
+      expected,
+      5,
+    );
     expect(bill.body.metadata.totals.gpuAmount).toBe(0);
   });
 
