@@ -1,6 +1,6 @@
 import { openAsBlob } from 'node:fs';
 import { CliError, describeError } from './errors.ts';
-import type { components, paths } from './generated-api-types.ts';
+import type { Answer, components, RequestBody } from './generated-api-types.ts';
 
 /*
  * The platform's answers (docs/apps.md "Platform REST"), from the types openapi-typescript generates
@@ -9,26 +9,6 @@ import type { components, paths } from './generated-api-types.ts';
  * what the document does not describe: the GraphQL envelope of `graphql` (POST /graphql is no REST
  * route) and the signed upload URL of `upload` (the blob store's, not the API's).
  */
-
-type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';
-
-/** The JSON body of a route's answer with the given status. */
-type Answer<Path extends keyof paths, M extends Method, Status extends number> = paths[Path][M] extends {
-  responses: infer Responses;
-}
-  ? Status extends keyof Responses
-    ? Responses[Status] extends { content: { 'application/json': infer Body } }
-      ? Body
-      : never
-    : never
-  : never;
-
-/** The JSON body a route takes. */
-type RequestBody<Path extends keyof paths, M extends Method> = paths[Path][M] extends {
-  requestBody: { content: { 'application/json': infer Body } };
-}
-  ? Body
-  : never;
 
 export type App = Answer<'/v2/apps/{app}', 'get', 200>;
 /** `deploying`: the deployment under way; older platforms leave it out, so readers treat it as optional. */

@@ -1371,3 +1371,23 @@ export interface operations {
     };
   };
 }
+
+type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';
+
+/** The JSON body of a route's answer with the given status (200 unless named). */
+export type Answer<Path extends keyof paths, M extends Method, Status extends number = 200> = paths[Path][M] extends {
+  responses: infer Responses;
+}
+  ? Status extends keyof Responses
+    ? Responses[Status] extends { content: { 'application/json': infer Body } }
+      ? Body
+      : never
+    : never
+  : never;
+
+/** The JSON body a route takes. */
+export type RequestBody<Path extends keyof paths, M extends Method> = paths[Path][M] extends {
+  requestBody: { content: { 'application/json': infer Body } };
+}
+  ? Body
+  : never;

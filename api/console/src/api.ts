@@ -5,20 +5,9 @@
  * OpenAPI document (./generated-api-types.ts; `npm run generate:console-types` writes it again,
  * test/api/cli-api-types.test.ts fails while it is out of date).
  */
-import type { paths } from './generated-api-types.ts';
+import type { Answer } from './generated-api-types.ts';
 
-type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';
-
-/** The JSON body of a route's answer with the given status (200 unless named). */
-export type Answer<Path extends keyof paths, M extends Method, Status extends number = 200> = paths[Path][M] extends {
-  responses: infer Responses;
-}
-  ? Status extends keyof Responses
-    ? Responses[Status] extends { content: { 'application/json': infer Body } }
-      ? Body
-      : never
-    : never
-  : never;
+export type { Answer };
 
 const KEY_ITEM = 'gantry.console.key';
 
