@@ -214,12 +214,3 @@ export async function applyDataCenterEntries(
       'file',
     );
 }
-
-/** Countries of the given data centers (those with one). */
-export async function countriesOf(ctx: DomainContext, ids: readonly string[]): Promise<Map<string, string>> {
-  const rows = await ctx.db.dataCenter.findMany({
-    where: { id: { in: [...ids] }, country: { not: null } },
-    select: { id: true, country: true },
-  });
-  return new Map(rows.map((r) => [r.id, r.country!]));
-}

@@ -46,7 +46,6 @@ export const RolloutSummarySchema = Type.Object({
   /** Share of workers on the current release, 0 when there are none. */
   percentOnLatest: Type.Integer({ minimum: 0, maximum: 100 }),
 });
-export type RolloutSummary = Static<typeof RolloutSummarySchema>;
 
 export const ListEndpointReleasesResponseSchema = Type.Object({
   endpointVersion: Type.Integer(),
